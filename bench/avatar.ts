@@ -1,0 +1,133 @@
+/**
+ * Avatar bench: render cost, lip-sync offset, emitter jitter, cancel latency, first frame, and
+ * a contact sheet + MP4 of a spoken phrase (docs/media/). Run: `npx tsx bench/avatar.ts`.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import sharp from 'sharp';
+import { RealClock } from '../core/clock.ts';
+import type { FaceFrame } from '../processors/avatar/face-model.ts';
+import { encodeJpeg, HumanFaceModel } from '../plugins/face/index.ts';
+import { pearson, rmsEnvelope, syntheticPhrase } from '../test/face/speech-signal.ts';
+
+const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+async function renderCost(model: HumanFaceModel, width: number, height: number) {
+  const source = await model.openSource({ configuration: { width, height } });
+  source.pushAudio(syntheticPhrase(30));
+  const raw: number[] = [], jpeg: number[] = [];
+  for (let i = 0; i < 60; i++) {
+    const t0 = performance.now();
+    const f = source.nextFrame();
+    const t1 = performance.now();
+    await encodeJpeg(f, 80);
+    const t2 = performance.now();
+    if (i >= 10) { raw.push(t1 - t0); jpeg.push(t2 - t0); }
+  }
+  return { raw: mean(raw), jpeg: mean(jpeg) };
+}
+
+/** Lag (ms) maximising the correlation of audio envelope and mouth gap; positive = mouth late. */
+async function avOffset(model: HumanFaceModel) {
+  const source = await model.openSource({ configuration: { width: 1280, height: 720 } });
+  const phrase = syntheticPhrase(16);
+  source.pushAudio(phrase);
+  source.endTurn();
+  const env: number[] = [], gap: number[] = [], frames: FaceFrame[] = [];
+  for (;;) {
+    const f = source.nextFrame();
+    env.push(rmsEnvelope(f.audio)); gap.push(source.lastMouthGapPx); frames.push(f);
+    if (f.final) break;
+  }
+  const corr = (lag: number) => pearson(env.slice(0, env.length - Math.abs(lag)), lag >= 0 ? gap.slice(lag) : gap.slice(0, gap.length + lag).map((_, i) => gap[i]!));
+  const lags = [-2, -1, 0, 1, 2];
+  const rs = lags.map((l) => (l >= 0 ? corr(l) : pearson(env.slice(-l), gap.slice(0, gap.length + l))));
+  const best = rs.indexOf(Math.max(...rs));
+  // Parabolic refinement between neighbouring lags.
+  let frac = 0;
+  if (best > 0 && best < rs.length - 1) {
+    const [a, b, c] = [rs[best - 1]!, rs[best]!, rs[best + 1]!];
+    frac = (a - c) / (2 * (a - 2 * b + c) || 1);
+  }
+  const rig = source.renderer.rig;
+  const side = Math.round(Math.min(rig.height, 1.9 * rig.faceHeight));
+  const face = { left: Math.max(0, Math.round(rig.headCentre.x - side / 2)), top: Math.max(0, Math.round(rig.headCentre.y - side * 0.45)), side };
+  return { offsetMs: (lags[best]! + frac) * 40, r: rs[best]!, frames, face };
+}
+
+async function realtime(model: HumanFaceModel) {
+  const clock = new RealClock();
+  const session = await model.openSession({ configuration: { width: 1280, height: 720 } }, clock);
+  const lateness: number[] = [];
+  let firstSpeechAt = -1, pushedAt = -1, cancelAt = -1, idleAfterCancel = -1;
+  session.frames.subscribe((f) => {
+    const now = clock.now();
+    lateness.push(now - (session.startedAtMs + f.ptsMs));
+    if (f.type === 'speech-start' && firstSpeechAt < 0) firstSpeechAt = now;
+    if (cancelAt >= 0 && idleAfterCancel < 0 && f.type === 'idle') idleAfterCancel = now;
+  });
+  await clock.sleep(1000);
+  pushedAt = clock.now();
+  session.pushAudio(syntheticPhrase(20));
+  await clock.sleep(2000);
+  cancelAt = clock.now();
+  session.cancel();
+  await clock.sleep(1500);
+  session.close();
+  const jitter = lateness.slice(5).map((l) => Math.abs(l));
+  return { jitterP99: percentile(jitter, 99), firstFrameMs: firstSpeechAt - pushedAt, cancelToIdleMs: idleAfterCancel - cancelAt };
+}
+
+async function media(frames: FaceFrame[], face: { left: number; top: number; side: number }) {
+  mkdirSync('docs/media', { recursive: true });
+  mkdirSync('bench/out', { recursive: true });
+  const speech = frames.filter((f) => f.type !== 'idle');
+  const picks = Array.from({ length: 16 }, (_, i) => speech[Math.floor((i * speech.length) / 16)]!);
+  const tw = 240, th = 240;
+  const tiles = await Promise.all(picks.map(async (f, i) => ({
+    input: await sharp(f.image.data, { raw: { width: f.image.width, height: f.image.height, channels: 3 } })
+      .extract({ left: face.left, top: face.top, width: Math.min(face.side, f.image.width - face.left), height: Math.min(face.side, f.image.height - face.top) })
+      .resize(tw, th).png().toBuffer(),
+    left: (i % 4) * tw, top: Math.floor(i / 4) * th,
+  })));
+  await sharp({ create: { width: tw * 4, height: th * 4, channels: 3, background: '#000' } }).composite(tiles).png({ palette: true, quality: 90 }).toFile('docs/media/avatar-contact-sheet.png');
+  if (!existsSync('/usr/bin/ffmpeg')) return false;
+  const raw = Buffer.concat(frames.map((f) => Buffer.from(f.image.data)));
+  writeFileSync('bench/out/avatar.rgb', raw);
+  const pcm = new Int16Array(frames.length * 640);
+  frames.forEach((f, i) => pcm.set(f.audio, i * 640));
+  writeFileSync('bench/out/avatar.pcm', Buffer.from(pcm.buffer));
+  const { width, height } = frames[0]!.image;
+  execFileSync('/usr/bin/ffmpeg', ['-y', '-loglevel', 'error', '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', `${width}x${height}`, '-r', '25', '-i', 'bench/out/avatar.rgb',
+    '-f', 's16le', '-ar', '16000', '-ac', '1', '-i', 'bench/out/avatar.pcm', '-c:v', 'libx264', '-pix_fmt', 'yuv420p', '-crf', '26', '-c:a', 'aac', '-shortest', 'docs/media/avatar-phrase.mp4']);
+  return true;
+}
+
+export async function run(): Promise<Record<string, unknown>> {
+  const model = new HumanFaceModel('human-portrait');
+  const hd = await renderCost(model, 1280, 720);
+  const sd = await renderCost(model, 640, 360);
+  const av = await avOffset(model);
+  const rt = await realtime(model);
+  const wrote = await media(av.frames, av.face);
+  const result = {
+    bench: 'avatar',
+    render_ms_720p: +hd.raw.toFixed(2),
+    render_jpeg_ms_720p: +hd.jpeg.toFixed(2),
+    render_ms_360p: +sd.raw.toFixed(2),
+    render_jpeg_ms_360p: +sd.jpeg.toFixed(2),
+    av_offset_ms: +av.offsetMs.toFixed(1),
+    av_correlation: +av.r.toFixed(3),
+    frame_jitter_p99_ms: +rt.jitterP99.toFixed(2),
+    first_frame_ms_inprocess: +rt.firstFrameMs.toFixed(1),
+    cancel_to_idle_ms: +rt.cancelToIdleMs.toFixed(1),
+    sessions_per_core_720p25: +(1000 / hd.jpeg / 25).toFixed(2),
+    mp4_written: wrote,
+  };
+  console.table(Object.entries(result).filter(([k]) => k !== 'bench').map(([figure, value]) => ({ figure, value })));
+  console.log(JSON.stringify(result));
+  return result;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await run();

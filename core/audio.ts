@@ -1,0 +1,288 @@
+/**
+ * Audio helpers for 16-bit PCM: conversions, fixed-duration chunking, mixing and a streaming
+ * band-limited resampler (windowed sinc, Kaiser window), enough for every rate a voice pipeline
+ * meets (8, 16, 22.05, 24, 44.1, 48 kHz) without aliasing.
+ */
+
+export function int16ToFloat32(pcm: Int16Array): Float32Array {
+  const out = new Float32Array(pcm.length);
+  for (let i = 0; i < pcm.length; i++) out[i] = pcm[i]! / 32768;
+  return out;
+}
+
+export function float32ToInt16(samples: Float32Array): Int16Array {
+  const out = new Int16Array(samples.length);
+  for (let i = 0; i < samples.length; i++) {
+    const v = Math.round(samples[i]! * 32768);
+    out[i] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
+  }
+  return out;
+}
+
+/** Interprets little-endian bytes as int16 samples (copies when unaligned). */
+export function bytesToInt16(bytes: Uint8Array): Int16Array {
+  const n = bytes.byteLength >> 1;
+  if (bytes.byteOffset % 2 === 0) return new Int16Array(bytes.buffer, bytes.byteOffset, n);
+  return new Int16Array(bytes.slice(0, n * 2).buffer);
+}
+
+export function int16ToBytes(pcm: Int16Array): Uint8Array {
+  return new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+}
+
+export function samplesFor(ms: number, sampleRate: number): number {
+  return Math.round((ms * sampleRate) / 1000);
+}
+
+export function durationMs(samples: number, sampleRate: number, channels = 1): number {
+  return (samples / channels / sampleRate) * 1000;
+}
+
+export function silence(ms: number, sampleRate: number, channels = 1): Int16Array {
+  return new Int16Array(samplesFor(ms, sampleRate) * channels);
+}
+
+/** Root mean square level in [0, 1]. */
+export function rms(pcm: Int16Array): number {
+  if (pcm.length === 0) return 0;
+  let sum = 0;
+  for (let i = 0; i < pcm.length; i++) sum += pcm[i]! * pcm[i]!;
+  return Math.sqrt(sum / pcm.length) / 32768;
+}
+
+/** Sums signals sample by sample with saturation; the result has the longest input's length. */
+export function mix(...tracks: Int16Array[]): Int16Array {
+  const length = Math.max(0, ...tracks.map((t) => t.length));
+  const out = new Int16Array(length);
+  for (let i = 0; i < length; i++) {
+    let v = 0;
+    for (const t of tracks) v += t[i] ?? 0;
+    out[i] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
+  }
+  return out;
+}
+
+export function concat(parts: readonly Int16Array[]): Int16Array {
+  let n = 0;
+  for (const p of parts) n += p.length;
+  const out = new Int16Array(n);
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
+  return out;
+}
+
+/** Averages interleaved channels into mono. */
+export function toMono(pcm: Int16Array, channels: number): Int16Array {
+  if (channels === 1) return pcm;
+  const n = Math.floor(pcm.length / channels);
+  const out = new Int16Array(n);
+  for (let i = 0; i < n; i++) {
+    let v = 0;
+    for (let c = 0; c < channels; c++) v += pcm[i * channels + c]!;
+    out[i] = Math.round(v / channels);
+  }
+  return out;
+}
+
+/** Splits PCM into chunks of `ms` (the last one may be shorter). */
+export function* chunkAudio(pcm: Int16Array, sampleRate: number, ms: number, channels = 1): Generator<Int16Array> {
+  const size = samplesFor(ms, sampleRate) * channels;
+  for (let i = 0; i < pcm.length; i += size) yield pcm.subarray(i, Math.min(pcm.length, i + size));
+}
+
+/**
+ * Streaming re-chunker: accepts PCM of any length and hands out chunks of exactly `ms`
+ * (the remainder waits for more input, or `flush()` pads it with silence).
+ */
+export class AudioChunker {
+  readonly chunkSamples: number;
+  private buffer: Int16Array;
+  private filled = 0;
+
+  constructor(readonly sampleRate: number, readonly ms: number, readonly channels = 1) {
+    this.chunkSamples = samplesFor(ms, sampleRate) * channels;
+    this.buffer = new Int16Array(this.chunkSamples);
+  }
+
+  get pendingSamples(): number {
+    return this.filled;
+  }
+
+  push(pcm: Int16Array): Int16Array[] {
+    const out: Int16Array[] = [];
+    let i = 0;
+    while (i < pcm.length) {
+      const take = Math.min(this.chunkSamples - this.filled, pcm.length - i);
+      this.buffer.set(pcm.subarray(i, i + take), this.filled);
+      this.filled += take;
+      i += take;
+      if (this.filled === this.chunkSamples) {
+        out.push(this.buffer);
+        this.buffer = new Int16Array(this.chunkSamples);
+        this.filled = 0;
+      }
+    }
+    return out;
+  }
+
+  /** The pending remainder padded with silence to a full chunk, or nothing. */
+  flush(): Int16Array | undefined {
+    if (this.filled === 0) return undefined;
+    const out = this.buffer;
+    this.buffer = new Int16Array(this.chunkSamples);
+    this.filled = 0;
+    return out;
+  }
+
+  clear(): void {
+    this.filled = 0;
+  }
+}
+
+// ---- resampling -------------------------------------------------------------------------------
+
+export const RESAMPLER_DEFAULTS = {
+  /** Zero crossings of the sinc kernel on each side: more = sharper filter, more work. */
+  zeroCrossings: 16,
+  /** Cutoff as a fraction of the lower Nyquist frequency (leaves room for the transition band). */
+  rolloff: 0.92,
+  /** Kaiser window shape (beta). */
+  kaiserBeta: 8.6,
+  /** Kernel table resolution: entries per input sample. */
+  tableResolution: 512,
+} as const;
+
+function besselI0(x: number): number {
+  let sum = 1;
+  let term = 1;
+  for (let k = 1; k < 50; k++) {
+    term *= (x / (2 * k)) ** 2;
+    sum += term;
+    if (term < 1e-12 * sum) break;
+  }
+  return sum;
+}
+
+const kernelCache = new Map<string, { table: Float32Array; halfWidth: number; scale: number }>();
+
+function kernelFor(ratio: number) {
+  const key = ratio.toFixed(9);
+  const cached = kernelCache.get(key);
+  if (cached) return cached;
+  const { zeroCrossings, rolloff, kaiserBeta, tableResolution } = RESAMPLER_DEFAULTS;
+  const scale = Math.min(1, ratio);
+  const cutoff = 0.5 * rolloff * scale; // cycles per input sample
+  const halfWidth = Math.ceil(zeroCrossings / scale); // input samples each side
+  const n = halfWidth * tableResolution + 2;
+  const table = new Float32Array(n);
+  const i0b = besselI0(kaiserBeta);
+  for (let i = 0; i < n; i++) {
+    const x = i / tableResolution;
+    const r = x / halfWidth;
+    const window = r >= 1 ? 0 : besselI0(kaiserBeta * Math.sqrt(1 - r * r)) / i0b;
+    const arg = 2 * cutoff * x;
+    const sinc = x === 0 ? 1 : Math.sin(Math.PI * arg) / (Math.PI * arg);
+    table[i] = 2 * cutoff * sinc * window;
+  }
+  const kernel = { table, halfWidth, scale };
+  kernelCache.set(key, kernel);
+  return kernel;
+}
+
+/**
+ * Streaming mono resampler. Feed chunks with `process`, call `flush` at the end of a stream;
+ * the output length converges to input length x toRate / fromRate. Stateful: one per stream.
+ */
+export class Resampler {
+  private readonly step: number;
+  private readonly kernel: ReturnType<typeof kernelFor>;
+  private buffer: Float32Array;
+  private length: number;
+  /** Input samples dropped from the front of `buffer` so far (excluding the initial padding). */
+  private dropped = 0;
+  private produced = 0;
+
+  constructor(readonly fromRate: number, readonly toRate: number) {
+    if (!(fromRate > 0 && toRate > 0)) throw new RangeError(`invalid sample rates ${fromRate} -> ${toRate}`);
+    this.step = fromRate / toRate;
+    this.kernel = kernelFor(toRate / fromRate);
+    // Leading zeros stand for the silence before the stream, so the first outputs are defined.
+    this.buffer = new Float32Array(4096 + this.kernel.halfWidth);
+    this.length = this.kernel.halfWidth;
+  }
+
+  process(input: Int16Array): Int16Array {
+    if (this.fromRate === this.toRate) return input.slice();
+    this.append(input);
+    return this.emit(false);
+  }
+
+  /** Emits what is left, treating the future as silence. */
+  flush(): Int16Array {
+    if (this.fromRate === this.toRate) return new Int16Array(0);
+    this.append(new Int16Array(this.kernel.halfWidth + 1));
+    const out = this.emit(true);
+    return out;
+  }
+
+  private append(input: Int16Array): void {
+    if (this.length + input.length > this.buffer.length) {
+      const next = new Float32Array(Math.max(this.buffer.length * 2, this.length + input.length));
+      next.set(this.buffer.subarray(0, this.length));
+      this.buffer = next;
+    }
+    for (let i = 0; i < input.length; i++) this.buffer[this.length + i] = input[i]! / 32768;
+    this.length += input.length;
+  }
+
+  private emit(final: boolean): Int16Array {
+    const { table, halfWidth } = this.kernel;
+    const res = RESAMPLER_DEFAULTS.tableResolution;
+    const pad = halfWidth;
+    const buf = this.buffer;
+    const out: number[] = [];
+    // Sample positions are computed from counters (not accumulated) so long streams never drift.
+    const totalInput = this.dropped + this.length - pad - (final ? halfWidth + 1 : 0);
+    for (;;) {
+      const tAbs = this.produced * this.step;
+      if (final && tAbs >= totalInput) break;
+      const t = tAbs - this.dropped + pad; // position inside buffer
+      const last = Math.floor(t + halfWidth);
+      if (last >= this.length) break;
+      const first = Math.max(0, Math.ceil(t - halfWidth));
+      let acc = 0;
+      for (let k = first; k <= last; k++) {
+        const x = Math.abs(t - k) * res;
+        const i = x | 0;
+        const frac = x - i;
+        acc += buf[k]! * (table[i]! + (table[i + 1]! - table[i]!) * frac);
+      }
+      out.push(acc);
+      this.produced++;
+    }
+    // Keep only the history the next output still needs.
+    const nextT = this.produced * this.step - this.dropped + pad;
+    const keepFrom = Math.max(0, Math.floor(nextT - halfWidth) - 1);
+    if (keepFrom > 0) {
+      buf.copyWithin(0, keepFrom, this.length);
+      this.length -= keepFrom;
+      this.dropped += keepFrom;
+    }
+    const pcm = new Int16Array(out.length);
+    for (let i = 0; i < out.length; i++) {
+      const v = Math.round(out[i]! * 32768);
+      pcm[i] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
+    }
+    return pcm;
+  }
+}
+
+/** One-shot resampling of a whole signal. */
+export function resample(pcm: Int16Array, fromRate: number, toRate: number): Int16Array {
+  if (fromRate === toRate) return pcm.slice();
+  const r = new Resampler(fromRate, toRate);
+  return concat([r.process(pcm), r.flush()]);
+}

@@ -1,0 +1,169 @@
+/**
+ * The clock-free session core: turns of queued speech in, one frame per `nextFrame()` out.
+ * Frame n carries audio samples [n*640, n*640+640) of what is playing, so audio and video stay
+ * paired by construction.
+ */
+import type { FaceFrame, FaceFrameSource, FaceFrameType, FaceTurnOptions } from '../../processors/avatar/face-model.ts';
+import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
+import { analyseWindow, FaceAnimator } from './face-animator.ts';
+import type { FaceRenderer } from './face-renderer.ts';
+import { visemeFor, type VisemeHint } from './visemes.ts';
+import type { PhonemeTiming } from '../../core/frames.ts';
+
+const SOURCE_DEFAULTS = {
+  /** Speech queued before a turn starts playing (absorbs TTS chunk jitter). */
+  prebufferMs: 80,
+  /** Fade-out frames after a turn's last speech frame (160 ms). */
+  endFadeFrames: 4,
+  /** Fade-out frames after a cancel (120 ms, within the 200 ms promise). */
+  cancelFadeFrames: 3,
+} as const;
+
+interface Turn {
+  id: number;
+  chunks: Int16Array[];
+  queued: number;
+  ended: boolean;
+  started: boolean;
+  /** Samples of this turn already played. */
+  played: number;
+  phonemes: readonly PhonemeTiming[];
+}
+
+const SPF = FACE_TIMING.samplesPerFrame;
+
+export class HumanFaceFrameSource implements FaceFrameSource {
+  private readonly turns: Turn[] = [];
+  private nextTurnId = 1;
+  private index = 0;
+  private fading: { turnId: number; left: number } | null = null;
+  private readonly animator: FaceAnimator;
+  /** Mouth gap (px, mesh) of the last rendered frame: lets tests and benches measure lip sync. */
+  lastMouthGapPx = 0;
+
+  constructor(readonly renderer: FaceRenderer, animator: FaceAnimator) {
+    this.animator = animator;
+  }
+
+  get width(): number { return this.renderer.width; }
+  get height(): number { return this.renderer.height; }
+  get busy(): boolean { return this.turns.length > 0 || this.fading !== null; }
+
+  startTurn(options?: FaceTurnOptions): void {
+    const last = this.turns.at(-1);
+    if (last && !last.ended) last.ended = true;
+    this.turns.push({ id: this.nextTurnId++, chunks: [], queued: 0, ended: false, started: false, played: 0, phonemes: options?.phonemes ?? [] });
+  }
+
+  pushAudio(pcm16k: Int16Array, turn?: FaceTurnOptions): void {
+    if (!(pcm16k instanceof Int16Array)) throw new TypeError('pushAudio expects 16 kHz mono Int16Array PCM');
+    const last = this.turns.at(-1);
+    if (!last || last.ended) this.startTurn(turn);
+    const t = this.turns.at(-1)!;
+    if (turn?.phonemes) t.phonemes = turn.phonemes;
+    if (pcm16k.length === 0) return;
+    t.chunks.push(pcm16k.slice());
+    t.queued += pcm16k.length;
+  }
+
+  endTurn(): void {
+    const last = this.turns.at(-1);
+    if (last) last.ended = true;
+  }
+
+  cancel(): boolean {
+    const playing = this.turns[0]?.started ? this.turns[0] : undefined;
+    const had = this.turns.some((t) => t.queued > 0 || t.started);
+    if (playing) this.fading = { turnId: playing.id, left: SOURCE_DEFAULTS.cancelFadeFrames };
+    this.turns.length = 0;
+    return had;
+  }
+
+  nextFrame(): FaceFrame {
+    let type: FaceFrameType = 'idle';
+    let final = false;
+    let turnId: number | null = null;
+    let audio: Int16Array | undefined;
+    let fadeRate: number | undefined;
+    let viseme: VisemeHint | undefined;
+
+    // Drop ended turns that never received audio.
+    while (this.turns[0] && this.turns[0].ended && !this.turns[0].started && this.turns[0].queued === 0) this.turns.shift();
+    const turn = this.turns[0];
+    if (this.fading) {
+      type = 'fade-out';
+      turnId = this.fading.turnId;
+      this.fading.left--;
+      const nextReady = turn !== undefined && this.ready(turn);
+      if (this.fading.left <= 0 || nextReady) { final = true; this.fading = null; }
+      fadeRate = 1 / SOURCE_DEFAULTS.cancelFadeFrames;
+    } else if (turn && (turn.started || this.ready(turn))) {
+      if (turn.queued > 0) {
+        viseme = this.visemeAt(turn, turn.played + SPF / 2);
+        audio = this.take(turn);
+        turn.played += SPF;
+        type = turn.started ? 'speech' : 'speech-start';
+        turn.started = true;
+        turnId = turn.id;
+      } else if (turn.ended) {
+        this.turns.shift();
+        type = 'fade-out';
+        turnId = turn.id;
+        this.fading = { turnId: turn.id, left: SOURCE_DEFAULTS.endFadeFrames - 1 };
+        fadeRate = 1 / SOURCE_DEFAULTS.endFadeFrames;
+        if (this.fading.left <= 0) { final = true; this.fading = null; }
+      } else {
+        type = 'speech'; // underrun inside an open turn: keep the turn, mouth closes
+        turnId = turn.id;
+      }
+    }
+    const speaking = type === 'speech' || type === 'speech-start';
+    const current = audio ? analyseWindow(audio) : speaking ? analyseWindow(undefined) : undefined;
+    const next = turn && speaking ? analyseWindow(this.peek(turn)) : undefined;
+    const pose = this.animator.step(current, next, speaking, fadeRate, viseme);
+    const rgb = this.renderer.render(pose);
+    this.lastMouthGapPx = this.renderer.mouthGapPx();
+    const index = this.index++;
+    return {
+      index,
+      ptsMs: index * FACE_TIMING.frameDurationMs,
+      type,
+      final,
+      turnId,
+      image: { width: this.width, height: this.height, format: 'rgb', data: rgb },
+      audio: audio ?? new Int16Array(SPF),
+    };
+  }
+
+  /** The phoneme sounding at `sample` of the turn, as a mouth-shape hint. */
+  private visemeAt(turn: Turn, sample: number): VisemeHint | undefined {
+    const ms = (sample / FACE_TIMING.audioSampleRate) * 1000;
+    const p = turn.phonemes.find((ph) => ph.startMs <= ms && ms < ph.endMs);
+    return p ? visemeFor(p.phoneme) : undefined;
+  }
+
+  private ready(turn: Turn): boolean {
+    return turn.queued >= (SOURCE_DEFAULTS.prebufferMs / 1000) * FACE_TIMING.audioSampleRate || (turn.ended && turn.queued > 0);
+  }
+
+  /** Removes the next 640 samples of the turn (zero-padded at the end of a turn). */
+  private take(turn: Turn): Int16Array {
+    const out = new Int16Array(SPF);
+    let filled = 0;
+    while (filled < SPF && turn.chunks.length > 0) {
+      const c = turn.chunks[0]!;
+      const n = Math.min(SPF - filled, c.length);
+      out.set(c.subarray(0, n), filled);
+      filled += n;
+      if (n === c.length) turn.chunks.shift();
+      else turn.chunks[0] = c.subarray(n);
+    }
+    turn.queued -= filled;
+    return out;
+  }
+
+  private peek(turn: Turn): Int16Array | undefined {
+    const c = turn.chunks[0];
+    return c ? c.subarray(0, Math.min(SPF, c.length)) : undefined;
+  }
+}

@@ -1,0 +1,155 @@
+/**
+ * A face pose (what one frame should look like) and how it moves the rig's mesh points.
+ * Poses are produced by the animator; `deformMesh` is pure geometry.
+ */
+import type { FaceRig } from './face-rig.ts';
+
+export interface FacePose {
+  /** Driven inner-lip gap as a fraction of the mouth width (0 = lips together). */
+  jawOpen: number;
+  /** 0: the reference's own mouth (rest); 1: the mouth fully driven by `jawOpen`. */
+  speaking: number;
+  /** -1 rounded (oo) .. 0 neutral .. +1 spread (ee). */
+  mouthWidth: number;
+  /** 0 open .. 1 closed. */
+  blinkLeft: number;
+  blinkRight: number;
+  /** -1 lowered .. +1 raised. */
+  browRaise: number;
+  /** -1..1 of the eye's travel: right/down positive. */
+  gazeX: number;
+  gazeY: number;
+  /** Head rotation in radians: turn (positive to the viewer's right), nod (positive down), tilt. */
+  yaw: number;
+  pitch: number;
+  roll: number;
+  /** Head translation as a fraction of the face height. */
+  headX: number;
+  headY: number;
+  /** -1 exhaled .. +1 inhaled. */
+  breath: number;
+  /** -1..1 sideways sway of the shoulders. */
+  shoulderSway: number;
+}
+
+export const REST_POSE: Readonly<FacePose> = {
+  jawOpen: 0, speaking: 0, mouthWidth: 0, blinkLeft: 0, blinkRight: 0, browRaise: 0, gazeX: 0, gazeY: 0,
+  yaw: 0, pitch: 0, roll: 0, headX: 0, headY: 0, breath: 0, shoulderSway: 0,
+};
+
+/** Geometry gains, as fractions of the relevant face size. */
+const GAINS = {
+  mouthSpread: 0.07,
+  browLift: 0.07,
+  gazeTravelX: 0.12,
+  gazeTravelY: 0.07,
+  breathLift: 0.012,
+  swayShift: 0.02,
+  /** Share of a lip-gap change taken by the upper lip; the jaw and lower lip take the rest. */
+  upperLipShare: 0.22,
+} as const;
+
+/** Writes the deformed mesh positions of `pose` into `out` (same layout as `rig.rest`). */
+export function deformMesh(rig: FaceRig, pose: FacePose, out: Float32Array): void {
+  const r = rig.rest;
+  out.set(r);
+  const mw = rig.mouthWidth;
+
+  // Mouth: per inner-lip pair, move from the reference gap toward the driven gap.
+  const profile = [0.82, 1, 0.82] as const;
+  const delta = [0, 0, 0];
+  for (let k = 0; k < 3; k++) {
+    const target = Math.max(0, pose.jawOpen) * mw * profile[k]!;
+    delta[k] = (target - rig.referenceGaps[k]!) * pose.speaking;
+  }
+  const lowerShare = 1 - GAINS.upperLipShare;
+  const drop = delta[1]! * lowerShare;
+  const shiftY = (i: number, dy: number) => { out[2 * i + 1] = out[2 * i + 1]! + dy; };
+  const shiftX = (i: number, dx: number) => { out[2 * i] = out[2 * i]! + dx; };
+  for (let i = 0; i < rig.pointCount; i++) if (rig.jawWeight[i]! > 0) shiftY(i, drop * rig.jawWeight[i]!);
+  // The lower lip follows its own pair rather than the centre value.
+  shiftY(67, (delta[0]! - delta[1]!) * lowerShare); shiftY(58, (delta[0]! - delta[1]!) * lowerShare);
+  shiftY(65, (delta[2]! - delta[1]!) * lowerShare); shiftY(56, (delta[2]! - delta[1]!) * lowerShare);
+  const up = GAINS.upperLipShare;
+  shiftY(61, -delta[0]! * up); shiftY(62, -delta[1]! * up); shiftY(63, -delta[2]! * up);
+  shiftY(50, -delta[0]! * up * 0.8); shiftY(51, -delta[1]! * up * 0.8); shiftY(52, -delta[2]! * up * 0.8);
+  shiftY(49, -delta[0]! * up * 0.4); shiftY(53, -delta[2]! * up * 0.4);
+
+  if (pose.mouthWidth !== 0) {
+    const spread = pose.mouthWidth * GAINS.mouthSpread * mw * pose.speaking;
+    const cx = rig.mouthCentre.x;
+    for (let i = 48; i < 68; i++) shiftX(i, spread * ((r[2 * i]! - cx) / (mw / 2)));
+    // A rounded mouth pushes the lips forward: slightly thicker lips, less wide corners.
+    if (pose.mouthWidth < 0) for (const i of [50, 51, 52]) shiftY(i, spread * 0.15);
+  }
+
+  blinkEye(rig, out, [37, 38], [41, 40], [40, 41], rig.lidFoldLeft, rig.eyeCentreLeft, pose.blinkLeft);
+  blinkEye(rig, out, [43, 44], [47, 46], [46, 47], rig.lidFoldRight, rig.eyeCentreRight, pose.blinkRight);
+
+  if (pose.gazeX !== 0 || pose.gazeY !== 0) {
+    const gx = pose.gazeX * GAINS.gazeTravelX * rig.eyeWidth, gy = pose.gazeY * GAINS.gazeTravelY * rig.eyeWidth;
+    for (const i of [rig.eyeCentreLeft, rig.eyeCentreRight]) { shiftX(i, gx); shiftY(i, gy); }
+  }
+
+  if (pose.browRaise !== 0) {
+    const lift = -pose.browRaise * GAINS.browLift * rig.faceHeight;
+    for (let i = 17; i < 27; i++) shiftY(i, lift * (i === 17 || i === 26 ? 0.7 : 1));
+    for (const i of [...rig.lidFoldLeft, ...rig.lidFoldRight]) shiftY(i, lift * 0.45);
+    for (const i of rig.foreheadPoints) shiftY(i, lift * 0.3);
+  }
+
+  // Body: breathing lifts the shoulders (and the head a little); sway shifts them sideways.
+  const breathY = -pose.breath * GAINS.breathLift * rig.faceHeight;
+  const swayX = pose.shoulderSway * GAINS.swayShift * rig.faceHeight;
+  for (let i = 0; i < rig.pointCount; i++) {
+    const b = rig.bodyWeight[i]!;
+    if (b > 0) { shiftY(i, breathY * b); shiftX(i, swayX * b); }
+  }
+
+  applyHeadPose(rig, pose, out, breathY * 0.5, swayX * 0.4);
+}
+
+function blinkEye(
+  rig: FaceRig, out: Float32Array, upper: readonly [number, number], lowerUnder: readonly [number, number],
+  lower: readonly [number, number], folds: readonly number[], centre: number, amount: number,
+): void {
+  if (amount <= 0) return;
+  const r = rig.rest;
+  let gap = 0;
+  for (let k = 0; k < 2; k++) {
+    const u = upper[k]!, l = lowerUnder[k]!;
+    const g = r[2 * l + 1]! - r[2 * u + 1]!;
+    gap += g / 2;
+    out[2 * u + 1] = out[2 * u + 1]! + amount * g * 0.92;
+  }
+  for (const l of lower) out[2 * l + 1] = out[2 * l + 1]! - amount * gap * 0.08;
+  for (const f of folds) out[2 * f + 1] = out[2 * f + 1]! + amount * gap * 0.35;
+  out[2 * centre + 1] = out[2 * centre + 1]! + amount * gap * 0.5;
+}
+
+/** Orthographic head rotation with per-point depth (parallax), weighted per point. */
+function applyHeadPose(rig: FaceRig, pose: FacePose, out: Float32Array, extraY: number, extraX: number): void {
+  const { yaw, pitch, roll } = pose;
+  const tx = pose.headX * rig.faceHeight + extraX;
+  const ty = pose.headY * rig.faceHeight + extraY;
+  if (yaw === 0 && pitch === 0 && roll === 0 && tx === 0 && ty === 0) return;
+  const cx = rig.headCentre.x, cy = rig.headCentre.y;
+  const px = rig.neckPivot.x, py = rig.neckPivot.y;
+  const sy = Math.sin(yaw), cyw = Math.cos(yaw), sp = Math.sin(pitch), cp = Math.cos(pitch);
+  const sr = Math.sin(roll), cr = Math.cos(roll);
+  // Rotating about a centre behind the face surface also shifts the whole face.
+  const zBack = 0.35 * rig.faceWidth;
+  for (let i = 0; i < rig.pointCount; i++) {
+    const w = rig.headWeight[i]!;
+    if (w === 0) continue;
+    const x0 = out[2 * i]!, y0 = out[2 * i + 1]!;
+    const z = rig.depth[i]! + zBack * w;
+    let x = cx + (x0 - cx) * cyw + z * sy;
+    let y = cy + (y0 - cy) * cp + z * sp;
+    const rx = x - px, ry = y - py;
+    x = px + rx * cr - ry * sr + tx;
+    y = py + rx * sr + ry * cr + ty;
+    out[2 * i] = x0 + (x - x0) * w;
+    out[2 * i + 1] = y0 + (y - y0) * w;
+  }
+}

@@ -1,0 +1,107 @@
+/**
+ * Drives a frame source from a Clock at exactly 25 fps. Frame n is due at
+ * `startedAtMs + n * 40` (absolute targets, so timer lateness never accumulates into drift);
+ * it is rendered `renderLeadMs` before its due time and emitted at it.
+ */
+import sharp from 'sharp';
+import { Subject, type Observable } from 'rxjs';
+import type { Clock, TimerHandle } from '../../core/clock.ts';
+import type { FaceFrame, FaceFrameSource, FaceSession, FaceTurnOptions } from '../../processors/avatar/face-model.ts';
+import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
+
+const SESSION_DEFAULTS = {
+  /** How long before its due time a frame is rendered (render + JPEG must fit in it). */
+  renderLeadMs: 32,
+} as const;
+
+/** Encodes an RGB frame to JPEG (libjpeg-turbo through sharp, off the main thread). */
+export async function encodeJpeg(frame: FaceFrame, quality: number): Promise<FaceFrame> {
+  const { width, height, data } = frame.image;
+  const jpeg = await sharp(data, { raw: { width, height, channels: 3 } }).jpeg({ quality, chromaSubsampling: '4:2:0', optimiseCoding: false }).toBuffer();
+  return { ...frame, image: { width, height, format: 'jpeg', data: new Uint8Array(jpeg.buffer, jpeg.byteOffset, jpeg.length) } };
+}
+
+export class ClockedFaceSession implements FaceSession {
+  readonly startedAtMs: number;
+  private readonly subject = new Subject<FaceFrame>();
+  readonly frames: Observable<FaceFrame> = this.subject.asObservable();
+  private timer: TimerHandle | undefined;
+  private nextIndex = 0;
+  private closed = false;
+  private ending: (() => void) | null = null;
+  /** Bumped by cancel(): a speech frame rendered before a cancel is not played after it. */
+  private cancels = 0;
+  private endPromise: Promise<void> | null = null;
+
+  constructor(
+    private readonly source: FaceFrameSource,
+    private readonly clock: Clock,
+    readonly imageFormat: 'jpeg' | 'rgb',
+    private readonly jpegQuality: number,
+  ) {
+    this.startedAtMs = clock.now();
+    this.schedule();
+  }
+
+  get width(): number { return this.source.width; }
+  get height(): number { return this.source.height; }
+
+  startTurn(options?: FaceTurnOptions): void { this.source.startTurn(options); }
+  pushAudio(pcm16k: Int16Array, turn?: FaceTurnOptions): void { if (!this.closed) this.source.pushAudio(pcm16k, turn); }
+  endTurn(): void { this.source.endTurn(); }
+  cancel(): boolean {
+    if (this.closed) return false;
+    this.cancels++;
+    return this.source.cancel();
+  }
+
+  end(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.source.endTurn();
+    this.endPromise ??= new Promise<void>((resolve) => { this.ending = resolve; });
+    return this.endPromise;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.clock.clearTimeout(this.timer);
+    this.subject.complete();
+    this.ending?.();
+  }
+
+  private dueMs(index: number): number {
+    return this.startedAtMs + index * FACE_TIMING.frameDurationMs;
+  }
+
+  private schedule(): void {
+    if (this.closed) return;
+    const renderAt = this.dueMs(this.nextIndex) - SESSION_DEFAULTS.renderLeadMs;
+    this.timer = this.clock.setTimeout(() => void this.produce(), Math.max(0, renderAt - this.clock.now()));
+  }
+
+  private async produce(): Promise<void> {
+    if (this.closed) return;
+    try {
+      const cancels = this.cancels;
+      let frame = this.source.nextFrame();
+      if (this.imageFormat === 'jpeg') frame = await encodeJpeg(frame, this.jpegQuality);
+      const wait = this.dueMs(frame.index) - this.clock.now();
+      if (wait > 0) await this.clock.sleep(wait);
+      if (this.closed) return;
+      if (cancels !== this.cancels && (frame.type === 'speech' || frame.type === 'speech-start')) {
+        // Cancelled while it waited for its due time: its picture opens the fade, its audio is dropped.
+        frame = { ...frame, type: 'fade-out', audio: new Int16Array(frame.audio.length) };
+      }
+      this.nextIndex = frame.index + 1;
+      this.subject.next(frame);
+      if (this.ending && !this.source.busy) return this.close();
+      this.schedule();
+    } catch (err) {
+      if (this.closed) return;
+      this.closed = true;
+      this.subject.error(err);
+      this.ending?.();
+    }
+  }
+}

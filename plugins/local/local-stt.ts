@@ -1,0 +1,223 @@
+/**
+ * `stt:local`: an offline STAND-IN for speech-to-text, not a speech recogniser. Open-vocabulary
+ * offline ASR needs models this project cannot ship, so this engine:
+ *
+ * - cuts the incoming audio into utterances (WebRTC VAD, or the pipeline's `finalize()`);
+ * - matches each utterance against a short list of phrases (templates made with the offline
+ *   TTS, compared by DTW over MFCCs) and transcribes the best one when it is close enough;
+ * - otherwise transcribes `[unrecognised speech]`, so the turn still happens and the responder
+ *   can say it did not understand (or drops it, with `unrecognised: 'ignore'`).
+ *
+ * It recognises what the offline TTS says, which is what end-to-end tests feed it; a human voice
+ * rarely matches. Only final transcripts are produced (no interim hypotheses).
+ */
+import { Subject, type Observable } from 'rxjs';
+import { Resampler } from '../../core/audio.ts';
+import { abortError } from '../../core/clock.ts';
+import type { STTService, STTStream, STTStreamOptions, TranscriptEvent } from '../../processors/services.ts';
+import type { EspeakEngine } from './espeak-engine.ts';
+import { LocalEngineError } from './local-engine-error.ts';
+import { LocalTTSService } from './local-tts.ts';
+import { PhraseRecogniser } from './phrase-recogniser.ts';
+import { FEATURE_SAMPLE_RATE } from './speech-features.ts';
+import { UNRECOGNISED_SPEECH } from './unrecognised-speech.ts';
+import { WebRtcVADAnalyzer } from './webrtc-vad.ts';
+
+/** Phrases recognised when none are configured; each one gets an answer from `llm:local`. */
+export const DEFAULT_STT_PHRASES: Readonly<Record<string, readonly string[]>> = {
+  en: ['Hello', 'How are you?', 'What is your name?', 'Who are you?', 'What can you do?', 'Tell me a joke', 'Thank you', 'Goodbye', 'Hang up'],
+  fr: ['Bonjour', 'Comment allez-vous ?', 'Comment vous appelez-vous ?', 'Que pouvez-vous faire ?', 'Raconte-moi une blague', 'Merci', 'Au revoir'],
+  de: ['Hallo', 'Wie geht es dir?', 'Wer bist du?', 'Was kannst du?', 'Erzähl mir einen Witz', 'Danke', 'Auf Wiedersehen'],
+  es: ['Hola', '¿Cómo estás?', '¿Quién eres?', '¿Qué puedes hacer?', 'Cuéntame un chiste', 'Gracias', 'Adiós'],
+};
+
+export const LOCAL_STT_DEFAULTS = {
+  /** Phrases to recognise; undefined = DEFAULT_STT_PHRASES of the stream's language (English when none). */
+  phrases: undefined as readonly string[] | undefined,
+  /** espeak voices for the templates; undefined = the language's voice. More voices, more matches. */
+  templateVoices: undefined as readonly string[] | undefined,
+  /** Largest DTW distance accepted as a match (same-voice copies score 3-11, other phrases 30+). */
+  maxDistance: 22,
+  /** Silence after speech that ends an utterance without `finalize()`. Longer than a pipeline VAD's stop time, so `finalize()` normally decides. */
+  autoEndpointMs: 1000,
+  /** Less speech than this in an utterance (a click, a cough) is ignored. */
+  minSpeechMs: 150,
+  /** An utterance is recognised when it gets this long even if speech goes on. */
+  maxUtteranceMs: 15_000,
+  /** Audio kept from before speech starts, so the first consonant is not cut. */
+  preRollMs: 200,
+  /** What to do with speech that matches no phrase. */
+  unrecognised: 'placeholder' as 'placeholder' | 'ignore',
+} as const;
+
+export interface LocalSTTOptions {
+  readonly phrases?: readonly string[];
+  readonly templateVoices?: readonly string[];
+  readonly maxDistance?: number;
+  readonly autoEndpointMs?: number;
+  readonly minSpeechMs?: number;
+  readonly maxUtteranceMs?: number;
+  readonly preRollMs?: number;
+  readonly unrecognised?: 'placeholder' | 'ignore';
+  readonly engine?: EspeakEngine;
+}
+
+type Settings = Omit<typeof LOCAL_STT_DEFAULTS, 'unrecognised'> & { unrecognised: 'placeholder' | 'ignore'; engine?: EspeakEngine };
+
+export class LocalPhraseSTT implements STTService {
+  readonly name = 'local-phrase-stt';
+  private readonly settings: Settings;
+  private readonly recognisers = new Map<string, PhraseRecogniser>();
+
+  constructor(options: LocalSTTOptions = {}) {
+    // Options passed as undefined keep their defaults.
+    const given = Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined));
+    this.settings = { ...LOCAL_STT_DEFAULTS, ...given } as Settings;
+    if (this.settings.phrases && this.settings.phrases.some((p) => typeof p !== 'string' || !p.trim())) {
+      throw new LocalEngineError('invalid_options', 'phrases must be non-empty strings');
+    }
+    if (!(this.settings.maxDistance > 0)) throw new LocalEngineError('invalid_options', 'maxDistance must be positive');
+  }
+
+  /** The recogniser for a language (templates are built once, in the background). */
+  recogniserFor(language: string): PhraseRecogniser {
+    const base = language.toLowerCase().split('-')[0]!;
+    const phrases = this.settings.phrases ?? DEFAULT_STT_PHRASES[base] ?? DEFAULT_STT_PHRASES.en!;
+    let recogniser = this.recognisers.get(language);
+    if (!recogniser) {
+      recogniser = new PhraseRecogniser({
+        phrases,
+        language: DEFAULT_STT_PHRASES[base] || this.settings.phrases ? language : 'en',
+        voices: this.settings.templateVoices,
+        maxDistance: this.settings.maxDistance,
+        engine: this.settings.engine,
+      });
+      this.recognisers.set(language, recogniser);
+      // Templates that failed (engine crash) are made again by the next connection.
+      recogniser.ready().catch(() => this.recognisers.delete(language));
+    }
+    return recogniser;
+  }
+
+  async connect(options: STTStreamOptions, signal?: AbortSignal): Promise<STTStream> {
+    if (signal?.aborted) throw abortError(signal.reason);
+    if (options.channels !== 1) throw new LocalEngineError('invalid_options', `the offline STT takes mono audio, got ${options.channels} channels`);
+    if (!Number.isInteger(options.sampleRate) || options.sampleRate < 8000) {
+      throw new LocalEngineError('unsupported_sample_rate', `sampleRate must be an integer of at least 8000 Hz, got ${options.sampleRate}`);
+    }
+    // Fail at connect, not at the first utterance, when the templates' voice does not exist.
+    if (this.settings.phrases && !this.settings.templateVoices) {
+      await new LocalTTSService({ engine: this.settings.engine }).voiceFor({ language: options.language });
+    }
+    return new PhraseSTTStream(this.recogniserFor(options.language), options, this.settings);
+  }
+}
+
+class PhraseSTTStream implements STTStream {
+  private readonly subject = new Subject<TranscriptEvent>();
+  readonly transcripts: Observable<TranscriptEvent> = this.subject.asObservable();
+  private readonly resampler: Resampler | undefined;
+  private readonly vad = new WebRtcVADAnalyzer({ sampleRate: FEATURE_SAMPLE_RATE, windowMs: 10 });
+  private pending = new Int16Array(0);
+  private utterance: Int16Array[] = [];
+  private utteranceSamples = 0;
+  private speechMs = 0;
+  private silenceMs = 0;
+  /** Ms of audio received, for the transcripts' startMs/endMs. */
+  private receivedMs = 0;
+  private utteranceStartMs = 0;
+  private recognitions: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(
+    private readonly recogniser: PhraseRecogniser,
+    private readonly options: STTStreamOptions,
+    private readonly settings: Settings,
+  ) {
+    this.resampler = options.sampleRate === FEATURE_SAMPLE_RATE ? undefined : new Resampler(options.sampleRate, FEATURE_SAMPLE_RATE);
+  }
+
+  sendAudio(pcm: Int16Array): void {
+    if (this.closed) return;
+    const audio = this.resampler ? this.resampler.process(pcm) : pcm;
+    const joined = new Int16Array(this.pending.length + audio.length);
+    joined.set(this.pending);
+    joined.set(audio, this.pending.length);
+    const window = this.vad.windowSamples;
+    let offset = 0;
+    for (; offset + window <= joined.length; offset += window) this.onWindow(joined.slice(offset, offset + window));
+    this.pending = joined.slice(offset);
+  }
+
+  finalize(): void {
+    if (!this.closed) this.endUtterance();
+  }
+
+  /** Like a provider's close-stream: pending speech is still transcribed before completing. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.endUtterance();
+    this.closed = true;
+    await this.recognitions;
+    this.subject.complete();
+  }
+
+  private onWindow(window: Int16Array): void {
+    const windowMs = 10;
+    this.receivedMs += windowMs;
+    const speech = this.vad.confidence(window) >= 0.5;
+    this.utterance.push(window);
+    this.utteranceSamples += window.length;
+    if (speech) {
+      if (this.speechMs === 0) this.utteranceStartMs = this.receivedMs - (this.utteranceSamples / FEATURE_SAMPLE_RATE) * 1000;
+      this.speechMs += windowMs;
+      this.silenceMs = 0;
+    } else {
+      this.silenceMs += windowMs;
+    }
+    if (this.speechMs === 0) {
+      // Before speech only a short pre-roll is worth keeping.
+      const keep = Math.ceil(this.settings.preRollMs / windowMs);
+      if (this.utterance.length > keep) this.utteranceSamples -= this.utterance.shift()!.length;
+      return;
+    }
+    const utteranceMs = (this.utteranceSamples / FEATURE_SAMPLE_RATE) * 1000;
+    if (this.silenceMs >= this.settings.autoEndpointMs || utteranceMs >= this.settings.maxUtteranceMs) this.endUtterance();
+  }
+
+  private endUtterance(): void {
+    const windows = this.utterance;
+    const speechMs = this.speechMs;
+    const startMs = this.utteranceStartMs;
+    this.utterance = [];
+    this.utteranceSamples = 0;
+    this.speechMs = 0;
+    this.silenceMs = 0;
+    if (speechMs < this.settings.minSpeechMs) return;
+    const pcm = new Int16Array(windows.reduce((n, w) => n + w.length, 0));
+    windows.reduce((at, w) => (pcm.set(w, at), at + w.length), 0);
+    const endMs = this.receivedMs;
+    // Recognitions finish in order, so transcripts keep the order of the utterances.
+    this.recognitions = this.recognitions.then(() => this.recognise(pcm, startMs, endMs));
+  }
+
+  private async recognise(pcm: Int16Array, startMs: number, endMs: number): Promise<void> {
+    try {
+      const match = await this.recogniser.recognise(pcm);
+      if (!match && this.settings.unrecognised === 'ignore') return;
+      this.subject.next({
+        text: match?.phrase ?? UNRECOGNISED_SPEECH,
+        final: true,
+        endOfUtterance: true,
+        language: this.options.language,
+        confidence: match?.confidence ?? 0,
+        startMs,
+        endMs,
+      });
+    } catch (err) {
+      // The templates could not be made (e.g. no voice for the language): the stream is unusable.
+      this.closed = true;
+      this.subject.error(err);
+    }
+  }
+}

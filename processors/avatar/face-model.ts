@@ -1,0 +1,174 @@
+/**
+ * The vendor-neutral face model contract.
+ *
+ * A face model turns speech audio into a talking face: the caller opens a session for one
+ * configuration (a reference image plus the variant's `model_configurations`), pushes 16 kHz
+ * mono int16 speech by turn, and receives frames at exactly 25 fps. Every frame carries one
+ * video image and the 40 ms of audio that plays with it (silence when idle), so audio and video
+ * can never drift apart downstream. The in-process renderers live in `plugins/face`; the
+ * `/realtime` WebSocket and the avatar processor only ever see this interface.
+ */
+import type { Observable } from 'rxjs';
+import type { Clock } from '../../core/clock.ts';
+import type { ImagePayload, PhonemeTiming } from '../../core/frames.ts';
+
+/** Fixed timing of every face model: 25 fps, 16 kHz audio, so 640 samples per frame. */
+export const FACE_TIMING = {
+  framesPerSecond: 25,
+  frameDurationMs: 40,
+  audioSampleRate: 16_000,
+  samplesPerFrame: 640,
+} as const;
+
+/**
+ * - `idle`: no speech playing (blinks, breathing, micro motion; never a frozen face).
+ * - `speech-start`: the first frame of a turn's speech.
+ * - `speech`: a frame of a turn's speech (also while a turn waits for more audio).
+ * - `fade-out`: the mouth returning to rest after a turn ended or was cancelled; audio is silent.
+ */
+export type FaceFrameType = 'idle' | 'speech-start' | 'speech' | 'fade-out';
+
+export interface FaceFrame {
+  /** 0, 1, 2, ... per session, without gaps. */
+  readonly index: number;
+  /** Presentation time: `index * 40` ms from the session start. */
+  readonly ptsMs: number;
+  readonly type: FaceFrameType;
+  /** True on the last frame of a turn (its last fade-out frame). */
+  readonly final: boolean;
+  /** The turn this frame belongs to (1, 2, ...); null on idle frames. */
+  readonly turnId: number | null;
+  /** `jpeg` or `rgb` (width*height*3 bytes), as chosen by `FaceSessionConfig.imageFormat`. */
+  readonly image: ImagePayload;
+  /** Exactly 640 samples of 16 kHz mono int16: the audio that plays with this frame. */
+  readonly audio: Int16Array;
+}
+
+/** Facial landmarks of one reference image: computed once, stored with the asset, reused. */
+export interface FaceLandmarks {
+  readonly version: 1;
+  /** sha256 (hex) of the image bytes the landmarks were computed on. */
+  readonly imageSha256: string;
+  readonly imageWidth: number;
+  readonly imageHeight: number;
+  /** The 68-point (iBUG 300-W) layout, flattened `[x0, y0, x1, y1, ...]`, in image pixels. */
+  readonly points: readonly number[];
+  /** Detected face box in image pixels. */
+  readonly box: { readonly x: number; readonly y: number; readonly width: number; readonly height: number };
+  /** Detector confidence, 0..1. */
+  readonly score: number;
+  /** Which detector produced them (e.g. `face-api/ssd-mobilenet-v1+landmark68`). */
+  readonly detector: string;
+}
+
+/** A reference image ready to animate: its bytes plus its landmarks. */
+export interface FaceReference {
+  readonly image: Uint8Array;
+  readonly landmarks: FaceLandmarks;
+}
+
+export interface FaceSessionConfig {
+  /**
+   * PNG/JPEG bytes (landmarks are computed once per distinct image and cached) or a reference
+   * prepared earlier with `FaceModel.prepareReference` (no detection at all). Absent: the
+   * model's default face.
+   */
+  readonly referenceImage?: Uint8Array | FaceReference;
+  /**
+   * The variant's `model_configurations` as stored by the REST API (snake_case), validated
+   * against the variant's `configuration_schema`; omitted fields take the schema defaults.
+   */
+  readonly configuration?: Record<string, unknown>;
+  /** Image format of emitted frames. Default `jpeg`. */
+  readonly imageFormat?: 'jpeg' | 'rgb';
+}
+
+export interface FaceTurnOptions {
+  /**
+   * Phoneme timings of the audio pushed so far in this turn, relative to the turn's first
+   * sample (as a TTS provides them). They sharpen mouth shapes; audio alone also works.
+   */
+  readonly phonemes?: readonly PhonemeTiming[];
+}
+
+/**
+ * The clock-free core of a session: queue speech, then pull frames one by one. Benchmarks and
+ * offline renderers use it directly; `FaceSession` drives one from a `Clock` at 25 fps.
+ */
+export interface FaceFrameSource {
+  readonly width: number;
+  readonly height: number;
+  /** Starts a new turn (ending an open one first). `pushAudio` starts one implicitly. */
+  startTurn(options?: FaceTurnOptions): void;
+  /** Queues 16 kHz mono int16 speech for the current turn. */
+  pushAudio(pcm16k: Int16Array, turn?: FaceTurnOptions): void;
+  /** No more audio for the current turn: play what is queued, then fade out. */
+  endTurn(): void;
+  /** Drops queued speech and fades to idle (within 200 ms). Returns whether speech was playing or queued. */
+  cancel(): boolean;
+  /** Whether speech is playing, queued or fading out. */
+  readonly busy: boolean;
+  /** Renders the next frame (RGB) and advances the model by 40 ms. */
+  nextFrame(): FaceFrame;
+}
+
+export interface FaceSession {
+  /** Hot stream of frames at 25 fps from the moment the session opened; completes on end/close. */
+  readonly frames: Observable<FaceFrame>;
+  readonly width: number;
+  readonly height: number;
+  readonly imageFormat: 'jpeg' | 'rgb';
+  /** Clock time of frame 0; frame n is due at `startedAtMs + n * 40`. */
+  readonly startedAtMs: number;
+  startTurn(options?: FaceTurnOptions): void;
+  pushAudio(pcm16k: Int16Array, turn?: FaceTurnOptions): void;
+  endTurn(): void;
+  /** Fades to idle within 200 ms and discards queued speech. Returns whether there was speech to cancel. */
+  cancel(): boolean;
+  /** Ends the open turn, plays everything already sent, then completes `frames`. */
+  end(): Promise<void>;
+  /** Stops at once (no more frames) and completes `frames`. */
+  close(): void;
+}
+
+export interface FaceModelDescriptor {
+  /** `<vendor>/<model>/<variant>`, e.g. `svc/human-portrait/v1`. */
+  readonly model_variant_id: string;
+  /** The parent model and `config_id` alias, e.g. `svc/human-portrait`. */
+  readonly model_id: string;
+  readonly title: string;
+  readonly description: Readonly<Record<string, string>>;
+  /** JSON Schema (draft-07, ajv-compatible) for `ModelConfig.model_configurations`. */
+  readonly configuration_schema: Readonly<Record<string, unknown>>;
+  readonly status: 'public' | 'available' | 'deprecated';
+  readonly tags: readonly string[];
+  readonly preview_media_url: string | null;
+}
+
+export interface FaceModel {
+  readonly descriptor: FaceModelDescriptor;
+  /**
+   * Validates `model_configurations` against the variant schema and returns it with defaults
+   * filled in. Throws `FaceModelError` (`invalid_configuration`) listing every problem.
+   */
+  validateConfiguration(configuration: unknown): Record<string, unknown>;
+  /** Decodes the image and computes its landmarks (once per distinct image; cached). */
+  prepareReference(image: Uint8Array, landmarks?: FaceLandmarks): Promise<FaceReference>;
+  /** A clock-free frame source (RGB frames, pulled by the caller). */
+  openSource(config?: FaceSessionConfig): Promise<FaceFrameSource>;
+  /** A real-time session emitting frames at 25 fps on `clock`. */
+  openSession(config: FaceSessionConfig | undefined, clock: Clock): Promise<FaceSession>;
+}
+
+export type FaceModelErrorCode = 'invalid_configuration' | 'invalid_image' | 'no_face_detected' | 'session_closed';
+
+export class FaceModelError extends Error {
+  constructor(
+    readonly code: FaceModelErrorCode,
+    message: string,
+    readonly details: Record<string, unknown> | null = null,
+  ) {
+    super(message);
+    this.name = 'FaceModelError';
+  }
+}

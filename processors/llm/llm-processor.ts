@@ -1,0 +1,144 @@
+/**
+ * LLMProcessor: runs the language model over the shared context and streams its answer.
+ *
+ * A run is triggered by an `llm-messages` frame with `run: true` (the user aggregator sends one
+ * when a user turn is complete) or by a tool result that asks for it. Text streams out as
+ * `llm-text` frames between `llm-response-start` and `llm-response-end`. Tool calls arrive from
+ * the provider as deltas; they are accumulated here and surfaced complete, as one `tool-calls`
+ * frame per response, for the tool dispatcher below. An interruption aborts the provider request.
+ */
+import { randomUUID } from 'node:crypto';
+import { linkedSignal } from '../../core/clock.ts';
+import { frame, type Direction, type Frame, type ToolCall } from '../../core/frames.ts';
+import { ProcessorMetrics } from '../../core/metrics.ts';
+import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
+import type { LLMService } from '../services.ts';
+import type { LLMContext } from './context.ts';
+
+export const LLM_DEFAULTS = {
+  /** Upper bound on generated tokens (the agent's advanced.llm_max_tokens). */
+  maxTokens: 1024,
+  temperature: undefined as number | undefined,
+} as const;
+
+export interface LLMOptions extends ProcessorOptions {
+  maxTokens?: number;
+  temperature?: number;
+}
+
+interface PartialCall {
+  id: string;
+  name: string;
+  args: string;
+}
+
+/** Accumulates streamed tool-call deltas into complete calls, by index. */
+export class ToolCallAccumulator {
+  private readonly calls = new Map<number, PartialCall>();
+
+  add(delta: { index: number; id?: string; name?: string; argumentsDelta?: string }): void {
+    const call = this.calls.get(delta.index) ?? { id: '', name: '', args: '' };
+    if (delta.id) call.id = delta.id;
+    if (delta.name) call.name += delta.name;
+    if (delta.argumentsDelta) call.args += delta.argumentsDelta;
+    this.calls.set(delta.index, call);
+  }
+
+  complete(): ToolCall[] {
+    return [...this.calls.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([index, c]) => ({ toolCallId: c.id || `call_${index}_${randomUUID().slice(0, 8)}`, name: c.name, arguments: c.args || '{}' }));
+  }
+
+  get size(): number {
+    return this.calls.size;
+  }
+}
+
+export class LLMProcessor extends FrameProcessor {
+  private readonly maxTokens: number;
+  private readonly temperature: number | undefined;
+  private readonly metrics: ProcessorMetrics;
+
+  constructor(private readonly service: LLMService, readonly context: LLMContext, options: LLMOptions = {}) {
+    super(options);
+    this.maxTokens = options.maxTokens ?? LLM_DEFAULTS.maxTokens;
+    this.temperature = options.temperature ?? LLM_DEFAULTS.temperature;
+    this.metrics = ProcessorMetrics.for(this.name, () => this.clock, (f) => this.push(f), () => this.startFrame?.enableMetrics ?? false, service.model);
+  }
+
+  protected override async process(f: Frame, direction: Direction, signal: AbortSignal): Promise<void> {
+    switch (f.type) {
+      case 'llm-messages':
+        if (f.mode === 'replace') this.context.replace(f.messages);
+        else for (const m of f.messages) this.context.add(m);
+        if (f.run) await this.generate(signal);
+        return;
+      case 'tool-call-result':
+        if (direction === 'upstream') {
+          this.context.addToolResult(f.toolCallId, typeof f.result === 'string' ? f.result : JSON.stringify(f.result ?? ''));
+          if (f.runLlm) await this.generate(signal);
+          return;
+        }
+        break;
+      case 'interruption':
+        this.metrics.reset();
+        break;
+      default:
+        break;
+    }
+    this.push(f, direction);
+  }
+
+  /** Runs one model response over the current context. */
+  async generate(laneSignal: AbortSignal): Promise<void> {
+    const link = linkedSignal(laneSignal);
+    try {
+      await this.respond(link.signal);
+    } finally {
+      link.release();
+    }
+  }
+
+  private async respond(signal: AbortSignal): Promise<void> {
+    const responseId = randomUUID();
+    const calls = new ToolCallAccumulator();
+    this.push(frame('llm-response-start', { responseId }));
+    this.metrics.startTtfb();
+    this.metrics.startProcessing();
+    const stream = this.service.stream({
+      messages: this.context.messages(),
+      tools: this.context.tools.length ? this.context.tools : undefined,
+      maxTokens: this.maxTokens,
+      temperature: this.temperature,
+      signal,
+    });
+    for await (const event of stream) {
+      if (signal.aborted) return;
+      switch (event.type) {
+        case 'text':
+          if (!event.text) break;
+          this.metrics.stopTtfb();
+          this.push(frame('llm-text', { text: event.text }));
+          break;
+        case 'tool-call-delta':
+          this.metrics.stopTtfb();
+          calls.add(event);
+          break;
+        case 'usage':
+          this.metrics.usage({ prompt_tokens: event.promptTokens, completion_tokens: event.completionTokens });
+          break;
+        case 'done':
+          break;
+      }
+    }
+    if (signal.aborted) return;
+    this.metrics.stopProcessing();
+    if (calls.size) {
+      const complete = calls.complete();
+      this.context.addToolCalls(complete);
+      this.push(frame('tool-calls', { responseId, calls: complete }));
+    }
+    this.push(frame('llm-response-end', { responseId }));
+  }
+}

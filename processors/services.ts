@@ -1,0 +1,125 @@
+/**
+ * Vendor-neutral contracts between the pipeline processors (STT, LLM, TTS, VAD) and the engines
+ * that plugins provide. A plugin implements one of these with its vendor's SDK (or offline);
+ * the processors in this folder add everything that is not vendor-specific: buffering,
+ * reconnect with backoff, sentence aggregation, tool-call accumulation, interruption, metrics.
+ */
+import type { Observable } from 'rxjs';
+import type { LLMMessage, PhonemeTiming, WordTiming } from '../core/frames.ts';
+
+// ---- speech-to-text -------------------------------------------------------------------------
+
+export interface TranscriptEvent {
+  readonly text: string;
+  /** false = interim hypothesis that later events may revise. */
+  readonly final: boolean;
+  /** The provider considers the utterance finished (e.g. Deepgram speech_final / UtteranceEnd). */
+  readonly endOfUtterance?: boolean;
+  readonly language?: string;
+  readonly confidence?: number;
+  readonly startMs?: number;
+  readonly endMs?: number;
+}
+
+export interface STTStreamOptions {
+  /** BCP-47-ish language code from the agent (`en`, `fr`, `pt-BR`, ...). */
+  readonly language: string;
+  readonly sampleRate: number;
+  readonly channels: number;
+  readonly interimResults: boolean;
+  readonly model?: string;
+}
+
+/** One live recognition connection. */
+export interface STTStream {
+  sendAudio(pcm: Int16Array): void;
+  /** Asks the provider to flush pending audio into a final result. */
+  finalize(): void;
+  /**
+   * Transcripts. Completes when the connection closes normally; errors when it drops
+   * (the STT processor then reconnects with backoff and replays unacknowledged audio).
+   */
+  readonly transcripts: Observable<TranscriptEvent>;
+  close(): Promise<void>;
+}
+
+export interface STTService {
+  readonly name: string;
+  connect(options: STTStreamOptions, signal?: AbortSignal): Promise<STTStream>;
+}
+
+// ---- language model -------------------------------------------------------------------------
+
+/** Function definition as the model sees it (`parameters` keeps only properties + required). */
+export interface ToolDefinition {
+  readonly name: string;
+  readonly description?: string;
+  readonly parameters: {
+    readonly type: 'object';
+    readonly properties: Readonly<Record<string, unknown>>;
+    readonly required?: readonly string[];
+  };
+}
+
+export interface LLMRequest {
+  readonly messages: readonly LLMMessage[];
+  readonly tools?: readonly ToolDefinition[];
+  readonly maxTokens?: number;
+  readonly temperature?: number;
+  readonly signal?: AbortSignal;
+}
+
+export type LLMEvent =
+  | { readonly type: 'text'; readonly text: string }
+  /** Streamed piece of a tool call; `index` identifies the call within the response. */
+  | {
+      readonly type: 'tool-call-delta';
+      readonly index: number;
+      readonly id?: string;
+      readonly name?: string;
+      readonly argumentsDelta?: string;
+    }
+  | { readonly type: 'usage'; readonly promptTokens: number; readonly completionTokens: number }
+  | { readonly type: 'done'; readonly finishReason: string };
+
+export interface LLMService {
+  readonly name: string;
+  readonly model?: string;
+  /** Streams one response. Must stop promptly (throwing an AbortError) when `signal` aborts. */
+  stream(request: LLMRequest): AsyncIterable<LLMEvent>;
+}
+
+// ---- text-to-speech -------------------------------------------------------------------------
+
+export interface TTSRequest {
+  readonly text: string;
+  readonly voiceId?: string;
+  readonly language?: string;
+  /** Sample rate the pipeline wants; services resample or request it from the provider. */
+  readonly sampleRate: number;
+  readonly signal?: AbortSignal;
+}
+
+export type TTSEvent =
+  | { readonly type: 'audio'; readonly pcm: Int16Array; readonly sampleRate: number }
+  /** Word timings relative to the start of this request's audio. */
+  | { readonly type: 'words'; readonly words: readonly WordTiming[] }
+  /** Phoneme timings relative to the start of this request's audio (used for lip sync). */
+  | { readonly type: 'phonemes'; readonly phonemes: readonly PhonemeTiming[] };
+
+export interface TTSService {
+  readonly name: string;
+  /** Synthesises one piece of text (a sentence or clause). Must honour `signal`. */
+  synthesize(request: TTSRequest): AsyncIterable<TTSEvent>;
+}
+
+// ---- voice activity -------------------------------------------------------------------------
+
+export interface VADAnalyzer {
+  readonly sampleRate: number;
+  /** Samples per analysis window. */
+  readonly windowSamples: number;
+  /** Speech confidence in [0, 1] for exactly `windowSamples` mono samples. */
+  confidence(window: Int16Array): number;
+  reset(): void;
+}

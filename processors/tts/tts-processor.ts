@@ -1,0 +1,188 @@
+/**
+ * TTSProcessor: speaks the bot's words. Streamed `llm-text` is cut into sentences (or clauses)
+ * and each piece is synthesised as soon as it is complete, so the first audio does not wait for
+ * the whole answer; `tts-speak` frames are said verbatim. Audio leaves in fixed chunks as
+ * `tts-audio` frames carrying the words (and phonemes, for lip sync) that start in each chunk,
+ * which is how the output knows which words were really played before an interruption.
+ */
+import { AudioChunker, Resampler, concat } from '../../core/audio.ts';
+import { linkedSignal } from '../../core/clock.ts';
+import { frame, type Direction, type Frame, type PhonemeTiming, type WordTiming } from '../../core/frames.ts';
+import { ProcessorMetrics } from '../../core/metrics.ts';
+import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
+import type { TTSService } from '../services.ts';
+import { SentenceAggregator, SENTENCE_DEFAULTS } from './sentence-aggregator.ts';
+
+export const TTS_DEFAULTS = {
+  /** Duration of each tts-audio frame (ms). */
+  chunkMs: 20,
+  /** Speaking rate assumed to place words in time when a provider gives no timings (chars/s). */
+  estimatedCharsPerSecond: 14,
+  clauseAfterChars: SENTENCE_DEFAULTS.clauseAfterChars,
+} as const;
+
+export interface TTSOptions extends ProcessorOptions {
+  voiceId?: string;
+  language?: string;
+  /** Output sample rate; default: the pipeline's output rate from the start frame. */
+  sampleRate?: number;
+  chunkMs?: number;
+  clauseAfterChars?: number;
+}
+
+export class TTSProcessor extends FrameProcessor {
+  private readonly sentences: SentenceAggregator;
+  private readonly chunkMs: number;
+  private speaking = false;
+  private readonly metrics: ProcessorMetrics;
+
+  constructor(private readonly service: TTSService, private readonly options: TTSOptions = {}) {
+    super(options);
+    this.chunkMs = options.chunkMs ?? TTS_DEFAULTS.chunkMs;
+    this.sentences = new SentenceAggregator(options.clauseAfterChars ?? TTS_DEFAULTS.clauseAfterChars);
+    this.metrics = ProcessorMetrics.for(this.name, () => this.clock, (f) => this.push(f), () => this.startFrame?.enableMetrics ?? false);
+  }
+
+  private get sampleRate(): number {
+    return this.options.sampleRate ?? this.startFrame?.audioOutSampleRate ?? 24_000;
+  }
+
+  protected override async process(f: Frame, direction: Direction, signal: AbortSignal): Promise<void> {
+    switch (f.type) {
+      case 'llm-response-start':
+        this.sentences.clear();
+        break;
+      case 'llm-text':
+        this.push(f, direction);
+        for (const piece of this.sentences.push(f.text)) await this.speak(piece, signal);
+        return;
+      case 'llm-response-end': {
+        const rest = this.sentences.flush();
+        if (rest) await this.speak(rest, signal);
+        this.finishTurn();
+        break;
+      }
+      case 'tts-speak':
+        await this.speak(f.text, signal);
+        this.finishTurn();
+        return;
+      case 'interruption':
+        this.sentences.clear();
+        this.speaking = false;
+        this.metrics.reset();
+        break;
+      default:
+        break;
+    }
+    this.push(f, direction);
+  }
+
+  private finishTurn(): void {
+    if (!this.speaking) return;
+    this.speaking = false;
+    this.push(frame('tts-stopped', {}));
+  }
+
+  /** Synthesises one piece of text and pushes its audio in fixed chunks. */
+  private async speak(text: string, laneSignal: AbortSignal): Promise<void> {
+    const link = linkedSignal(laneSignal);
+    try {
+      await this.synthesize(text, link.signal);
+    } finally {
+      link.release();
+    }
+  }
+
+  private async synthesize(text: string, signal: AbortSignal): Promise<void> {
+    if (!/[\p{L}\p{N}]/u.test(text)) return; // punctuation alone is not speech
+    if (!this.speaking) {
+      this.speaking = true;
+      this.push(frame('tts-started', {}));
+    }
+    const rate = this.sampleRate;
+    const chunker = new AudioChunker(rate, this.chunkMs);
+    let resampler: Resampler | undefined;
+    let words: WordTiming[] | undefined;
+    let phonemes: PhonemeTiming[] = [];
+    let sentSamples = 0;
+    // Timings are handed out in order: each chunk carries those starting before its end that no
+    // earlier chunk carried, so a timing that arrives after its audio rides on the next chunk
+    // (at offset 0) instead of being lost.
+    let wordsSent = 0;
+    let phonemesSent = 0;
+    const emit = (pcm: Int16Array) => {
+      const startMs = (sentSamples / rate) * 1000;
+      const endMs = ((sentSamples + pcm.length) / rate) * 1000;
+      sentSamples += pcm.length;
+      const take = <T extends { startMs: number; endMs: number }>(list: readonly T[], from: number): [T[], number] => {
+        let to = from;
+        while (to < list.length && list[to]!.startMs < endMs) to++;
+        const out = list.slice(from, to).map((w) => ({ ...w, startMs: Math.max(0, w.startMs - startMs), endMs: Math.max(0, w.endMs - startMs) }));
+        return [out, to];
+      };
+      let chunkWords: WordTiming[] | undefined;
+      if (words) [chunkWords, wordsSent] = take(words, wordsSent);
+      let chunkPhonemes: PhonemeTiming[];
+      [chunkPhonemes, phonemesSent] = take(phonemes, phonemesSent);
+      this.push(
+        frame('tts-audio', {
+          pcm,
+          sampleRate: rate,
+          channels: 1,
+          words: chunkWords,
+          phonemes: chunkPhonemes.length ? chunkPhonemes : undefined,
+        }),
+      );
+    };
+    this.metrics.startTtfb();
+    const pending: Int16Array[] = [];
+    for await (const event of this.service.synthesize({ text, voiceId: this.options.voiceId, language: this.options.language, sampleRate: rate, signal })) {
+      if (signal.aborted) return;
+      switch (event.type) {
+        case 'audio': {
+          this.metrics.stopTtfb();
+          let pcm = event.pcm;
+          if (event.sampleRate !== rate) {
+            resampler ??= new Resampler(event.sampleRate, rate);
+            pcm = resampler.process(pcm);
+          }
+          // Word timings may arrive after the audio they describe: hold audio until we have them
+          // or until the stream ends (a provider with no timings), then chunk.
+          if (!words) pending.push(pcm);
+          else for (const c of chunker.push(pcm)) emit(c);
+          break;
+        }
+        case 'words':
+          words = [...(words ?? []), ...event.words];
+          if (pending.length) for (const c of chunker.push(concat(pending.splice(0)))) emit(c);
+          break;
+        case 'phonemes':
+          phonemes = [...phonemes, ...event.phonemes];
+          break;
+      }
+    }
+    if (signal.aborted) return;
+    if (resampler) pending.push(resampler.flush());
+    if (!words) words = estimateWordTimings(text, (concat(pending).length / rate) * 1000 || estimateDurationMs(text));
+    for (const c of chunker.push(concat(pending.splice(0)))) emit(c);
+    const tail = chunker.flush();
+    if (tail) emit(tail);
+  }
+}
+
+function estimateDurationMs(text: string): number {
+  return (text.length / TTS_DEFAULTS.estimatedCharsPerSecond) * 1000;
+}
+
+/** Spreads words over the audio in proportion to their length (providers without timings). */
+export function estimateWordTimings(text: string, durationMs: number): WordTiming[] {
+  const words = text.split(/\s+/).filter(Boolean);
+  const total = words.reduce((n, w) => n + w.length + 1, 0);
+  let at = 0;
+  return words.map((word) => {
+    const len = ((word.length + 1) / total) * durationMs;
+    const timing = { word, startMs: at, endMs: at + len };
+    at += len;
+    return timing;
+  });
+}

@@ -1,0 +1,161 @@
+/**
+ * VADProcessor: turns input audio into user started/stopped speaking, the basis of turn taking.
+ *
+ * A window counts as speech when the analyzer's confidence reaches `confidence` and its level
+ * reaches `minVolume`. Speech must last `startMs` before the user is considered speaking (a
+ * cough is not a turn) and silence must last `stopMs` before the turn is considered over (a
+ * pause between words is not the end). When the user starts speaking while the bot speaks, an
+ * interruption is requested, but only if the agent allows interruptions; otherwise the user's
+ * words still flow to STT and are answered after the bot finishes.
+ */
+import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
+import { Resampler, rms } from '../../core/audio.ts';
+import { frame, signal, type Direction, type Frame } from '../../core/frames.ts';
+import type { VADAnalyzer } from '../services.ts';
+
+export const VAD_DEFAULTS = {
+  /** Minimum speech confidence of a window, in [0, 1]. */
+  confidence: 0.7,
+  /** Speech this long (ms) starts a user turn. */
+  startMs: 200,
+  /** Silence this long (ms) ends a user turn. */
+  stopMs: 800,
+  /** Minimum RMS level in [0, 1] for a window to count as speech (ignores faint background). */
+  minVolume: 0.01,
+  /** Whether user speech over the bot interrupts it (the agent's behaviour.allow_interruption). */
+  allowInterruption: true,
+  /** Emit vad-confidence frames (telemetry, e.g. the widget's userSpeakingChanged). */
+  emitConfidence: false,
+} as const;
+
+export interface VADOptions extends ProcessorOptions {
+  confidence?: number;
+  startMs?: number;
+  stopMs?: number;
+  minVolume?: number;
+  allowInterruption?: boolean;
+  emitConfidence?: boolean;
+}
+
+type VADState = 'quiet' | 'starting' | 'speaking' | 'stopping';
+
+export class VADProcessor extends FrameProcessor {
+  private readonly settings: Required<Omit<VADOptions, 'name'>>;
+  private state: VADState = 'quiet';
+  /** Milliseconds of consecutive speech (starting) or silence (stopping). */
+  private runMs = 0;
+  private botSpeaking = false;
+  private resampler: Resampler | undefined;
+  private pending = new Int16Array(0);
+
+  constructor(private readonly analyzer: VADAnalyzer, options: VADOptions = {}) {
+    super(options);
+    this.settings = {
+      confidence: options.confidence ?? VAD_DEFAULTS.confidence,
+      startMs: options.startMs ?? VAD_DEFAULTS.startMs,
+      stopMs: options.stopMs ?? VAD_DEFAULTS.stopMs,
+      minVolume: options.minVolume ?? VAD_DEFAULTS.minVolume,
+      allowInterruption: options.allowInterruption ?? VAD_DEFAULTS.allowInterruption,
+      emitConfidence: options.emitConfidence ?? VAD_DEFAULTS.emitConfidence,
+    };
+  }
+
+  get userSpeaking(): boolean {
+    return this.state === 'speaking' || this.state === 'stopping';
+  }
+
+  protected override process(f: Frame, direction: Direction): void {
+    switch (f.type) {
+      case 'input-audio':
+        this.push(f, direction);
+        this.analyze(f.pcm, f.sampleRate, f.channels);
+        return;
+      case 'bot-started-speaking':
+        this.botSpeaking = true;
+        break;
+      case 'bot-stopped-speaking':
+        this.botSpeaking = false;
+        break;
+      case 'cancel':
+      case 'end':
+        this.analyzer.reset();
+        break;
+      default:
+        break;
+    }
+    this.push(f, direction);
+  }
+
+  private analyze(pcm: Int16Array, sampleRate: number, channels: number): void {
+    if (channels !== 1) return; // input transports deliver mono; anything else is ignored, not guessed at
+    let mono = pcm;
+    if (sampleRate !== this.analyzer.sampleRate) {
+      if (!this.resampler || this.resampler.fromRate !== sampleRate) this.resampler = new Resampler(sampleRate, this.analyzer.sampleRate);
+      mono = this.resampler.process(pcm);
+    }
+    const merged = new Int16Array(this.pending.length + mono.length);
+    merged.set(this.pending);
+    merged.set(mono, this.pending.length);
+    const size = this.analyzer.windowSamples;
+    const windowMs = (size / this.analyzer.sampleRate) * 1000;
+    let offset = 0;
+    for (; offset + size <= merged.length; offset += size) {
+      const window = merged.subarray(offset, offset + size);
+      const confidence = this.analyzer.confidence(window);
+      if (this.settings.emitConfidence) this.push(frame('vad-confidence', { confidence }));
+      const speech = confidence >= this.settings.confidence && rms(window) >= this.settings.minVolume;
+      this.step(speech, windowMs);
+    }
+    this.pending = merged.slice(offset);
+  }
+
+  private step(speech: boolean, windowMs: number): void {
+    switch (this.state) {
+      case 'quiet':
+        if (speech) {
+          this.state = 'starting';
+          this.runMs = windowMs;
+          if (this.runMs >= this.settings.startMs) this.userStarted();
+        }
+        return;
+      case 'starting':
+        if (!speech) {
+          this.state = 'quiet';
+          return;
+        }
+        this.runMs += windowMs;
+        if (this.runMs >= this.settings.startMs) this.userStarted();
+        return;
+      case 'speaking':
+        if (!speech) {
+          this.state = 'stopping';
+          this.runMs = windowMs;
+          if (this.runMs >= this.settings.stopMs) this.userStopped();
+        }
+        return;
+      case 'stopping':
+        if (speech) {
+          this.state = 'speaking';
+          return;
+        }
+        this.runMs += windowMs;
+        if (this.runMs >= this.settings.stopMs) this.userStopped();
+        return;
+    }
+  }
+
+  private userStarted(): void {
+    this.state = 'speaking';
+    if (this.botSpeaking && this.settings.allowInterruption) {
+      this.push(frame('interruption-request', { reason: 'user barge-in' }), 'upstream');
+    }
+    this.push(signal('user-started-speaking'));
+    this.push(signal('user-started-speaking'), 'upstream');
+  }
+
+  private userStopped(): void {
+    this.state = 'quiet';
+    this.push(signal('user-stopped-speaking'));
+    this.push(signal('user-stopped-speaking'), 'upstream');
+  }
+}

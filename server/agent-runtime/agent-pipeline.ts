@@ -1,0 +1,149 @@
+/**
+ * Builds the conversation pipeline of one agent session from its Agent record, so that every
+ * setting the owner saves does something real:
+ *
+ * | Agent field | where it acts |
+ * | --- | --- |
+ * | `language` | STT language, TTS voice choice, system-prompt pin of the answer language |
+ * | `system_prompt` | the LLM context's system message |
+ * | `tts_provider`, `voice_id` | which TTS plugin speaks, with which voice |
+ * | `behaviour.*` | greeting / nudge / farewell lines and modes, duration limit, interruption |
+ * | `starts_conversation` | the greeting is spoken first |
+ * | `advanced.llm_max_tokens` | the LLM's token limit |
+ * | `advanced.max_video_source_dimension` | caps the avatar canvas (largest side) |
+ * | `session_limit_seconds` | hard stop with the farewell, with the behaviour's duration limit |
+ * | `tools`, `mode` | the model's tool definitions and the dispatcher (`third_party`: none) |
+ *
+ * Speech-to-text, the LLM and VAD are deployment choices (keys in the environment), not agent
+ * fields: `providersFromEnv` picks the cloud plugins when their keys are set, else offline ones.
+ */
+import type { Registry } from '../../core/registry.ts';
+import type { Clock } from '../../core/clock.ts';
+import type { FaceSession } from '../../processors/avatar/face-model.ts';
+import { AvatarProcessor } from '../../processors/avatar/avatar-processor.ts';
+import type { BehaviourLine, BehaviourMode } from '../../processors/behaviours/conversation-behaviours.ts';
+import type { LLMService, STTService, TTSService, VADAnalyzer } from '../../processors/services.ts';
+import { prepareToolset, ToolDispatcher, WebhookClient, type AgentTool, type PreparedToolset, type ToolLogger } from '../../processors/tools/index.ts';
+import { createVoicePipeline, type VoicePipeline, type VoicePipelineOptions } from '../../processors/voice-pipeline.ts';
+import type { MediaSink } from '../../transports/media-sink.ts';
+
+/** The Agent fields the runtime reads (the REST API's full Agent shape satisfies it). */
+export interface AgentRuntimeRecord {
+  readonly agent_id: string;
+  readonly mode: 'svc' | 'third_party';
+  readonly language: string;
+  readonly system_prompt: string | null;
+  readonly tts_provider: string;
+  readonly voice_id: string | null;
+  readonly starts_conversation: boolean;
+  readonly session_limit_seconds: number;
+  readonly behaviour: {
+    readonly greeting?: string;
+    readonly greeting_reference?: string;
+    readonly greeting_mode?: string;
+    readonly nudge_message?: string;
+    readonly nudge_reference?: string;
+    readonly nudge_mode?: string;
+    readonly farewell_message?: string;
+    readonly farewell_reference?: string;
+    readonly farewell_mode?: string;
+    readonly max_conversation_duration_seconds?: number;
+    readonly inactivity_nudge_seconds?: number;
+    readonly allow_interruption?: boolean;
+  };
+  readonly advanced: { readonly max_video_source_dimension?: number; readonly llm_max_tokens?: number };
+  readonly tools: readonly AgentTool[];
+}
+
+export interface ProviderChoice {
+  readonly stt: string;
+  readonly llm: string;
+  readonly vad: string;
+  /** Options per `kind:slug`, e.g. `{ 'llm:openai': { model: 'gpt-4o-mini' } }`. */
+  readonly options?: Readonly<Record<string, Record<string, unknown>>>;
+}
+
+/** Cloud engines when their keys are configured, offline engines otherwise. */
+export function providersFromEnv(env: NodeJS.ProcessEnv = process.env): ProviderChoice {
+  return {
+    stt: env.DEEPGRAM_API_KEY ? 'deepgram' : 'local',
+    llm: env.OPENAI_API_KEY || env.OPENAI_BASE_URL ? 'openai' : 'local',
+    vad: 'local',
+  };
+}
+
+/** Opens the avatar's face session on the pipeline clock, with the canvas cap applied. */
+export type AgentFaceFactory = (clock: Clock, limits: { maxDimension: number | undefined }) => Promise<FaceSession>;
+
+export interface AgentPipelineOptions {
+  readonly registry: Registry;
+  readonly sink: MediaSink;
+  readonly providers: ProviderChoice;
+  readonly session: { readonly session_id: string; readonly call_id: string; readonly client_user_ref: string | null };
+  readonly webhooks?: WebhookClient;
+  readonly logger?: ToolLogger;
+  /** When set, the avatar is placed between TTS and the output. */
+  readonly face?: AgentFaceFactory;
+  /** Extra processor options (tests tune VAD timing this way). */
+  readonly tuning?: Pick<VoicePipelineOptions, 'vadOptions' | 'sttOptions' | 'ttsOptions' | 'outputOptions'>;
+}
+
+export interface AgentPipeline extends VoicePipeline {
+  readonly toolset: PreparedToolset;
+  readonly avatar: AvatarProcessor | undefined;
+}
+
+const silentLogger: ToolLogger = { info: () => undefined, warn: () => undefined };
+
+function line(text: string | undefined, reference: string | undefined, mode: string | undefined): BehaviourLine {
+  return { text: text ?? '', reference: reference ?? '', mode: (mode === 'generated' ? 'generated' : 'verbatim') satisfies BehaviourMode };
+}
+
+const secondsToMs = (s: number | undefined) => (s && s > 0 ? s * 1000 : null);
+
+export async function buildAgentPipeline(agent: AgentRuntimeRecord, options: AgentPipelineOptions): Promise<AgentPipeline> {
+  const { registry, providers } = options;
+  const opts = (kind: string, slug: string) => ({ ...(options.providers.options?.[`${kind}:${slug}`] ?? {}) });
+  // Resolve every plugin first: an unknown slug fails here with the list of known ones.
+  const tts = registry.create<TTSService>('tts', agent.tts_provider, opts('tts', agent.tts_provider));
+  const stt = registry.create<STTService>('stt', providers.stt, opts('stt', providers.stt));
+  const llm = registry.create<LLMService>('llm', providers.llm, opts('llm', providers.llm));
+  const vad = registry.create<VADAnalyzer>('vad', providers.vad, opts('vad', providers.vad));
+
+  const logger = options.logger ?? silentLogger;
+  const webhooks = options.webhooks ?? new WebhookClient();
+  const toolset = await prepareToolset(agent.tools, { mode: agent.mode, webhooks, logger });
+  const b = agent.behaviour;
+  const limits = [secondsToMs(b.max_conversation_duration_seconds), secondsToMs(agent.session_limit_seconds)].filter((x): x is number => x !== null);
+  const maxDimension = agent.advanced.max_video_source_dimension;
+  const face = options.face;
+  const avatar = face ? new AvatarProcessor((clock) => face(clock, { maxDimension })) : undefined;
+
+  const voice = createVoicePipeline({
+    vad,
+    stt,
+    llm,
+    tts,
+    sink: options.sink,
+    language: agent.language,
+    systemPrompt: agent.system_prompt,
+    voiceId: agent.voice_id,
+    llmMaxTokens: agent.advanced.llm_max_tokens,
+    allowInterruption: b.allow_interruption ?? true,
+    tools: toolset.definitions,
+    behaviours: {
+      startsConversation: agent.starts_conversation,
+      greeting: line(b.greeting, b.greeting_reference, b.greeting_mode),
+      nudge: line(b.nudge_message, b.nudge_reference, b.nudge_mode),
+      farewell: line(b.farewell_message, b.farewell_reference, b.farewell_mode),
+      inactivityNudgeMs: secondsToMs(b.inactivity_nudge_seconds),
+      maxConversationMs: limits.length ? Math.min(...limits) : null,
+    },
+    afterLLM: toolset.definitions.length
+      ? new ToolDispatcher({ toolset, webhooks, logger, session: { ...options.session, agent_id: agent.agent_id } })
+      : undefined,
+    beforeOutput: avatar,
+    ...options.tuning,
+  });
+  return { ...voice, toolset, avatar };
+}

@@ -1,0 +1,22 @@
+import type { Knex } from 'knex';
+import * as initial from './migrations/001_initial.ts';
+
+interface Migration {
+  up(db: Knex): Promise<void>;
+  down(db: Knex): Promise<void>;
+}
+
+/** Migrations in order; knex runs them from this list (no directory scanning, works under tsx). */
+const MIGRATIONS: Record<string, Migration> = {
+  '001_initial': initial,
+};
+
+const source: Knex.MigrationSource<string> = {
+  getMigrations: async () => Object.keys(MIGRATIONS),
+  getMigrationName: (name) => name,
+  getMigration: async (name) => MIGRATIONS[name]!,
+};
+
+export async function migrateToLatest(db: Knex): Promise<void> {
+  await db.migrate.latest({ migrationSource: source, tableName: 'knex_migrations' });
+}

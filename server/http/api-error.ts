@@ -1,0 +1,54 @@
+/**
+ * Every REST error leaves the server as `{ code, message, details? }` (spec "Errors").
+ * Codes are stable; docs/decisions-rest.md lists them with their statuses.
+ */
+export const ERROR_STATUS = {
+  validation_failed: 400,
+  invalid_json: 400,
+  unsupported_media_type: 415,
+  payload_too_large: 413,
+  unauthorized: 401,
+  forbidden: 403,
+  template_read_only: 403,
+  agent_unpublished: 403,
+  not_found: 404,
+  route_not_found: 404,
+  model_variant_not_found: 404,
+  model_config_not_found: 404,
+  asset_not_found: 404,
+  agent_not_found: 404,
+  upload_not_found: 404,
+  job_not_found: 404,
+  generator_not_found: 404,
+  method_not_allowed: 405,
+  range_not_satisfiable: 416,
+  title_conflict: 409,
+  model_config_in_use: 409,
+  agent_has_active_sessions: 409,
+  upload_conflict: 409,
+  invalid_signature: 403,
+  url_expired: 403,
+  internal_error: 500,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export class ApiError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = ERROR_STATUS[code];
+  }
+
+  toBody(): { code: string; message: string; details?: Record<string, unknown> } {
+    return this.details ? { code: this.code, message: this.message, details: this.details } : { code: this.code, message: this.message };
+  }
+}
+
+export const notFound = (code: ErrorCode, what: string, id: string) =>
+  new ApiError(code, `${what} ${id} not found`, { id });

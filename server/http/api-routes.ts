@@ -1,0 +1,134 @@
+import type Router from '@koa/router';
+import type { Context, Middleware } from 'koa';
+import { Ajv, type ValidateFunction, type ErrorObject } from 'ajv';
+import { ApiError } from './api-error.ts';
+import { nulPath, readJsonBody } from './json-body.ts';
+import type { Principal } from './principal.ts';
+
+export type JsonSchema = Record<string, unknown>;
+
+/** How a route authenticates: `api_key` (X-API-Key), `public` (none), `signed_url` (HMAC query). */
+export type RouteAuth = 'api_key' | 'public' | 'signed_url';
+
+/**
+ * One route described once: the same object drives validation at runtime and the OpenAPI
+ * document, so the published description cannot drift from what the server enforces.
+ */
+export interface RouteSpec {
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
+  /** Path under /v1 in router syntax (`/agents/:agent_id`). */
+  path: string;
+  operationId: string;
+  summary: string;
+  description?: string;
+  tag: string;
+  auth: RouteAuth;
+  params?: JsonSchema;
+  query?: JsonSchema;
+  body?: JsonSchema;
+  /** Extra router paths served by the same handler, left out of the document (e.g. unescaped slashes). */
+  aliasPaths?: string[];
+  /** The handler reads the raw request stream itself (object storage PUT). */
+  rawBody?: boolean;
+  responses: Record<number, { description: string; schema?: JsonSchema; contentType?: string }>;
+}
+
+export interface RouteInput {
+  ctx: Context;
+  params: any;
+  query: any;
+  body: any;
+  /** Set on `api_key` routes. */
+  principal: Principal;
+}
+
+export interface RouteResult {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export type RouteHandler = (input: RouteInput) => Promise<RouteResult | void>;
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const DATE_TIME_RE = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:?\d{2})$/;
+
+function newAjv(coerce: boolean): Ajv {
+  const ajv = new Ajv({ allErrors: true, strict: false, useDefaults: true, coerceTypes: coerce ? 'array' : false });
+  ajv.addFormat('uuid', UUID_RE);
+  ajv.addFormat('date-time', { validate: (s: string) => DATE_TIME_RE.test(s) && !Number.isNaN(Date.parse(s)) });
+  ajv.addFormat('uri', {
+    validate: (s: string) => {
+      try {
+        new URL(s);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+  });
+  ajv.addFormat('int64', { type: 'number', validate: (n: number) => Number.isSafeInteger(n) });
+  return ajv;
+}
+
+/** Body validation never coerces (a string "5" is not an integer); path and query values do. */
+const bodyAjv = newAjv(false);
+const queryAjv = newAjv(true);
+
+export function compileBodySchema(schema: JsonSchema): ValidateFunction {
+  return bodyAjv.compile(schema);
+}
+
+export function validationError(where: string, errors: ErrorObject[] | null | undefined): ApiError {
+  const issues = (errors ?? []).map((e) => ({
+    location: where,
+    path: e.instancePath || '/',
+    message: e.message ?? 'invalid',
+    ...(e.keyword === 'additionalProperties' ? { property: (e.params as { additionalProperty: string }).additionalProperty } : {}),
+  }));
+  const first = issues[0];
+  const message = first
+    ? `invalid ${where}: ${first.path} ${first.message}${first.property ? ` (${first.property})` : ''}`
+    : `invalid ${where}`;
+  return new ApiError('validation_failed', message, { issues });
+}
+
+/** Collects every route with its spec; `openapi.ts` turns `specs` into the published document. */
+export class ApiRoutes {
+  readonly specs: RouteSpec[] = [];
+
+  constructor(
+    private readonly authenticate: Middleware,
+    private readonly maxJsonBodyBytes: number,
+  ) {}
+
+  add(router: Router, spec: RouteSpec, handler: RouteHandler): void {
+    this.specs.push(spec);
+    const validateParams = spec.params ? queryAjv.compile(spec.params) : undefined;
+    const validateQuery = queryAjv.compile(spec.query ?? { type: 'object' });
+    const validateBody = spec.body ? bodyAjv.compile(spec.body) : undefined;
+    const middleware: Middleware[] = spec.auth === 'api_key' ? [this.authenticate] : [];
+    const run: Middleware = async (ctx) => {
+      const params = { ...(ctx as unknown as { params: Record<string, string> }).params };
+      if (validateParams && !validateParams(params)) throw validationError('path', validateParams.errors);
+      const query = { ...ctx.query };
+      const nul = nulPath(query, '') ?? nulPath(params, '');
+      if (nul !== null) throw new ApiError('validation_failed', `invalid parameter ${nul}: contains a NUL character`, { issues: [{ location: 'query', path: nul, message: 'must not contain NUL characters' }] });
+      if (!validateQuery(query)) throw validationError('query', validateQuery.errors);
+      let body: unknown;
+      if (!spec.rawBody) {
+        body = await readJsonBody(ctx, this.maxJsonBodyBytes);
+        if (validateBody) {
+          if (body === undefined) throw new ApiError('validation_failed', 'request body is required', { issues: [] });
+          if (!validateBody(body)) throw validationError('body', validateBody.errors);
+        }
+      }
+      const result = await handler({ ctx, params, query, body, principal: ctx.state.principal });
+      if (!result) return;
+      ctx.status = result.status;
+      for (const [name, value] of Object.entries(result.headers ?? {})) ctx.set(name, value);
+      if (result.body !== undefined) ctx.body = result.body;
+    };
+    for (const path of [spec.path, ...(spec.aliasPaths ?? [])]) router[spec.method](path, ...middleware, run);
+  }
+}

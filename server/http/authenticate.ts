@@ -1,0 +1,18 @@
+import type { Middleware } from 'koa';
+import type { ApiKeys } from '../services/api-keys.ts';
+import { ApiError } from './api-error.ts';
+
+/** A key longer than this cannot be ours; refusing early keeps hashing cheap. */
+const MAX_KEY_LENGTH = 200;
+
+/** `X-API-Key` authentication; sets `ctx.state.principal` (spec "Authentication" 1). */
+export function authenticate(apiKeys: ApiKeys): Middleware {
+  return async (ctx, next) => {
+    const key = ctx.get('x-api-key');
+    if (!key) throw new ApiError('unauthorized', 'missing X-API-Key header');
+    const principal = key.length <= MAX_KEY_LENGTH ? await apiKeys.authenticateCached(key) : null;
+    if (!principal) throw new ApiError('unauthorized', 'invalid or revoked API key');
+    ctx.state.principal = principal;
+    await next();
+  };
+}

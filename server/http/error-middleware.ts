@@ -1,0 +1,41 @@
+import type { Middleware } from 'koa';
+import type { Logger } from 'pino';
+import { ApiError } from './api-error.ts';
+
+/**
+ * Turns every thrown error into the spec's error body. Client mistakes are `ApiError`s;
+ * anything else is a server fault: logged with its stack, answered as a bare 500 without
+ * internals. Errors raised by Koa itself (`ctx.throw`, http-errors) keep their 4xx status.
+ */
+export function errorMiddleware(logger: Logger): Middleware {
+  return async (ctx, next) => {
+    try {
+      await next();
+    } catch (err) {
+      const apiError = toApiError(err);
+      if (apiError.status >= 500) logger.error({ err, method: ctx.method, path: ctx.path }, 'request failed');
+      ctx.status = apiError.status;
+      ctx.body = apiError.toBody();
+      ctx.set('Cache-Control', 'private, no-store');
+    }
+  };
+}
+
+function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  // PostgreSQL class 22 (data exception): a value the schema let through but the database cannot
+  // store (out-of-range number, untranslatable character). The client's input, so a 400.
+  const sqlState = (err as { code?: unknown })?.code;
+  if (typeof sqlState === 'string' && /^22[0-9A-Z]{3}$/.test(sqlState)) {
+    return new ApiError('validation_failed', 'a value in the request cannot be stored', { sql_state: sqlState });
+  }
+  const status = (err as { status?: number; statusCode?: number })?.status ?? (err as { statusCode?: number })?.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    const message = (err as Error).message || 'bad request';
+    if (status === 413) return new ApiError('payload_too_large', message);
+    if (status === 415) return new ApiError('unsupported_media_type', message);
+    if (status === 404) return new ApiError('not_found', message);
+    return new ApiError('validation_failed', message);
+  }
+  return new ApiError('internal_error', 'internal server error');
+}

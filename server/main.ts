@@ -1,0 +1,56 @@
+import { pino } from 'pino';
+import { Registry } from '../core/registry.ts';
+import { createServer } from './app.ts';
+import { bootstrapDemo } from './bootstrap-demo.ts';
+import { loadDefaultPlugins } from './default-plugins.ts';
+import { loadConfigFromEnv } from './env-config.ts';
+import { mountRealtime } from './realtime/index.ts';
+import { mountRooms } from './rooms/mount.ts';
+
+/** `npm start`: the REST API on PORT (default 8080), embedded PGlite unless DATABASE_URL is set. */
+const config = loadConfigFromEnv();
+const logger = pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]'] });
+const registry = new Registry();
+const plugins = await loadDefaultPlugins(registry, logger);
+const server = await createServer(config, { registry, logger }).catch((err: Error) => {
+  process.stderr.write(`svc server cannot start: ${err.message}\n`);
+  process.exit(1);
+});
+const rooms = mountRooms(server);
+const realtime = mountRealtime(server, { publishAvatar: rooms.publishAvatar });
+const { url } = await server.listen().catch((err: Error) => {
+  process.stderr.write(`svc server cannot listen on ${config.host}:${config.port}: ${err.message}\n`);
+  process.exit(1);
+});
+const demo = await bootstrapDemo(server.services.organizations, server.services.apiKeys);
+
+const lines = [
+  `svc server listening on ${url}`,
+  `  database:   ${config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : `PGlite in ${config.dataDir}/pglite`}`,
+  `  storage:    ${config.storage.driver}`,
+  `  plugins:    ${plugins.join(', ') || '(none)'}`,
+  `  REST API:   ${url}/v1`,
+  `  OpenAPI:    ${url}/v1/openapi.json`,
+  `  Reference:  ${url}/v1/docs`,
+  `  Realtime:   ${url.replace(/^http/, 'ws')}/realtime?config_id=svc/human-portrait  (face models; X-API-Key header)`,
+  `  WebRTC:     ${url.replace(/^http/, 'ws')}/v1/rooms/signal  (embedded rooms; browser client ${url}/v1/rooms/client.js)`,
+];
+if (demo) {
+  lines.push(
+    '',
+    `First start: created organization "${demo.organization}" with an API key (shown only this once):`,
+    `  ${demo.key}`,
+    `Try: curl -H "X-API-Key: ${demo.key}" ${url}/v1/agents`,
+  );
+}
+process.stdout.write(lines.join('\n') + '\n');
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    void realtime
+      .close()
+      .then(() => rooms.close())
+      .then(() => server.close())
+      .finally(() => process.exit(0));
+  });
+}

@@ -1,0 +1,350 @@
+/**
+ * The /realtime WebSocket: serves the face models to remote clients (the Python and TS clients,
+ * the avatar processor in remote mode). One connection = one face session, selected by
+ * `config_id` and authenticated with an API key header (never a URL parameter). Every failure a
+ * client can cause is answered with a typed error message; nothing a client sends can crash the
+ * server or disturb other sessions. Protocol: docs/realtime-protocol.md.
+ */
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type RawData, type WebSocket } from 'ws';
+import type { Observable, Subscription } from 'rxjs';
+import { RealClock, type Clock } from '../../core/clock.ts';
+import type { Registry } from '../../core/registry.ts';
+import { FaceModelError, type FaceFrame, type FaceModel, type FaceReference, type FaceSession } from '../../processors/avatar/face-model.ts';
+import {
+  CLOSE_CODES,
+  ProtocolError,
+  REALTIME_LIMITS,
+  decodeAudioIn,
+  encodeFrameOut,
+  parseClientMessage,
+  type RealtimeErrorCode,
+  type ServerMessage,
+  type SessionReadyMessage,
+  type WebRTCSettings,
+} from '../../transports/realtime/protocol.ts';
+
+export const REALTIME_ENDPOINT_DEFAULTS = {
+  path: '/realtime',
+  /** Concurrent sessions per process before `server_busy`. */
+  maxSessions: 32,
+  /** Above this many bytes waiting in a socket, frames go out without their image (audio first). */
+  maxBufferedBytes: 2 * 1024 * 1024,
+  /** ws closes connections whose single message exceeds this (code 1009); below it we answer typed errors. */
+  hardMaxPayloadBytes: 1024 * 1024,
+} as const;
+
+export interface RealtimePrincipal {
+  readonly organizationId: string;
+  /** `api_key:<id>` */
+  readonly principal: string;
+}
+
+export interface ResolvedFaceConfig {
+  readonly configId: string;
+  readonly modelVariantId: string;
+  /** Registry slug of the face model (`human-portrait`, `human-presence`). */
+  readonly faceSlug: string;
+  readonly configuration: Record<string, unknown>;
+  readonly referenceImage?: Uint8Array | FaceReference;
+}
+
+/** What the endpoint needs from the rest of the server (keys, configs, assets). */
+export interface RealtimeResolver {
+  authenticate(apiKey: string): Promise<RealtimePrincipal | null>;
+  resolveConfig(principal: RealtimePrincipal, configId: string): Promise<ResolvedFaceConfig | null>;
+}
+
+/** Publishes a face session's frames into a WebRTC room (the Direct WebRTC option). */
+export type AvatarPublisher = (
+  frames: Observable<FaceFrame>,
+  settings: WebRTCSettings,
+) => Promise<{ readonly participantId: string; readonly room: string; close(): void | Promise<void> }>;
+
+export interface RealtimeEndpointOptions {
+  /** Direct WebRTC publishing; without it, `webrtc` requests get a `webrtc_failed` error. */
+  readonly publishAvatar?: AvatarPublisher;
+  readonly registry: Registry;
+  readonly resolver: RealtimeResolver;
+  readonly clock?: Clock;
+  readonly path?: string;
+  readonly maxSessions?: number;
+  readonly maxBufferedBytes?: number;
+  readonly log?: (event: string, details: Record<string, unknown>) => void;
+}
+
+export interface RealtimeEndpoint {
+  readonly activeSessions: number;
+  close(): Promise<void>;
+}
+
+function apiKeyOf(req: IncomingMessage): string | undefined {
+  const header = req.headers['x-api-key'];
+  if (typeof header === 'string' && header) return header;
+  const auth = req.headers.authorization;
+  if (auth?.startsWith('Bearer ')) return auth.slice(7).trim() || undefined;
+  return undefined;
+}
+
+export function attachRealtime(server: Server, options: RealtimeEndpointOptions): RealtimeEndpoint {
+  const path = options.path ?? REALTIME_ENDPOINT_DEFAULTS.path;
+  const maxSessions = options.maxSessions ?? REALTIME_ENDPOINT_DEFAULTS.maxSessions;
+  const maxBuffered = options.maxBufferedBytes ?? REALTIME_ENDPOINT_DEFAULTS.maxBufferedBytes;
+  const clock = options.clock ?? new RealClock();
+  const log = options.log ?? (() => undefined);
+  const wss = new WebSocketServer({ noServer: true, maxPayload: REALTIME_ENDPOINT_DEFAULTS.hardMaxPayloadBytes });
+  const models = new Map<string, FaceModel>();
+  const live = new Set<RealtimeConnection>();
+
+  const modelFor = (slug: string): FaceModel => {
+    let model = models.get(slug);
+    if (!model) {
+      model = options.registry.create<FaceModel>('face', slug, {});
+      models.set(slug, model);
+    }
+    return model;
+  };
+
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    if (url.pathname !== path) return; // another upgrade handler's path
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, log, live, maxSessions, publishAvatar: options.publishAvatar });
+      void connection.open();
+    });
+  };
+  server.on('upgrade', onUpgrade);
+
+  return {
+    get activeSessions() {
+      return live.size;
+    },
+    async close() {
+      server.off('upgrade', onUpgrade);
+      for (const c of [...live]) c.shutdown('server shutting down');
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
+  };
+}
+
+interface ConnectionDeps {
+  resolver: RealtimeResolver;
+  publishAvatar: AvatarPublisher | undefined;
+  modelFor(slug: string): FaceModel;
+  clock: Clock;
+  maxBuffered: number;
+  maxSessions: number;
+  live: Set<RealtimeConnection>;
+  log(event: string, details: Record<string, unknown>): void;
+}
+
+class RealtimeConnection {
+  private session: FaceSession | undefined;
+  private frames: Subscription | undefined;
+  private readonly sessionId = randomUUID();
+  private closed = false;
+  private queuedAudioMs = 0;
+  private controlWindowStart = 0;
+  private controlCount = 0;
+  private turnId = 0;
+  /** Set once frames go to a WebRTC room instead of this socket. */
+  private publication: { close(): void | Promise<void> } | undefined;
+
+  constructor(
+    private readonly ws: WebSocket,
+    private readonly req: IncomingMessage,
+    private readonly url: URL,
+    private readonly deps: ConnectionDeps,
+  ) {
+    ws.on('message', (data, isBinary) => this.onMessage(data, isBinary));
+    ws.on('close', () => this.shutdown('client closed'));
+    ws.on('error', (err) => {
+      this.deps.log('realtime.socket_error', { session_id: this.sessionId, error: err.message });
+      this.shutdown('socket error');
+    });
+  }
+
+  async open(): Promise<void> {
+    try {
+      if (['api_key', 'apikey', 'key', 'token'].some((k) => this.url.searchParams.has(k))) {
+        return this.fail('auth_failed', 'API keys are never accepted in the URL; send the X-API-Key header (or Authorization: Bearer)');
+      }
+      const apiKey = apiKeyOf(this.req);
+      if (!apiKey) return this.fail('auth_failed', 'missing API key: send the X-API-Key header');
+      const principal = await this.deps.resolver.authenticate(apiKey);
+      if (!principal) return this.fail('auth_failed', 'invalid API key');
+      const configId = this.url.searchParams.get('config_id') ?? this.req.headers['x-config-id'];
+      if (typeof configId !== 'string' || !configId) return this.fail('unknown_config', 'missing config_id query parameter');
+      const resolved = await this.deps.resolver.resolveConfig(principal, configId);
+      if (!resolved) return this.fail('unknown_config', `no model configuration ${JSON.stringify(configId)} is visible to this API key`);
+      if (this.deps.live.size >= this.deps.maxSessions) return this.fail('server_busy', `this server runs at most ${this.deps.maxSessions} face sessions; retry later`);
+      if (this.closed) return;
+      this.deps.live.add(this);
+      const model = this.deps.modelFor(resolved.faceSlug);
+      const session = await model.openSession({ referenceImage: resolved.referenceImage, configuration: resolved.configuration, imageFormat: 'jpeg' }, this.deps.clock);
+      if (this.closed) {
+        session.close();
+        return;
+      }
+      this.session = session;
+      this.frames = session.frames.subscribe({
+        next: (f) => {
+          if (f.type === 'speech' || f.type === 'speech-start') this.queuedAudioMs = Math.max(0, this.queuedAudioMs - 40);
+          if (this.ws.readyState !== this.ws.OPEN || this.publication) return;
+          // Audio always goes out; under backpressure the image is skipped, never the sound.
+          const congested = this.ws.bufferedAmount > this.deps.maxBuffered;
+          this.ws.send(
+            encodeFrameOut({
+              type: f.type,
+              final: f.final,
+              index: f.index,
+              ptsMs: f.ptsMs,
+              turnId: f.turnId,
+              width: f.image.width,
+              height: f.image.height,
+              imageFormat: f.image.format === 'rgb' ? 'rgb' : 'jpeg',
+              image: congested ? undefined : f.image.data,
+              audio: f.audio,
+            }),
+          );
+        },
+        complete: () => this.endGracefully('session ended'),
+      });
+      const ready: SessionReadyMessage = {
+        type: 'session_ready',
+        session_id: this.sessionId,
+        config_id: resolved.configId,
+        model_variant_id: resolved.modelVariantId,
+        width: session.width,
+        height: session.height,
+        fps: 25,
+        audio_in: { sample_rate: 16000, channels: 1, format: 's16le' },
+        audio_out: { sample_rate: 16000, channels: 1, format: 's16le', samples_per_frame: 640 },
+        video: { format: session.imageFormat },
+        limits: REALTIME_LIMITS,
+        protocol_version: 1,
+      };
+      this.send(ready);
+      this.deps.log('realtime.session_ready', { session_id: this.sessionId, principal: principal.principal, config_id: resolved.configId });
+    } catch (err) {
+      if (err instanceof FaceModelError) return this.fail(err.code === 'invalid_configuration' ? 'invalid_configuration' : 'internal_error', err.message);
+      this.deps.log('realtime.open_failed', { session_id: this.sessionId, error: err instanceof Error ? err.message : String(err) });
+      this.fail('internal_error', 'the face session could not be opened');
+    }
+  }
+
+  private onMessage(data: RawData, isBinary: boolean): void {
+    try {
+      const bytes = toBytes(data);
+      if (bytes.byteLength > REALTIME_LIMITS.maxMessageBytes) throw new ProtocolError('frame_too_large', `message of ${bytes.byteLength} bytes exceeds the ${REALTIME_LIMITS.maxMessageBytes}-byte limit`);
+      if (isBinary) this.onAudio(bytes);
+      else this.onControl(Buffer.from(bytes).toString('utf8'));
+    } catch (err) {
+      if (err instanceof ProtocolError) this.error(err.code, err.message, false);
+      else {
+        this.deps.log('realtime.message_failed', { session_id: this.sessionId, error: err instanceof Error ? err.message : String(err) });
+        this.error('internal_error', 'the message could not be processed', false);
+      }
+    }
+  }
+
+  private onAudio(bytes: Uint8Array): void {
+    const message = decodeAudioIn(bytes);
+    const session = this.session;
+    if (!session) throw new ProtocolError('not_ready', 'audio sent before session_ready was received; it was dropped');
+    const ms = (message.pcm.length / 16_000) * 1000;
+    if (this.queuedAudioMs + ms > REALTIME_LIMITS.maxQueuedAudioMs) {
+      throw new ProtocolError('rate_limited', `more than ${REALTIME_LIMITS.maxQueuedAudioMs} ms of audio queued ahead of playback; this chunk was dropped`);
+    }
+    this.queuedAudioMs += ms;
+    if (message.pcm.length) session.pushAudio(message.pcm);
+    if (message.endOfTurn) session.endTurn();
+  }
+
+  private onControl(text: string): void {
+    const now = this.deps.clock.now();
+    if (now - this.controlWindowStart >= 1000) {
+      this.controlWindowStart = now;
+      this.controlCount = 0;
+    }
+    if (++this.controlCount > REALTIME_LIMITS.maxControlMessagesPerSecond) {
+      throw new ProtocolError('rate_limited', `more than ${REALTIME_LIMITS.maxControlMessagesPerSecond} control messages per second; message dropped`);
+    }
+    const message = parseClientMessage(text);
+    if (message.type === 'ping') return this.send({ type: 'pong', t: typeof message.t === 'number' ? message.t : now });
+    const session = this.session;
+    if (!session) throw new ProtocolError('not_ready', `"${message.type}" sent before session_ready; ignored`);
+    switch (message.type) {
+      case 'webrtc':
+        void this.startWebRTC(session, message.settings);
+        return;
+      case 'start_turn':
+        session.startTurn();
+        this.send({ type: 'turn_started', turn_id: ++this.turnId });
+        return;
+      case 'end_turn':
+        session.endTurn();
+        return;
+      case 'cancel': {
+        const hadSpeech = session.cancel();
+        this.queuedAudioMs = 0;
+        this.send({ type: 'turn_cancelled', turn_id: this.turnId || null, had_speech: hadSpeech });
+        return;
+      }
+      case 'end':
+        void session.end();
+        return;
+    }
+  }
+
+  private async startWebRTC(session: FaceSession, settings: WebRTCSettings): Promise<void> {
+    if (this.publication) return this.error('webrtc_failed', 'this session already publishes to a room', false);
+    if (!this.deps.publishAvatar) return this.error('webrtc_failed', 'direct WebRTC is not available on this server', false);
+    try {
+      const published = await this.deps.publishAvatar(session.frames, settings);
+      if (this.closed) return void published.close();
+      this.publication = published;
+      this.send({ type: 'webrtc_connected', participant_id: published.participantId, room: published.room });
+    } catch (err) {
+      this.error('webrtc_failed', `could not publish to the room: ${err instanceof Error ? err.message : String(err)}`, false);
+    }
+  }
+
+  private send(message: ServerMessage): void {
+    if (this.ws.readyState === this.ws.OPEN) this.ws.send(JSON.stringify(message));
+  }
+
+  private error(code: RealtimeErrorCode, message: string, fatal: boolean): void {
+    this.send({ type: 'error', code, message, fatal });
+  }
+
+  private fail(code: RealtimeErrorCode, message: string): void {
+    this.error(code, message, true);
+    this.ws.close(CLOSE_CODES[code] ?? 1008, code);
+    this.shutdown(code);
+  }
+
+  private endGracefully(reason: string): void {
+    this.send({ type: 'session_ended', reason });
+    if (this.ws.readyState === this.ws.OPEN) this.ws.close(1000, 'session ended');
+    this.shutdown(reason);
+  }
+
+  shutdown(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.deps.live.delete(this);
+    this.frames?.unsubscribe();
+    void this.publication?.close();
+    this.session?.close();
+    if (this.ws.readyState === this.ws.OPEN) this.ws.close(1001, reason.slice(0, 100));
+  }
+}
+
+function toBytes(data: RawData): Uint8Array {
+  if (Array.isArray(data)) return new Uint8Array(Buffer.concat(data));
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+}

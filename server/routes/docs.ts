@@ -1,0 +1,30 @@
+import type Router from '@koa/router';
+import type { ApiRoutes } from '../http/api-routes.ts';
+import { buildOpenApiDocument } from '../schema/openapi.ts';
+import { renderReferencePage } from '../schema/reference-page.ts';
+
+/** The document only changes with a deploy; clients may cache it briefly. */
+const DOCS_CACHE = 'public, max-age=300';
+
+export function mountDocsRoutes(api: ApiRoutes, router: Router, baseUrl: () => string): void {
+  let cached: { base: string; doc: Record<string, unknown>; html: string } | undefined;
+  const current = () => {
+    const base = baseUrl();
+    if (!cached || cached.base !== base) {
+      const doc = buildOpenApiDocument(api.specs, base);
+      cached = { base, doc, html: renderReferencePage(doc) };
+    }
+    return cached;
+  };
+  api.add(router, {
+    method: 'get', path: '/openapi.json', operationId: 'getOpenApiDocument', tag: 'Documentation', auth: 'public',
+    summary: 'This OpenAPI 3 document', responses: { 200: { description: 'OpenAPI document', schema: { type: 'object' } } },
+  }, async () => ({ status: 200, body: current().doc, headers: { 'Cache-Control': DOCS_CACHE } }));
+  api.add(router, {
+    method: 'get', path: '/docs', operationId: 'getApiReference', tag: 'Documentation', auth: 'public',
+    summary: 'Human-readable API reference', responses: { 200: { description: 'HTML page', contentType: 'text/html' } },
+  }, async ({ ctx }) => {
+    ctx.type = 'text/html; charset=utf-8';
+    return { status: 200, body: current().html, headers: { 'Cache-Control': DOCS_CACHE } };
+  });
+}

@@ -1,0 +1,226 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { Registry } from '../../core/registry.ts';
+import type { Db } from '../db/connect.ts';
+import { preparedQuery } from '../db/prepared-query.ts';
+import { ApiError } from '../http/api-error.ts';
+import { envelope, type ListEnvelope, type Page } from '../http/pagination.ts';
+import type { Principal } from '../http/principal.ts';
+import { AGENT_LIMITS } from '../schema/agents.ts';
+import type { SecretBox } from '../security/secret-box.ts';
+import { AGENT_DEFAULTS } from './agent-defaults.ts';
+import { AGENT_SUMMARY_COLUMNS, toAgent, toAgentSummary, type Agent } from './agent-record.ts';
+import { loadTools, normaliseTools, replaceTools, toTool, type ToolInput } from './agent-tools.ts';
+import { TEMPLATE_ORGANIZATION } from './organizations.ts';
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** A hostname with optional port, `*.` wildcard subdomains, or `*` for every origin. */
+const HOSTNAME_RE = /^(\*|(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*(:\d{1,5})?)$/i;
+
+const LIST_SQL = `select ${AGENT_SUMMARY_COLUMNS.join(', ')}, count(*) over() as total_items from agents
+  where organization_id = ? order by created_at desc, agent_id limit ? offset ?`;
+const GET_SQL = `select a.*, coalesce((select json_agg(t order by t.position) from agent_tools t where t.agent_id = a.agent_id), '[]'::json) as tool_rows
+  from agents a where a.agent_id = ? and a.organization_id = ?`;
+
+const JSON_COLUMNS = ['behaviour', 'advanced', 'provider_config', 'allowed_hostnames'] as const;
+
+export type AgentFields = Record<string, any> & { tools?: ToolInput[] };
+
+const fieldError = (field: string, message: string, extra: Record<string, unknown> = {}) =>
+  new ApiError('validation_failed', `${field}: ${message}`, { issues: [{ location: 'body', path: `/${field}`, message }], ...extra });
+
+/** Agents of an organization: every read and write is scoped by `principal.organizationId`. */
+export class Agents {
+  constructor(
+    private readonly db: Db,
+    private readonly secrets: SecretBox,
+    private readonly registry: Registry,
+  ) {}
+
+  async list(principal: Principal, page: Page): Promise<ListEnvelope<ReturnType<typeof toAgentSummary>>> {
+    // One round trip: the window count rides along with the page.
+    const rows = await preparedQuery(this.db, 'agents.list', LIST_SQL, [principal.organizationId, page.limit, page.offset]);
+    const total = rows.length
+      ? Number(rows[0].total_items)
+      : Number((await this.db('agents').where('organization_id', principal.organizationId).count('* as n').first())?.n ?? 0);
+    return envelope(rows.map(toAgentSummary), page, total);
+  }
+
+  /** The agent and its tools in one round trip. */
+  async get(principal: Principal, agentId: string): Promise<Agent> {
+    const [row] = await preparedQuery(this.db, 'agents.get', GET_SQL, [agentId, principal.organizationId]);
+    if (!row) throw notFound(agentId);
+    return toAgent(row, (row.tool_rows as any[]).map(toTool));
+  }
+
+  async create(principal: Principal, body: AgentFields & { preset_id?: string }): Promise<Agent> {
+    const { preset_id, ...fields } = body;
+    const preset = preset_id ? await this.preset(principal, preset_id) : undefined;
+    const presetTools = preset ? await loadTools(this.db, preset.agent_id) : [];
+    const agentId = randomUUID();
+    const base: Record<string, unknown> = { ...AGENT_DEFAULTS };
+    if (preset) {
+      for (const key of Object.keys(AGENT_DEFAULTS)) if (key !== 'status') base[key] = preset[key];
+      base.sts_api_key_encrypted = preset.organization_id === principal.organizationId ? preset.sts_api_key_encrypted : null;
+    }
+    await this.validateFields(principal, fields);
+    const merged = { ...base, ...this.columnsFrom(fields, base) };
+    let authSecret: string | null = null;
+    if (merged.auth_enabled) {
+      authSecret = newAuthSecret();
+      merged.auth_secret_encrypted = this.secrets.seal(authSecret);
+    }
+    const tools = fields.tools
+      ? normaliseTools(fields.tools)
+      : normaliseTools(presetTools.map(({ tool_id: _ignored, ...t }) => t as ToolInput));
+    const row = {
+      ...serialiseJson(merged),
+      agent_id: agentId,
+      organization_id: principal.organizationId,
+      created_by: principal.createdBy,
+      status: AGENT_DEFAULTS.status,
+    };
+    // Without tools one INSERT is atomic on its own; with tools, agent and tools commit together.
+    if (tools.length === 0) await this.db('agents').insert(row);
+    else {
+      await this.db.transaction(async (trx) => {
+        await trx('agents').insert(row);
+        await replaceTools(trx, agentId, tools);
+      });
+    }
+    return { ...(await this.get(principal, agentId)), auth_secret: authSecret };
+  }
+
+  async update(principal: Principal, agentId: string, fields: AgentFields): Promise<Agent> {
+    await this.validateFields(principal, fields);
+    const tools = fields.tools ? normaliseTools(fields.tools) : undefined;
+    let authSecret: string | null = null;
+    await this.db.transaction(async (trx) => {
+      const current = await trx('agents').where({ agent_id: agentId, organization_id: principal.organizationId }).forUpdate().first();
+      if (!current) throw notFound(agentId);
+      const changes: Record<string, unknown> = this.columnsFrom(fields, current);
+      // Turning auth on without a stored secret creates one, shown once in this response.
+      if (fields.auth_enabled === true && current.auth_secret_encrypted == null) {
+        authSecret = newAuthSecret();
+        changes.auth_secret_encrypted = this.secrets.seal(authSecret);
+      }
+      await trx('agents').where({ agent_id: agentId }).update({ ...serialiseJson(changes), updated_at: trx.fn.now() });
+      if (tools) await replaceTools(trx, agentId, tools);
+    });
+    return { ...(await this.get(principal, agentId)), auth_secret: authSecret };
+  }
+
+  async setStatus(principal: Principal, agentId: string, status: 'published' | 'unpublished'): Promise<Agent> {
+    const n = await this.db('agents')
+      .where({ agent_id: agentId, organization_id: principal.organizationId })
+      .update({ status, updated_at: this.db.fn.now() });
+    if (!n) throw notFound(agentId);
+    return this.get(principal, agentId);
+  }
+
+  /** Hard delete; refused while a session lease is live. The row lock serialises with admission. */
+  async delete(principal: Principal, agentId: string): Promise<void> {
+    await this.db.transaction(async (trx) => {
+      const row = await trx('agents').where({ agent_id: agentId, organization_id: principal.organizationId }).forUpdate().first('agent_id');
+      if (!row) throw notFound(agentId);
+      const active = await trx('agent_sessions').where('agent_id', agentId).where('lease_expires_at', '>', trx.fn.now()).count('* as n').first();
+      const count = Number(active?.n ?? 0);
+      if (count > 0) {
+        throw new ApiError('agent_has_active_sessions', `agent ${agentId} has ${count} active session(s)`, { active_sessions: count });
+      }
+      await trx('agents').where({ agent_id: agentId }).delete();
+    });
+  }
+
+  /** The decrypted provider key, for provider verification and the session runner. */
+  async providerKey(principal: Principal, agentId: string): Promise<{ row: any; apiKey: string | null }> {
+    const row = await this.row(principal, agentId);
+    return { row, apiKey: row.sts_api_key_encrypted ? this.secrets.open(row.sts_api_key_encrypted) : null };
+  }
+
+  /** The plaintext auth secret of an agent row (for the Session API), or null when none is stored. */
+  authSecretOf(row: { auth_secret_encrypted?: string | null }): string | null {
+    return row.auth_secret_encrypted ? this.secrets.open(row.auth_secret_encrypted) : null;
+  }
+
+  /** Agent row by id without organization scope (public and Session API reads). */
+  async findById(agentId: string): Promise<any | undefined> {
+    return this.db('agents').where({ agent_id: agentId }).first();
+  }
+
+  private async row(principal: Principal, agentId: string): Promise<any> {
+    const row = await this.db('agents').where({ agent_id: agentId, organization_id: principal.organizationId }).first();
+    if (!row) throw notFound(agentId);
+    return row;
+  }
+
+  /** A preset is an agent of the template organization or of the caller's own organization. */
+  private async preset(principal: Principal, presetId: string): Promise<any> {
+    const row = await this.db('agents')
+      .where('agent_id', presetId)
+      .whereIn('organization_id', [principal.organizationId, TEMPLATE_ORGANIZATION.organization_id])
+      .first();
+    if (!row) throw new ApiError('not_found', `preset ${presetId} not found`, { preset_id: presetId });
+    return row;
+  }
+
+  /** Rules the JSON Schema cannot express. */
+  private async validateFields(principal: Principal, fields: AgentFields): Promise<void> {
+    if (fields.sts_provider != null && !this.registry.has('sts', fields.sts_provider)) {
+      const known = this.registry.slugs('sts');
+      throw fieldError('sts_provider', `unknown speech-to-speech provider "${fields.sts_provider}"; known: ${known.join(', ') || '(none)'}`, { known });
+    }
+    // Checked against the installed TTS plugins when the registry has any (a bare REST server
+    // without the speech pipeline accepts any well-formed slug).
+    const ttsSlugs = this.registry.slugs('tts');
+    if (fields.tts_provider !== undefined && ttsSlugs.length && !ttsSlugs.includes(fields.tts_provider)) {
+      throw fieldError('tts_provider', `unknown TTS provider "${fields.tts_provider}"; known: ${ttsSlugs.join(', ')}`, { known: ttsSlugs });
+    }
+    if (fields.preview_url != null && !UUID_RE.test(fields.preview_url) && !isHttpUrl(fields.preview_url)) {
+      throw fieldError('preview_url', 'must be an http(s) URL or an asset id (UUID)');
+    }
+    for (const [i, host] of (fields.allowed_hostnames ?? []).entries()) {
+      if (!HOSTNAME_RE.test(host)) throw fieldError(`allowed_hostnames/${i}`, `"${host}" is not a hostname (no scheme or path; "*" allows every origin)`);
+    }
+    if (fields.provider_config && Buffer.byteLength(JSON.stringify(fields.provider_config)) > AGENT_LIMITS.providerConfigMaxBytes) {
+      throw fieldError('provider_config', `exceeds ${AGENT_LIMITS.providerConfigMaxBytes} bytes`);
+    }
+    if (fields.face_id != null) {
+      const config = await this.db('model_configs')
+        .where('model_config_id', fields.face_id)
+        .whereIn('organization_id', [principal.organizationId, TEMPLATE_ORGANIZATION.organization_id])
+        .first('model_config_id');
+      if (!config) throw fieldError('face_id', `no model configuration ${fields.face_id} is visible to this organization`);
+    }
+  }
+
+  /** Maps request fields to column values; `behaviour` and `advanced` merge into `current`. */
+  private columnsFrom(fields: AgentFields, current: Record<string, any>): Record<string, unknown> {
+    const columns: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(fields)) {
+      if (key === 'tools') continue;
+      if (key === 'sts_api_key') columns.sts_api_key_encrypted = value == null ? null : this.secrets.seal(value);
+      else if (key === 'behaviour' || key === 'advanced') columns[key] = { ...(current[key] ?? {}), ...value };
+      else columns[key] = value;
+    }
+    return columns;
+  }
+}
+
+const notFound = (agentId: string) => new ApiError('agent_not_found', `agent ${agentId} not found`, { agent_id: agentId });
+
+const newAuthSecret = () => `svc_as_${randomBytes(32).toString('base64url')}`;
+
+function isHttpUrl(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return url.protocol === 'http:' || url.protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+function serialiseJson(columns: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...columns };
+  for (const key of JSON_COLUMNS) if (key in out && out[key] != null) out[key] = JSON.stringify(out[key]);
+  return out;
+}

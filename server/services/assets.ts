@@ -1,0 +1,274 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Registry } from '../../core/registry.ts';
+import { affectedRows, type Db } from '../db/connect.ts';
+import { int, isoRequired } from '../db/row-values.ts';
+import { ApiError } from '../http/api-error.ts';
+import { envelope, type ListEnvelope, type Page } from '../http/pagination.ts';
+import type { Principal } from '../http/principal.ts';
+import { StorageError, type CompletedPart, type ObjectStorage } from '../storage/object-storage.ts';
+import { assetHooks, isImageAsset } from './asset-hooks.ts';
+import { TEMPLATE_ORGANIZATION } from './organizations.ts';
+
+export interface AssetFilter {
+  source?: 'org' | 'template';
+  category?: string;
+  name?: string;
+}
+
+interface FinalizeBody {
+  asset_id: string;
+  upload_id: string;
+  name: string;
+  category: string;
+  content_type: string | null;
+  size_bytes: number;
+  s3_key?: string;
+  parts: CompletedPart[];
+}
+
+const notFound = (id: string) => new ApiError('asset_not_found', `asset ${id} not found`, { asset_id: id });
+const uploadNotFound = (id: string) => new ApiError('upload_not_found', `no open upload session for asset ${id}`, { asset_id: id });
+
+/** Assets and their multipart upload protocol (spec "Multipart asset upload"). */
+export class Assets {
+  /** Finishes when every asset hook started so far has run (tests and shutdown wait on it). */
+  private pendingHooks = new Set<Promise<void>>();
+
+  constructor(
+    private readonly db: Db,
+    private readonly storage: ObjectStorage,
+    private readonly registry: Registry,
+    private readonly logger: Logger,
+    private readonly urlTtlMs: number,
+  ) {}
+
+  async initiateUpload(principal: Principal, body: { name: string; category: string; content_type?: string | null; size_bytes?: number | null }) {
+    const assetId = randomUUID();
+    const key = `${principal.organizationId}/${assetId}`;
+    const uploadId = await this.storage.createMultipartUpload(key, body.content_type ?? null);
+    await this.db('upload_sessions').insert({
+      asset_id: assetId,
+      upload_id: uploadId,
+      organization_id: principal.organizationId,
+      created_by: principal.createdBy,
+      name: body.name,
+      category: body.category,
+      content_type: body.content_type ?? null,
+      size_bytes: body.size_bytes ?? null,
+      storage_key: key,
+    });
+    return { asset_id: assetId, upload_id: uploadId, s3_key: key };
+  }
+
+  async signPart(principal: Principal, body: { asset_id: string; upload_id: string; part_number: number; s3_key?: string }) {
+    const session = await this.session(principal, body.asset_id, body.upload_id, body.s3_key);
+    const url = await this.storage.signUploadPartUrl(session.storage_key, session.upload_id, body.part_number, this.urlTtlMs);
+    return { upload_url: url, part_number: body.part_number };
+  }
+
+  async finalize(principal: Principal, body: FinalizeBody) {
+    const session = await this.session(principal, body.asset_id, body.upload_id, body.s3_key);
+    const mismatched = (['name', 'category'] as const).filter((f) => session[f] !== body[f]);
+    if (session.size_bytes != null && int(session.size_bytes) !== body.size_bytes) mismatched.push('size_bytes' as never);
+    if (mismatched.length) {
+      throw new ApiError('upload_conflict', `${mismatched.join(', ')} differ from the upload initiation`, { reason: 'initiation_mismatch', fields: mismatched });
+    }
+    body.parts.forEach((part, index) => {
+      if (part.part_number !== index + 1) {
+        throw new ApiError('validation_failed', `parts must be numbered sequentially from 1; item ${index} has part_number ${part.part_number}`, {
+          issues: [{ location: 'body', path: `/parts/${index}/part_number`, message: `must be ${index + 1}` }],
+        });
+      }
+    });
+    let stored;
+    try {
+      stored = await this.storage.completeMultipartUpload(session.storage_key, session.upload_id, body.parts);
+    } catch (err) {
+      if (err instanceof StorageError) throw new ApiError('upload_conflict', err.message, { reason: err.code, ...err.details });
+      throw err;
+    }
+    if (stored.sizeBytes !== body.size_bytes) {
+      // The parts were consumed by the assembly: the upload cannot be retried, only restarted.
+      await this.storage.deleteObject(session.storage_key);
+      await this.db('upload_sessions').where('asset_id', body.asset_id).delete();
+      throw new ApiError('upload_conflict', `stored object is ${stored.sizeBytes} bytes, size_bytes says ${body.size_bytes}`, { reason: 'size_mismatch', stored_size_bytes: stored.sizeBytes });
+    }
+    await this.db.transaction(async (trx) => {
+      // Two concurrent finalizes of one upload: only the one that removes the session proceeds.
+      const claimed = affectedRows(await trx('upload_sessions').where('asset_id', body.asset_id).delete());
+      if (!claimed) throw new ApiError('upload_conflict', `upload of asset ${body.asset_id} was finalized concurrently`, { reason: 'already_finalized' });
+      await trx('assets').insert({
+        asset_id: body.asset_id,
+        organization_id: principal.organizationId,
+        created_by: session.created_by,
+        name: body.name,
+        category: body.category,
+        content_type: body.content_type,
+        size_bytes: stored.sizeBytes,
+        etag: stored.etag,
+        storage_key: session.storage_key,
+      });
+    });
+    const asset = await this.db('assets').where('asset_id', body.asset_id).first();
+    this.runHooks(asset);
+    return this.withUrl(asset, false);
+  }
+
+  /** Stores a complete object as an asset (template seeding, generated assets). */
+  async createFromBytes(organizationId: string, createdBy: string, file: { asset_id?: string; name: string; category: string; content_type: string | null; data: Buffer }) {
+    const assetId = file.asset_id ?? randomUUID();
+    const key = `${organizationId}/${assetId}`;
+    const stored = await this.storage.putObject(key, file.data, file.content_type);
+    await this.db('assets')
+      .insert({ asset_id: assetId, organization_id: organizationId, created_by: createdBy, name: file.name, category: file.category, content_type: file.content_type, size_bytes: stored.sizeBytes, etag: stored.etag, storage_key: key })
+      .onConflict('asset_id')
+      .ignore();
+    const asset = await this.db('assets').where('asset_id', assetId).first();
+    this.runHooks(asset);
+    return asset;
+  }
+
+  async list(principal: Principal, filter: AssetFilter, page: Page): Promise<ListEnvelope<Record<string, unknown>>> {
+    const org = filter.source === 'template' ? TEMPLATE_ORGANIZATION.organization_id : principal.organizationId;
+    const scope = this.db('assets').where('organization_id', org);
+    if (filter.category) scope.where('category', filter.category);
+    if (filter.name) scope.whereRaw(`name ILIKE ? ESCAPE '\\'`, [`%${filter.name.replace(/[\\%_]/g, (c) => `\\${c}`)}%`]);
+    const [rows, total] = await Promise.all([
+      scope.clone().orderBy([{ column: 'created_at', order: 'desc' }, { column: 'asset_id' }]).limit(page.limit).offset(page.offset),
+      scope.clone().count('* as n').first(),
+    ]);
+    return envelope(await Promise.all(rows.map((r) => this.withUrl(r, false))), page, Number(total?.n ?? 0));
+  }
+
+  /** Own and template assets are readable. */
+  async get(principal: Principal, assetId: string) {
+    const row = await this.db('assets')
+      .where('asset_id', assetId)
+      .whereIn('organization_id', [principal.organizationId, TEMPLATE_ORGANIZATION.organization_id])
+      .first();
+    if (!row) throw notFound(assetId);
+    return this.withUrl(row, false);
+  }
+
+  async getPublic(assetId: string) {
+    const row = await this.db('assets').where('asset_id', assetId).first();
+    if (!row) throw notFound(assetId);
+    return this.withUrl(row, true);
+  }
+
+  /** A fresh signed URL for an asset id, or null when no such asset exists (preview_url resolution). */
+  async signedUrlFor(assetId: string, organizationId: string): Promise<string | null> {
+    const row = await this.db('assets')
+      .where('asset_id', assetId)
+      .whereIn('organization_id', [organizationId, TEMPLATE_ORGANIZATION.organization_id])
+      .first('storage_key', 'content_type');
+    return row ? this.storage.signDownloadUrl(row.storage_key, this.urlTtlMs, row.content_type) : null;
+  }
+
+  /** Hard delete of record and object; template assets are read-only for everyone. */
+  async delete(principal: Principal, assetId: string): Promise<void> {
+    const row = await this.db('assets')
+      .where('asset_id', assetId)
+      .whereIn('organization_id', [principal.organizationId, TEMPLATE_ORGANIZATION.organization_id])
+      .first();
+    if (!row) throw notFound(assetId);
+    if (row.organization_id !== principal.organizationId) {
+      throw new ApiError('template_read_only', `template asset ${assetId} cannot be deleted`, { asset_id: assetId });
+    }
+    await this.db('assets').where('asset_id', assetId).delete();
+    await this.storage.deleteObject(row.storage_key);
+  }
+
+  /** Row by id in the caller's organization (generation jobs read source images). */
+  async ownedRow(principal: Principal, assetId: string): Promise<any> {
+    const row = await this.db('assets')
+      .where('asset_id', assetId)
+      .whereIn('organization_id', [principal.organizationId, TEMPLATE_ORGANIZATION.organization_id])
+      .first();
+    if (!row) throw notFound(assetId);
+    return row;
+  }
+
+  /** Aborts upload sessions opened before `olderThan` and never finalized; returns how many. */
+  async sweepAbandonedUploads(olderThan: Date): Promise<number> {
+    const stale = await this.db('upload_sessions').where('created_at', '<', olderThan).select('asset_id', 'upload_id', 'storage_key');
+    for (const session of stale) {
+      await this.storage.abortMultipartUpload(session.storage_key, session.upload_id).catch((err) =>
+        this.logger.warn({ err, asset_id: session.asset_id }, 'aborting an abandoned upload failed'),
+      );
+      await this.db('upload_sessions').where('asset_id', session.asset_id).delete();
+    }
+    return stale.length;
+  }
+
+  async settled(): Promise<void> {
+    while (this.pendingHooks.size) await Promise.all([...this.pendingHooks]);
+  }
+
+  private async session(principal: Principal, assetId: string, uploadId: string, key?: string): Promise<any> {
+    const session = await this.db('upload_sessions').where({ asset_id: assetId, organization_id: principal.organizationId }).first();
+    if (!session || session.upload_id !== uploadId || (key !== undefined && key !== session.storage_key)) throw uploadNotFound(assetId);
+    return session;
+  }
+
+  private async withUrl(row: any, publicShape: boolean): Promise<Record<string, unknown>> {
+    const asset: Record<string, unknown> = {
+      asset_id: row.asset_id,
+      organization_id: row.organization_id,
+      created_by: row.created_by,
+      name: row.name,
+      category: row.category,
+      content_type: row.content_type,
+      size_bytes: int(row.size_bytes),
+      etag: row.etag,
+      created_at: isoRequired(row.created_at),
+      updated_at: isoRequired(row.updated_at),
+      asset_url: await this.storage.signDownloadUrl(row.storage_key, this.urlTtlMs, row.content_type),
+    };
+    if (publicShape) {
+      delete asset.organization_id;
+      delete asset.created_by;
+    }
+    return asset;
+  }
+
+  /**
+   * Runs the asset hooks whose result an image asset does not have yet (assets stored before a
+   * hook was installed, e.g. the seeded template face after adding the face plugin).
+   */
+  async ensureAnalysed(assetId: string): Promise<void> {
+    const row = await this.db('assets').where('asset_id', assetId).first();
+    if (row) this.runHooks(row, Object.keys(row.analysis ?? {}));
+  }
+
+  private runHooks(row: any, done: string[] = []): void {
+    if (!isImageAsset(row)) return;
+    for (const { slug, hook } of assetHooks(this.registry)) {
+      if (!hook.onImageAssetFinalized || done.includes(slug)) continue;
+      const run = (async () => {
+        let analysis: Record<string, unknown>;
+        try {
+          analysis = (await hook.onImageAssetFinalized!({
+            asset_id: row.asset_id,
+            organization_id: row.organization_id,
+            name: row.name,
+            category: row.category,
+            content_type: row.content_type,
+            size_bytes: int(row.size_bytes),
+            read: () => this.storage.getObject(row.storage_key),
+          })) ?? {};
+        } catch (err) {
+          this.logger.warn({ err, asset_id: row.asset_id, hook: slug }, 'asset hook failed');
+          analysis = { error: (err as Error).message };
+        }
+        await this.db('assets')
+          .where('asset_id', row.asset_id)
+          .update({ analysis: this.db.raw(`jsonb_set(analysis, ?, ?::jsonb)`, [`{${slug}}`, JSON.stringify(analysis)]) })
+          .catch((err) => this.logger.warn({ err, asset_id: row.asset_id }, 'storing asset analysis failed'));
+      })();
+      this.pendingHooks.add(run);
+      void run.finally(() => this.pendingHooks.delete(run));
+    }
+  }
+}

@@ -1,0 +1,199 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, readFile, readdir, rename, rm, stat, writeFile, open } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { UrlSigner } from '../security/url-signer.ts';
+import {
+  MULTIPART_RULES,
+  StorageError,
+  normaliseEtag,
+  type CompletedPart,
+  type ObjectStorage,
+  type StoredObject,
+} from './object-storage.ts';
+
+/** Object keys travel in URLs as one base64url segment, so no key can escape the root. */
+export const encodeObjectKey = (key: string) => Buffer.from(key, 'utf8').toString('base64url');
+export const decodeObjectKey = (token: string) => Buffer.from(token, 'base64url').toString('utf8');
+
+const UPLOAD_ID_RE = /^[A-Za-z0-9_-]{16,64}$/;
+
+/**
+ * Filesystem driver: objects under `<root>/objects`, parts under `<root>/uploads/<uploadId>`.
+ * Upload and download URLs point at this server (`/v1/storage/...`) and carry an HMAC
+ * signature with an expiry; `routes/storage.ts` verifies them and calls `writePart`/`openObject`.
+ */
+export class FilesystemStorage implements ObjectStorage {
+  readonly driver = 'filesystem' as const;
+
+  constructor(
+    private readonly root: string,
+    private readonly signer: UrlSigner,
+    private readonly baseUrl: () => string,
+  ) {}
+
+  async createMultipartUpload(): Promise<string> {
+    const uploadId = randomBytes(18).toString('base64url');
+    await mkdir(this.uploadDir(uploadId), { recursive: true });
+    return uploadId;
+  }
+
+  async signUploadPartUrl(_key: string, uploadId: string, partNumber: number, ttlMs: number): Promise<string> {
+    return this.signedUrl('PUT', `/v1/storage/uploads/${uploadId}/parts/${partNumber}`, ttlMs);
+  }
+
+  /** Stores one part from the request stream; returns its quoted MD5 ETag like S3. */
+  async writePart(uploadId: string, partNumber: number, body: Readable): Promise<string> {
+    if (!UPLOAD_ID_RE.test(uploadId)) throw new StorageError('upload_missing', 'unknown upload');
+    const dir = this.uploadDir(uploadId);
+    try {
+      await stat(dir);
+    } catch {
+      throw new StorageError('upload_missing', `upload ${uploadId} does not exist`);
+    }
+    const hash = createHash('md5');
+    const temp = join(dir, `${partNumber}.${randomBytes(6).toString('hex')}.tmp`);
+    let size = 0;
+    const counter = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        size += chunk.length;
+        if (size > MULTIPART_RULES.maxPartBytes) return done(new StorageError('part_too_large', `a part may hold at most ${MULTIPART_RULES.maxPartBytes} bytes`));
+        hash.update(chunk);
+        done(null, chunk);
+      },
+    });
+    try {
+      await pipeline(body, counter, createWriteStream(temp));
+    } catch (err) {
+      await rm(temp, { force: true });
+      throw err;
+    }
+    // Rename last, so a re-sent part replaces the old one atomically.
+    await rename(temp, join(dir, String(partNumber)));
+    return `"${hash.digest('hex')}"`;
+  }
+
+  async completeMultipartUpload(key: string, uploadId: string, parts: CompletedPart[]): Promise<StoredObject> {
+    const dir = this.uploadDir(uploadId);
+    const partDigests: Buffer[] = [];
+    const target = this.objectPath(key);
+    await mkdir(dirname(target), { recursive: true });
+    const temp = `${target}.${randomBytes(6).toString('hex')}.assembling`;
+    const out = await open(temp, 'w');
+    let sizeBytes = 0;
+    try {
+      for (const [index, part] of parts.entries()) {
+        let data: Buffer;
+        try {
+          data = await readFile(join(dir, String(part.part_number)));
+        } catch {
+          throw new StorageError('part_missing', `part ${part.part_number} was never uploaded`, { part_number: part.part_number });
+        }
+        const digest = createHash('md5').update(data).digest();
+        if (digest.toString('hex') !== normaliseEtag(part.etag)) {
+          throw new StorageError('etag_mismatch', `ETag of part ${part.part_number} does not match the stored part`, { part_number: part.part_number });
+        }
+        if (index < parts.length - 1 && data.length < MULTIPART_RULES.minPartBytes) {
+          throw new StorageError('part_too_small', `part ${part.part_number} is ${data.length} bytes; every part but the last must be at least ${MULTIPART_RULES.minPartBytes} bytes`, { part_number: part.part_number, size_bytes: data.length });
+        }
+        partDigests.push(digest);
+        await out.write(data);
+        sizeBytes += data.length;
+      }
+    } catch (err) {
+      await out.close();
+      await rm(temp, { force: true });
+      throw err;
+    }
+    await out.close();
+    await rename(temp, target);
+    await rm(dir, { recursive: true, force: true });
+    const etag = `"${createHash('md5').update(Buffer.concat(partDigests)).digest('hex')}-${parts.length}"`;
+    await writeFile(`${target}.etag`, etag);
+    return { etag, sizeBytes };
+  }
+
+  async abortMultipartUpload(_key: string, uploadId: string): Promise<void> {
+    if (UPLOAD_ID_RE.test(uploadId)) await rm(this.uploadDir(uploadId), { recursive: true, force: true });
+  }
+
+  async hasUpload(uploadId: string): Promise<boolean> {
+    if (!UPLOAD_ID_RE.test(uploadId)) return false;
+    try {
+      await readdir(this.uploadDir(uploadId));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** The content type rides in the query and is covered by the signature. */
+  async signDownloadUrl(key: string, ttlMs: number, contentType: string | null): Promise<string> {
+    const type = contentType ?? '';
+    return this.signedUrl('GET', `/v1/storage/objects/${encodeObjectKey(key)}`, ttlMs, type) + `&content_type=${encodeURIComponent(type)}`;
+  }
+
+  async putObject(key: string, data: Buffer): Promise<StoredObject> {
+    const target = this.objectPath(key);
+    await mkdir(dirname(target), { recursive: true });
+    await writeFile(target, data);
+    const etag = `"${createHash('md5').update(data).digest('hex')}"`;
+    await writeFile(`${target}.etag`, etag);
+    return { etag, sizeBytes: data.length };
+  }
+
+  async getObject(key: string): Promise<Buffer> {
+    try {
+      return await readFile(this.objectPath(key));
+    } catch {
+      throw new StorageError('object_missing', `object ${key} does not exist`);
+    }
+  }
+
+  /** Streams an object, or the inclusive byte range `range` of it. */
+  async openObject(key: string, range?: { start: number; end: number }): Promise<Readable> {
+    if (!(await this.headObject(key))) throw new StorageError('object_missing', `object ${key} does not exist`);
+    return createReadStream(this.objectPath(key), range);
+  }
+
+  async headObject(key: string): Promise<StoredObject | null> {
+    try {
+      const info = await stat(this.objectPath(key));
+      const etag = await readFile(`${this.objectPath(key)}.etag`, 'utf8').catch(() => '');
+      return { sizeBytes: info.size, etag };
+    } catch {
+      return null;
+    }
+  }
+
+  async deleteObject(key: string): Promise<void> {
+    await rm(this.objectPath(key), { force: true });
+    await rm(`${this.objectPath(key)}.etag`, { force: true });
+  }
+
+  /** Checks a signed request; returns a reason when it must be refused. */
+  checkSignature(method: string, path: string, query: { expires?: string; signature?: string; content_type?: string }, nowMs: number): 'ok' | 'invalid_signature' | 'url_expired' {
+    const { expires, signature } = query;
+    const expiresAtMs = Number(expires);
+    if (!expires || !signature || !Number.isSafeInteger(expiresAtMs)) return 'invalid_signature';
+    const signed = method === 'GET' ? `${path}#${query.content_type ?? ''}` : path;
+    if (!this.signer.verify(method, signed, expiresAtMs, signature)) return 'invalid_signature';
+    return expiresAtMs < nowMs ? 'url_expired' : 'ok';
+  }
+
+  private signedUrl(method: string, path: string, ttlMs: number, contentType?: string): string {
+    const expires = Date.now() + ttlMs;
+    const signed = contentType === undefined ? path : `${path}#${contentType}`;
+    return `${this.baseUrl()}${path}?expires=${expires}&signature=${this.signer.sign(method, signed, expires)}`;
+  }
+
+  private objectPath(key: string): string {
+    return join(this.root, 'objects', encodeObjectKey(key));
+  }
+
+  private uploadDir(uploadId: string): string {
+    return join(this.root, 'uploads', uploadId);
+  }
+}

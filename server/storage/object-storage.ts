@@ -1,0 +1,58 @@
+import type { Readable } from 'node:stream';
+
+/** One uploaded part as the client reports it on finalize. */
+export interface CompletedPart {
+  part_number: number;
+  etag: string;
+}
+
+export interface StoredObject {
+  etag: string;
+  sizeBytes: number;
+}
+
+export type StorageErrorCode = 'part_missing' | 'etag_mismatch' | 'part_too_small' | 'part_too_large' | 'upload_missing' | 'object_missing';
+
+export class StorageError extends Error {
+  constructor(
+    readonly code: StorageErrorCode,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'StorageError';
+  }
+}
+
+export const MULTIPART_RULES = {
+  /** S3's rule, kept by every driver: every part but the last is at least 5 MiB. */
+  minPartBytes: 5 * 1024 * 1024,
+  maxPartNumber: 10_000,
+  /** S3's largest part. */
+  maxPartBytes: 5 * 1024 * 1024 * 1024,
+} as const;
+
+/**
+ * Object storage with S3 multipart semantics. Drivers: `FilesystemStorage` (embedded default,
+ * URLs served and verified by this server) and `S3Storage`.
+ */
+export interface ObjectStorage {
+  readonly driver: 'filesystem' | 's3';
+  createMultipartUpload(key: string, contentType: string | null): Promise<string>;
+  signUploadPartUrl(key: string, uploadId: string, partNumber: number, ttlMs: number): Promise<string>;
+  /** Assembles the parts, checking ETags and part sizes; the result is the stored object's ETag and size. */
+  completeMultipartUpload(key: string, uploadId: string, parts: CompletedPart[]): Promise<StoredObject>;
+  abortMultipartUpload(key: string, uploadId: string): Promise<void>;
+  signDownloadUrl(key: string, ttlMs: number, contentType: string | null): Promise<string>;
+  putObject(key: string, data: Buffer, contentType: string | null): Promise<StoredObject>;
+  getObject(key: string): Promise<Buffer>;
+  /** Streams an object (used by plugins that process large assets). */
+  openObject(key: string): Promise<Readable>;
+  headObject(key: string): Promise<StoredObject | null>;
+  deleteObject(key: string): Promise<void>;
+}
+
+/** ETags are compared without the surrounding quotes S3 (and browsers) may or may not keep. */
+export function normaliseEtag(etag: string): string {
+  return etag.trim().replace(/^W\//, '').replace(/^"|"$/g, '');
+}

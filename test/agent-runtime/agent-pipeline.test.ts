@@ -1,0 +1,153 @@
+import test from 'ava';
+import { chunkAudio, concat, frame, PipelineWorker, Registry, RegistryError, silence, VirtualClock, type WorkerOutcome } from '../../core/index.ts';
+import { MemoryMediaSink } from '../../transports/media-sink.ts';
+import { buildAgentPipeline, providersFromEnv, type AgentRuntimeRecord } from '../../server/agent-runtime/agent-pipeline.ts';
+import { AGENT_DEFAULTS } from '../../server/services/agent-defaults.ts';
+import { EnergyVAD, ScriptedLLM, ScriptedSTT, ToneTTS, speech, type ScriptedResponse } from '../processors/scripted-services.ts';
+
+function agent(overrides: Partial<AgentRuntimeRecord> = {}): AgentRuntimeRecord {
+  return {
+    ...AGENT_DEFAULTS,
+    agent_id: '7b0c0a8e-1111-4c4c-8888-000000000001',
+    tts_provider: 'tone',
+    tools: [],
+    ...overrides,
+    behaviour: { ...AGENT_DEFAULTS.behaviour, ...overrides.behaviour },
+    advanced: { ...AGENT_DEFAULTS.advanced, ...overrides.advanced },
+  } as AgentRuntimeRecord;
+}
+
+async function session(record: AgentRuntimeRecord, phrases: string[] = [], responses: ScriptedResponse[] = []) {
+  const clock = new VirtualClock();
+  const stt = new ScriptedSTT(clock, phrases, 100);
+  const llm = new ScriptedLLM(clock, responses, 200, 10);
+  const tts = new ToneTTS(clock, 50);
+  // Stand-in providers registered through the plugin API, under their own slugs.
+  const registry = new Registry();
+  registry.register('stt', 'scripted', () => stt);
+  registry.register('llm', 'scripted', () => llm);
+  registry.register('tts', 'tone', () => tts);
+  registry.register('vad', 'energy', () => new EnergyVAD());
+  const sink = new MemoryMediaSink();
+  const built = await buildAgentPipeline(record, {
+    registry,
+    sink,
+    providers: { stt: 'scripted', llm: 'scripted', vad: 'energy' },
+    session: { session_id: 's1', call_id: 'c1', client_user_ref: null },
+    tuning: { vadOptions: { startMs: 100, stopMs: 300 } },
+  });
+  const worker = new PipelineWorker(built.pipeline, { clock, audioInSampleRate: 16_000, audioOutSampleRate: 16_000, heartbeatMs: null, idleTimeoutMs: null });
+  let outcome: WorkerOutcome | undefined;
+  void worker.run().then((o) => (outcome = o));
+  await clock.advance(0);
+  const say = async (pcm: Int16Array) => {
+    for (const c of chunkAudio(pcm, 16_000, 20)) {
+      worker.queueFrame(frame('input-audio', { pcm: c, sampleRate: 16_000, channels: 1 }));
+      await clock.advance(20);
+    }
+  };
+  return { clock, stt, llm, tts, sink, built, worker, say, outcome: () => outcome };
+}
+
+test('language, system prompt, voice and token limit reach STT, LLM and TTS', async (t) => {
+  const s = await session(
+    agent({ language: 'de', system_prompt: 'Du bist Ada.', voice_id: 'voice-42', advanced: { llm_max_tokens: 321 }, starts_conversation: false }),
+    ['hallo'],
+    ['Hallo! Wie kann ich helfen?'],
+  );
+  await s.say(concat([speech(500), silence(500, 16_000)]));
+  await s.clock.advance(3000);
+  t.is(s.stt.connections[0]!.options.language, 'de');
+  const request = s.llm.requests[0]!;
+  t.is(request.maxTokens, 321);
+  t.regex(request.messages[0]!.content!, /^Du bist Ada\.\n\nAlways respond in German/);
+  t.like(s.tts.requests[0], { voiceId: 'voice-42', language: 'de' });
+  await s.worker.cancel();
+});
+
+test('starts_conversation with a verbatim greeting speaks it first; without, the agent waits', async (t) => {
+  const greets = await session(agent({ starts_conversation: true, behaviour: { greeting: 'Welcome to Acme!', greeting_mode: 'verbatim' } }));
+  await greets.clock.advance(1000);
+  t.deepEqual(greets.tts.requests.map((r) => r.text), ['Welcome to Acme!']);
+  await greets.worker.cancel();
+  const waits = await session(agent({ starts_conversation: false, behaviour: { greeting: 'Welcome to Acme!' } }));
+  await waits.clock.advance(1000);
+  t.is(waits.tts.requests.length, 0);
+  await waits.worker.cancel();
+});
+
+test('a generated greeting asks the model with the owner text and reference', async (t) => {
+  const s = await session(agent({ behaviour: { greeting: 'Welcome', greeting_reference: 'mention the spring sale', greeting_mode: 'generated' } }), [], ['Hi, welcome to our spring sale!']);
+  await s.clock.advance(2000);
+  const instructions = s.llm.requests[0]!.messages.filter((m) => m.role === 'system').map((m) => m.content).join('\n');
+  t.regex(instructions, /\[greeting\].*Welcome.*spring sale/);
+  t.deepEqual(s.tts.requests.map((r) => r.text), ['Hi, welcome to our spring sale!']);
+  await s.worker.cancel();
+});
+
+test('the inactivity nudge follows inactivity_nudge_seconds', async (t) => {
+  const s = await session(agent({ starts_conversation: false, behaviour: { inactivity_nudge_seconds: 7, nudge_message: 'Still there?' } }));
+  await s.clock.advance(6900);
+  t.is(s.tts.requests.length, 0);
+  await s.clock.advance(200);
+  t.deepEqual(s.tts.requests.map((r) => r.text), ['Still there?']);
+  await s.worker.cancel();
+});
+
+test('the shorter of max_conversation_duration_seconds and session_limit_seconds ends the call after the farewell', async (t) => {
+  const s = await session(
+    agent({ starts_conversation: false, session_limit_seconds: 5, behaviour: { max_conversation_duration_seconds: 60, farewell_message: 'Goodbye!' } }),
+  );
+  await s.clock.advanceUntil(() => s.outcome() !== undefined, 8000);
+  t.deepEqual(s.outcome(), { how: 'ended', reason: 'max_duration' });
+  t.true(s.clock.now() >= 5000);
+  t.deepEqual(s.tts.requests.map((r) => r.text), ['Goodbye!']);
+});
+
+const LONG = 'one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty.';
+
+test('allow_interruption false: the bot is not cut and the user is answered after', async (t) => {
+  const s = await session(
+    agent({ starts_conversation: false, behaviour: { allow_interruption: false } }),
+    ['first', 'second'],
+    [LONG, 'Second answer.'],
+  );
+  await s.say(concat([speech(400), silence(400, 16_000)]));
+  await s.clock.advanceUntil(() => s.built.output.botSpeaking, 3000);
+  await s.say(concat([speech(300), silence(400, 16_000)]));
+  t.true(s.built.output.botSpeaking, 'still speaking: not interrupted');
+  await s.clock.advance(4000);
+  t.deepEqual(
+    s.built.context.messages().slice(1).map((m) => m.content),
+    ['first', LONG, 'second', 'Second answer.'],
+  );
+  await s.worker.cancel();
+});
+
+test('tools: enabled tools reach the model with end_call; a third_party agent offers none', async (t) => {
+  const tools = [
+    { enabled: true, type: 'function' as const, function: { name: 'show_product', description: 'Shows a product', parameters: { type: 'object', properties: { sku: { type: 'string' } }, required: ['sku'], additionalProperties: false } }, delivery: { mode: 'client' as const } },
+    { enabled: false, type: 'function' as const, function: { name: 'hidden_tool', parameters: {} }, delivery: { mode: 'client' as const } },
+  ];
+  const svc = await session(agent({ starts_conversation: false, tools }));
+  t.deepEqual(svc.built.toolset.definitions.map((d) => d.name).sort(), ['end_call', 'show_product']);
+  t.deepEqual(svc.built.context.tools.find((d) => d.name === 'show_product')?.parameters, {
+    type: 'object',
+    properties: { sku: { type: 'string' } },
+    required: ['sku'],
+  });
+  await svc.worker.cancel();
+  const sts = await session(agent({ mode: 'third_party', starts_conversation: false, tools }));
+  t.deepEqual(sts.built.toolset.definitions, []);
+  await sts.worker.cancel();
+});
+
+test('an unknown tts_provider fails clearly, naming the known providers', async (t) => {
+  const err = await t.throwsAsync(() => session(agent({ tts_provider: 'nonexistent' })), { instanceOf: RegistryError });
+  t.is(err?.message, 'no tts plugin named "nonexistent"; known tts plugins: tone');
+});
+
+test('providers come from the environment: cloud engines with keys, offline engines without', (t) => {
+  t.deepEqual(providersFromEnv({}), { stt: 'local', llm: 'local', vad: 'local' });
+  t.deepEqual(providersFromEnv({ DEEPGRAM_API_KEY: 'k', OPENAI_BASE_URL: 'http://llm.local/v1' }), { stt: 'deepgram', llm: 'openai', vad: 'local' });
+});

@@ -1,0 +1,133 @@
+/**
+ * The product with no cloud key: every engine of the voice pipeline is an offline one
+ * (tts/stt/vad/llm `local`). The user's speech is made by the offline TTS, as in demos.
+ */
+import test from 'ava';
+import { chunkAudio, concat, frame, PipelineWorker, RecordingObserver, rms, silence, VirtualClock, type Frame } from '../../core/index.ts';
+import { createVoicePipeline } from '../../processors/voice-pipeline.ts';
+import type { BehaviourOptions } from '../../processors/behaviours/conversation-behaviours.ts';
+import { MemoryMediaSink } from '../../transports/media-sink.ts';
+import type { TTSService } from '../../processors/services.ts';
+import { LocalPhraseSTT, LocalResponder, LocalTTSService, WebRtcVADAnalyzer } from '../../plugins/local/index.ts';
+
+const RATE = 16_000;
+
+async function offlineConversation(language: string, behaviours: BehaviourOptions) {
+  const clock = new VirtualClock();
+  const sink = new MemoryMediaSink();
+  const tts = new LocalTTSService();
+  await tts.warmUp();
+  const stt = new LocalPhraseSTT();
+  await stt.recogniserFor(language).ready();
+  // Counts syntheses in flight (delegating to the real engine) so virtual time can wait for the
+  // espeak worker, which runs in real time.
+  let synthesising = 0;
+  const countedTts: TTSService = {
+    name: tts.name,
+    async *synthesize(request) {
+      synthesising++;
+      try {
+        yield* tts.synthesize(request);
+      } finally {
+        synthesising--;
+      }
+    },
+  };
+  const voice = createVoicePipeline({
+    vad: new WebRtcVADAnalyzer(),
+    stt,
+    llm: new LocalResponder(),
+    tts: countedTts,
+    sink,
+    language,
+    systemPrompt: 'You are Ada.',
+    behaviours,
+  });
+  const observer = new RecordingObserver();
+  const worker = new PipelineWorker(voice.pipeline, {
+    clock,
+    audioInSampleRate: RATE,
+    audioOutSampleRate: RATE,
+    heartbeatMs: null,
+    idleTimeoutMs: null,
+    allowInterruptions: true,
+    observers: [observer],
+  });
+  void worker.run();
+  await clock.advance(0);
+  const realPause = () => new Promise((resolve) => setTimeout(resolve, 1));
+  /**
+   * Advances virtual time until `done` holds with the bot silent for 600 ms. While a synthesis
+   * is in flight virtual time waits (up to 200 real ms a step) for the real-time espeak worker,
+   * so the output never runs dry between two sentences because of the test's clock.
+   */
+  const until = async (done: () => boolean, maxMs: number, silentForMs = 600) => {
+    let quietMs = -20; // becomes 0 at the first step where `done` holds
+    for (let ms = 0; ms < maxMs && quietMs < silentForMs; ms += 20) {
+      for (let waited = 0; synthesising > 0 && waited < 200; waited++) await realPause();
+      await clock.advance(20);
+      await realPause();
+      quietMs = done() && (silentForMs === 0 || !voice.output.botSpeaking) ? quietMs + 20 : -20;
+    }
+    return quietMs >= silentForMs;
+  };
+  const say = async (text: string) => {
+    const parts: Int16Array[] = [];
+    for await (const e of tts.synthesize({ text, language, sampleRate: RATE })) if (e.type === 'audio') parts.push(e.pcm);
+    for (const c of chunkAudio(concat([...parts, silence(1200, RATE)]), RATE, 20)) {
+      worker.queueFrame(frame('input-audio', { pcm: c, sampleRate: RATE, channels: 1 }));
+      await clock.advance(20);
+    }
+  };
+  const turns = () => voice.context.messages().filter((m) => m.role === 'user' || m.role === 'assistant').map((m) => `${m.role}: ${m.content}`);
+  /** Frames of a type as the TTS processor pushed them (the observer sees every hop). */
+  const fromTts = (type: Frame['type']) => observer.events.filter((e) => e.frame.type === type && e.source === voice.tts.name).map((e) => e.frame);
+  return { clock, sink, voice, worker, until, say, turns, fromTts };
+}
+
+test('an English conversation runs end to end on the offline engines', async (t) => {
+  const c = await offlineConversation('en', { startsConversation: true, greeting: { mode: 'generated' } });
+  t.true(await c.until(() => c.turns().length >= 1, 20_000), 'the generated greeting is played');
+  t.deepEqual(c.turns(), ['assistant: Hello! I am Ada, an offline stand-in assistant. How can I help you today?']);
+
+  await c.say('What can you do?');
+  t.true(await c.until(() => c.turns().length >= 3, 30_000), c.turns().join(' | '));
+  t.is(c.turns()[1], 'user: What can you do?');
+  t.regex(c.turns()[2]!, /^assistant: I am an offline stand-in, so I can greet you/);
+
+  t.true(c.sink.audioMs > 5000, `${c.sink.audioMs} ms of speech written`);
+  t.true(rms(concat(c.sink.audio.map((a) => a.pcm))) > 0.02, 'the output is audible');
+  const audioFrames = c.fromTts('tts-audio').filter((f) => f.type === 'tts-audio');
+  const phonemes = audioFrames.flatMap((f) => (f.type === 'tts-audio' ? f.phonemes ?? [] : []));
+  const words = audioFrames.flatMap((f) => (f.type === 'tts-audio' ? (f.words ?? []).map((w) => w.word) : []));
+  t.true(phonemes.length > 50, `${phonemes.length} phoneme timings reach the output for lip sync`);
+  t.deepEqual(words.slice(0, 4), ['Hello!', 'I', 'am', 'Ada,']);
+  await c.worker.cancel();
+});
+
+test('a French conversation: pinned language, French voice, French phrases', async (t) => {
+  const c = await offlineConversation('fr', { startsConversation: true, greeting: { mode: 'generated' } });
+  t.true(await c.until(() => c.turns().length >= 1, 20_000));
+  t.regex(c.turns()[0]!, /^assistant: Bonjour ! Je suis Ada/);
+  await c.say('Merci');
+  t.true(await c.until(() => c.turns().length >= 3, 30_000), c.turns().join(' | '));
+  t.deepEqual(c.turns().slice(1), ['user: Merci', 'assistant: Je vous en prie.']);
+  await c.worker.cancel();
+});
+
+test('barge-in on the offline engines: the answer stops, the context keeps what was played, the next turn is answered', async (t) => {
+  const c = await offlineConversation('en', {});
+  await c.say('What can you do?');
+  t.true(await c.until(() => c.sink.audioMs > 1500, 20_000, 0), 'the long answer is playing');
+  t.true(c.voice.output.botSpeaking);
+  const full = 'I am an offline stand-in, so I can greet you, make small talk, repeat what you say, and call a tool when you say call tool and its name.';
+  await c.say('Thank you');
+  t.true(await c.until(() => c.turns().length >= 4, 30_000), c.turns().join(' | '));
+  const [question, cut, thanks, welcome] = c.turns();
+  t.is(question, 'user: What can you do?');
+  const played = cut!.replace(/^assistant: /, '');
+  t.true(full.startsWith(played) && played.length < full.length, `"${played}" is a strict prefix of the answer`);
+  t.deepEqual([thanks, welcome], ['user: Thank you', 'assistant: You are welcome.']);
+  t.true(c.fromTts('tts-audio').length > 0);
+  await c.worker.cancel();
+});

@@ -1,0 +1,97 @@
+/**
+ * The avatar processor with the in-process human-portrait face, on the real clock (the face
+ * renders in real time): TTS audio in, paired images and audio out, speaking state from what
+ * was emitted, interruption.
+ */
+import test, { type ExecutionContext } from 'ava';
+import { frame, PipelineWorker, Pipeline, RealClock, Registry, type Frame } from '../../core/index.ts';
+import { AvatarProcessor } from '../../processors/avatar/avatar-processor.ts';
+import type { FaceModel } from '../../processors/avatar/face-model.ts';
+import { TTSProcessor } from '../../processors/tts/tts-processor.ts';
+import { OutputTransport } from '../../transports/output-transport.ts';
+import { MemoryMediaSink } from '../../transports/media-sink.ts';
+import { facePlugin } from '../../plugins/face/index.ts';
+import { RecordingObserver } from '../../core/observer.ts';
+import { ToneTTS } from './scripted-services.ts';
+
+const registry = new Registry().use(facePlugin);
+const face = registry.create<FaceModel>('face', 'human-portrait');
+
+async function avatarSession(t: ExecutionContext) {
+  const clock = new RealClock();
+  const sink = new MemoryMediaSink();
+  const tts = new ToneTTS(clock, 20);
+  const avatar = new AvatarProcessor((c) => face.openSession({ configuration: { width: 256, height: 192 }, imageFormat: 'rgb' }, c));
+  const output = new OutputTransport(sink, { sampleRate: 16_000 });
+  const observer = new RecordingObserver();
+  const worker = new PipelineWorker(new Pipeline([new TTSProcessor(tts, { sampleRate: 16_000 }), avatar, output]), {
+    clock,
+    audioOutSampleRate: 16_000,
+    heartbeatMs: null,
+    idleTimeoutMs: null,
+    observers: [observer],
+  });
+  void worker.run();
+  // Stop the face even when an assertion fails, so the test process can exit.
+  t.teardown(() => worker.cancel());
+  const outOf = (name: string) => observer.events.filter((e) => e.source === name && e.direction === 'downstream').map((e) => e.frame);
+  return { clock, sink, avatar, output, worker, observer, outOf };
+}
+
+const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+async function until(predicate: () => boolean, ms = 10_000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (!predicate() && Date.now() < end) await wait(10);
+  return predicate();
+}
+
+test.serial('idle frames flow before any speech: images only, no audio, the bot is not speaking', async (t) => {
+  const s = await avatarSession(t);
+  t.true(await until(() => s.sink.images.length >= 10));
+  t.is(s.sink.audio.length, 0);
+  t.false(s.output.botSpeaking);
+  const img = s.sink.images[0]!.image;
+  t.like(img, { width: 256, height: 192, format: 'rgb' });
+  t.is(img.data.length, 256 * 192 * 3);
+  await s.worker.cancel();
+});
+
+test.serial('speech: paired image + 40 ms audio per frame, speaking state from what was emitted, tts-stopped after the last frame', async (t) => {
+  const s = await avatarSession(t);
+  await until(() => s.sink.images.length >= 3);
+  s.worker.queueFrame(frame('tts-speak', { text: 'one two three four five six seven eight' }));
+  t.true(await until(() => s.output.botSpeaking));
+  t.true(await until(() => !s.output.botSpeaking && s.sink.audioMs > 0));
+  const avatarOut: Frame[] = s.outOf(s.avatar.name);
+  const audio = avatarOut.filter((f) => f.type === 'output-audio');
+  t.true(audio.length >= 12, `${audio.length} speech frames for 480 ms of speech`);
+  t.true(audio.every((f) => f.type === 'output-audio' && f.pcm.length === 640 && f.sampleRate === 16_000));
+  // Every audio frame directly follows the image of the same frame (same pts).
+  for (const a of audio) {
+    const i = avatarOut.indexOf(a);
+    t.is(avatarOut[i - 1]!.type, 'output-image');
+    t.is(avatarOut[i - 1]!.pts, a.pts);
+  }
+  const stopAt = avatarOut.findIndex((f) => f.type === 'tts-stopped');
+  const lastAudio = avatarOut.lastIndexOf(audio.at(-1)!);
+  t.true(stopAt > lastAudio, 'tts-stopped is released after the last speech frame');
+  t.true(Math.abs(s.sink.audioMs - audio.length * 40) <= 40);
+  await s.worker.cancel();
+});
+
+test.serial('an interruption cancels the face: speech frames stop and the face returns to idle', async (t) => {
+  const s = await avatarSession(t);
+  await until(() => s.sink.images.length >= 3);
+  s.worker.queueFrame(frame('tts-speak', { text: Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ') }));
+  t.true(await until(() => s.output.botSpeaking));
+  await wait(300);
+  s.worker.interrupt();
+  const frameTypesAfter = () => s.outOf(s.avatar.name).filter((f) => f.type === 'output-image').map((f) => (f.type === 'output-image' ? f.frameType : ''));
+  const before = frameTypesAfter().length;
+  t.true(await until(() => frameTypesAfter().slice(before).includes('idle'), 2000));
+  const after = frameTypesAfter().slice(before);
+  t.true(after.indexOf('idle') <= 6, `idle within 200 ms of the interruption (${after.indexOf('idle')} frames)`);
+  t.false(after.slice(after.indexOf('idle')).some((x) => x === 'speech'), 'no speech after returning to idle');
+  t.false(s.output.botSpeaking);
+  await s.worker.cancel();
+});

@@ -1,0 +1,102 @@
+import test from 'ava';
+import { chunkAudio, concat, frame, signal, silence, VirtualClock, type Frame } from '../../core/index.ts';
+import { frameTypes, runProcessorTest, type TestStep } from '../../core/testing/index.ts';
+import { VADProcessor } from '../../processors/vad/vad-processor.ts';
+import { STTProcessor } from '../../processors/stt/stt-processor.ts';
+import { EnergyVAD, ScriptedSTT, speech } from './scripted-services.ts';
+
+/** 20 ms input-audio frames for `pcm`, each followed by 20 ms of clock time. */
+function audioSteps(pcm: Int16Array, rate = 16_000): TestStep[] {
+  return [...chunkAudio(pcm, rate, 20)].flatMap((c) => [frame('input-audio', { pcm: c, sampleRate: rate, channels: 1 }), { sleepMs: 20 }]);
+}
+
+const speakingTypes = (frames: Frame[]) => frameTypes(frames).filter((t) => t.startsWith('user-') || t === 'interruption-request');
+
+test('VAD: speech longer than startMs starts a turn; silence longer than stopMs ends it', async (t) => {
+  const vad = new VADProcessor(new EnergyVAD(), { startMs: 200, stopMs: 600 });
+  const { downstream } = await runProcessorTest(vad, audioSteps(concat([silence(200, 16_000), speech(1000), silence(800, 16_000)])));
+  t.deepEqual(speakingTypes(downstream), ['user-started-speaking', 'user-stopped-speaking']);
+});
+
+test('VAD: a blip shorter than startMs is not a turn, a pause shorter than stopMs does not end one', async (t) => {
+  const vad = new VADProcessor(new EnergyVAD(), { startMs: 200, stopMs: 600 });
+  const pcm = concat([speech(100), silence(300, 16_000), speech(500), silence(400, 16_000), speech(500), silence(700, 16_000)]);
+  const { downstream } = await runProcessorTest(vad, audioSteps(pcm));
+  t.deepEqual(speakingTypes(downstream), ['user-started-speaking', 'user-stopped-speaking']);
+});
+
+test('VAD: input audio at another sample rate is resampled for the analyzer', async (t) => {
+  const vad = new VADProcessor(new EnergyVAD(), { startMs: 100, stopMs: 300 });
+  const { downstream } = await runProcessorTest(vad, audioSteps(concat([speech(500, 48_000), silence(500, 48_000)]), 48_000));
+  t.deepEqual(speakingTypes(downstream), ['user-started-speaking', 'user-stopped-speaking']);
+});
+
+test('VAD: user speech over the bot requests an interruption when allowed', async (t) => {
+  const vad = new VADProcessor(new EnergyVAD(), { startMs: 100, allowInterruption: true });
+  const { upstream } = await runProcessorTest(vad, [{ upstream: signal('bot-started-speaking') }, ...audioSteps(speech(300))]);
+  t.deepEqual(speakingTypes(upstream), ['interruption-request', 'user-started-speaking']);
+});
+
+test('VAD: no interruption is requested when the agent disallows it', async (t) => {
+  const vad = new VADProcessor(new EnergyVAD(), { startMs: 100, allowInterruption: false });
+  const { upstream, downstream } = await runProcessorTest(vad, [{ upstream: signal('bot-started-speaking') }, ...audioSteps(speech(300))]);
+  t.deepEqual(speakingTypes(upstream), ['user-started-speaking']);
+  t.true(frameTypes(downstream).includes('user-started-speaking'), 'the turn is still detected');
+});
+
+test('VAD: no interruption while the bot is silent', async (t) => {
+  const vad = new VADProcessor(new EnergyVAD(), { startMs: 100 });
+  const { upstream } = await runProcessorTest(vad, [
+    { upstream: signal('bot-started-speaking') },
+    { upstream: signal('bot-stopped-speaking') },
+    ...audioSteps(speech(300)),
+  ]);
+  t.false(frameTypes(upstream).includes('interruption-request'));
+});
+
+test('STT: final and interim transcripts become transcription frames in the agent language', async (t) => {
+  const clock = new VirtualClock();
+  const service = new ScriptedSTT(clock, ['bonjour tout le monde']);
+  const stt = new STTProcessor(service, { language: 'fr' });
+  const { downstream } = await runProcessorTest(stt, [...audioSteps(speech(200)), signal('user-stopped-speaking'), { sleepMs: 200 }], { clock });
+  const transcripts = downstream.flatMap((f) => (f.type === 'transcription' ? [[f.text, f.final, f.language]] : []));
+  t.deepEqual(transcripts, [
+    ['bonjour', false, 'fr'],
+    ['bonjour tout le monde', true, 'fr'],
+  ]);
+  t.is(service.connections[0]!.options.language, 'fr');
+  t.is(service.connections[0]!.samples, 3200);
+  t.true(service.connections[0]!.closed, 'closed when the pipeline ends');
+});
+
+test('STT: after a dropped connection it reconnects and replays audio not yet transcribed', async (t) => {
+  const clock = new VirtualClock();
+  const service = new ScriptedSTT(clock, ['first', 'second']);
+  const stt = new STTProcessor(service, { reconnectBaseMs: 100 });
+  await runProcessorTest(
+    stt,
+    [...audioSteps(speech(100)), signal('user-stopped-speaking'), { sleepMs: 200 }, ...audioSteps(speech(200))],
+    { clock, sendEnd: false },
+  );
+  service.drop();
+  await clock.advance(150);
+  t.is(stt.reconnects, 1);
+  t.is(service.connections.length, 2);
+  t.is(service.connections[1]!.samples, 3200, 'the 200 ms said after the last final were replayed');
+});
+
+test('STT: after the last failed reconnect a clear error frame goes upstream', async (t) => {
+  const clock = new VirtualClock();
+  const service = new ScriptedSTT(clock, []);
+  const stt = new STTProcessor(service, { reconnectBaseMs: 100, reconnectAttempts: 3 });
+  const run = runProcessorTest(stt, [{ sleepMs: 10 }], { clock, sendEnd: false });
+  const { upstream } = await run;
+  service.failConnects = 10;
+  service.drop();
+  await clock.advance(2000);
+  const errors = upstream.filter((f) => f.type === 'error');
+  t.is(errors.length, 1);
+  t.like(errors[0], { code: 'stt_unavailable', fatal: false });
+  t.regex((errors[0] as Frame & { message: string }).message, /3 reconnect attempts failed \(socket hang up\)/);
+  t.true(stt.unavailable);
+});

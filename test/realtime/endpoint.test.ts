@@ -1,0 +1,191 @@
+/**
+ * The /realtime endpoint on the real REST server (PostgreSQL, API keys, model configs) with the
+ * real face plugin, through real WebSocket connections.
+ */
+import test from 'ava';
+import WebSocket from 'ws';
+import { facePlugin } from '../../plugins/face/index.ts';
+import { mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
+import { decodeFrameOut, encodeAudioIn, type FrameOutMessage, type ServerMessage } from '../../transports/realtime/protocol.ts';
+import { startTestServer, type TestServer } from '../server/harness.ts';
+
+let ts: TestServer;
+let endpoint: RealtimeEndpoint;
+let wsBase: string;
+let smallConfigId: string;
+
+test.before(async () => {
+  ts = await startTestServer({ label: 'realtime', plugins: [facePlugin] });
+  endpoint = mountRealtime(ts.server, { maxSessions: 4 });
+  wsBase = `${ts.url.replace(/^http/, 'ws')}/realtime`;
+  const created = await ts.call('POST', '/v1/model-configs', {
+    body: { title: 'small portrait', model_variant_id: 'svc/human-portrait/v1', model_configurations: { width: 320, height: 240 } },
+  });
+  if (created.status !== 201) throw new Error(`config creation failed: ${created.text}`);
+  smallConfigId = created.body.model_config_id;
+});
+
+test.after.always(async () => {
+  await endpoint?.close();
+  await ts?.stop();
+});
+
+interface Conn {
+  ws: WebSocket;
+  messages: ServerMessage[];
+  frames: FrameOutMessage[];
+  closed: Promise<{ code: number; reason: string }>;
+  next(predicate: (m: ServerMessage) => boolean, timeoutMs?: number): Promise<ServerMessage>;
+  framesUntil(predicate: (f: FrameOutMessage) => boolean, timeoutMs?: number): Promise<FrameOutMessage>;
+}
+
+function connect(query: string, headers: Record<string, string> = { 'x-api-key': ts.keyA }): Conn {
+  const ws = new WebSocket(`${wsBase}?${query}`, { headers });
+  const messages: ServerMessage[] = [];
+  const frames: FrameOutMessage[] = [];
+  const waiters: Array<() => void> = [];
+  ws.on('message', (data, isBinary) => {
+    const bytes = data as Buffer;
+    if (isBinary) frames.push(decodeFrameOut(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)));
+    else messages.push(JSON.parse(bytes.toString('utf8')));
+    for (const w of waiters.splice(0)) w();
+  });
+  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+  const waitFor = <T>(find: () => T | undefined, timeoutMs: number): Promise<T> =>
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('timed out waiting')), timeoutMs);
+      const check = () => {
+        const hit = find();
+        if (hit !== undefined) {
+          clearTimeout(timer);
+          resolve(hit);
+        } else waiters.push(check);
+      };
+      check();
+    });
+  return {
+    ws,
+    messages,
+    frames,
+    closed,
+    next: (p, timeoutMs = 15_000) => waitFor(() => messages.find(p), timeoutMs),
+    framesUntil: (p, timeoutMs = 15_000) => waitFor(() => frames.find(p), timeoutMs),
+  };
+}
+
+const isError = (code: string) => (m: ServerMessage) => m.type === 'error' && m.code === code;
+const tone = (ms: number) => Int16Array.from({ length: (ms * 16_000) / 1000 }, (_, i) => Math.round(9000 * Math.sin((2 * Math.PI * 180 * i) / 16_000) * (0.6 + 0.4 * Math.sin(i / 700))));
+
+test.serial('a missing API key is refused with auth_failed and close code 4401', async (t) => {
+  const c = connect(`config_id=${smallConfigId}`, {});
+  const err = await c.next(isError('auth_failed'));
+  t.like(err, { fatal: true });
+  t.is((await c.closed).code, 4401);
+});
+
+test.serial('an API key in the URL is refused, even a valid one', async (t) => {
+  const c = connect(`config_id=${smallConfigId}&api_key=${ts.keyA}`, {});
+  t.regex((await c.next(isError('auth_failed'))).type === 'error' ? (c.messages[0] as { message: string }).message : '', /never accepted in the URL/);
+  t.is((await c.closed).code, 4401);
+});
+
+test.serial('an invalid key is refused', async (t) => {
+  const c = connect(`config_id=${smallConfigId}`, { 'x-api-key': 'svc_nope' });
+  await c.next(isError('auth_failed'));
+  t.is((await c.closed).code, 4401);
+});
+
+test.serial('an unknown config and another organization\'s config are both unknown_config (4404)', async (t) => {
+  const unknown = connect('config_id=00000000-0000-4000-8000-000000000000');
+  await unknown.next(isError('unknown_config'));
+  t.is((await unknown.closed).code, 4404);
+  const other = connect(`config_id=${smallConfigId}`, { 'x-api-key': ts.keyB });
+  await other.next(isError('unknown_config'));
+  t.is((await other.closed).code, 4404);
+});
+
+test.serial('the template alias opens a session; frames come at 25 fps with 40 ms of audio each', async (t) => {
+  const c = connect('config_id=svc/human-portrait');
+  const ready = await c.next((m) => m.type === 'session_ready');
+  t.like(ready, { type: 'session_ready', fps: 25, model_variant_id: 'svc/human-portrait/v1' });
+  await c.framesUntil((f) => f.index >= 10);
+  const first = c.frames.slice(0, 10);
+  t.deepEqual(first.map((f) => f.index), [...Array(10).keys()]);
+  t.true(first.every((f) => f.ptsMs === f.index * 40 && f.audio.length === 640 && f.type === 'idle' && f.image !== undefined));
+  t.true(first.every((f) => f.image![0] === 0xff && f.image![1] === 0xd8), 'JPEG images');
+  c.ws.close();
+});
+
+test.serial('speech sent in a turn comes back as speech frames carrying exactly that audio', async (t) => {
+  const c = connect(`config_id=${smallConfigId}`);
+  await c.next((m) => m.type === 'session_ready');
+  const speech = tone(600);
+  c.ws.send(JSON.stringify({ type: 'start_turn' }));
+  c.ws.send(encodeAudioIn(speech, 0, true));
+  await c.framesUntil((f) => f.final, 10_000);
+  const spoken = c.frames.filter((f) => f.type === 'speech' || f.type === 'speech-start');
+  t.is(spoken[0]!.type, 'speech-start');
+  const audio = new Int16Array(spoken.length * 640);
+  spoken.forEach((f, i) => audio.set(f.audio, i * 640));
+  t.deepEqual(Array.from(audio.subarray(0, speech.length)), Array.from(speech));
+  t.truthy(c.frames.find((f) => f.type === 'fade-out'));
+  c.ws.close();
+});
+
+test.serial('cancel drops queued speech and fades to idle within 200 ms', async (t) => {
+  const c = connect(`config_id=${smallConfigId}`);
+  await c.next((m) => m.type === 'session_ready');
+  c.ws.send(JSON.stringify({ type: 'start_turn' }));
+  for (let i = 0; i < 5; i++) c.ws.send(encodeAudioIn(tone(1000), i, i === 4));
+  const speaking = await c.framesUntil((f) => f.type === 'speech' && f.index > 0);
+  c.ws.send(JSON.stringify({ type: 'cancel' }));
+  const cancelled = await c.next((m) => m.type === 'turn_cancelled');
+  t.like(cancelled, { had_speech: true });
+  await c.framesUntil((f) => f.type === 'idle' && f.index > speaking.index, 5000);
+  const after = c.frames.filter((f) => f.index > speaking.index);
+  const lastSpeech = Math.max(...after.filter((f) => f.type === 'speech').map((f) => f.index), speaking.index);
+  const firstIdle = after.find((f) => f.type === 'idle')!.index;
+  t.true((firstIdle - speaking.index) * 40 <= 200 + 80, `idle ${(firstIdle - speaking.index) * 40} ms after the cancel was sent`);
+  t.true(lastSpeech < firstIdle);
+  t.true(after.filter((f) => f.type === 'speech').length < 4, 'the 5 s of queued speech were dropped');
+  c.ws.close();
+});
+
+test.serial('bad input gets typed errors and the session carries on; other sessions are unaffected', async (t) => {
+  const bystander = connect(`config_id=${smallConfigId}`);
+  const c = connect(`config_id=${smallConfigId}`);
+  t.teardown(() => {
+    c.ws.close();
+    bystander.ws.close();
+  });
+  await c.next((m) => m.type === 'session_ready');
+  await bystander.next((m) => m.type === 'session_ready');
+  c.ws.send('not json');
+  c.ws.send(JSON.stringify({ type: 'explode' }));
+  c.ws.send(Buffer.from([0x07, 1, 0, 0, 0, 0, 0, 0]));
+  c.ws.send(Buffer.from([1, 1, 0, 0, 0, 0, 0, 0, 1])); // odd byte count
+  c.ws.send(Buffer.alloc(70_000, 1));
+  await c.next(isError('frame_too_large'));
+  t.is(c.messages.filter(isError('malformed_message')).length, 4);
+  t.true(c.messages.filter((m) => m.type === 'error').every((m) => m.type === 'error' && !m.fatal));
+  c.ws.send(JSON.stringify({ type: 'ping', t: 7 }));
+  t.like(await c.next((m) => m.type === 'pong'), { t: 7 });
+  const before = bystander.frames.length;
+  await bystander.framesUntil((f) => f.index > before + 5);
+  t.true(bystander.frames.length > before + 5, 'the other session kept streaming');
+});
+
+test.serial('beyond the session limit the server answers server_busy (4503)', async (t) => {
+  for (let i = 0; i < 100 && endpoint.activeSessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
+  t.is(endpoint.activeSessions, 0, 'earlier sessions have closed');
+  const open = [connect(`config_id=${smallConfigId}`), connect(`config_id=${smallConfigId}`), connect(`config_id=${smallConfigId}`), connect(`config_id=${smallConfigId}`)];
+  t.teardown(() => open.forEach((c) => c.ws.close()));
+  await Promise.all(open.map((c) => c.next((m) => m.type === 'session_ready' || m.type === 'error')));
+  const extra = connect(`config_id=${smallConfigId}`);
+  const answer = await extra.next((m) => m.type === 'session_ready' || m.type === 'error');
+  const busy = answer.type === 'error' && answer.code === 'server_busy';
+  t.is((await extra.closed).code, 4503);
+  for (const c of open) c.ws.close();
+  extra.ws.close();
+  t.true(busy, 'the fifth session is refused');
+});

@@ -1,0 +1,104 @@
+/**
+ * The high-level client against the real /realtime endpoint: TTS audio at any rate in,
+ * synchronized audio and video out, events, barge-in re-sync.
+ */
+import test from 'ava';
+import { facePlugin } from '../../plugins/face/index.ts';
+import { mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
+import { SvcSTVClient, type STVAudioFrame, type STVEventName, type STVOutput } from '../../transports/realtime/stv-client.ts';
+import { SvcClient, SvcClientError } from '../../transports/realtime/svc-client.ts';
+import { startTestServer, type TestServer } from '../server/harness.ts';
+
+let ts: TestServer;
+let endpoint: RealtimeEndpoint;
+let url: string;
+let configId: string;
+
+test.before(async () => {
+  ts = await startTestServer({ label: 'stvclient', plugins: [facePlugin] });
+  endpoint = mountRealtime(ts.server);
+  url = `${ts.url.replace(/^http/, 'ws')}/realtime`;
+  const created = await ts.call('POST', '/v1/model-configs', {
+    body: { title: 'client portrait', model_variant_id: 'svc/human-portrait/v1', model_configurations: { width: 256, height: 192 } },
+  });
+  configId = created.body.model_config_id;
+});
+
+test.after.always(async () => {
+  await endpoint?.close();
+  await ts?.stop();
+});
+
+/** A 24 kHz "TTS" signal whose every sample encodes its own position, so order can be checked. */
+function ramp(ms: number, rate = 24_000): Int16Array {
+  return Int16Array.from({ length: (ms * rate) / 1000 }, (_, i) => 1000 + (i % 20_000));
+}
+
+async function collect(client: SvcSTVClient, until: (out: STVOutput[]) => boolean, timeoutMs = 15_000): Promise<STVOutput[]> {
+  const out: STVOutput[] = [];
+  const deadline = Date.now() + timeoutMs;
+  for await (const item of client.outputStream()) {
+    out.push(item);
+    if (until(out) || Date.now() > deadline) break;
+  }
+  return out;
+}
+
+test.serial('the low-level client refuses a bad key with the server\'s typed error', async (t) => {
+  const client = new SvcClient({ apiKey: 'svc_wrong', configId, url });
+  const err = await t.throwsAsync(() => client.connect(), { instanceOf: SvcClientError });
+  t.is(err?.code, 'auth_failed');
+});
+
+test.serial('say() at 24 kHz: audio comes back at 24 kHz in 40 ms slices, in order, with RGB video and speaking events', async (t) => {
+  const handlerErrors: string[] = [];
+  const client = new SvcSTVClient({ apiKey: ts.keyA, configId, url, onHandlerError: (e, err) => handlerErrors.push(`${e}: ${(err as Error).message}`) });
+  const events: Array<[STVEventName, Record<string, unknown>]> = [];
+  for (const e of ['SESSION_READY', 'FIRST_FRAME', 'BOT_STARTED_SPEAKING', 'BOT_STOPPED_SPEAKING', 'CLOSED'] as const) client.on(e, (p) => void events.push([e, p]));
+  client.on('BOT_STARTED_SPEAKING', () => {
+    throw new Error('a broken handler');
+  });
+  client.on('BOT_STARTED_SPEAKING', async () => {
+    throw new Error('a broken async handler');
+  });
+  const ready = await client.connect();
+  t.true(client.isConnected);
+  const sent = ramp(800);
+  client.say(sent, 24_000);
+  const out = await collect(client, () => events.some(([e]) => e === 'BOT_STOPPED_SPEAKING'));
+  const audio = out.filter((o): o is STVAudioFrame => o.kind === 'audio');
+  const video = out.filter((o) => o.kind === 'video');
+  t.true(audio.every((a) => a.sampleRate === 24_000 && a.pcm.length === 960));
+  t.true(video.every((v) => v.kind === 'video' && v.rgb.length === ready.width * ready.height * 3));
+  t.true(video.length >= audio.length - 2, 'video frames accompany the audio');
+  const speech = audio.flatMap((a) => Array.from(a.pcm)).filter((v) => v !== 0);
+  t.deepEqual(speech, Array.from(sent), 'the original 24 kHz audio, complete and in order, despite the throwing handlers');
+  t.deepEqual(events.map(([e]) => e).slice(0, 4), ['SESSION_READY', 'FIRST_FRAME', 'BOT_STARTED_SPEAKING', 'BOT_STOPPED_SPEAKING']);
+  t.deepEqual(handlerErrors.sort(), ['BOT_STARTED_SPEAKING: a broken async handler', 'BOT_STARTED_SPEAKING: a broken handler']);
+  client.close();
+  t.false(client.isConnected);
+});
+
+test.serial('interrupt(): true while speaking, then the stream re-syncs on silence; false when idle', async (t) => {
+  const client = new SvcSTVClient({ apiKey: ts.keyA, configId, url });
+  const interrupted: unknown[] = [];
+  client.on('INTERRUPTED', (p) => void interrupted.push(p));
+  await client.connect();
+  t.false(client.interrupt(), 'nothing to interrupt yet');
+  client.say(ramp(4000), 24_000);
+  let sentCancel = false;
+  const out = await collect(client, (o) => {
+    const speechFrames = o.filter((x) => x.kind === 'audio' && x.pcm.some((v) => v !== 0)).length;
+    if (!sentCancel && speechFrames >= 5) sentCancel = client.interrupt();
+    return sentCancel && o.filter((x) => x.kind === 'audio').length > speechFrames + 25;
+  });
+  t.true(sentCancel);
+  const audio = out.filter((o): o is STVAudioFrame => o.kind === 'audio');
+  const lastSpeech = audio.map((a) => a.pcm.some((v) => v !== 0)).lastIndexOf(true);
+  const firstSpeech = audio.findIndex((a) => a.pcm.some((v) => v !== 0));
+  t.true(lastSpeech - firstSpeech < 12, `speech stopped within a few frames of the barge-in (${lastSpeech - firstSpeech} frames of speech)`);
+  t.true(audio.slice(lastSpeech + 1).length >= 20, 'the clock kept running: silent frames after the barge-in');
+  t.is(interrupted.length, 1);
+  t.false(client.interrupt(), 'nothing left to interrupt');
+  client.close();
+});

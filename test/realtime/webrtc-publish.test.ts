@@ -1,0 +1,98 @@
+/**
+ * Direct WebRTC through the running server: a /realtime session asks (with its `webrtc`
+ * message) to be published into an embedded room of the same server (mountRooms); the room
+ * then has the session as its publisher and the WebSocket stops carrying frames. Browser
+ * decoding of such a publication is covered in test/webrtc.
+ */
+import test from 'ava';
+import WebSocket from 'ws';
+import { facePlugin } from '../../plugins/face/index.ts';
+import { mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
+import { mountRooms, type MountedRooms } from '../../server/rooms/index.ts';
+import type { ServerMessage } from '../../transports/realtime/protocol.ts';
+import { startTestServer, type TestServer } from '../server/harness.ts';
+
+let ts: TestServer;
+let rooms: MountedRooms;
+let endpoint: RealtimeEndpoint;
+
+test.before(async () => {
+  ts = await startTestServer({ label: 'realtime_webrtc', plugins: [facePlugin] });
+  rooms = mountRooms(ts.server);
+  endpoint = mountRealtime(ts.server, { publishAvatar: rooms.publishAvatar });
+});
+
+test.after.always(async () => {
+  await endpoint?.close();
+  await rooms?.close();
+  await ts?.stop();
+});
+
+function open() {
+  const ws = new WebSocket(`${ts.url.replace(/^http/, 'ws')}/realtime?config_id=svc/human-portrait`, { headers: { 'x-api-key': ts.keyA } });
+  const messages: ServerMessage[] = [];
+  let binaryFrames = 0;
+  ws.on('message', (data, isBinary) => {
+    if (isBinary) binaryFrames++;
+    else messages.push(JSON.parse(String(data)));
+  });
+  const next = async (predicate: (m: ServerMessage) => boolean, ms = 15_000): Promise<ServerMessage> => {
+    const end = Date.now() + ms;
+    for (;;) {
+      const hit = messages.find(predicate);
+      if (hit) return hit;
+      if (Date.now() > end) throw new Error(`timed out; got ${JSON.stringify(messages)}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  return { ws, messages, next, frames: () => binaryFrames };
+}
+
+test.serial('a session publishes into an embedded room of this server and stops sending frames over the socket', async (t) => {
+  const created = rooms.rooms.createRoom();
+  const c = open();
+  t.teardown(() => c.ws.close());
+  await c.next((m) => m.type === 'session_ready');
+  c.ws.send(JSON.stringify({ type: 'webrtc', settings: { provider: 'embedded', room: created.room, token: created.publisherToken } }));
+  const connected = await c.next((m) => m.type === 'webrtc_connected');
+  t.like(connected, { type: 'webrtc_connected', room: created.room });
+  t.is(rooms.rooms.get(created.room)?.publisherId, connected.type === 'webrtc_connected' ? connected.participant_id : 'none');
+  await new Promise((r) => setTimeout(r, 100)); // frames already on the wire
+  const before = c.frames();
+  await new Promise((r) => setTimeout(r, 400)); // 10 frame periods
+  t.is(c.frames(), before, 'no frames over the WebSocket while the room carries them');
+
+  // A second request in the same session is refused without ending it.
+  c.ws.send(JSON.stringify({ type: 'webrtc', settings: { provider: 'embedded', room: created.room, token: created.publisherToken } }));
+  t.like(await c.next((m) => m.type === 'error'), { code: 'webrtc_failed', fatal: false });
+
+  // Closing the session frees the room's publisher slot.
+  c.ws.close();
+  const end = Date.now() + 5000;
+  while (rooms.rooms.get(created.room)?.publisherId && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+  t.is(rooms.rooms.get(created.room)?.publisherId, null);
+});
+
+test.serial('a wrong room token or an unknown room is webrtc_failed; the session keeps its frames on the socket', async (t) => {
+  const created = rooms.rooms.createRoom();
+  const c = open();
+  t.teardown(() => c.ws.close());
+  await c.next((m) => m.type === 'session_ready');
+  c.ws.send(JSON.stringify({ type: 'webrtc', settings: { provider: 'embedded', room: created.room, token: created.subscriberToken } }));
+  const refused = await c.next((m) => m.type === 'error');
+  t.like(refused, { code: 'webrtc_failed', fatal: false });
+  c.ws.send(JSON.stringify({ type: 'webrtc', settings: { provider: 'embedded', room: 'no-such-room', token: created.publisherToken } }));
+  await c.next((m) => m.type === 'error' && m !== refused);
+  t.is(c.messages.filter((m) => m.type === 'error').length, 2);
+  const before = c.frames();
+  await new Promise((r) => setTimeout(r, 400));
+  t.true(c.frames() > before, 'frames still come over the socket');
+  t.is(rooms.rooms.get(created.room)?.publisherId, null);
+});
+
+test.serial('the browser room client is served publicly as JavaScript', async (t) => {
+  const res = await fetch(`${ts.url}/v1/rooms/client.js`);
+  t.is(res.status, 200);
+  t.regex(res.headers.get('content-type') ?? '', /javascript/);
+  t.true((await res.text()).length > 500);
+});

@@ -1,0 +1,136 @@
+import test from 'ava';
+import { randomUUID } from 'node:crypto';
+import type { Plugin } from '../../core/registry.ts';
+import { GENERATION_JOB_TIMING } from '../../server/services/generation-jobs.ts';
+import type { IdleVideoGenerator, IdleVideoRequest } from '../../server/services/index.ts';
+import { startTestServer, type TestServer } from './harness.ts';
+
+const seen: IdleVideoRequest[] = [];
+
+/** Test generators registered through the plugin API: one echoes the image back, one fails. */
+const generatorsPlugin: Plugin = {
+  name: 'test-generators',
+  register(registry) {
+    registry.register<IdleVideoGenerator>('idle-video-generator', 'echo-v1', () => ({
+      async generate(request) {
+        seen.push(request);
+        return { data: Buffer.concat([Buffer.from('VIDEO:'), request.sourceImage]), contentType: 'video/mp4', name: 'idle.mp4' };
+      },
+    }));
+    registry.register<IdleVideoGenerator>('idle-video-generator', 'broken', () => ({
+      async generate() {
+        throw new Error('renderer exploded');
+      },
+    }));
+  },
+};
+
+let s: TestServer;
+let imageId: string;
+const TEMPLATE_FACE = '00000000-0000-4000-8000-0000000000a1';
+
+test.before(async () => {
+  s = await startTestServer({ label: 'jobs', plugins: [generatorsPlugin] });
+  imageId = TEMPLATE_FACE;
+});
+test.after.always(async () => {
+  await s?.stop();
+});
+
+const generate = (generator: string, body: Record<string, unknown>, key?: string) =>
+  s.call('POST', `/v1/assets/generate/${generator}`, { key, body });
+
+test.serial('a job is accepted with 202, runs, and succeeds with result.asset_id of a new video asset', async (t) => {
+  const res = await generate('echo-v1', { source_asset_id: imageId, reference_template: 'v2', model_variant_id: 'svc/test-portrait/v1' });
+  t.is(res.status, 202);
+  t.regex(res.body.job_id, /^[0-9a-f-]{36}$/);
+  t.deepEqual(Object.keys(res.body), ['job_id']);
+  await s.server.settled();
+  const job = await s.call('GET', `/v1/assets/generate/jobs/${res.body.job_id}`);
+  t.is(job.status, 200);
+  t.is(job.body.status, 'succeeded');
+  t.is(job.body.generator, 'echo-v1');
+  t.is(job.body.reference_template, 'v2');
+  t.is(job.body.error, null);
+  const asset = await s.call('GET', `/v1/assets/${job.body.result.asset_id}`);
+  t.is(asset.status, 200);
+  t.is(asset.body.category, 'video');
+  t.is(asset.body.content_type, 'video/mp4');
+  const bytes = Buffer.from(await (await fetch(asset.body.asset_url)).arrayBuffer());
+  t.is(bytes.subarray(0, 6).toString(), 'VIDEO:');
+  t.is(seen.at(-1)!.referenceTemplate, 'v2');
+  t.is(seen.at(-1)!.modelVariantId, 'svc/test-portrait/v1');
+});
+
+test.serial('target_model_config_id gets model_configurations.preview on completion', async (t) => {
+  const config = (await s.call('POST', '/v1/model-configs', { body: { title: 'to preview', model_variant_id: 'svc/test-portrait/v1', model_configurations: { width: 640 } } })).body;
+  const res = await generate('echo-v1', { source_asset_id: imageId, target_model_config_id: config.model_config_id });
+  await s.server.settled();
+  const job = (await s.call('GET', `/v1/assets/generate/jobs/${res.body.job_id}`)).body;
+  const after = (await s.call('GET', `/v1/model-configs/${config.model_config_id}`)).body;
+  t.deepEqual(after.model_configurations, { width: 640, preview: job.result.asset_id });
+});
+
+test.serial('a failing generator ends the job as failed with its error', async (t) => {
+  const res = await generate('broken', { source_asset_id: imageId });
+  t.is(res.status, 202);
+  await s.server.settled();
+  const job = (await s.call('GET', `/v1/assets/generate/jobs/${res.body.job_id}`)).body;
+  t.is(job.status, 'failed');
+  t.is(job.error, 'renderer exploded');
+  t.is(job.result, null);
+});
+
+test.serial('bad requests: unknown generator 404, missing/foreign source 404, non-image 400, foreign target 404', async (t) => {
+  const unknown = await generate('nope', { source_asset_id: imageId });
+  t.is(unknown.status, 404);
+  t.is(unknown.body.code, 'generator_not_found');
+  t.is((await generate('echo-v1', {})).status, 400);
+  t.is((await generate('echo-v1', { source_asset_id: randomUUID() })).status, 404);
+  t.is((await generate('echo-v1', { source_asset_id: imageId, reference_template: 'v9' })).status, 400);
+  t.is((await generate('echo-v1', { source_asset_id: imageId, model_variant_id: 'm'.repeat(128) })).status, 202);
+  t.is((await generate('echo-v1', { source_asset_id: imageId, model_variant_id: 'm'.repeat(129) })).status, 400);
+  const theirs = (await s.call('POST', '/v1/model-configs', { key: s.keyB, body: { title: 'b', model_variant_id: 'svc/test-portrait/v1' } })).body;
+  t.is((await generate('echo-v1', { source_asset_id: imageId, target_model_config_id: theirs.model_config_id })).status, 404);
+  const templateConfig = (await s.call('GET', '/v1/model-configs?source=template')).body.data[0];
+  t.is((await generate('echo-v1', { source_asset_id: imageId, target_model_config_id: templateConfig.model_config_id })).status, 404, 'template configs are not the caller’s');
+  // A non-image source.
+  const init = (await s.call('POST', '/v1/assets/initiate-upload', { body: { name: 'w.bin', category: 'weight' } })).body;
+  const signed = (await s.call('POST', '/v1/assets/sign-part', { body: { ...init, part_number: 1 } })).body;
+  const etag = (await fetch(signed.upload_url, { method: 'PUT', body: 'abc' })).headers.get('etag');
+  await s.call('POST', '/v1/assets', { body: { asset_id: init.asset_id, upload_id: init.upload_id, name: 'w.bin', category: 'weight', content_type: null, size_bytes: 3, parts: [{ part_number: 1, etag }] } });
+  t.is((await generate('echo-v1', { source_asset_id: init.asset_id })).status, 400);
+  await s.server.settled();
+});
+
+test.serial("jobs are organization-scoped: another organization's job is 404", async (t) => {
+  const res = await generate('echo-v1', { source_asset_id: imageId });
+  await s.server.settled();
+  t.is((await s.call('GET', `/v1/assets/generate/jobs/${res.body.job_id}`, { key: s.keyB })).status, 404);
+  t.is((await s.call('GET', `/v1/assets/generate/jobs/${randomUUID()}`)).status, 404);
+  // Another organization's image is not a usable source.
+  const init = (await s.call('POST', '/v1/assets/initiate-upload', { key: s.keyB, body: { name: 'b.png', category: 'image' } })).body;
+  const signed = (await s.call('POST', '/v1/assets/sign-part', { key: s.keyB, body: { ...init, part_number: 1 } })).body;
+  const etag = (await fetch(signed.upload_url, { method: 'PUT', body: 'png' })).headers.get('etag');
+  await s.call('POST', '/v1/assets', { key: s.keyB, body: { asset_id: init.asset_id, upload_id: init.upload_id, name: 'b.png', category: 'image', content_type: null, size_bytes: 3, parts: [{ part_number: 1, etag }] } });
+  const foreign = await generate('echo-v1', { source_asset_id: init.asset_id });
+  t.is(foreign.status, 404);
+  t.is(foreign.body.code, 'asset_not_found');
+});
+
+test.serial('at start, unfinished jobs whose runner went silent are failed; recently touched ones are left alone', async (t) => {
+  const principalOrg = (await s.server.db('api_keys').first('organization_id')).organization_id;
+  const base = { organization_id: principalOrg, created_by: 'test', generator: 'echo-v1', source_asset_id: imageId, status: 'running' };
+  const stale = randomUUID();
+  const live = randomUUID();
+  await s.server.db('generation_jobs').insert([
+    { ...base, job_id: stale, updated_at: new Date(Date.now() - GENERATION_JOB_TIMING.staleAfterMs - 60_000) },
+    { ...base, job_id: live, updated_at: new Date() },
+  ]);
+  s = await s.restart();
+  const rows = await s.server.db('generation_jobs').whereIn('job_id', [stale, live]).select('job_id', 'status', 'error');
+  const byId = Object.fromEntries(rows.map((r) => [r.job_id, r]));
+  t.is(byId[stale].status, 'failed');
+  t.is(byId[stale].error, 'interrupted by a server restart');
+  t.is(byId[live].status, 'running', 'another instance may still be running it');
+});

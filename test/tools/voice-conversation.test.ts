@@ -1,0 +1,110 @@
+/**
+ * Tools inside the standard voice pipeline (VAD -> STT -> user turns -> behaviours -> LLM ->
+ * ToolDispatcher -> TTS -> output -> assistant turns) on the virtual clock: the dispatcher learns
+ * about speech only from the frames the real output transport emits.
+ */
+import test from 'ava';
+import { chunkAudio, concat, frame, PipelineWorker, RecordingObserver, silence, VirtualClock, type WorkerOutcome } from '../../core/index.ts';
+import type { BehaviourOptions } from '../../processors/behaviours/conversation-behaviours.ts';
+import { ToolDispatcher } from '../../processors/tools/tool-dispatcher.ts';
+import { prepareToolset } from '../../processors/tools/toolset.ts';
+import { WebhookClient } from '../../processors/tools/webhook-client.ts';
+import { createVoicePipeline } from '../../processors/voice-pipeline.ts';
+import { MemoryMediaSink } from '../../transports/media-sink.ts';
+import { EnergyVAD, ScriptedLLM, ScriptedSTT, ToneTTS, speech, type ScriptedResponse } from '../processors/scripted-services.ts';
+import { captureLogger } from './dispatcher-driver.ts';
+import { clientTool, SESSION } from './tool-session.ts';
+
+async function conversation(phrases: string[], responses: ScriptedResponse[], behaviours: BehaviourOptions = {}) {
+  const clock = new VirtualClock();
+  const sink = new MemoryMediaSink();
+  const llm = new ScriptedLLM(clock, responses, 300, 20);
+  const tts = new ToneTTS(clock, 100);
+  const logger = captureLogger();
+  const webhooks = new WebhookClient();
+  const toolset = await prepareToolset([clientTool('open_page')], { mode: 'svc', webhooks, logger });
+  const voice = createVoicePipeline({
+    vad: new EnergyVAD(),
+    stt: new ScriptedSTT(clock, phrases, 150),
+    llm,
+    tts,
+    sink,
+    language: 'en',
+    vadOptions: { startMs: 100, stopMs: 400 },
+    behaviours,
+    tools: toolset.definitions,
+    afterLLM: new ToolDispatcher({ toolset, webhooks, session: SESSION, logger }),
+  });
+  const observer = new RecordingObserver();
+  const worker = new PipelineWorker(voice.pipeline, {
+    clock,
+    audioInSampleRate: 16_000,
+    audioOutSampleRate: 16_000,
+    heartbeatMs: null,
+    idleTimeoutMs: null,
+    observers: [observer],
+  });
+  /** Client messages that crossed the whole pipeline, out of its last processor. */
+  const clientMessages = () =>
+    observer.events.filter((e) => e.destination === 'WorkerSink' && e.frame.type === 'client-message').map((e) => (e.frame as { message: unknown }).message);
+  let outcome: WorkerOutcome | undefined;
+  void worker.run().then((o) => (outcome = o));
+  await clock.advance(0);
+  const say = async (pcm: Int16Array) => {
+    for (const c of chunkAudio(pcm, 16_000, 20)) {
+      worker.queueFrame(frame('input-audio', { pcm: c, sampleRate: 16_000, channels: 1 }));
+      await clock.advance(20);
+    }
+  };
+  return { clock, sink, llm, tts, voice, worker, say, clientMessages, outcome: () => outcome };
+}
+
+const utterance = (ms: number) => concat([speech(ms), silence(600, 16_000)]);
+const endCall = { id: 'c1', name: 'end_call', arguments: '{}' };
+
+test('end_call in a conversation: the goodbye and the configured farewell are played, then the session ends', async (t) => {
+  const h = await conversation(['bye'], [{ text: 'Goodbye, take care!', toolCalls: [endCall] }], {
+    farewell: { text: 'See you soon.', mode: 'verbatim' },
+  });
+  await h.say(utterance(600));
+  t.true(await h.clock.advanceUntil(() => h.outcome() !== undefined, 20_000), 'the session ended');
+  t.deepEqual(h.outcome(), { how: 'ended', reason: 'end_call' });
+  t.deepEqual(h.llm.requests[0]!.tools?.map((d) => d.name), ['open_page', 'end_call']);
+  t.deepEqual(h.tts.requests.map((r) => r.text), ['Goodbye, take care!', 'See you soon.']);
+  t.true(h.sink.audioMs >= 6 * ToneTTS.MS_PER_WORD, `${h.sink.audioMs} ms played: every word of both lines`);
+});
+
+test('end_call in a conversation: the user barging into the goodbye keeps the call open', async (t) => {
+  const long = 'Goodbye then, it was a real pleasure talking with you today, take care of yourself.';
+  const h = await conversation(['bye', 'wait one more thing'], [{ text: long, toolCalls: [endCall] }, 'Sure, what is it?']);
+  await h.say(utterance(600));
+  await h.clock.advanceUntil(() => h.voice.output.botSpeaking, 5_000);
+  await h.clock.advance(300);
+  await h.say(utterance(400));
+  await h.clock.advance(10_000);
+  t.is(h.outcome(), undefined, 'still connected');
+  const said = h.voice.context.messages().filter((m) => m.role === 'assistant').map((m) => m.content);
+  t.true(said.includes('Sure, what is it?'), `the agent answered the user: ${JSON.stringify(said)}`);
+  await h.worker.cancel();
+});
+
+test('a client tool in a conversation: the message reaches the client and the model speaks after the acknowledgement', async (t) => {
+  const h = await conversation(
+    ['show me the prices'],
+    [{ toolCalls: [{ id: 'c7', name: 'open_page', arguments: '{"q":"pricing"}' }] }, 'Here is our pricing page.'],
+  );
+  await h.say(utterance(600));
+  await h.clock.advance(5_000);
+  t.deepEqual(
+    h.clientMessages().filter((m) => (m as { type: string }).type === 'tool-call'),
+    [{ type: 'tool-call', function_name: 'open_page', tool_call_id: 'c7', arguments: { q: 'pricing' } }],
+  );
+  t.is(h.llm.requests.length, 2, 'the model ran again after the acknowledgement');
+  t.deepEqual(h.llm.requests[1]!.messages.at(-1), {
+    role: 'tool',
+    toolCallId: 'c7',
+    content: 'The request was sent. No result will be returned for this call.',
+  });
+  t.deepEqual(h.tts.requests.map((r) => r.text), ['Here is our pricing page.']);
+  await h.worker.cancel();
+});

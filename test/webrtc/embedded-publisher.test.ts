@@ -1,0 +1,53 @@
+/** Publishing into embedded rooms: token checks, one publisher per room, and how publishing ends. */
+import test from 'ava';
+import { NEVER, Subject } from 'rxjs';
+import { publishAvatar, RoomError, RoomRegistry } from '../../transports/webrtc/index.ts';
+import type { FaceFrame } from '../../processors/avatar/face-model.ts';
+import { syntheticFaceFrames } from './synthetic-face.ts';
+
+test('the publisher needs the room publisher token', async (t) => {
+  const rooms = new RoomRegistry();
+  const created = rooms.createRoom();
+  for (const token of ['rt_wrong', created.subscriberToken]) {
+    const error = await t.throwsAsync(publishAvatar(NEVER, { provider: 'embedded', room: created.room, token }, { rooms }), { instanceOf: RoomError });
+    t.is(error!.code, 'auth_failed');
+  }
+  t.is(rooms.get(created.room)!.publisherId, null);
+});
+
+test('a room holds one publisher at a time; after it ends another may publish', async (t) => {
+  const rooms = new RoomRegistry();
+  const created = rooms.createRoom();
+  const settings = { provider: 'embedded' as const, room: created.room, token: created.publisherToken };
+  const first = await publishAvatar(NEVER, settings, { rooms });
+  t.regex(first.participantId, /^pub_/);
+  t.is(rooms.get(created.room)!.publisherId, first.participantId);
+  const error = await t.throwsAsync(publishAvatar(NEVER, settings, { rooms }), { instanceOf: RoomError });
+  t.is(error!.code, 'already_publishing');
+  await first.close();
+  await first.close(); // idempotent
+  t.is(rooms.get(created.room)!.publisherId, null);
+  const second = await publishAvatar(NEVER, settings, { rooms });
+  t.is(rooms.get(created.room)!.publisherId, second.participantId);
+  await second.close();
+});
+
+test('publishing ends by itself when the frames complete or the room closes', async (t) => {
+  const rooms = new RoomRegistry();
+  const a = rooms.createRoom();
+  const frames = new Subject<FaceFrame>();
+  const finite = await publishAvatar(frames, { provider: 'embedded', room: a.room, token: a.publisherToken }, { rooms });
+  frames.complete();
+  await finite.ended;
+  t.is(rooms.get(a.room)!.publisherId, null);
+
+  const b = rooms.createRoom();
+  const live = await publishAvatar(await syntheticFaceFrames(), { provider: 'embedded', room: b.room, token: b.publisherToken }, { rooms });
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  rooms.closeRoom(b.room, 'session released');
+  await live.ended;
+  const framesAtEnd = live.stats.frames;
+  t.true(framesAtEnd > 0);
+  await new Promise((resolve) => setTimeout(resolve, 120));
+  t.is(live.stats.frames, framesAtEnd, 'no frames are taken after the room closed');
+});

@@ -1,0 +1,116 @@
+/**
+ * The frame pump: in-order delivery of picture + audio per face frame, pictures (never audio)
+ * skipped under a backlog, undecodable pictures survived, and a clean end.
+ */
+import test from 'ava';
+import { Subject, from, throwError, concat } from 'rxjs';
+import { AvatarFramePump, type AvatarMediaSink, type I420Frame } from '../../transports/webrtc/index.ts';
+import type { FaceFrame } from '../../processors/avatar/face-model.ts';
+import { renderSyntheticPictures, toneFrame } from './synthetic-face.ts';
+
+function frame(index: number, jpeg: Uint8Array, width = 64, height = 48): FaceFrame {
+  return { index, ptsMs: index * 40, type: 'speech', final: false, turnId: 1, image: { width, height, format: 'jpeg', data: jpeg }, audio: toneFrame(index, 0.2) };
+}
+
+class RecordingSink implements AvatarMediaSink {
+  readonly deliveries: { video: I420Frame | null; audio: number }[] = [];
+  deliver(video: I420Frame | null, audio: readonly Int16Array[]): void {
+    this.deliveries.push({ video, audio: audio.length });
+  }
+}
+
+test('frames paced like a session arrive in order, each with its picture and four audio chunks', async (t) => {
+  const [jpeg] = await renderSyntheticPictures(64, 48, 1);
+  const subject = new Subject<FaceFrame>();
+  const sink = new RecordingSink();
+  const pump = new AvatarFramePump(subject, sink);
+  pump.start();
+  for (let i = 0; i < 10; i++) {
+    subject.next(frame(i, jpeg!));
+    await new Promise((resolve) => setTimeout(resolve, 40));
+  }
+  subject.complete();
+  t.deepEqual(await pump.done, {});
+  const perFrame = sink.deliveries.slice(0, 10);
+  t.true(perFrame.every((d) => d.video?.width === 64 && d.video.height === 48), JSON.stringify(pump.stats));
+  t.true(perFrame.every((d) => d.audio === 4));
+  t.is(pump.stats.videoFrames, 10);
+  t.is(pump.stats.audioChunks, 40 + sink.deliveries[10]!.audio);
+  t.is(sink.deliveries[10]!.video, null, 'the tail carries only audio');
+});
+
+test('a backlog skips pictures but never audio', async (t) => {
+  const [jpeg] = await renderSyntheticPictures(320, 240, 1);
+  const sink = new RecordingSink();
+  const frames = Array.from({ length: 30 }, (_, i) => frame(i, jpeg!, 320, 240));
+  const pump = new AvatarFramePump(from(frames), sink, { maxQueuedFrames: 3 });
+  pump.start();
+  await pump.done;
+  t.is(pump.stats.frames, 30);
+  t.true(pump.stats.skippedVideoFrames > 0, 'a burst of 30 frames is a backlog');
+  t.is(pump.stats.videoFrames + pump.stats.skippedVideoFrames, 30);
+  t.is(sink.deliveries.slice(0, 30).reduce((a, d) => a + d.audio, 0), 120, 'every frame delivered its 40 ms of audio');
+  t.truthy(sink.deliveries[29]!.video ?? sink.deliveries[28]!.video, 'the newest pictures are shown');
+});
+
+test('an undecodable picture loses only that picture', async (t) => {
+  const [jpeg] = await renderSyntheticPictures(64, 48, 1);
+  const warnings: string[] = [];
+  const sink = new RecordingSink();
+  const frames = [frame(0, jpeg!), frame(1, new Uint8Array([1, 2, 3])), frame(2, jpeg!)];
+  const subject = new Subject<FaceFrame>();
+  const pump = new AvatarFramePump(subject, sink, { onWarning: (m) => warnings.push(m) });
+  pump.start();
+  for (const f of frames) {
+    subject.next(f);
+    await new Promise((resolve) => setTimeout(resolve, 30));
+  }
+  subject.complete();
+  await pump.done;
+  t.is(pump.stats.badImages, 1);
+  t.is(pump.stats.videoFrames, 2);
+  t.deepEqual(sink.deliveries.slice(0, 3).map((d) => [d.video !== null, d.audio]), [[true, 4], [false, 4], [true, 4]]);
+  t.true(warnings[0]!.includes('frame 1'));
+});
+
+test('a failing stream ends the pump with its error; stop() ends it at once', async (t) => {
+  const [jpeg] = await renderSyntheticPictures(64, 48, 1);
+  const failing = new AvatarFramePump(concat(from([frame(0, jpeg!)]), throwError(() => new Error('renderer died'))), new RecordingSink());
+  failing.start();
+  const result = await failing.done;
+  t.is((result.error as Error).message, 'renderer died');
+
+  const subject = new Subject<FaceFrame>();
+  const pump = new AvatarFramePump(subject, new RecordingSink());
+  pump.start();
+  pump.stop();
+  t.deepEqual(await pump.done, {});
+  t.false(subject.observed, 'the pump unsubscribed');
+});
+
+test('videoDelayFrames sends each picture that many frames after its audio, and flushes the held pictures at the end', async (t) => {
+  const pictures = await renderSyntheticPictures(64, 48, 6); // the bar moves: each picture differs
+  const subject = new Subject<FaceFrame>();
+  const sink = new RecordingSink();
+  const pump = new AvatarFramePump(subject, sink, { videoDelayFrames: 2 });
+  pump.start();
+  for (let i = 0; i < 6; i++) {
+    subject.next(frame(i, pictures[i]!));
+    await new Promise((resolve) => setTimeout(resolve, 30));
+  }
+  subject.complete();
+  await pump.done;
+  const direct = new RecordingSink();
+  const reference = new AvatarFramePump(from(pictures.map((p, i) => frame(i, p))), direct, { maxQueuedFrames: 100 });
+  reference.start();
+  await reference.done;
+  const same = (a: I420Frame | null, b: I420Frame | null) => a !== null && b !== null && Buffer.compare(a.data, b.data) === 0;
+  t.deepEqual(sink.deliveries.slice(0, 6).map((d) => d.audio), [4, 4, 4, 4, 4, 4], 'audio is never held back');
+  t.is(sink.deliveries[0]!.video, null);
+  t.is(sink.deliveries[1]!.video, null);
+  for (let i = 2; i < 6; i++) t.true(same(sink.deliveries[i]!.video, direct.deliveries[i - 2]!.video), `frame ${i} carries picture ${i - 2}`);
+  t.true(same(sink.deliveries[6]!.video, direct.deliveries[4]!.video), 'the tail carries picture 4');
+  t.true(same(sink.deliveries[7]!.video, direct.deliveries[5]!.video));
+  t.is(sink.deliveries[7]!.audio, 0);
+  t.is(pump.stats.videoFrames, 6);
+});

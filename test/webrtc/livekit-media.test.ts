@@ -1,0 +1,77 @@
+/**
+ * The LiveKit publisher's conversions and failure paths, with the real @livekit/rtc-node SDK.
+ * There is no LiveKit server offline, so publishing into a live LiveKit room is NOT tested here:
+ * these tests prove the frames handed to LiveKit's sources are right and that a refused
+ * connection surfaces as a clear `publish_failed`.
+ */
+import test from 'ava';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { NEVER } from 'rxjs';
+import { VideoBufferType, dispose, type LocalVideoTrack } from '@livekit/rtc-node';
+import { LiveKitMediaSink, toLiveKitAudioFrame, toLiveKitVideoFrame } from '../../transports/livekit/index.ts';
+import { imageToI420, publishAvatar, RoomError } from '../../transports/webrtc/index.ts';
+import { renderSyntheticPictures, toneFrame } from './synthetic-face.ts';
+
+test.after.always(async () => {
+  await dispose();
+});
+
+test('an I420 picture handed to LiveKit converts back to the source colours', async (t) => {
+  const [jpeg] = await renderSyntheticPictures(160, 120, 1); // blue canvas, yellow bar at the left
+  const i420 = await imageToI420({ width: 160, height: 120, format: 'jpeg', data: jpeg! });
+  const frame = toLiveKitVideoFrame(i420);
+  t.is(frame.type, VideoBufferType.I420);
+  t.is(frame.width, 160);
+  const rgba = frame.convert(VideoBufferType.RGBA);
+  t.is(rgba.data.byteLength, 160 * 120 * 4);
+  const pixel = (x: number, y: number) => [...rgba.data.subarray((y * 160 + x) * 4, (y * 160 + x) * 4 + 3)];
+  const [br, bg, bb] = pixel(120, 60); // canvas: rgb(30, 90, 200)
+  t.true(Math.abs(br! - 30) < 12 && Math.abs(bg! - 90) < 12 && Math.abs(bb! - 200) < 12, `canvas ${pixel(120, 60)}`);
+  const [yr, yg, yb] = pixel(8, 60); // bar: rgb(240, 240, 40)
+  t.true(yr! > 200 && yg! > 200 && yb! < 90, `bar ${pixel(8, 60)}`);
+  t.throws(() => toLiveKitVideoFrame({ width: 16, height: 16, data: new Uint8Array(5) }), { instanceOf: RangeError });
+});
+
+test('audio chunks become 10 ms 48 kHz mono AudioFrames', (t) => {
+  const frame = toLiveKitAudioFrame(new Int16Array(480).fill(7));
+  t.is(frame.sampleRate, 48_000);
+  t.is(frame.channels, 1);
+  t.is(frame.samplesPerChannel, 480);
+  t.is(frame.data[100], 7);
+});
+
+test('the media sink feeds real LiveKit sources and creates the video track once, at the first picture size', async (t) => {
+  const tracks: LocalVideoTrack[] = [];
+  const sink = new LiveKitMediaSink((track) => void tracks.push(track));
+  const [jpeg] = await renderSyntheticPictures(320, 240, 1);
+  const picture = await imageToI420({ width: 320, height: 240, format: 'jpeg', data: jpeg! });
+  const chunks = Array.from({ length: 4 }, (_, i) => toneFrame(i, 0.3).subarray(0, 480));
+  await sink.deliver(null, chunks);
+  t.is(tracks.length, 0, 'no picture yet, no video track');
+  await sink.deliver(picture, chunks);
+  await sink.deliver(picture, chunks);
+  t.is(tracks.length, 1);
+  t.is(tracks[0]!.name, 'avatar-video');
+  t.deepEqual(sink.size, { width: 320, height: 240 });
+  t.is(sink.audioSource.sampleRate, 48_000);
+  await sink.close();
+});
+
+test('a LiveKit server that cannot be reached is a publish_failed RoomError', async (t) => {
+  const refusing = createServer((_req, res) => res.writeHead(401).end('unauthorized'));
+  await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
+  const { port } = refusing.address() as AddressInfo;
+  const error = await t.throwsAsync(publishAvatar(NEVER, { provider: 'livekit', url: `ws://127.0.0.1:${port}`, token: 'not-a-jwt' }), { instanceOf: RoomError });
+  t.is(error!.code, 'publish_failed');
+  refusing.close();
+  await t.throwsAsync(publishAvatar(NEVER, { provider: 'livekit', url: 'http://example.invalid', token: 'x' }), { instanceOf: RoomError, message: /ws:\/\/ or wss:\/\// });
+});
+
+test('settings are checked before anything connects', async (t) => {
+  const bad: unknown[] = [null, {}, { provider: 'zoom' }, { provider: 'embedded', room: '', token: 't' }, { provider: 'livekit', url: 'wss://x' }];
+  for (const settings of bad) {
+    await t.throwsAsync(publishAvatar(NEVER, settings as never), { instanceOf: RoomError, message: /webrtc/ });
+  }
+  await t.throwsAsync(publishAvatar(NEVER, { provider: 'embedded', room: 'r', token: 't' }), { instanceOf: RoomError, message: /no embedded room provider/ });
+});

@@ -1,0 +1,67 @@
+/**
+ * Feeds converted face frames into LiveKit media sources (@livekit/rtc-node): 10 ms AudioFrames
+ * of 48 kHz mono into an AudioSource, I420 VideoFrames into a VideoSource. The video source and
+ * its track are created on the first picture, when its size is known. Kept apart from the room
+ * connection so the conversions run (and are tested) without a LiveKit server.
+ */
+import { AudioFrame, AudioSource, LocalVideoTrack, VideoBufferType, VideoFrame, VideoSource } from '@livekit/rtc-node';
+import { AVATAR_MEDIA, i420ByteLength, type I420Frame } from '../webrtc/avatar-media.ts';
+import type { AvatarMediaSink } from '../webrtc/avatar-frame-pump.ts';
+
+export const LIVEKIT_MEDIA_DEFAULTS = {
+  /** Audio the AudioSource may hold ahead of playout; capture waits when it is full. */
+  audioQueueMs: 200,
+  videoTrackName: 'avatar-video',
+  audioTrackName: 'avatar-audio',
+} as const;
+
+export function toLiveKitVideoFrame(frame: I420Frame): VideoFrame {
+  if (frame.data.byteLength !== i420ByteLength(frame.width, frame.height)) throw new RangeError(`i420 frame of ${frame.width}x${frame.height} has ${frame.data.byteLength} bytes`);
+  return new VideoFrame(frame.data, frame.width, frame.height, VideoBufferType.I420);
+}
+
+export function toLiveKitAudioFrame(chunk: Int16Array, sampleRate: number = AVATAR_MEDIA.audioSampleRate): AudioFrame {
+  return new AudioFrame(chunk, sampleRate, 1, chunk.length);
+}
+
+export class LiveKitMediaSink implements AvatarMediaSink {
+  readonly audioSource: AudioSource;
+  private videoSource: VideoSource | undefined;
+  private videoSize = { width: 0, height: 0 };
+
+  /**
+   * @param onVideoTrack called once with the video track when the first picture arrives (the
+   *   publisher publishes it); the sink keeps feeding the source meanwhile.
+   */
+  constructor(
+    private readonly onVideoTrack: (track: LocalVideoTrack) => Promise<void> | void,
+    audioQueueMs: number = LIVEKIT_MEDIA_DEFAULTS.audioQueueMs,
+  ) {
+    this.audioSource = new AudioSource(AVATAR_MEDIA.audioSampleRate, 1, audioQueueMs);
+  }
+
+  get video(): VideoSource | undefined {
+    return this.videoSource;
+  }
+
+  async deliver(video: I420Frame | null, audio: readonly Int16Array[]): Promise<void> {
+    if (video) {
+      if (!this.videoSource) {
+        this.videoSource = new VideoSource(video.width, video.height);
+        this.videoSize = { width: video.width, height: video.height };
+        await this.onVideoTrack(LocalVideoTrack.createVideoTrack(LIVEKIT_MEDIA_DEFAULTS.videoTrackName, this.videoSource));
+      }
+      // A source keeps its first size as its resolution hint; later sizes still encode correctly.
+      this.videoSource.captureFrame(toLiveKitVideoFrame(video));
+    }
+    for (const chunk of audio) await this.audioSource.captureFrame(toLiveKitAudioFrame(chunk));
+  }
+
+  get size(): { readonly width: number; readonly height: number } {
+    return this.videoSize;
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([this.audioSource.close(), this.videoSource?.close()]);
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * LiveKit rooms for sessions: creates the room through LiveKit's server API (so an unreachable
+ * or refusing server is a clear `room_creation_failed` at session start, not a silent failure
+ * later), and mints two join tokens: one for the avatar (publishes) and one for the browser
+ * (subscribes and publishes its microphone). Closing deletes the room, which disconnects everyone.
+ */
+import { randomUUID } from 'node:crypto';
+import { AccessToken, RoomServiceClient, TrackSource } from 'livekit-server-sdk';
+import { RealClock, type Clock } from '../../core/clock.ts';
+import { RoomError } from '../webrtc/room-errors.ts';
+import type { AvatarRoom, RoomProvider } from '../webrtc/room-provider.ts';
+
+export const LIVEKIT_ROOM_DEFAULTS = {
+  /** Join tokens' lifetime. */
+  tokenTtlMs: 10 * 60_000,
+  /** LiveKit closes a room this long after it became empty (seconds in LiveKit's API). */
+  emptyTimeoutMs: 60_000,
+  /** The avatar and one user, plus room for a reconnect overlap. */
+  maxParticipants: 4,
+} as const;
+
+export interface LiveKitRoomProviderOptions {
+  /** `wss://` address of the LiveKit server (the API is reached at its http(s) form). */
+  readonly url: string;
+  readonly apiKey: string;
+  readonly apiSecret: string;
+  readonly tokenTtlMs?: number;
+  readonly emptyTimeoutMs?: number;
+  readonly maxParticipants?: number;
+  readonly clock?: Clock;
+}
+
+export class LiveKitRoomProvider implements RoomProvider {
+  readonly name = 'livekit' as const;
+  private readonly api: RoomServiceClient;
+  private readonly clock: Clock;
+
+  constructor(private readonly options: LiveKitRoomProviderOptions) {
+    if (!/^wss?:\/\//.test(options.url)) throw new RoomError('invalid_settings', 'the LiveKit url must start with ws:// or wss://');
+    this.api = new RoomServiceClient(options.url.replace(/^ws/, 'http'), options.apiKey, options.apiSecret, { failover: false });
+    this.clock = options.clock ?? new RealClock();
+  }
+
+  async createRoom(options: { readonly tokenTtlMs?: number } = {}): Promise<AvatarRoom> {
+    const room = `room_${randomUUID().replaceAll('-', '')}`;
+    try {
+      await this.api.createRoom({
+        name: room,
+        emptyTimeout: Math.ceil((this.options.emptyTimeoutMs ?? LIVEKIT_ROOM_DEFAULTS.emptyTimeoutMs) / 1000),
+        maxParticipants: this.options.maxParticipants ?? LIVEKIT_ROOM_DEFAULTS.maxParticipants,
+      });
+    } catch (error) {
+      throw new RoomError('room_creation_failed', `LiveKit did not create the room: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    const ttlMs = options.tokenTtlMs ?? this.options.tokenTtlMs ?? LIVEKIT_ROOM_DEFAULTS.tokenTtlMs;
+    const publisherToken = await this.token(room, `avatar-${room}`, ttlMs, {
+      canPublish: true,
+      canSubscribe: true,
+      canPublishSources: [TrackSource.CAMERA, TrackSource.MICROPHONE],
+    });
+    const subscriberToken = await this.token(room, `user-${randomUUID()}`, ttlMs, {
+      canPublish: true,
+      canSubscribe: true,
+      canPublishSources: [TrackSource.MICROPHONE],
+    });
+    return {
+      provider: 'livekit',
+      room,
+      roomUrl: this.options.url,
+      subscriberToken,
+      publisherSettings: { provider: 'livekit', url: this.options.url, token: publisherToken },
+      expiresAtMs: this.clock.now() + ttlMs,
+    };
+  }
+
+  async closeRoom(room: string): Promise<boolean> {
+    try {
+      await this.api.deleteRoom(room);
+      return true;
+    } catch (error) {
+      if ((error as { status?: number }).status === 404) return false;
+      throw new RoomError('room_closed', `LiveKit did not delete room ${room}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  private async token(room: string, identity: string, ttlMs: number, grant: { canPublish: boolean; canSubscribe: boolean; canPublishSources: TrackSource[] }): Promise<string> {
+    const token = new AccessToken(this.options.apiKey, this.options.apiSecret, { identity, ttl: Math.ceil(ttlMs / 1000) });
+    token.addGrant({ roomJoin: true, room, ...grant });
+    return token.toJwt();
+  }
+}

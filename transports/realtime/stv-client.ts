@@ -1,0 +1,324 @@
+/**
+ * SvcSTVClient: the high-level speech-to-video client. Give it TTS audio at any sample rate; it
+ * sends a 16 kHz copy to the server, keeps the original, and plays both back on a 25 fps clock:
+ * each tick yields the 40 ms of original audio that belongs to the avatar frame shown with it.
+ * A small jitter buffer absorbs network unevenness; after a barge-in (`interrupt()`), queued
+ * speech is dropped and the clock re-syncs to the frames that follow.
+ */
+import sharp from 'sharp';
+import { RealClock, type Clock, type TimerHandle } from '../../core/clock.ts';
+import { Resampler, concat, toMono } from '../../core/audio.ts';
+import { AsyncQueue } from './async-queue.ts';
+import { SvcClient, type SvcClientOptions } from './svc-client.ts';
+import type { FrameOutMessage, RealtimeFrameType, SessionReadyMessage } from './protocol.ts';
+
+export const STV_DEFAULTS = {
+  /** Frames buffered before playback starts (and after an underrun): 2 = 80 ms. */
+  jitterBufferFrames: 2,
+  /** Above this many buffered frames, idle frames are dropped to catch up with real time. */
+  maxBufferedFrames: 25,
+  frameMs: 40,
+} as const;
+
+export type STVEventName =
+  | 'SESSION_READY'
+  | 'FIRST_FRAME'
+  | 'WEBRTC_CONNECTED'
+  | 'BOT_STARTED_SPEAKING'
+  | 'BOT_STOPPED_SPEAKING'
+  | 'INTERRUPTED'
+  | 'ERROR'
+  | 'CLOSED';
+
+export interface STVAudioFrame {
+  readonly kind: 'audio';
+  readonly pcm: Int16Array;
+  readonly sampleRate: number;
+  readonly ptsMs: number;
+  readonly frameIndex: number;
+}
+
+export interface STVVideoFrame {
+  readonly kind: 'video';
+  /** width * height * 3 bytes. */
+  readonly rgb: Uint8Array;
+  readonly width: number;
+  readonly height: number;
+  readonly ptsMs: number;
+  readonly frameIndex: number;
+  readonly frameType: RealtimeFrameType;
+}
+
+export type STVOutput = STVAudioFrame | STVVideoFrame;
+export type STVHandler = (payload: Record<string, unknown>) => unknown;
+
+export interface SvcSTVClientOptions extends SvcClientOptions {
+  readonly clock?: Clock;
+  readonly jitterBufferFrames?: number;
+  readonly maxBufferedFrames?: number;
+  /** Sample rate of yielded audio; default: the rate of the first TTS audio received. */
+  readonly outputSampleRate?: number;
+  /** Where failing event handlers are reported (default console.error). */
+  readonly onHandlerError?: (event: STVEventName, err: unknown) => void;
+}
+
+interface Buffered {
+  readonly frame: FrameOutMessage;
+  readonly rgb: Promise<Uint8Array | undefined>;
+}
+
+export class SvcSTVClient {
+  readonly client: SvcClient;
+  private readonly clock: Clock;
+  private readonly handlers = new Map<STVEventName, Set<STVHandler>>();
+  private readonly output = new AsyncQueue<STVOutput>();
+  private buffer: Buffered[] = [];
+  /** Original-rate audio not yet played, in order. */
+  private pending: Int16Array[] = [];
+  private pendingSamples = 0;
+  private outputRate: number | undefined;
+  private toServer: Resampler | undefined;
+  private toOutput: Resampler | undefined;
+  private tick: TimerHandle | undefined;
+  private nextTickAt = 0;
+  private playing = false;
+  private turnOpen = false;
+  private cancelledTurns = new Set<number>();
+  private firstFrameSent = false;
+  private speaking = false;
+  private closed = false;
+  private emitChain: Promise<void> = Promise.resolve();
+  /** Ticks where no frame had arrived in time (diagnostics). */
+  underruns = 0;
+  /** Frames dropped to catch up with real time (diagnostics). */
+  dropped = 0;
+
+  constructor(private readonly options: SvcSTVClientOptions) {
+    this.client = new SvcClient(options);
+    this.clock = options.clock ?? new RealClock();
+    this.outputRate = options.outputSampleRate;
+  }
+
+  get isConnected(): boolean {
+    return this.client.isConnected;
+  }
+
+  /** Registers a handler (sync or async); returns a function that removes it. */
+  on(event: STVEventName, handler: STVHandler): () => void {
+    let set = this.handlers.get(event);
+    if (!set) this.handlers.set(event, (set = new Set()));
+    set.add(handler);
+    return () => set!.delete(handler);
+  }
+
+  addListener(event: STVEventName, handler: STVHandler): () => void {
+    return this.on(event, handler);
+  }
+
+  async connect(): Promise<SessionReadyMessage> {
+    this.client.messages$.subscribe({
+      next: (m) => {
+        switch (m.type) {
+          case 'frame':
+            this.receive(m.frame);
+            break;
+          case 'turn_cancelled':
+            this.emit('INTERRUPTED', { turn_id: m.turn_id, had_speech: m.had_speech });
+            break;
+          case 'webrtc_connected':
+            this.emit('WEBRTC_CONNECTED', { participant_id: m.participant_id, room: m.room });
+            break;
+          case 'error':
+            this.emit('ERROR', { message: m.message, code: m.code, fatal: m.fatal });
+            break;
+          default:
+            break;
+        }
+      },
+      complete: () => this.shutdown(),
+    });
+    const ready = await this.client.connect();
+    this.emit('SESSION_READY', { ...ready });
+    return ready;
+  }
+
+  /** Starts an utterance; call once per utterance before `sendTtsAudio`. */
+  startTurn(): void {
+    this.turnOpen = true;
+    this.client.startTurn();
+  }
+
+  /** Queues TTS audio (any rate, mono or interleaved multi-channel int16). */
+  sendTtsAudio(pcm: Int16Array, sampleRate: number, channels = 1): void {
+    if (!this.turnOpen) this.startTurn();
+    const mono = toMono(pcm, channels);
+    this.outputRate ??= sampleRate;
+    if (!this.toServer || this.toServer.fromRate !== sampleRate) this.toServer = new Resampler(sampleRate, 16_000);
+    this.client.sendAudio(this.toServer.process(mono));
+    let local = mono;
+    if (sampleRate !== this.outputRate) {
+      if (!this.toOutput || this.toOutput.fromRate !== sampleRate) this.toOutput = new Resampler(sampleRate, this.outputRate);
+      local = this.toOutput.process(mono);
+    }
+    this.pending.push(local);
+    this.pendingSamples += local.length;
+  }
+
+  endTurn(): void {
+    if (!this.turnOpen) return;
+    this.turnOpen = false;
+    const tail = this.toServer?.flush();
+    this.client.sendAudio(tail ?? new Int16Array(0), true);
+    this.toServer = undefined;
+  }
+
+  /** One-shot: a whole utterance. */
+  say(pcm: Int16Array, sampleRate: number, channels = 1): void {
+    this.startTurn();
+    this.sendTtsAudio(pcm, sampleRate, channels);
+    this.endTurn();
+  }
+
+  /**
+   * Barge-in: drops queued speech here and asks the server to cancel. Returns whether a
+   * server-side cancel was actually sent (false when nothing was speaking or queued).
+   */
+  interrupt(): boolean {
+    const speechBuffered = this.buffer.some((b) => b.frame.type === 'speech' || b.frame.type === 'speech-start');
+    const active = this.turnOpen || this.pendingSamples > 0 || speechBuffered || this.speaking;
+    if (!active) return false;
+    for (const b of this.buffer) if (b.frame.turnId !== null) this.cancelledTurns.add(b.frame.turnId);
+    this.buffer = this.buffer.filter((b) => b.frame.type === 'idle');
+    this.pending = [];
+    this.pendingSamples = 0;
+    this.turnOpen = false;
+    this.toServer = undefined;
+    if (this.speaking) {
+      this.speaking = false;
+      this.emit('BOT_STOPPED_SPEAKING', { interrupted: true });
+    }
+    return this.client.cancel();
+  }
+
+  /** Synchronized audio and video, one pair per 40 ms tick, until the session closes. */
+  outputStream(): AsyncIterable<STVOutput> {
+    return this.output;
+  }
+
+  close(): void {
+    this.client.close();
+    this.shutdown();
+  }
+
+  // ---- internals --------------------------------------------------------------------------------
+
+  private receive(frame: FrameOutMessage): void {
+    if (frame.turnId !== null && this.cancelledTurns.has(frame.turnId) && frame.type !== 'fade-out') return;
+    const rgb = frame.image
+      ? frame.imageFormat === 'rgb'
+        ? Promise.resolve(frame.image)
+        : sharp(frame.image).removeAlpha().raw().toBuffer().then((b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength), () => undefined)
+      : Promise.resolve(undefined);
+    this.buffer.push({ frame, rgb });
+    // Re-sync: far behind real time, idle frames are the ones we can skip without losing speech.
+    const max = this.options.maxBufferedFrames ?? STV_DEFAULTS.maxBufferedFrames;
+    while (this.buffer.length > max) {
+      const idle = this.buffer.findIndex((b) => b.frame.type === 'idle');
+      if (idle < 0) break;
+      this.buffer.splice(idle, 1);
+      this.dropped++;
+    }
+    if (!this.playing && this.buffer.length >= (this.options.jitterBufferFrames ?? STV_DEFAULTS.jitterBufferFrames)) this.startPlayback();
+  }
+
+  private startPlayback(): void {
+    this.playing = true;
+    this.nextTickAt = this.clock.now();
+    this.scheduleTick();
+  }
+
+  private scheduleTick(): void {
+    if (this.closed) return;
+    const delay = Math.max(0, this.nextTickAt - this.clock.now());
+    this.tick = this.clock.setTimeout(() => this.onTick(), delay);
+  }
+
+  private onTick(): void {
+    const next = this.buffer.shift();
+    const rate = this.outputRate ?? 16_000;
+    const samples = Math.round((rate * STV_DEFAULTS.frameMs) / 1000);
+    if (!next) {
+      // Underrun: stop the clock and wait for the jitter buffer to refill.
+      this.underruns++;
+      this.playing = false;
+      return;
+    }
+    this.nextTickAt += STV_DEFAULTS.frameMs;
+    this.scheduleTick();
+    const { frame } = next;
+    const isSpeech = frame.type === 'speech' || frame.type === 'speech-start';
+    const pcm = isSpeech ? this.takeAudio(samples) : new Int16Array(samples);
+    // Decoding may take longer than a tick; the chain keeps outputs in tick order regardless.
+    this.emitChain = this.emitChain.then(async () => {
+      const rgb = await next.rgb;
+      if (this.closed) return;
+      if (!this.firstFrameSent) {
+        this.firstFrameSent = true;
+        this.emit('FIRST_FRAME', { frame_type: frame.type, frame_index: frame.index });
+      }
+      if (isSpeech && !this.speaking) {
+        this.speaking = true;
+        this.emit('BOT_STARTED_SPEAKING', { turn_id: frame.turnId });
+      }
+      this.output.push({ kind: 'audio', pcm, sampleRate: rate, ptsMs: frame.ptsMs, frameIndex: frame.index });
+      if (rgb) this.output.push({ kind: 'video', rgb, width: frame.width, height: frame.height, ptsMs: frame.ptsMs, frameIndex: frame.index, frameType: frame.type });
+      if (frame.final && this.speaking) {
+        this.speaking = false;
+        this.emit('BOT_STOPPED_SPEAKING', { turn_id: frame.turnId });
+      }
+    });
+  }
+
+  private takeAudio(samples: number): Int16Array {
+    const parts: Int16Array[] = [];
+    let need = samples;
+    while (need > 0 && this.pending.length) {
+      const head = this.pending[0]!;
+      if (head.length <= need) {
+        parts.push(head);
+        need -= head.length;
+        this.pending.shift();
+      } else {
+        parts.push(head.subarray(0, need));
+        this.pending[0] = head.subarray(need);
+        need = 0;
+      }
+    }
+    this.pendingSamples = Math.max(0, this.pendingSamples - (samples - need));
+    if (need > 0) parts.push(new Int16Array(need));
+    return concat(parts);
+  }
+
+  private emit(event: STVEventName, payload: Record<string, unknown>): void {
+    for (const handler of this.handlers.get(event) ?? []) {
+      try {
+        const r = handler(payload);
+        if (r && typeof (r as Promise<unknown>).then === 'function') (r as Promise<unknown>).catch((err) => this.handlerFailed(event, err));
+      } catch (err) {
+        this.handlerFailed(event, err);
+      }
+    }
+  }
+
+  private handlerFailed(event: STVEventName, err: unknown): void {
+    (this.options.onHandlerError ?? ((e, x) => console.error(`SvcSTVClient: ${e} handler failed:`, x)))(event, err);
+  }
+
+  private shutdown(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.clock.clearTimeout(this.tick);
+    this.output.close();
+    this.emit('CLOSED', {});
+  }
+}

@@ -1,0 +1,157 @@
+/**
+ * SvcClient: the low-level real-time face-model client. It owns the WebSocket and the wire
+ * protocol and nothing else: 16 kHz mono int16 PCM in, raw protocol messages out (JSON control
+ * messages and decoded frames carrying JPEG video and PCM audio).
+ */
+import { Observable, Subject } from 'rxjs';
+import WebSocket from 'ws';
+import {
+  decodeFrameOut,
+  encodeAudioIn,
+  parseServerMessage,
+  type ClientMessage,
+  type FrameOutMessage,
+  type ServerMessage,
+  type SessionReadyMessage,
+  type WebRTCSettings,
+} from './protocol.ts';
+
+export const SVC_CLIENT_DEFAULTS = {
+  /** `{models_ws_url}/realtime`; override with the `url` option or SVC_REALTIME_URL. */
+  url: 'ws://127.0.0.1:8080/realtime',
+  /** How long `connect()` waits for session_ready (ms). */
+  connectTimeoutMs: 15_000,
+} as const;
+
+export type RealtimeMessage = ServerMessage | { readonly type: 'frame'; readonly frame: FrameOutMessage };
+
+export interface SvcClientOptions {
+  readonly apiKey: string;
+  readonly configId: string;
+  readonly url?: string;
+  readonly connectTimeoutMs?: number;
+  /**
+   * Direct WebRTC: the service publishes the avatar into this room instead of returning frames
+   * over the socket; `webrtc_connected` (WEBRTC_CONNECTED) confirms it.
+   */
+  readonly webrtc?: WebRTCSettings;
+}
+
+export class SvcClientError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+    this.name = 'SvcClientError';
+  }
+}
+
+export class SvcClient {
+  private ws: WebSocket | undefined;
+  private readonly subject = new Subject<RealtimeMessage>();
+  private sequence = 0;
+  ready: SessionReadyMessage | undefined;
+
+  constructor(private readonly options: SvcClientOptions) {}
+
+  /** Every message from the server, in order; completes when the connection closes. */
+  get messages$(): Observable<RealtimeMessage> {
+    return this.subject.asObservable();
+  }
+
+  get isConnected(): boolean {
+    return this.ws?.readyState === WebSocket.OPEN && this.ready !== undefined;
+  }
+
+  /** Opens the socket and resolves with session_ready (rejects with the server's typed error). */
+  connect(): Promise<SessionReadyMessage> {
+    const base = this.options.url ?? process.env.SVC_REALTIME_URL ?? SVC_CLIENT_DEFAULTS.url;
+    const url = new URL(base);
+    url.searchParams.set('config_id', this.options.configId);
+    const ws = new WebSocket(url, { headers: { 'X-API-Key': this.options.apiKey } });
+    this.ws = ws;
+    return new Promise<SessionReadyMessage>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(new SvcClientError('timeout', `no session_ready within ${this.options.connectTimeoutMs ?? SVC_CLIENT_DEFAULTS.connectTimeoutMs} ms`));
+        ws.terminate();
+      }, this.options.connectTimeoutMs ?? SVC_CLIENT_DEFAULTS.connectTimeoutMs);
+      let settled = false;
+      const settle = (fn: () => void) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        fn();
+      };
+      ws.on('message', (data, isBinary) => {
+        let message: RealtimeMessage;
+        try {
+          const bytes = data instanceof Buffer ? data : Buffer.concat(data as Buffer[]);
+          message = isBinary ? { type: 'frame', frame: decodeFrameOut(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)) } : parseServerMessage(bytes.toString('utf8'));
+        } catch (err) {
+          this.subject.next({ type: 'error', code: 'malformed_message', message: `undecodable server message: ${(err as Error).message}`, fatal: false });
+          return;
+        }
+        if (message.type === 'session_ready') {
+          this.ready = message;
+          if (this.options.webrtc) this.send({ type: 'webrtc', settings: this.options.webrtc });
+          settle(() => resolve(message));
+        } else if (message.type === 'error' && message.fatal) {
+          settle(() => reject(new SvcClientError(message.code, message.message)));
+        }
+        this.subject.next(message);
+      });
+      ws.on('error', (err) => {
+        settle(() => reject(new SvcClientError('transport_error', err.message)));
+        this.subject.next({ type: 'error', code: 'internal_error', message: `transport error: ${err.message}`, fatal: true });
+      });
+      ws.on('close', (code, reason) => {
+        settle(() => reject(new SvcClientError('closed', `connection closed (${code} ${reason.toString()})`)));
+        this.ready = undefined;
+        this.subject.complete();
+      });
+    });
+  }
+
+  /** Sends 16 kHz mono int16 PCM; `endOfTurn` ends the turn after this chunk. */
+  sendAudio(pcm16k: Int16Array, endOfTurn = false): void {
+    const max = 16_000; // one message carries at most 1 s
+    if (pcm16k.length === 0) {
+      this.sendBinary(encodeAudioIn(pcm16k, this.sequence++, endOfTurn));
+      return;
+    }
+    for (let i = 0; i < pcm16k.length; i += max) {
+      const last = i + max >= pcm16k.length;
+      this.sendBinary(encodeAudioIn(pcm16k.subarray(i, i + max), this.sequence++, endOfTurn && last));
+    }
+  }
+
+  send(message: ClientMessage): boolean {
+    if (this.ws?.readyState !== WebSocket.OPEN) return false;
+    this.ws.send(JSON.stringify(message));
+    return true;
+  }
+
+  startTurn(): boolean {
+    return this.send({ type: 'start_turn' });
+  }
+
+  endTurn(): boolean {
+    return this.send({ type: 'end_turn' });
+  }
+
+  cancel(): boolean {
+    return this.send({ type: 'cancel' });
+  }
+
+  /** Asks the server to finish what was sent, then close. */
+  end(): boolean {
+    return this.send({ type: 'end' });
+  }
+
+  close(): void {
+    this.ws?.close(1000, 'client closed');
+  }
+
+  private sendBinary(bytes: Uint8Array): void {
+    if (this.ws?.readyState !== WebSocket.OPEN) throw new SvcClientError('not_connected', 'not connected');
+    this.ws.send(bytes);
+  }
+}

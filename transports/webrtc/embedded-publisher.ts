@@ -1,0 +1,94 @@
+/**
+ * Publishes a face session into an embedded room: the frames feed one RTCVideoSource and one
+ * RTCAudioSource (wrtc), and every subscriber's peer connection gets its own tracks of those
+ * sources. The publisher joins with the room's publisher token, like any participant.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Observable } from 'rxjs';
+import type { FaceFrame } from '../../processors/avatar/face-model.ts';
+import { AVATAR_MEDIA, type I420Frame } from './avatar-media.ts';
+import { AvatarFramePump, type AvatarMediaSink, type FramePumpOptions, type FramePumpStats } from './avatar-frame-pump.ts';
+import type { RoomPublication } from './room.ts';
+import type { RoomRegistry } from './room-registry.ts';
+import { wrtcWithSources } from './wrtc.ts';
+
+export const EMBEDDED_PUBLISHER_DEFAULTS = {
+  /**
+   * Pictures are held back 2 frames (80 ms) behind their audio. Measured in chromium with
+   * test/webrtc/measure-av-sync.ts: without it the picture shows about 110 ms before its sound
+   * (the receiver's audio jitter buffer runs ~50 ms deeper than video's and nothing re-aligns
+   * them); with it the offset is about 25-40 ms, sound slightly late, which viewers tolerate far
+   * better than sound early. Override with `videoDelayFrames`.
+   */
+  videoDelayFrames: 2,
+} as const;
+
+/** What every publisher (embedded or LiveKit) hands back. */
+export interface PublishedAvatar {
+  readonly participantId: string;
+  readonly room: string;
+  readonly stats: FramePumpStats;
+  /** Settles when publishing ended: frames completed, the room closed, or `close()`. */
+  readonly ended: Promise<void>;
+  /** Stops publishing and leaves the room (idempotent). Subscribers' tracks end. */
+  close(): Promise<void>;
+}
+
+export interface EmbeddedPublishOptions extends FramePumpOptions {
+  readonly rooms: RoomRegistry;
+  readonly room: string;
+  readonly token: string;
+}
+
+class EmbeddedPublication implements RoomPublication, AvatarMediaSink {
+  readonly participantId = `pub_${randomUUID()}`;
+  readonly tracks;
+  private readonly video: InstanceType<ReturnType<typeof wrtcWithSources>['nonstandard']['RTCVideoSource']>;
+  private readonly audio: InstanceType<ReturnType<typeof wrtcWithSources>['nonstandard']['RTCAudioSource']>;
+
+  constructor(private readonly onClosedByRoom: (reason: string) => void) {
+    const { RTCVideoSource, RTCAudioSource } = wrtcWithSources().nonstandard;
+    this.video = new RTCVideoSource();
+    this.audio = new RTCAudioSource();
+    this.tracks = [
+      { kind: 'video' as const, track_id: `${this.participantId}_video` },
+      { kind: 'audio' as const, track_id: `${this.participantId}_audio` },
+    ];
+  }
+
+  createTracks(): MediaStreamTrack[] {
+    return [this.video.createTrack(), this.audio.createTrack()];
+  }
+
+  deliver(video: I420Frame | null, audio: readonly Int16Array[]): void {
+    // Picture first, then its audio, in the same tick: both are stamped with the same capture time.
+    if (video) this.video.onFrame({ width: video.width, height: video.height, data: video.data });
+    for (const samples of audio) {
+      this.audio.onData({ samples, sampleRate: AVATAR_MEDIA.audioSampleRate, bitsPerSample: 16, channelCount: 1, numberOfFrames: samples.length });
+    }
+  }
+
+  onRoomClosed(reason: string): void {
+    this.onClosedByRoom(reason);
+  }
+}
+
+export async function publishToEmbeddedRoom(frames: Observable<FaceFrame>, options: EmbeddedPublishOptions): Promise<PublishedAvatar> {
+  const { room } = options.rooms.authorize(options.room, options.token, 'publisher');
+  let pump: AvatarFramePump | undefined;
+  const publication = new EmbeddedPublication(() => pump?.stop());
+  pump = new AvatarFramePump(frames, publication, { ...options, videoDelayFrames: options.videoDelayFrames ?? EMBEDDED_PUBLISHER_DEFAULTS.videoDelayFrames });
+  room.publish(publication);
+  pump.start();
+  const ended = pump.done.then(() => room.unpublish(publication));
+  return {
+    participantId: publication.participantId,
+    room: room.name,
+    stats: pump.stats,
+    ended,
+    async close() {
+      pump.stop();
+      await ended;
+    },
+  };
+}

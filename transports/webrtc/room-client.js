@@ -1,0 +1,156 @@
+/*
+ * Browser client for the embedded rooms (plain script, no build step; served by the server at
+ * GET /v1/rooms/client.js). It joins a room over the signalling WebSocket and receives the
+ * avatar's tracks. Protocol: docs/webrtc.md.
+ *
+ *   const room = await SvcRoom.join({ url: 'wss://host/v1/rooms/signal', room, token });
+ *   room.on('track', ({ track, stream }) => { video.srcObject = stream; });
+ *   room.on('unpublished', () => ...); room.on('closed', ({ reason }) => ...);
+ *   room.leave();
+ *
+ * With `microphone: track` (from getUserMedia) the track is sent back on the avatar's audio
+ * transceiver, so the bot hears the user over the same peer connection.
+ *
+ * The token travels in the first message, never in the URL.
+ */
+(function (global) {
+  'use strict';
+
+  function RoomError(code, message, fatal) {
+    var error = new Error(message);
+    error.name = 'RoomError';
+    error.code = code;
+    error.fatal = !!fatal;
+    return error;
+  }
+
+  function join(options) {
+    if (!options || !options.url || !options.token) return Promise.reject(RoomError('invalid_settings', 'url and token are required', true));
+    var listeners = {};
+    var ws = new WebSocket(options.url);
+    var pc = null;
+    var pcId = null;
+    var left = false;
+    var connection = {
+      participantId: null,
+      room: null,
+      publisher: null,
+      /** The tracks currently received (replaced on a new publication). */
+      stream: new MediaStream(),
+      get peerConnection() { return pc; },
+      on: function (event, fn) { (listeners[event] = listeners[event] || []).push(fn); return connection; },
+      off: function (event, fn) { listeners[event] = (listeners[event] || []).filter(function (f) { return f !== fn; }); return connection; },
+      /** Sends a raw protocol message (tests use it to exercise the server's checks). */
+      send: function (message) { ws.send(typeof message === 'string' ? message : JSON.stringify(message)); },
+      leave: function () {
+        if (left) return;
+        left = true;
+        try { if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'leave' })); } catch (e) { /* socket already gone */ }
+        endPeer();
+        ws.close();
+      },
+    };
+
+    function emit(event, detail) {
+      (listeners[event] || []).slice().forEach(function (fn) {
+        try { fn(detail); } catch (e) { setTimeout(function () { throw e; }); }
+      });
+    }
+
+    function send(message) {
+      if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(message));
+    }
+
+    function endPeer() {
+      if (!pc) return;
+      var tracks = connection.stream.getTracks();
+      pc.ontrack = null;
+      pc.onicecandidate = null;
+      pc.close(); // the received tracks end with their peer connection
+      pc = null;
+      pcId = null;
+      tracks.forEach(function (t) { connection.stream.removeTrack(t); emit('trackended', { track: t }); });
+    }
+
+    function acceptOffer(message) {
+      endPeer();
+      pcId = message.pc_id;
+      var peer = new RTCPeerConnection({ iceServers: options.iceServers || [] });
+      pc = peer;
+      peer.ontrack = function (event) {
+        connection.stream.addTrack(event.track);
+        emit('track', { track: event.track, stream: connection.stream });
+      };
+      peer.onicecandidate = function (event) {
+        var c = event.candidate;
+        send({ type: 'candidate', pc_id: message.pc_id, candidate: c ? { candidate: c.candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment } : null });
+      };
+      peer.onconnectionstatechange = function () { emit('connectionstatechange', { state: peer.connectionState }); if (peer.connectionState === 'connected') emit('connected', {}); };
+      peer.setRemoteDescription({ type: 'offer', sdp: message.sdp })
+        .then(function () {
+          if (!options.microphone) return undefined;
+          var audio = peer.getTransceivers().filter(function (t) { return t.receiver.track && t.receiver.track.kind === 'audio'; })[0];
+          if (!audio) return undefined;
+          audio.direction = 'sendrecv';
+          return audio.sender.replaceTrack(options.microphone);
+        })
+        .then(function () { return peer.createAnswer(); })
+        .then(function (answer) { return peer.setLocalDescription(answer); })
+        .then(function () { if (pc === peer) send({ type: 'answer', pc_id: message.pc_id, sdp: peer.localDescription.sdp }); })
+        .catch(function (e) { emit('error', RoomError('negotiation_failed', String(e && e.message || e), false)); });
+    }
+
+    return new Promise(function (resolve, reject) {
+      var joined = false;
+      ws.onopen = function () {
+        var first = { type: 'join', token: options.token };
+        if (options.room) first.room = options.room;
+        ws.send(JSON.stringify(first));
+      };
+      ws.onmessage = function (event) {
+        var message;
+        try { message = JSON.parse(event.data); } catch (e) { return; }
+        switch (message.type) {
+          case 'joined':
+            joined = true;
+            connection.participantId = message.participant_id;
+            connection.room = message.room;
+            connection.publisher = message.publisher;
+            resolve(connection);
+            emit('joined', message);
+            break;
+          case 'offer':
+            connection.publisher = connection.publisher || { participant_id: message.publisher_id, tracks: [] };
+            acceptOffer(message);
+            break;
+          case 'candidate':
+            if (pc && message.pc_id === pcId && message.candidate) pc.addIceCandidate(message.candidate).catch(function () { /* stale */ });
+            break;
+          case 'unpublished':
+            endPeer();
+            connection.publisher = null;
+            emit('unpublished', message);
+            break;
+          case 'error': {
+            var error = RoomError(message.code, message.message, message.fatal);
+            if (!joined && message.fatal) reject(error);
+            emit('error', error);
+            break;
+          }
+          case 'closed':
+            emit('closed', { reason: message.reason });
+            break;
+          default:
+            emit('message', message);
+        }
+      };
+      ws.onclose = function (event) {
+        endPeer();
+        if (!joined) reject(RoomError('connection_closed', 'signalling closed before joining (' + event.code + ')', true));
+        emit('disconnected', { code: event.code, reason: event.reason });
+      };
+    });
+  }
+
+  global.SvcRoom = { join: join };
+})(typeof window !== 'undefined' ? window : globalThis);

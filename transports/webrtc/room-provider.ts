@@ -1,0 +1,61 @@
+/**
+ * Where sessions get their rooms: one interface over the embedded provider and LiveKit, so the
+ * Session API can create a room per session (room_url + token for the browser, publish settings
+ * for the bot) and release it, whichever provider the deployment runs.
+ */
+import type { AvatarRoomSettings } from './publish-avatar.ts';
+import type { RoomRegistry } from './room-registry.ts';
+
+export interface AvatarRoom {
+  readonly provider: 'embedded' | 'livekit';
+  /** The room name (`POST /v1/public/agents/connect/{room}` takes it back). */
+  readonly room: string;
+  /** For the browser: where to join (the Session's `room_url`). */
+  readonly roomUrl: string;
+  /** For the browser: the Session's `token`. */
+  readonly subscriberToken: string;
+  /** For the bot: what to pass to `publishAvatar`. */
+  readonly publisherSettings: AvatarRoomSettings;
+  /** Clock time after which the tokens no longer admit anyone. */
+  readonly expiresAtMs: number;
+}
+
+export interface RoomProvider {
+  readonly name: 'embedded' | 'livekit';
+  /** Creates a room; rejects with `RoomError('room_creation_failed')` when the provider cannot. */
+  createRoom(options?: { readonly tokenTtlMs?: number }): Promise<AvatarRoom>;
+  /** Ends the room for everyone; resolves whether a room was there to close. */
+  closeRoom(room: string): Promise<boolean>;
+}
+
+export interface EmbeddedRoomProviderOptions {
+  /** Public address of the signalling socket, e.g. `wss://avatar.example.com/v1/rooms/signal`. */
+  readonly signalUrl: string;
+}
+
+export class EmbeddedRoomProvider implements RoomProvider {
+  readonly name = 'embedded' as const;
+
+  constructor(
+    readonly rooms: RoomRegistry,
+    private readonly options: EmbeddedRoomProviderOptions,
+  ) {}
+
+  async createRoom(options: { readonly tokenTtlMs?: number } = {}): Promise<AvatarRoom> {
+    const created = this.rooms.createRoom(options.tokenTtlMs === undefined ? {} : { tokenTtlMs: options.tokenTtlMs });
+    const url = new URL(this.options.signalUrl);
+    url.searchParams.set('room', created.room); // the name is not a secret; the token never goes in the URL
+    return {
+      provider: 'embedded',
+      room: created.room,
+      roomUrl: url.toString(),
+      subscriberToken: created.subscriberToken,
+      publisherSettings: { provider: 'embedded', room: created.room, token: created.publisherToken },
+      expiresAtMs: created.expiresAtMs,
+    };
+  }
+
+  async closeRoom(room: string): Promise<boolean> {
+    return this.rooms.closeRoom(room, 'session released');
+  }
+}

@@ -1,0 +1,230 @@
+/**
+ * One embedded room: at most one publication (the avatar) and a few subscribers (browsers).
+ * Each subscriber gets its own server-side peer connection carrying fresh tracks of the
+ * publication's sources, created when both sides are present. The room knows participants only
+ * through a message channel, so the WebSocket glue stays in server/rooms and tests can drive a
+ * room directly.
+ */
+import { randomUUID } from 'node:crypto';
+import { Subject, type Observable } from 'rxjs';
+import { RoomError } from './room-errors.ts';
+import {
+  SIGNALLING_PROTOCOL_VERSION,
+  SignallingError,
+  type PublisherInfo,
+  type SignallingClientMessage,
+  type SignallingErrorCode,
+  type SignallingServerMessage,
+} from './signalling-protocol.ts';
+import { SubscriberPeer, type SubscriberAudio, type SubscriberPeerOptions } from './subscriber-peer.ts';
+
+/** A subscriber's microphone, 10 ms at a time, tagged with who spoke. */
+export interface ParticipantAudio extends SubscriberAudio {
+  readonly participantId: string;
+}
+
+/** What the room needs from a participant's connection. */
+export interface ParticipantChannel {
+  send(message: SignallingServerMessage): void;
+  /** Ends the connection after a fatal error or the room closing (the reason was sent before). */
+  close(code: SignallingErrorCode | 'normal', reason: string): void;
+}
+
+/** The avatar's media in a room, as the room sees it. */
+export interface RoomPublication {
+  readonly participantId: string;
+  readonly tracks: PublisherInfo['tracks'];
+  /** Fresh tracks (one per kind) fed by the publication's sources, for one subscriber. */
+  createTracks(): MediaStreamTrack[];
+  /** The room closed under the publication: stop publishing. */
+  onRoomClosed(reason: string): void;
+}
+
+export interface RoomOptions extends SubscriberPeerOptions {
+  readonly maxSubscribers: number;
+  /** Clock time in ms (for how long the room has been empty). */
+  readonly now: () => number;
+}
+
+interface Subscriber {
+  readonly participantId: string;
+  /** Which token admitted it: a second join with the same token replaces the first. */
+  readonly grantId: string;
+  readonly channel: ParticipantChannel;
+  peer: SubscriberPeer | null;
+}
+
+/** A joined participant, as handed to the signalling connection. */
+export interface RoomParticipant {
+  readonly participantId: string;
+  handle(message: SignallingClientMessage): Promise<void>;
+  leave(): void;
+}
+
+export class Room {
+  private publication: RoomPublication | null = null;
+  private readonly subscribers = new Map<string, Subscriber>();
+  private closedReason: string | null = null;
+  private emptyAtMs: number | null;
+  private readonly audio = new Subject<ParticipantAudio>();
+  readonly createdAt = new Date();
+
+  /**
+   * Microphone audio of subscribers that send it (hot; completes when the room closes). The bot
+   * listens here for the user's speech when the browser talks over the room.
+   */
+  get participantAudio(): Observable<ParticipantAudio> {
+    return this.audio.asObservable();
+  }
+
+  constructor(
+    readonly name: string,
+    private readonly options: RoomOptions,
+  ) {
+    this.emptyAtMs = options.now();
+  }
+
+  /** Since when (clock ms) the room has had no publisher and no subscriber; null while in use. */
+  get emptySinceMs(): number | null {
+    return this.emptyAtMs;
+  }
+
+  private touch(): void {
+    this.emptyAtMs = this.publication || this.subscribers.size > 0 ? null : (this.emptyAtMs ?? this.options.now());
+  }
+
+  get closed(): boolean {
+    return this.closedReason !== null;
+  }
+
+  get subscriberCount(): number {
+    return this.subscribers.size;
+  }
+
+  get publisherId(): string | null {
+    return this.publication?.participantId ?? null;
+  }
+
+  /** Server-side peer connection states, by subscriber (for tests and diagnostics). */
+  peerStates(): Record<string, RTCPeerConnectionState | 'none'> {
+    const states: Record<string, RTCPeerConnectionState | 'none'> = {};
+    for (const s of this.subscribers.values()) states[s.participantId] = s.peer?.connectionState ?? 'none';
+    return states;
+  }
+
+  publish(publication: RoomPublication): void {
+    if (this.closedReason !== null) throw new RoomError('room_closed', `room ${this.name} is closed`);
+    if (this.publication) throw new RoomError('already_publishing', `room ${this.name} already has a publisher (${this.publication.participantId})`);
+    this.publication = publication;
+    this.touch();
+    for (const s of this.subscribers.values()) this.connect(s);
+  }
+
+  unpublish(publication: RoomPublication): void {
+    if (this.publication !== publication) return;
+    this.publication = null;
+    this.touch();
+    for (const s of this.subscribers.values()) {
+      const pcId = s.peer?.pcId ?? null;
+      s.peer?.close();
+      s.peer = null;
+      s.channel.send({ type: 'unpublished', pc_id: pcId, publisher_id: publication.participantId });
+    }
+  }
+
+  join(grantId: string, channel: ParticipantChannel): RoomParticipant {
+    if (this.closedReason !== null) throw new SignallingError('room_closed', `room ${this.name} is closed`, true);
+    for (const other of this.subscribers.values()) {
+      if (other.grantId !== grantId) continue;
+      this.remove(other.participantId);
+      other.channel.send({ type: 'error', code: 'replaced', message: 'the same token joined the room from another connection', fatal: true });
+      other.channel.close('replaced', 'replaced by a newer connection');
+    }
+    if (this.subscribers.size >= this.options.maxSubscribers) {
+      throw new SignallingError('room_full', `room ${this.name} already has ${this.options.maxSubscribers} subscribers`, true);
+    }
+    const subscriber: Subscriber = { participantId: `sub_${randomUUID()}`, grantId, channel, peer: null };
+    this.subscribers.set(subscriber.participantId, subscriber);
+    this.touch();
+    const pub = this.publication;
+    channel.send({
+      type: 'joined',
+      room: this.name,
+      participant_id: subscriber.participantId,
+      publisher: pub ? { participant_id: pub.participantId, tracks: pub.tracks } : null,
+      protocol_version: SIGNALLING_PROTOCOL_VERSION,
+    });
+    if (pub) this.connect(subscriber);
+    return {
+      participantId: subscriber.participantId,
+      handle: (message) => this.handle(subscriber, message),
+      leave: () => this.remove(subscriber.participantId),
+    };
+  }
+
+  /** Ends the room: subscribers are told and disconnected, the publication stops. */
+  close(reason = 'room closed'): void {
+    if (this.closedReason !== null) return;
+    this.closedReason = reason;
+    const pub = this.publication;
+    this.publication = null;
+    for (const s of [...this.subscribers.values()]) {
+      this.remove(s.participantId);
+      s.channel.send({ type: 'closed', reason });
+      s.channel.close('room_closed', reason);
+    }
+    pub?.onRoomClosed(reason);
+    this.audio.complete();
+  }
+
+  private async handle(subscriber: Subscriber, message: SignallingClientMessage): Promise<void> {
+    switch (message.type) {
+      case 'join':
+        throw new SignallingError('already_joined', 'this connection already joined the room');
+      case 'answer':
+        await this.peerFor(subscriber, message.pc_id).acceptAnswer(message.sdp);
+        return;
+      case 'candidate':
+        await this.peerFor(subscriber, message.pc_id).addCandidate(message.candidate);
+        return;
+      case 'ping':
+        subscriber.channel.send({ type: 'pong', t: message.t ?? Date.now() });
+        return;
+      case 'leave':
+        this.remove(subscriber.participantId);
+        subscriber.channel.send({ type: 'closed', reason: 'left' });
+        subscriber.channel.close('normal', 'left');
+        return;
+    }
+  }
+
+  private peerFor(subscriber: Subscriber, pcId: string): SubscriberPeer {
+    const peer = subscriber.peer;
+    if (!peer || peer.pcId !== pcId) throw new SignallingError('unknown_peer', `no peer connection ${pcId.slice(0, 64)} for this participant (it may have been unpublished)`);
+    return peer;
+  }
+
+  private connect(subscriber: Subscriber): void {
+    const pub = this.publication;
+    if (!pub || subscriber.peer) return;
+    const peer = new SubscriberPeer(pub.createTracks(), (m) => subscriber.channel.send(m), pub.participantId, this.options, (audio) => {
+      if (this.audio.observed) this.audio.next({ ...audio, participantId: subscriber.participantId });
+    });
+    subscriber.peer = peer;
+    peer.start().catch((error: unknown) => {
+      if (subscriber.peer !== peer) return;
+      peer.close();
+      subscriber.peer = null;
+      subscriber.channel.send({ type: 'error', code: 'internal_error', message: `could not create an offer: ${error instanceof Error ? error.message : String(error)}`, fatal: false });
+    });
+  }
+
+  private remove(participantId: string): void {
+    const s = this.subscribers.get(participantId);
+    if (!s) return;
+    this.subscribers.delete(participantId);
+    s.peer?.close();
+    s.peer = null;
+    this.touch();
+  }
+}

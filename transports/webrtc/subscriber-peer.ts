@@ -1,0 +1,125 @@
+/**
+ * The server side of one subscriber's peer connection (libwebrtc through wrtc): it carries the
+ * avatar's tracks to one browser. The server offers, the browser answers; candidates trickle
+ * both ways. Only host candidates exist (no STUN/TURN configured): the browser reaches the
+ * server's addresses directly, and the server learns the browser's address from its checks.
+ */
+import { randomUUID } from 'node:crypto';
+import type { IceCandidateWire, SignallingServerMessage } from './signalling-protocol.ts';
+import { SignallingError } from './signalling-protocol.ts';
+import { wrtcWithSources } from './wrtc.ts';
+
+/** 10 ms of the subscriber's microphone as libwebrtc hands it over (16 kHz mono with @roamhq/wrtc 0.10). */
+export interface SubscriberAudio {
+  readonly samples: Int16Array;
+  readonly sampleRate: number;
+  readonly channels: number;
+}
+
+export interface SubscriberPeerOptions {
+  /** ICE servers for the server's peer connections. Default none: host candidates only. */
+  readonly iceServers?: readonly RTCIceServer[];
+}
+
+type AudioSink = InstanceType<ReturnType<typeof wrtcWithSources>['nonstandard']['RTCAudioSink']>;
+
+export class SubscriberPeer {
+  readonly pcId = `pc_${randomUUID()}`;
+  private readonly pc: RTCPeerConnection;
+  private readonly pendingCandidates: IceCandidateWire[] = [];
+  private readonly audioSinks: AudioSink[] = [];
+  private answered = false;
+  private closed = false;
+
+  /**
+   * @param onAudio receives the subscriber's microphone when its answer sends audio back on the
+   *   avatar's audio transceiver (the browser client's `microphone` option).
+   */
+  constructor(
+    private readonly tracks: readonly MediaStreamTrack[],
+    private readonly send: (message: SignallingServerMessage) => void,
+    private readonly publisherId: string,
+    options: SubscriberPeerOptions = {},
+    onAudio?: (audio: SubscriberAudio) => void,
+  ) {
+    const wrtc = wrtcWithSources();
+    const { RTCPeerConnection, MediaStream } = wrtc;
+    this.pc = new RTCPeerConnection({ iceServers: [...(options.iceServers ?? [])] });
+    const stream = new MediaStream();
+    for (const track of tracks) {
+      stream.addTrack(track);
+      this.pc.addTrack(track, stream);
+    }
+    this.pc.ontrack = (event) => {
+      if (this.closed || !onAudio || event.track.kind !== 'audio') return;
+      const sink = new wrtc.nonstandard.RTCAudioSink(event.track);
+      sink.ondata = (data: { samples: Int16Array; sampleRate: number; channelCount?: number }) => {
+        if (!this.closed) onAudio({ samples: data.samples, sampleRate: data.sampleRate, channels: data.channelCount ?? 1 });
+      };
+      this.audioSinks.push(sink);
+    };
+    this.pc.onicecandidate = (event) => {
+      if (this.closed) return;
+      const c = event.candidate;
+      this.send({
+        type: 'candidate',
+        pc_id: this.pcId,
+        candidate: c ? { candidate: c.candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment ?? null } : null,
+      });
+    };
+  }
+
+  get connectionState(): RTCPeerConnectionState {
+    return this.pc.connectionState;
+  }
+
+  /** Creates and sends the offer. */
+  async start(): Promise<void> {
+    const offer = await this.pc.createOffer();
+    if (this.closed) return;
+    await this.pc.setLocalDescription(offer);
+    if (this.closed) return;
+    this.send({ type: 'offer', pc_id: this.pcId, publisher_id: this.publisherId, sdp: this.pc.localDescription?.sdp ?? offer.sdp ?? '' });
+  }
+
+  async acceptAnswer(sdp: string): Promise<void> {
+    if (this.closed) return;
+    if (this.answered) throw new SignallingError('negotiation_failed', 'this peer connection already has an answer');
+    try {
+      await this.pc.setRemoteDescription({ type: 'answer', sdp });
+    } catch (error) {
+      throw new SignallingError('negotiation_failed', `the answer was refused: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    this.answered = true;
+    for (const c of this.pendingCandidates.splice(0)) await this.applyCandidate(c);
+  }
+
+  async addCandidate(candidate: IceCandidateWire | null): Promise<void> {
+    if (this.closed || candidate === null || candidate.candidate === '') return; // end of candidates
+    if (!this.answered) {
+      if (this.pendingCandidates.length < 64) this.pendingCandidates.push(candidate);
+      return;
+    }
+    await this.applyCandidate(candidate);
+  }
+
+  private async applyCandidate(candidate: IceCandidateWire): Promise<void> {
+    try {
+      await this.pc.addIceCandidate({ candidate: candidate.candidate, sdpMid: candidate.sdpMid, sdpMLineIndex: candidate.sdpMLineIndex });
+    } catch {
+      // Browsers hide host addresses behind mDNS names that libwebrtc here cannot resolve; such a
+      // candidate is useless but harmless, the browser's checks still reach our own candidates.
+    }
+  }
+
+  /** Stops this subscriber's tracks and closes the connection (the browser's tracks end). */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.pc.onicecandidate = null;
+    this.pc.ontrack = null;
+    for (const sink of this.audioSinks) sink.stop();
+    for (const track of this.tracks) track.stop();
+    this.pc.close();
+  }
+}
