@@ -1,0 +1,94 @@
+/**
+ * The avatar processor in remote mode: the face model runs behind the server's /realtime
+ * endpoint (real REST server, PostgreSQL, API key) and the pipeline reaches it through
+ * `openRemoteFaceSession` (SvcClient over a real WebSocket). Same contract as in-process:
+ * paired image + 40 ms audio out, speaking state from what was emitted, interruption to idle.
+ */
+import test from 'ava';
+import { frame, Pipeline, PipelineWorker, RealClock } from '../../core/index.ts';
+import { RecordingObserver } from '../../core/observer.ts';
+import { facePlugin } from '../../plugins/face/index.ts';
+import { AvatarProcessor } from '../../processors/avatar/avatar-processor.ts';
+import { TTSProcessor } from '../../processors/tts/tts-processor.ts';
+import { mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
+import { MemoryMediaSink } from '../../transports/media-sink.ts';
+import { OutputTransport } from '../../transports/output-transport.ts';
+import { openRemoteFaceSession } from '../../transports/realtime/remote-face-session.ts';
+import { ToneTTS } from '../processors/scripted-services.ts';
+import { startTestServer, type TestServer } from '../server/harness.ts';
+
+let ts: TestServer;
+let endpoint: RealtimeEndpoint;
+let configId: string;
+
+test.before(async () => {
+  ts = await startTestServer({ label: 'remote_avatar', plugins: [facePlugin] });
+  endpoint = mountRealtime(ts.server);
+  const created = await ts.call('POST', '/v1/model-configs', {
+    body: { title: 'remote small', model_variant_id: 'svc/human-portrait/v1', model_configurations: { width: 256, height: 192 } },
+  });
+  if (created.status !== 201) throw new Error(created.text);
+  configId = created.body.model_config_id;
+});
+
+test.after.always(async () => {
+  await endpoint?.close();
+  await ts?.stop();
+});
+
+const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+async function until(predicate: () => boolean, ms = 15_000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (!predicate() && Date.now() < end) await wait(10);
+  return predicate();
+}
+
+function remotePipeline(t: { teardown(fn: () => unknown): void }) {
+  const clock = new RealClock();
+  const sink = new MemoryMediaSink();
+  const url = `${ts.url.replace(/^http/, 'ws')}/realtime`;
+  const avatar = new AvatarProcessor((c) => openRemoteFaceSession({ url, apiKey: ts.keyA, configId }, c));
+  const output = new OutputTransport(sink, { sampleRate: 16_000 });
+  const observer = new RecordingObserver();
+  const worker = new PipelineWorker(new Pipeline([new TTSProcessor(new ToneTTS(clock, 20), { sampleRate: 16_000 }), avatar, output]), {
+    clock, audioOutSampleRate: 16_000, heartbeatMs: null, idleTimeoutMs: null, observers: [observer],
+  });
+  void worker.run();
+  t.teardown(() => worker.cancel());
+  const images = () => observer.events
+    .filter((e) => e.source === avatar.name && e.direction === 'downstream' && e.frame.type === 'output-image')
+    .map((e) => (e.frame.type === 'output-image' ? e.frame.frameType : ''));
+  return { sink, output, worker, images };
+}
+
+test.serial('a remote face speaks a turn: JPEG pictures with their 40 ms of audio, speaking state from what was played', async (t) => {
+  const s = remotePipeline(t);
+  t.true(await until(() => s.sink.images.length >= 5), 'idle frames arrive from the server');
+  t.is(s.sink.audio.length, 0, 'idle frames carry no audio to the output');
+  t.like(s.sink.images[0]!.image, { width: 256, height: 192, format: 'jpeg' });
+  s.worker.queueFrame(frame('tts-speak', { text: 'one two three four five six seven eight' }));
+  t.true(await until(() => s.output.botSpeaking));
+  t.true(await until(() => !s.output.botSpeaking && s.sink.audioMs > 0));
+  const types = s.images();
+  t.true(types.includes('speech-start') && types.includes('speech') && types.includes('fade-out'), types.join(','));
+  // 8 words x 60 ms of speech = 480 ms: it is played, rounded up to whole 40 ms frames.
+  t.true(s.sink.audioMs >= 480 && s.sink.audioMs <= 480 + 40, `${s.sink.audioMs} ms played`);
+});
+
+test.serial('an interruption reaches the remote face: it fades to idle and no speech is played after', async (t) => {
+  const s = remotePipeline(t);
+  t.true(await until(() => s.sink.images.length >= 3));
+  s.worker.queueFrame(frame('tts-speak', { text: Array.from({ length: 60 }, (_, i) => `word${i}`).join(' ') }));
+  t.true(await until(() => s.output.botSpeaking));
+  await wait(300);
+  s.worker.interrupt();
+  const from = s.images().length;
+  t.true(await until(() => s.images().slice(from).includes('idle'), 3000));
+  const after = s.images().slice(from);
+  t.false(after.slice(after.indexOf('idle')).some((x) => x === 'speech' || x === 'speech-start'), after.join(','));
+  const playedAtIdle = s.sink.audioMs;
+  await wait(300);
+  t.is(s.sink.audioMs, playedAtIdle, 'nothing more is played');
+  t.false(s.output.botSpeaking);
+  t.true(playedAtIdle < 60 * 60, 'the 3.6 s answer was cut short');
+});
