@@ -170,3 +170,30 @@ test('human-presence plays a turn through the same interface', async (t) => {
   for (let i = 0; i < 60; i++) types.add(source.nextFrame().type);
   t.true(types.has('speech-start') && types.has('speech'));
 });
+
+test('human-presence is more expressive on the same speech: stressed syllables raise the brows and nod the head', async (t) => {
+  const { FaceAnimator, analyseWindow } = await import('../../plugins/face/face-animator.ts');
+  const { resolveFaceOptions } = await import('../../plugins/face/configuration.ts');
+  const phrase = syntheticPhrase(12);
+  const drive = (variant: 'human-portrait' | 'human-presence') => {
+    const animator = new FaceAnimator(resolveFaceOptions(variant, {}), 7);
+    const poses = [];
+    for (let i = 0; i + 640 <= phrase.length; i += 640) {
+      poses.push(animator.step(analyseWindow(phrase.subarray(i, i + 640)), analyseWindow(phrase.subarray(i + 640, i + 1280)), true));
+    }
+    return poses;
+  };
+  const range = (xs: number[]) => Math.max(...xs) - Math.min(...xs);
+  const portraitPoses = drive('human-portrait');
+  const presencePoses = drive('human-presence');
+  const browPortrait = Math.max(...portraitPoses.map((p) => p.browRaise));
+  const browPresence = Math.max(...presencePoses.map((p) => p.browRaise));
+  const nodPortrait = range(portraitPoses.map((p) => p.pitch));
+  const nodPresence = range(presencePoses.map((p) => p.pitch));
+  t.log(`brow max ${browPortrait.toFixed(3)} -> ${browPresence.toFixed(3)}, nod range ${nodPortrait.toFixed(4)} -> ${nodPresence.toFixed(4)} rad`);
+  t.true(browPresence > 2 * browPortrait, 'brows rise on stressed syllables');
+  t.true(nodPresence > 1.5 * nodPortrait, 'the head nods with the prosody');
+  // Both keep breathing and swaying the shoulders.
+  t.true(range(presencePoses.map((p) => p.shoulderSway)) > 0);
+  t.true(range(portraitPoses.map((p) => p.breath)) > 0);
+});
