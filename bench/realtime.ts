@@ -23,7 +23,15 @@ function speech(ms: number): Int16Array {
   return Int16Array.from({ length: (ms * 16_000) / 1000 }, (_, i) => Math.round(9000 * Math.sin((2 * Math.PI * 180 * i) / 16_000)));
 }
 
-export async function run(): Promise<void> {
+export interface RealtimeFigures {
+  connect: number[];
+  firstFrame: number[];
+  intervals: number[];
+  cancel: number[];
+}
+
+/** Runs `sessions` sessions one after another against a fresh server on loopback (720p). */
+export async function measureRealtime(sessions: number = SESSIONS): Promise<RealtimeFigures> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-rt-'));
   const server = await createServer(
     { encryptionKey: 'bench', signingSecret: 'bench', port: 0, host: '127.0.0.1', dataDir, logLevel: 'silent' },
@@ -41,7 +49,7 @@ export async function run(): Promise<void> {
   const firstFrame: number[] = [];
   const intervals: number[] = [];
   const cancel: number[] = [];
-  for (let s = 0; s < SESSIONS; s++) {
+  for (let s = 0; s < sessions; s++) {
     const client = new SvcClient({ apiKey: key, configId: created.model_config_id, url: wsUrl });
     const t0 = performance.now();
     await client.connect();
@@ -81,6 +89,11 @@ export async function run(): Promise<void> {
   await endpoint.close();
   await server.close();
   rmSync(dataDir, { recursive: true, force: true });
+  return { connect, firstFrame, intervals, cancel };
+}
+
+export async function run(): Promise<void> {
+  const { connect, firstFrame, intervals, cancel } = await measureRealtime(SESSIONS);
   const jitter = intervals.map((i) => Math.abs(i - 40));
   printTable([
     { figure: 'connect -> session_ready (ms)', p50: percentile(connect, 50), p99: percentile(connect, 99), goal: '' },
