@@ -53,10 +53,15 @@ export class LLMContext {
     this.systemPrompt = prompt ?? '';
   }
 
-  /** Messages to send: system first, then history. */
+  /**
+   * Messages to send: system first, then history. A tool call still running (a webhook the agent
+   * waits for while the conversation moved on) is answered with `PENDING_TOOL_RESULT` in the
+   * request only: chat APIs refuse a history in which a call has no answer right after it.
+   */
   messages(): LLMMessage[] {
     const system = this.system;
-    return system ? [{ role: 'system', content: system }, ...this.history] : [...this.history];
+    const history = withPendingResults(this.history);
+    return system ? [{ role: 'system', content: system }, ...history] : history;
   }
 
   get length(): number {
@@ -100,8 +105,15 @@ export class LLMContext {
     this.history.push({ role: 'assistant', content: null, toolCalls: calls });
   }
 
+  /**
+   * A result goes right after its call (and that call's other results), even when it arrives late,
+   * after the user spoke again: that is where the API expects it, and the next run sees it.
+   */
   addToolResult(toolCallId: string, content: string): void {
-    this.history.push({ role: 'tool', toolCallId, content });
+    const call = this.history.findLastIndex((m) => m.role === 'assistant' && m.toolCalls?.some((c) => c.toolCallId === toolCallId));
+    let at = call < 0 ? this.history.length : call + 1;
+    while (call >= 0 && this.history[at]?.role === 'tool') at++;
+    this.history.splice(at, 0, { role: 'tool', toolCallId, content });
   }
 
   /** Replaces the history; a leading system message becomes the system prompt. */
@@ -114,4 +126,24 @@ export class LLMContext {
     }
     this.history.push(...rest);
   }
+}
+
+/** What a request says for a tool call whose result has not arrived yet. */
+export const PENDING_TOOL_RESULT = 'No result yet: this call is still running. Its result will be added to the conversation when it arrives.';
+
+function withPendingResults(history: readonly LLMMessage[]): LLMMessage[] {
+  const out: LLMMessage[] = [];
+  for (let i = 0; i < history.length; i++) {
+    const m = history[i]!;
+    out.push(m);
+    if (m.role !== 'assistant' || !m.toolCalls?.length) continue;
+    const answered = new Set<string>();
+    while (history[i + 1]?.role === 'tool') {
+      const result = history[++i]!;
+      if (result.toolCallId) answered.add(result.toolCallId);
+      out.push(result);
+    }
+    for (const c of m.toolCalls) if (!answered.has(c.toolCallId)) out.push({ role: 'tool', toolCallId: c.toolCallId, content: PENDING_TOOL_RESULT });
+  }
+  return out;
 }
