@@ -23,7 +23,7 @@ import type { FaceSession } from '../../processors/avatar/face-model.ts';
 import { AvatarProcessor } from '../../processors/avatar/avatar-processor.ts';
 import type { BehaviourLine, BehaviourMode } from '../../processors/behaviours/conversation-behaviours.ts';
 import type { LLMService, STTService, TTSService, VADAnalyzer } from '../../processors/services.ts';
-import { prepareToolset, ToolDispatcher, WebhookClient, type AgentTool, type PreparedToolset, type ToolLogger } from '../../processors/tools/index.ts';
+import { defaultToolLogger, prepareToolset, ToolDispatcher, WebhookClient, type AgentTool, type PreparedToolset, type ToolLogger } from '../../processors/tools/index.ts';
 import { createVoicePipeline, type VoicePipeline, type VoicePipelineOptions } from '../../processors/voice-pipeline.ts';
 import type { MediaSink } from '../../transports/media-sink.ts';
 
@@ -81,6 +81,7 @@ export interface AgentPipelineOptions {
   readonly providers: ProviderChoice;
   readonly session: { readonly session_id: string; readonly call_id: string; readonly client_user_ref: string | null };
   readonly webhooks?: WebhookClient;
+  /** Where dropped tools and webhook failures are logged; default: the JSON-lines tool logger. */
   readonly logger?: ToolLogger;
   /** When set, the avatar is placed between TTS and the output. */
   readonly face?: AgentFaceFactory;
@@ -92,8 +93,6 @@ export interface AgentPipeline extends VoicePipeline {
   readonly toolset: PreparedToolset;
   readonly avatar: AvatarProcessor | undefined;
 }
-
-const silentLogger: ToolLogger = { info: () => undefined, warn: () => undefined };
 
 function line(text: string | undefined, reference: string | undefined, mode: string | undefined): BehaviourLine {
   return { text: text ?? '', reference: reference ?? '', mode: (mode === 'generated' ? 'generated' : 'verbatim') satisfies BehaviourMode };
@@ -110,7 +109,8 @@ export async function buildAgentPipeline(agent: AgentRuntimeRecord, options: Age
   const llm = registry.create<LLMService>('llm', providers.llm, opts('llm', providers.llm));
   const vad = registry.create<VADAnalyzer>('vad', providers.vad, opts('vad', providers.vad));
 
-  const logger = options.logger ?? silentLogger;
+  // Dropped tools and failed webhooks must leave a logged reason, even when the caller passes no logger.
+  const logger = options.logger ?? defaultToolLogger();
   const webhooks = options.webhooks ?? new WebhookClient();
   const toolset = await prepareToolset(agent.tools, { mode: agent.mode, webhooks, logger });
   const b = agent.behaviour;

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { END_CALL_TOOL, toolDefinition, type AgentTool } from '../../processors/tools/agent-tool.ts';
+import { END_CALL_DEFINITION, END_CALL_TOOL, toolDefinition, type AgentTool } from '../../processors/tools/agent-tool.ts';
 import { prepareToolset } from '../../processors/tools/toolset.ts';
 import { WebhookClient } from '../../processors/tools/webhook-client.ts';
 import { captureLogger } from './dispatcher-driver.ts';
@@ -50,17 +50,28 @@ test('a tool without parameters gets an empty object schema', (t) => {
   });
 });
 
-test('disabled tools are hidden from the model and end_call is built in', async (t) => {
+test('disabled tools are hidden from the model', async (t) => {
   const set = await prepareToolset(
     [weather, { ...weather, enabled: false, function: { ...weather.function, name: 'secret_tool' } }],
     { mode: 'svc', webhooks: new WebhookClient(), logger: captureLogger() },
   );
-  t.deepEqual(set.definitions.map((d) => d.name), ['get_weather', END_CALL_TOOL]);
-  t.false(set.tools.has('secret_tool'));
+  t.false(set.definitions.some((d) => d.name === 'secret_tool'));
+  t.true(set.definitions.some((d) => d.name === 'get_weather'), 'the enabled copy is offered');
+  t.false(set.tools.has('secret_tool'), 'and a call to it is not dispatched');
   t.deepEqual(set.dropped, [], 'disabled is hidden, not dropped');
 });
 
-test('a user tool named end_call is dropped and the built-in one stays', async (t) => {
+test('end_call is the built-in hang-up tool, offered to every svc agent', async (t) => {
+  const none = await prepareToolset([], { mode: 'svc', webhooks: new WebhookClient(), logger: captureLogger() });
+  t.deepEqual(none.definitions, [END_CALL_DEFINITION]);
+  t.deepEqual(none.tools.get(END_CALL_TOOL)?.delivery, { mode: 'end_call' });
+  const some = await prepareToolset([weather], { mode: 'svc', webhooks: new WebhookClient(), logger: captureLogger() });
+  t.deepEqual(some.definitions.map((d) => d.name), ['get_weather', END_CALL_TOOL]);
+  const off = await prepareToolset([weather], { mode: 'svc', webhooks: new WebhookClient(), logger: captureLogger(), endCall: false });
+  t.deepEqual(off.definitions.map((d) => d.name), ['get_weather'], 'a framework bot may opt out');
+});
+
+test('user tools may not be named end_call: such a tool is dropped with a logged reason and the built-in one stays', async (t) => {
   const logger = captureLogger();
   const set = await prepareToolset([{ function: { name: END_CALL_TOOL, description: 'mine' }, delivery: { mode: 'client' } }], {
     mode: 'svc',
