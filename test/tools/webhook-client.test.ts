@@ -1,5 +1,5 @@
 import test from 'ava';
-import { WebhookClient, type WebhookRequest } from '../../processors/tools/webhook-client.ts';
+import { WEBHOOK_DEFAULTS, WebhookClient, type WebhookRequest } from '../../processors/tools/webhook-client.ts';
 import { WebhookRefusedError } from '../../processors/tools/webhook-target.ts';
 import { json, startLocalWebhook, type Handler, type LocalWebhook } from './local-webhook.ts';
 
@@ -159,7 +159,7 @@ test('fire-and-forget tells the receiver no response is required and ignores the
   });
 });
 
-test('connects to the checked address without a second lookup and keeps the Host header', async (t) => {
+test('DNS pinning: connects to the checked address without a second lookup, so rebinding cannot switch it, and keeps the Host header', async (t) => {
   await withServer((_r, res) => json(res, 200, { result: 'pinned' }), async (server) => {
     let lookups = 0;
     // `hooks.invalid` exists in no DNS: if the HTTP client looked it up itself, the call would fail.
@@ -178,9 +178,10 @@ test('connects to the checked address without a second lookup and keeps the Host
   });
 });
 
-test('a loopback webhook works only when the operator opens the range', async (t) => {
+test('operator allow-list: off by default, the same loopback URL is refused without it and reached with it', async (t) => {
   await withServer((_r, res) => json(res, 200, { result: 42 }), async (server) => {
     const closed = new WebhookClient();
+    t.deepEqual(WEBHOOK_DEFAULTS.allowedRanges, [], 'nothing is opened by default');
     const err = await t.throwsAsync(closed.resolve(server.url()), { instanceOf: WebhookRefusedError });
     t.is(err!.code, 'forbidden_address');
 
