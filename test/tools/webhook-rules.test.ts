@@ -9,7 +9,7 @@ import type http from 'node:http';
 import { VirtualClock } from '../../core/testing/index.ts';
 import { TOOL_DISPATCH_DEFAULTS } from '../../processors/tools/tool-dispatcher.ts';
 import { WebhookClient } from '../../processors/tools/webhook-client.ts';
-import { ofType, response } from './dispatcher-driver.ts';
+import { botStarted, botStopped, ofType, response, userStarted, userStopped } from './dispatcher-driver.ts';
 import { json, startLocalWebhook, type Handler } from './local-webhook.ts';
 import { SESSION, startToolSession, webhookTool } from './tool-session.ts';
 
@@ -126,4 +126,31 @@ test('fire-and-forget: whatever the webhook answers is ignored; the model only g
   );
   t.true(server.received.every((r) => JSON.parse(r.body).tool_call_message.response_required === false));
   await run.stop();
+});
+
+test('wait_for_response: the agent waits, the result always enters the context, and is spoken in the same turn only if the agent had not started speaking', async (t) => {
+  type Step = (run: Awaited<ReturnType<typeof startToolSession>>['run']) => Promise<void>;
+  const cases: [string, string, Step, boolean][] = [
+    ['silent agent', '', async () => {}, true],
+    ['the response itself had text', 'One moment, I am checking.', async () => {}, false],
+    ['the bot started speaking meanwhile', '', (run) => run.sendUpstream(botStarted()), false],
+    ['the bot spoke and stopped meanwhile', '', async (run) => { await run.sendUpstream(botStarted()); await run.sendUpstream(botStopped()); }, false],
+    ['the user started a new turn meanwhile', '', async (run) => { await run.send(userStarted()); await run.send(userStopped()); }, false],
+  ];
+  for (const [label, text, meanwhile, sameTurn] of cases) {
+    const held: http.ServerResponse[] = [];
+    const server = await startLocalWebhook((_r, res) => held.push(res));
+    const { run } = await startToolSession([webhookTool('lookup', server.url(), true)]);
+    const arrived = server.nextRequest();
+    for (const f of response('r1', text, ['c1', 'lookup', {}])) await run.send(f);
+    await arrived;
+    await run.settle(20);
+    t.deepEqual(results(run.upstream), [], `${label}: nothing before the webhook answers`);
+    await meanwhile(run);
+    json(held.shift()!, 200, { result: `answer for ${label}` });
+    await run.waitFor(() => results(run.upstream).length === 1, `${label}: the result`);
+    t.like(results(run.upstream)[0], { toolCallId: 'c1', result: `answer for ${label}`, isError: false, runLlm: sameTurn }, label);
+    await run.stop();
+    await server.close();
+  }
 });
