@@ -2,10 +2,13 @@
  * STTProcessor: streams input audio to a speech-to-text service and turns its results into
  * transcription frames (interim and final), in the agent's language.
  *
- * Connections drop. Audio sent since the last final transcript is kept (bounded), so after a
+ * Connections drop. Audio not yet covered by a final transcript is kept (bounded), so after a
  * drop the processor reconnects with exponential backoff and replays it: the words the user said
- * while the provider was away are not lost. When reconnecting fails for good, a clear error
- * frame goes upstream and audio keeps being dropped rather than crashing anything.
+ * while the provider was away are not lost. A final covers the audio up to its `endMs` (the
+ * provider's time base is the audio sent on that connection); a final without `endMs` covers
+ * everything sent. When audio that was never transcribed fell out of the replay buffer before it
+ * could be replayed, or reconnecting fails for good, a clear error frame goes upstream; nothing
+ * crashes. Input that is not mono PCM at a positive sample rate is refused with an error frame.
  */
 import type { Subscription } from 'rxjs';
 import { Resampler, concat } from '../../core/audio.ts';
@@ -48,8 +51,16 @@ export class STTProcessor extends FrameProcessor {
   private stream: STTStream | undefined;
   private subscription: Subscription | undefined;
   private resampler: Resampler | undefined;
+  /** Audio not yet covered by a final transcript; `replayStart` is the index of its first sample. */
   private replay: Int16Array[] = [];
   private replaySamples = 0;
+  private replayStart = 0;
+  /** Samples received since start, and the index of the first sample sent on the live connection. */
+  private received = 0;
+  private streamBase = 0;
+  /** Samples known to be transcribed (covered by finals). */
+  private acknowledged = 0;
+  private badInputReported = false;
   private rate = 16_000;
   private reconnecting: Promise<void> | undefined;
   private closed = false;
@@ -77,8 +88,7 @@ export class STTProcessor extends FrameProcessor {
     try {
       await this.connect();
       // Audio that arrived while the first connection was opening is sent now, not lost.
-      const early = concat(this.replay);
-      if (early.length) this.stream?.sendAudio(early);
+      this.sendPending();
     } catch (err) {
       this.onDrop(err);
     }
@@ -95,7 +105,8 @@ export class STTProcessor extends FrameProcessor {
   protected override process(f: Frame, direction: Direction): void {
     switch (f.type) {
       case 'input-audio':
-        this.sendAudio(f.pcm, f.sampleRate);
+        if (f.channels === 1 && f.sampleRate > 0 && Number.isFinite(f.sampleRate)) this.sendAudio(f.pcm, f.sampleRate);
+        else this.refuseInput(f.channels, f.sampleRate);
         break;
       case 'user-stopped-speaking':
         if (direction === 'downstream') {
@@ -119,11 +130,49 @@ export class STTProcessor extends FrameProcessor {
     if (this.stream && !this.reconnecting) this.stream.sendAudio(audio);
   }
 
+  /** Reported once per session: the transport should deliver mono PCM (see core/frames.ts). */
+  private refuseInput(channels: number, sampleRate: number): void {
+    if (this.badInputReported) return;
+    this.badInputReported = true;
+    this.pushError(`input audio must be mono PCM at a positive sample rate (got ${channels} channel(s) at ${sampleRate} Hz); it is not transcribed`, {
+      code: 'unsupported_audio',
+    });
+  }
+
   private remember(audio: Int16Array): void {
     this.replay.push(audio);
     this.replaySamples += audio.length;
+    this.received += audio.length;
     const max = (this.settings.replayBufferMs / 1000) * this.rate;
-    while (this.replaySamples > max && this.replay.length > 1) this.replaySamples -= this.replay.shift()!.length;
+    while (this.replaySamples > max && this.replay.length > 1) {
+      const dropped = this.replay.shift()!.length;
+      this.replaySamples -= dropped;
+      this.replayStart += dropped;
+    }
+  }
+
+  /** Forgets replay audio up to sample `index` (it has been transcribed). */
+  private acknowledge(index: number): void {
+    this.acknowledged = Math.max(this.acknowledged, Math.min(index, this.received));
+    while (this.replay.length && this.replayStart + this.replay[0]!.length <= this.acknowledged) {
+      const dropped = this.replay.shift()!.length;
+      this.replaySamples -= dropped;
+      this.replayStart += dropped;
+    }
+    const head = this.replay[0];
+    if (head && this.replayStart < this.acknowledged) {
+      const cut = this.acknowledged - this.replayStart;
+      this.replay[0] = head.subarray(cut);
+      this.replaySamples -= cut;
+      this.replayStart += cut;
+    }
+  }
+
+  /** Sends the replay buffer on a fresh connection; its time 0 is the buffer's first sample. */
+  private sendPending(): void {
+    this.streamBase = this.replayStart;
+    const pending = concat(this.replay);
+    if (pending.length) this.stream?.sendAudio(pending);
   }
 
   private async connect(): Promise<void> {
@@ -145,12 +194,13 @@ export class STTProcessor extends FrameProcessor {
   }
 
   private onTranscript(e: TranscriptEvent): void {
-    if (!e.text.trim()) return;
+    if (!e.text.trim()) return; // boundary markers (e.g. Deepgram UtteranceEnd) carry no words
     if (e.final) {
       this.metrics.stopTtfb();
-      // A final result covers everything sent so far: nothing older needs replaying.
-      this.replay = [];
-      this.replaySamples = 0;
+      // A final covers the audio up to its end (everything sent, when the provider gives no end):
+      // that audio never needs replaying.
+      const end = e.endMs !== undefined && Number.isFinite(e.endMs) ? this.streamBase + Math.round((e.endMs * this.rate) / 1000) : this.received;
+      this.acknowledge(end);
     }
     this.push(
       frame('transcription', { text: e.text, final: e.final, language: e.language ?? this.settings.language, timestampMs: this.clock.now() }),
@@ -172,8 +222,8 @@ export class STTProcessor extends FrameProcessor {
         if (this.closed) return;
         await this.connect();
         this.reconnects++;
-        const pending = concat(this.replay);
-        if (pending.length) this.stream!.sendAudio(pending);
+        this.reportLostAudio();
+        this.sendPending();
         return;
       } catch (err) {
         if (isAbortError(err) || this.closed) return;
@@ -184,6 +234,17 @@ export class STTProcessor extends FrameProcessor {
     const reason = cause instanceof Error ? cause.message : String(cause);
     this.pushError(`speech-to-text connection lost and ${this.settings.reconnectAttempts} reconnect attempts failed (${reason})`, {
       code: 'stt_unavailable',
+    });
+  }
+
+  /** Untranscribed audio older than the replay buffer cannot be replayed: say so. */
+  private reportLostAudio(): void {
+    const lost = this.replayStart - this.acknowledged;
+    if (lost <= 0) return;
+    this.acknowledged = this.replayStart;
+    const ms = Math.round((lost / this.rate) * 1000);
+    this.pushError(`speech-to-text reconnected, but ${ms} ms of speech older than the ${this.settings.replayBufferMs} ms replay buffer could not be replayed and was not transcribed`, {
+      code: 'stt_audio_lost',
     });
   }
 

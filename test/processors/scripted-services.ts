@@ -66,9 +66,12 @@ export class ScriptedSTT implements STTService {
       finalize: () => {
         const text = this.phrases.shift();
         if (text === undefined) return;
+        // Like real providers, the final's end is in the connection's audio time: it covers
+        // what was sent up to finalize(), not what arrives while it is being recognised.
+        const endMs = (record.samples / options.sampleRate) * 1000;
         this.clock.setTimeout(() => {
           subject.next({ text: text.split(' ')[0]!, final: false });
-          subject.next({ text, final: true, language: options.language });
+          subject.next({ text, final: true, language: options.language, endMs });
         }, this.latencyMs);
       },
       transcripts: subject.asObservable(),

@@ -100,3 +100,48 @@ test('STT: after the last failed reconnect a clear error frame goes upstream', a
   t.regex((errors[0] as Frame & { message: string }).message, /3 reconnect attempts failed \(socket hang up\)/);
   t.true(stt.unavailable);
 });
+
+test('STT: audio sent while a final was being recognised is replayed after a drop (a final covers only up to its end)', async (t) => {
+  const clock = new VirtualClock();
+  const service = new ScriptedSTT(clock, ['first', 'second'], 150);
+  const stt = new STTProcessor(service, { reconnectBaseMs: 100 });
+  // 100 ms, end of turn, then the user goes on speaking for 300 ms while the final is pending.
+  await runProcessorTest(stt, [...audioSteps(speech(100)), signal('user-stopped-speaking'), ...audioSteps(speech(300))], { clock, sendEnd: false });
+  service.drop();
+  await clock.advance(150);
+  t.is(stt.reconnects, 1);
+  t.is(service.connections[1]!.samples, 4800, 'the 300 ms after the final end were replayed, none of the 100 ms before');
+});
+
+test('STT: speech that fell out of the replay buffer during an outage is reported, not silently lost', async (t) => {
+  const clock = new VirtualClock();
+  const service = new ScriptedSTT(clock, []);
+  const stt = new STTProcessor(service, { reconnectBaseMs: 600, replayBufferMs: 200 });
+  const { upstream } = await runProcessorTest(stt, [...audioSteps(speech(100))], { clock, sendEnd: false });
+  service.drop();
+  // 500 ms more speech while the provider is away; the buffer keeps the last 200 ms.
+  for (const c of [...chunkAudio(speech(500), 16_000, 20)]) {
+    stt.queueFrame(frame('input-audio', { pcm: c, sampleRate: 16_000, channels: 1 }), 'downstream');
+    await clock.advance(20);
+  }
+  await clock.advance(200);
+  t.is(stt.reconnects, 1);
+  t.is(service.connections[1]!.samples, 3200, 'the last 200 ms were replayed');
+  const errors = upstream.filter((f) => f.type === 'error');
+  t.is(errors.length, 1);
+  t.like(errors[0], { code: 'stt_audio_lost', fatal: false });
+  t.regex((errors[0] as Frame & { message: string }).message, /400 ms of speech .* could not be replayed/);
+});
+
+test('STT: input audio that is not mono gets one clear error frame and is not sent to the provider', async (t) => {
+  const clock = new VirtualClock();
+  const service = new ScriptedSTT(clock, []);
+  const stt = new STTProcessor(service);
+  const stereo = frame('input-audio', { pcm: new Int16Array(640), sampleRate: 16_000, channels: 2 });
+  const { upstream } = await runProcessorTest(stt, [stereo, { sleepMs: 20 }, stereo, { sleepMs: 20 }], { clock });
+  const errors = upstream.filter((f) => f.type === 'error');
+  t.is(errors.length, 1, 'reported once, not per frame');
+  t.like(errors[0], { code: 'unsupported_audio', fatal: false });
+  t.regex((errors[0] as Frame & { message: string }).message, /mono PCM .*got 2 channel/);
+  t.is(service.connections[0]!.samples, 0);
+});
