@@ -21,12 +21,12 @@ interface Harness {
 async function conversation(
   phrases: string[],
   responses: ScriptedResponse[],
-  extra: Partial<VoicePipelineOptions> & { behaviours?: BehaviourOptions } = {},
+  extra: Partial<VoicePipelineOptions> & { behaviours?: BehaviourOptions; ttsFirstAudioMs?: number } = {},
 ): Promise<Harness> {
   const clock = new VirtualClock();
   const sink = new MemoryMediaSink();
   const llm = new ScriptedLLM(clock, responses, 300, 20);
-  const tts = new ToneTTS(clock, 100);
+  const tts = new ToneTTS(clock, extra.ttsFirstAudioMs ?? 100);
   const voice = createVoicePipeline({
     vad: new EnergyVAD(),
     stt: new ScriptedSTT(clock, phrases, 150),
@@ -178,5 +178,16 @@ test('a non-English agent pins the response language and tells STT and TTS', asy
   await h.clock.advance(3000);
   t.regex(h.llm.requests[0]!.messages[0]!.content!, /Always respond in French/);
   t.is(h.tts.requests[0]!.language, 'fr');
+  await h.worker.cancel();
+});
+
+test('a pause mid-answer (slow TTS, playback ran dry) does not split the answer in the context', async (t) => {
+  const h = await conversation(['tell me two things'], ['First thing. Second thing.'], { ttsFirstAudioMs: 600 });
+  await h.say(utterance(500));
+  await h.clock.advance(4000);
+  const botStops = h.sink.audio.length; // sanity: both sentences were played
+  t.true(botStops >= 12);
+  t.deepEqual(contextOf(h).slice(1), ['user:tell me two things', 'assistant:First thing. Second thing.']);
+  t.deepEqual(h.sink.messages.filter((m) => m.owner === 'bot'), [{ type: 'transcript-turn', owner: 'bot', text: 'First thing. Second thing.' }]);
   await h.worker.cancel();
 });
