@@ -8,7 +8,7 @@
  * frame per response, for the tool dispatcher below. An interruption aborts the provider request.
  */
 import { randomUUID } from 'node:crypto';
-import { linkedSignal } from '../../core/clock.ts';
+import { isAbortError, linkedSignal } from '../../core/clock.ts';
 import { frame, type Direction, type Frame, type ToolCall } from '../../core/frames.ts';
 import { ProcessorMetrics } from '../../core/metrics.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
@@ -93,15 +93,27 @@ export class LLMProcessor extends FrameProcessor {
   /** Runs one model response over the current context. */
   async generate(laneSignal: AbortSignal): Promise<void> {
     const link = linkedSignal(laneSignal);
+    const responseId = randomUUID();
     try {
-      await this.respond(link.signal);
+      await this.respond(responseId, link.signal);
+    } catch (err) {
+      if (isAbortError(err) || link.signal.aborted) return;
+      // The provider failed (refused, unreachable, stream cut): say so clearly and close the
+      // response, so what was already said is finished and recorded and the next turn works.
+      this.metrics.reset();
+      const message = err instanceof Error ? err.message : String(err);
+      const providerCode = (err as { code?: unknown }).code;
+      this.pushError(`language model ${this.service.name} failed: ${message}`, {
+        code: typeof providerCode === 'string' ? `llm_${providerCode}` : 'llm_error',
+        cause: err,
+      });
+      this.push(frame('llm-response-end', { responseId }));
     } finally {
       link.release();
     }
   }
 
-  private async respond(signal: AbortSignal): Promise<void> {
-    const responseId = randomUUID();
+  private async respond(responseId: string, signal: AbortSignal): Promise<void> {
     const calls = new ToolCallAccumulator();
     this.push(frame('llm-response-start', { responseId }));
     this.metrics.startTtfb();

@@ -6,7 +6,7 @@
  * which is how the output knows which words were really played before an interruption.
  */
 import { AudioChunker, Resampler, concat } from '../../core/audio.ts';
-import { linkedSignal } from '../../core/clock.ts';
+import { isAbortError, linkedSignal } from '../../core/clock.ts';
 import { frame, type Direction, type Frame, type PhonemeTiming, type WordTiming } from '../../core/frames.ts';
 import { ProcessorMetrics } from '../../core/metrics.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
@@ -88,6 +88,16 @@ export class TTSProcessor extends FrameProcessor {
     const link = linkedSignal(laneSignal);
     try {
       await this.synthesize(text, link.signal);
+    } catch (err) {
+      if (isAbortError(err) || link.signal.aborted) return;
+      // One piece failed (provider error, stream cut): report it and go on with the next piece;
+      // the audio already sent for this one stays, with its words.
+      const message = err instanceof Error ? err.message : String(err);
+      const providerCode = (err as { code?: unknown }).code;
+      this.pushError(`text-to-speech ${this.service.name} failed on "${text.slice(0, 80)}": ${message}`, {
+        code: typeof providerCode === 'string' ? `tts_${providerCode}` : 'tts_error',
+        cause: err,
+      });
     } finally {
       link.release();
     }

@@ -125,3 +125,37 @@ test('barge-in over a streamed answer: playback stops, the context keeps only wh
   await s.worker.cancel();
   await s.fakes.close();
 });
+
+test('an OpenAI stream and an ElevenLabs stream cut mid-answer: clear error frames, what was said is kept, the next turn is answered', async (t) => {
+  const s = await setup({
+    deepgram: { script: ['what is the weather', 'and tomorrow'] },
+    openai: { replies: [{ text: 'It is sunny and warm in Paris today, with a light breeze.' }, { text: 'Rain tomorrow. Take an umbrella.' }] },
+  });
+  // The model's stream breaks after a few words; then the first sentence of the next answer
+  // is cut by the TTS provider.
+  s.fakes.openai.setFaults({ dropAfterChunks: 4 });
+  await s.say(concat([await speech('What is the weather?'), silence(600, RATE)]));
+  t.true(await s.settle(() => s.events.some((e) => e.type === 'error') && s.voice.context.length >= 2 && !s.voice.output.botSpeaking, 20_000));
+  const llmError = s.events.find((e) => e.type === 'error');
+  t.like(llmError?.type === 'error' ? llmError.frame : undefined, { code: 'llm_connection_lost', fatal: false });
+  const [, , said] = s.voice.context.messages().map((m) => m.content ?? '');
+  t.true('It is sunny and warm in Paris today, with a light breeze.'.startsWith(said!) && said!.length > 0, `"${said}" is what the model sent before the cut`);
+
+  s.fakes.openai.setFaults({ dropAfterChunks: undefined });
+  s.fakes.elevenlabs.setFaults({ dropAfterChunks: 1 });
+  const spoken = s.fakes.elevenlabs.requests.length;
+  await s.say(concat([await speech('And tomorrow?'), silence(600, RATE)]));
+  t.true(await s.settle(() => s.fakes.elevenlabs.requests.length >= spoken + 1, 20_000));
+  s.fakes.elevenlabs.setFaults({ dropAfterChunks: undefined });
+  t.true(await s.settle(() => s.voice.context.length >= 4 && !s.voice.output.botSpeaking, 20_000));
+  const ttsError = s.events.filter((e) => e.type === 'error').map((e) => (e.type === 'error' ? e.frame : undefined))[1];
+  t.like(ttsError, { code: 'tts_connection_lost', fatal: false });
+  t.regex(ttsError?.message ?? '', /text-to-speech .* failed on "Rain tomorrow\."/);
+  const messages = s.voice.context.messages().slice(3).map((m) => [m.role, m.content]);
+  t.deepEqual(messages[0], ['user', 'and tomorrow']);
+  t.is(messages[1]![0], 'assistant');
+  t.regex(messages[1]![1]!, /Take an umbrella\.$/, 'the sentence after the cut one was spoken');
+  t.is(s.fakes.deepgram.connections.length, 1, 'speech-to-text was not disturbed');
+  await s.worker.cancel();
+  await s.fakes.close();
+});
