@@ -7,7 +7,10 @@ import { ApiError } from './api-error.ts';
  * precise error code instead of a generic 400/500.
  */
 export async function readJsonBody(ctx: Context, maxBytes: number): Promise<unknown> {
-  const declared = Number(ctx.get('content-length') || 0);
+  const headers = ctx.req.headers;
+  // No Content-Length and no Transfer-Encoding: HTTP/1.1 says there is no body (every GET).
+  if (headers['content-length'] === undefined && headers['transfer-encoding'] === undefined) return undefined;
+  const declared = Number(headers['content-length'] || 0);
   if (declared > maxBytes) {
     ctx.req.resume();
     throw new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`, { max_bytes: maxBytes });

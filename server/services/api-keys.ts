@@ -31,6 +31,12 @@ export class ApiKeys {
   private readonly organizations: Organizations;
   /** key hash -> principal and expiry; only successful lookups are cached. */
   private readonly cache = new Map<string, { principal: Principal; expiresAtMs: number }>();
+  /**
+   * Bumped by every revocation. A lookup only fills the cache when no revocation happened while
+   * it ran: otherwise a lookup that read the key just before the revocation committed would put
+   * the revoked key back into the cache after the revocation cleared it.
+   */
+  private generation = 0;
 
   constructor(private readonly db: Db) {
     this.organizations = new Organizations(db);
@@ -71,9 +77,20 @@ export class ApiKeys {
 
   /** Revokes a key; returns false when no active key has that id. */
   async revoke(apiKeyId: string): Promise<boolean> {
+    this.invalidate();
+    try {
+      const n = await this.db('api_keys').where({ api_key_id: apiKeyId }).whereNull('revoked_at').update({ revoked_at: this.db.fn.now() });
+      return n > 0;
+    } finally {
+      // Lookups that started before the UPDATE committed may have read the key as active.
+      this.invalidate();
+    }
+  }
+
+  /** Forgets every cached lookup, including those still in flight. */
+  invalidate(): void {
+    this.generation++;
     this.cache.clear();
-    const n = await this.db('api_keys').where({ api_key_id: apiKeyId }).whereNull('revoked_at').update({ revoked_at: this.db.fn.now() });
-    return n > 0;
   }
 
   /** `authenticate` with a short-lived cache of successful lookups (see API_KEY_CACHE). */
@@ -82,8 +99,9 @@ export class ApiKeys {
     const hit = this.cache.get(hash);
     const now = Date.now();
     if (hit && hit.expiresAtMs > now) return hit.principal;
+    const generation = this.generation;
     const principal = await this.authenticate(key);
-    if (principal) {
+    if (principal && generation === this.generation) {
       if (this.cache.size >= API_KEY_CACHE.maxEntries) this.cache.clear();
       this.cache.set(hash, { principal, expiresAtMs: now + API_KEY_CACHE.ttlMs });
     } else this.cache.delete(hash);

@@ -1,0 +1,80 @@
+import test from 'ava';
+import pg from 'pg';
+import { closeDatabase, openDatabase } from '../../server/db/connect.ts';
+import { migrateToLatest } from '../../server/db/migrate.ts';
+import { ApiKeys } from '../../server/services/api-keys.ts';
+import { createTestDatabase } from './harness.ts';
+
+/** Resolves once `count` backends of this database wait on a lock (pg_stat_activity, read outside any transaction). */
+async function waitForLockWaiters(admin: pg.Client, database: string, count: number): Promise<void> {
+  for (;;) {
+    const { rows } = await admin.query(
+      "select count(*)::int as n from pg_stat_activity where datname = $1 and wait_event_type = 'Lock'",
+      [database],
+    );
+    if (rows[0].n >= count) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+test('a lookup in flight while its key is revoked does not put the revoked key back into the cache', async (t) => {
+  const database = await createTestDatabase('keycache');
+  const db = openDatabase({ databaseUrl: database.url, pgliteDir: '' });
+  const blocker = new pg.Client({ connectionString: database.url });
+  const watcher = new pg.Client({ connectionString: database.url });
+  try {
+    await migrateToLatest(db);
+    const keys = new ApiKeys(db);
+    const created = await keys.create('org-cache', 'race');
+    t.truthy(await keys.authenticateCached(created.key), 'the key works');
+    keys.invalidate(); // start from an empty cache: the next lookup must go to the database
+
+    // Hold the table so the lookup and the revocation queue up behind it in that order.
+    await blocker.connect();
+    await watcher.connect();
+    await blocker.query('begin');
+    await blocker.query('lock table api_keys in access exclusive mode');
+    const dbName = new URL(database.url).pathname.slice(1);
+    const lookup = keys.authenticateCached(created.key);
+    await waitForLockWaiters(watcher, dbName, 1);
+    const revocation = keys.revoke(created.api_key_id);
+    await waitForLockWaiters(watcher, dbName, 2);
+    await blocker.query('commit');
+
+    await lookup; // started before the revocation: may still see the key as active
+    t.true(await revocation);
+    t.is(await keys.authenticateCached(created.key), null, 'once revoke() returned, the key is refused');
+    t.is(await keys.authenticate(created.key), null);
+  } finally {
+    await blocker.end().catch(() => undefined);
+    await watcher.end().catch(() => undefined);
+    await closeDatabase(db);
+    await database.drop();
+  }
+});
+
+test('successful lookups are cached; a revocation in this process takes effect at once', async (t) => {
+  const database = await createTestDatabase('keycache2');
+  const db = openDatabase({ databaseUrl: database.url, pgliteDir: '' });
+  try {
+    await migrateToLatest(db);
+    const keys = new ApiKeys(db);
+    const a = await keys.create('org-cache', 'a');
+    const b = await keys.create('org-cache', 'b');
+    const first = await keys.authenticateCached(a.key);
+    t.is(first?.createdBy, `api_key:${a.api_key_id}`);
+    // Revoked behind the service's back (as another process would): the cached entry still
+    // answers until it expires, which is what makes the cache a cache.
+    await db('api_keys').where('api_key_id', a.api_key_id).update({ revoked_at: db.fn.now() });
+    t.deepEqual(await keys.authenticateCached(a.key), first);
+    t.is(await keys.authenticate(a.key), null, 'the uncached path reads the database');
+    t.truthy(await keys.authenticateCached(b.key));
+    t.true(await keys.revoke(b.api_key_id));
+    t.is(await keys.authenticateCached(b.key), null);
+    t.is(await keys.authenticateCached(a.key), null, 'a revocation clears every cached key');
+    t.is(await keys.authenticateCached('svc_not-a-key'), null);
+  } finally {
+    await closeDatabase(db);
+    await database.drop();
+  }
+});
