@@ -212,6 +212,24 @@ test('the list returns only summary fields, scoped to the organization', async (
   t.is(res.body.pagination.total_items, 1);
   t.deepEqual(Object.keys(res.body.data[0]).sort(), ['agent_id', 'created_at', 'created_by', 'description', 'face_id', 'mode', 'organization_id', 'status', 'title', 'updated_at']);
   t.is(res.body.data[0].agent_id, a.agent_id);
+  const full = await s.call('GET', `/v1/agents/${a.agent_id}`, { key });
+  t.is(res.body.data[0].created_at, full.body.created_at, 'list and GET format timestamps identically');
+  t.is(res.body.data[0].updated_at, full.body.updated_at);
+  t.regex(res.body.data[0].created_at, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+});
+
+test('the list is newest first, and a page past the end still counts every agent', async (t) => {
+  const { key } = await s.server.services.apiKeys.create('org-order', 'order');
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i++) ids.push((await newAgent({ title: `ordered ${i}` }, key)).agent_id);
+  const page = await s.call('GET', '/v1/agents?limit=2', { key });
+  t.deepEqual(page.body.data.map((x: any) => x.agent_id), [ids[2], ids[1]]);
+  t.deepEqual(page.body.pagination, { limit: 2, offset: 0, total_items: 3 });
+  const rest = await s.call('GET', '/v1/agents?limit=2&offset=2', { key });
+  t.deepEqual(rest.body.data.map((x: any) => x.agent_id), [ids[0]]);
+  const past = await s.call('GET', '/v1/agents?offset=10', { key });
+  t.deepEqual(past.body.data, []);
+  t.is(past.body.pagination.total_items, 3);
 });
 
 test("another organization's agent is a 404 on every agent route, and nothing changes", async (t) => {
