@@ -4,6 +4,18 @@ import type { Plugin } from '../../core/registry.ts';
 import { openaiRealtimePlugin } from '../../plugins/openai-realtime/index.ts';
 import { isErrorBody, startTestServer, type TestServer } from './harness.ts';
 
+/** A speech-to-speech provider whose slug is exactly the spec's 100-character limit. */
+const LONG_STS_SLUG = 'p'.repeat(100);
+const longStsPlugin: Plugin = {
+  name: 'test-long-sts',
+  register(registry) {
+    registry.register('sts', LONG_STS_SLUG, () => ({}), {
+      label: 'long slug',
+      descriptor: { slug: LONG_STS_SLUG, label: 'long slug', required_persisted: [], optional_persisted: [], session_fields: [], status: 'available' },
+    });
+  },
+};
+
 /** Two TTS plugins registered through the plugin API (factories unused by the REST API). */
 const ttsPlugin: Plugin = {
   name: 'test-tts',
@@ -15,7 +27,7 @@ const ttsPlugin: Plugin = {
 
 let s: TestServer;
 test.before(async () => {
-  s = await startTestServer({ label: 'agents', plugins: [openaiRealtimePlugin, ttsPlugin] });
+  s = await startTestServer({ label: 'agents', plugins: [openaiRealtimePlugin, ttsPlugin, longStsPlugin] });
 });
 test.after.always(async () => {
   await s?.stop();
@@ -97,6 +109,7 @@ test('every agent field limit accepts its bound and rejects one past it', async 
     t.is(res.status, 400, `${field}=${JSON.stringify(bad).slice(0, 40)}`);
     t.true(isErrorBody(res.body));
   }
+  t.is((await patch(a.agent_id, { sts_provider: LONG_STS_SLUG })).status, 200, 'sts_provider: 100 characters');
   t.is((await patch(a.agent_id, { sts_provider: 'p'.repeat(101) })).status, 400);
 });
 
@@ -105,7 +118,7 @@ test('sts_provider must name an installed speech-to-speech provider', async (t) 
   t.is((await patch(a.agent_id, { sts_provider: 'openai-realtime' })).body.sts_provider, 'openai-realtime');
   const res = await patch(a.agent_id, { sts_provider: 'nobody' });
   t.is(res.status, 400);
-  t.deepEqual(res.body.details.known, ['openai-realtime']);
+  t.deepEqual(res.body.details.known, ['openai-realtime', LONG_STS_SLUG]);
   t.is((await patch(a.agent_id, { sts_provider: null })).body.sts_provider, null);
 });
 

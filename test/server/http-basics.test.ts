@@ -101,6 +101,25 @@ test('query parameters of the wrong type or unknown are 400', async (t) => {
   }
 });
 
+test('every list endpoint takes limit 1..100 and offset >= 0, and refuses one past each bound', async (t) => {
+  const agent = (await s.call('POST', '/v1/agents', { body: { title: 'for calls' } })).body;
+  const lists = ['/v1/agents', '/v1/model-configs', '/v1/model-variants', '/v1/assets', `/v1/agents/${agent.agent_id}/calls`];
+  for (const path of lists) {
+    for (const q of ['limit=1', 'limit=100', 'offset=0']) {
+      const res = await s.call('GET', `${path}?${q}`);
+      t.is(res.status, 200, `${path}?${q}`);
+      if (q.startsWith('limit')) t.is(res.body.pagination.limit, Number(q.slice(6)));
+    }
+    t.is((await s.call('GET', path)).body.pagination.limit, 20, `${path} default limit`);
+    t.is((await s.call('GET', path)).body.pagination.offset, 0, `${path} default offset`);
+    for (const q of ['limit=0', 'limit=101', 'offset=-1']) {
+      const res = await s.call('GET', `${path}?${q}`);
+      t.is(res.status, 400, `${path}?${q}`);
+      t.is(res.body.code, 'validation_failed');
+    }
+  }
+});
+
 test('the largest offset is accepted', async (t) => {
   const res = await s.call('GET', '/v1/agents?offset=2147483647');
   t.is(res.status, 200);
@@ -170,6 +189,30 @@ test('the OpenAPI document is v1.0.0 with server {base_url}/v1 and lists every r
   const createAgent = res.body.paths['/agents'].post;
   t.is(createAgent.requestBody.content['application/json'].schema.properties.title.maxLength, 255);
   t.deepEqual(createAgent.security, [{ ApiKey: [] }]);
+});
+
+test('every documented operation is served, and every served route is documented', async (t) => {
+  const doc = (await s.call('GET', '/v1/openapi.json', { key: null })).body;
+  const sample: Record<string, string> = { model_variant_id: 'svc%2Ftest-portrait%2Fv1', generator: 'idle-v1', n: '1', key: 'a2V5' };
+  for (const [path, methods] of Object.entries<any>(doc.paths)) {
+    for (const method of Object.keys(methods)) {
+      const concrete = `/v1${path.replace(/\{(\w+)\}/g, (_, name: string) => sample[name] ?? '00000000-0000-4000-8000-00000000ffff')}`;
+      const res = await s.call(method.toUpperCase(), concrete, { body: ['post', 'put', 'patch'].includes(method) ? {} : undefined });
+      t.not(res.body?.code, 'route_not_found', `${method} ${concrete}`);
+      t.not(res.status, 405, `${method} ${concrete}`);
+      t.true(res.status < 500, `${method} ${concrete}: ${res.status}`);
+    }
+  }
+  const documented = new Set(Object.entries<any>(doc.paths).flatMap(([p, m]) => Object.keys(m).map((k) => `${k} ${p}`)));
+  const aliases = new Set(s.server.api.specs.flatMap((spec) => (spec.aliasPaths ?? []).map((a) => `${spec.method} ${a}`)));
+  t.true(s.server.router.stack.length > 20, "the router has the API routes");
+  for (const layer of s.server.router.stack) {
+    const path = layer.path.replace(/^\/v1/, '');
+    for (const method of layer.methods.map((m) => m.toLowerCase()).filter((m) => m !== 'head')) {
+      if (aliases.has(`${method} ${path}`)) continue;
+      t.true(documented.has(`${method} ${path.replace(/:(\w+)/g, '{$1}')}`), `${method} ${layer.path} is in the OpenAPI document`);
+    }
+  }
 });
 
 test('the reference page renders the document as HTML', async (t) => {
