@@ -92,6 +92,12 @@ export interface AgentPipelineOptions {
 export interface AgentPipeline extends VoicePipeline {
   readonly toolset: PreparedToolset;
   readonly avatar: AvatarProcessor | undefined;
+  /**
+   * Options for the `PipelineWorker` that runs this pipeline: `allowInterruptions` follows
+   * `behaviour.allow_interruption`, so nothing (not even an interruption request from elsewhere)
+   * cuts the bot when the owner turned interruptions off.
+   */
+  readonly workerOptions: { readonly allowInterruptions: boolean };
 }
 
 function line(text: string | undefined, reference: string | undefined, mode: string | undefined): BehaviourLine {
@@ -119,6 +125,7 @@ export async function buildAgentPipeline(agent: AgentRuntimeRecord, options: Age
   const face = options.face;
   const avatar = face ? new AvatarProcessor((clock) => face(clock, { maxDimension })) : undefined;
 
+  const allowInterruption = b.allow_interruption ?? true;
   const voice = createVoicePipeline({
     vad,
     stt,
@@ -129,7 +136,7 @@ export async function buildAgentPipeline(agent: AgentRuntimeRecord, options: Age
     systemPrompt: agent.system_prompt,
     voiceId: agent.voice_id,
     llmMaxTokens: agent.advanced.llm_max_tokens,
-    allowInterruption: b.allow_interruption ?? true,
+    allowInterruption,
     tools: toolset.definitions,
     behaviours: {
       startsConversation: agent.starts_conversation,
@@ -145,5 +152,5 @@ export async function buildAgentPipeline(agent: AgentRuntimeRecord, options: Age
     beforeOutput: avatar,
     ...options.tuning,
   });
-  return { ...voice, toolset, avatar };
+  return { ...voice, toolset, avatar, workerOptions: { allowInterruptions: allowInterruption } };
 }
