@@ -9,7 +9,9 @@ import { mountRooms } from './rooms/mount.ts';
 
 /** `npm start`: the REST API on PORT (default 8080), embedded PGlite unless DATABASE_URL is set. */
 const config = loadConfigFromEnv();
-const logger = pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]'] });
+// Asynchronous stdout: a request's log line costs no write system call on the request path.
+const logDestination = pino.destination({ dest: 1, sync: false });
+const logger = pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]'] }, logDestination);
 const registry = new Registry();
 const plugins = await loadDefaultPlugins(registry, logger);
 const server = await createServer(config, { registry, logger }).catch((err: Error) => {
@@ -51,6 +53,9 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
       .close()
       .then(() => rooms.close())
       .then(() => server.close())
-      .finally(() => process.exit(0));
+      .finally(() => {
+        logDestination.flushSync();
+        process.exit(0);
+      });
   });
 }

@@ -207,7 +207,7 @@ test('every documented operation is served, and every served route is documented
   const aliases = new Set(s.server.api.specs.flatMap((spec) => (spec.aliasPaths ?? []).map((a) => `${spec.method} ${a}`)));
   t.true(s.server.router.stack.length > 20, "the router has the API routes");
   for (const layer of s.server.router.stack) {
-    const path = layer.path.replace(/^\/v1/, '');
+    const path = String(layer.path).replace(/^\/v1/, '');
     for (const method of layer.methods.map((m) => m.toLowerCase()).filter((m) => m !== 'head')) {
       if (aliases.has(`${method} ${path}`)) continue;
       t.true(documented.has(`${method} ${path.replace(/:(\w+)/g, '{$1}')}`), `${method} ${layer.path} is in the OpenAPI document`);
