@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { AddressPolicy } from '../processors/tools/address-policy.ts';
 
 /** Object storage: the filesystem driver (embedded default) or any S3-compatible service. */
 export type StorageConfig =
@@ -27,8 +28,11 @@ export interface ServerConfig {
   encryptionKey: string;
   /** HMAC secret for the filesystem driver's expiring URLs. */
   signingSecret: string;
-  /** Lets tool webhooks reach loopback/private addresses (local development and tests only). */
-  allowPrivateWebhookRanges: boolean;
+  /**
+   * Private ranges (CIDRs or single addresses) that tool webhooks may reach despite the SSRF
+   * policy; empty (nothing private reachable) by default. Checked when the server starts.
+   */
+  webhookAllowedRanges: readonly string[];
   /** External base address (`{base_url}`) used in signed URLs and the OpenAPI servers list. */
   publicBaseUrl?: string;
   /** Lifetime of pre-signed upload and download URLs. */
@@ -55,7 +59,7 @@ export const SERVER_DEFAULTS = {
   /** How often abandoned uploads are swept. */
   uploadSweepIntervalMs: 60 * 60 * 1000,
   logLevel: 'info',
-  allowPrivateWebhookRanges: false,
+  webhookAllowedRanges: [] as readonly string[],
 } as const;
 
 /** Fills defaults; secrets must be supplied (see `loadConfigFromEnv` for the persisted embedded ones). */
@@ -69,11 +73,17 @@ export function resolveConfig(input: Partial<ServerConfig> & Pick<ServerConfig, 
     storage: input.storage ?? { driver: 'filesystem', root: join(dataDir, 'objects') },
     encryptionKey: input.encryptionKey,
     signingSecret: input.signingSecret,
-    allowPrivateWebhookRanges: input.allowPrivateWebhookRanges ?? SERVER_DEFAULTS.allowPrivateWebhookRanges,
+    webhookAllowedRanges: checkedRanges(input.webhookAllowedRanges ?? SERVER_DEFAULTS.webhookAllowedRanges),
     publicBaseUrl: input.publicBaseUrl?.replace(/\/+$/, ''),
     signedUrlTtlMs: input.signedUrlTtlMs ?? SERVER_DEFAULTS.signedUrlTtlMs,
     maxJsonBodyBytes: input.maxJsonBodyBytes ?? SERVER_DEFAULTS.maxJsonBodyBytes,
     uploadSessionTtlMs: input.uploadSessionTtlMs ?? SERVER_DEFAULTS.uploadSessionTtlMs,
     logLevel: input.logLevel ?? SERVER_DEFAULTS.logLevel,
   };
+}
+
+/** Refuses a mistyped range at start-up rather than at the first tool call. */
+function checkedRanges(ranges: readonly string[]): readonly string[] {
+  new AddressPolicy(ranges);
+  return [...ranges];
 }

@@ -31,7 +31,7 @@ export function loadConfigFromEnv(env: NodeJS.ProcessEnv = process.env): ServerC
     storage,
     encryptionKey: env.SVC_ENCRYPTION_KEY ?? persisted!.encryptionKey,
     signingSecret: env.SVC_SIGNING_SECRET ?? persisted!.signingSecret,
-    allowPrivateWebhookRanges: env.SVC_ALLOW_PRIVATE_WEBHOOK_RANGES === 'true',
+    webhookAllowedRanges: (env.SVC_WEBHOOK_ALLOWED_RANGES ?? '').split(',').map((r) => r.trim()).filter(Boolean),
     publicBaseUrl: env.PUBLIC_BASE_URL,
     logLevel: env.LOG_LEVEL ?? SERVER_DEFAULTS.logLevel,
   });

@@ -8,7 +8,14 @@ import { mountRealtime } from './realtime/index.ts';
 import { mountRooms } from './rooms/mount.ts';
 
 /** `npm start`: the REST API on PORT (default 8080), embedded PGlite unless DATABASE_URL is set. */
-const config = loadConfigFromEnv();
+const config = (() => {
+  try {
+    return loadConfigFromEnv();
+  } catch (err) {
+    process.stderr.write(`svc server configuration error: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+})();
 // Asynchronous stdout: a request's log line costs no write system call on the request path.
 const logDestination = pino.destination({ dest: 1, sync: false });
 const logger = pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]'] }, logDestination);
