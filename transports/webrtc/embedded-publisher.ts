@@ -32,6 +32,12 @@ export interface PublishedAvatar {
   readonly ended: Promise<void>;
   /** Stops publishing and leaves the room (idempotent). Subscribers' tracks end. */
   close(): Promise<void>;
+  /**
+   * Sends a message to the room's clients (e.g. a client-mode tool call, which the browser
+   * client turns into the `svcToolCall` window event). Returns how many clients it reached;
+   * 0 once publishing ended. Messages must be JSON-serialisable objects.
+   */
+  sendMessage?(message: Readonly<Record<string, unknown>>): number;
 }
 
 export interface EmbeddedPublishOptions extends FramePumpOptions {
@@ -89,6 +95,10 @@ export async function publishToEmbeddedRoom(frames: Observable<FaceFrame>, optio
     async close() {
       pump.stop();
       await ended;
+    },
+    sendMessage(message) {
+      if (!message || typeof message !== 'object' || Array.isArray(message)) throw new TypeError('sendMessage expects a JSON object');
+      return room.sendAppMessage(publication, message);
     },
   };
 }

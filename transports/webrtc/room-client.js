@@ -8,6 +8,9 @@
  *   room.on('unpublished', () => ...); room.on('closed', ({ reason }) => ...);
  *   room.leave();
  *
+ * Messages from the bot arrive as room.on('message', payload); a client-mode tool call is also
+ * dispatched on window as the `svcToolCall` CustomEvent (turn off with `toolCallEvents: false`).
+ *
  * With `microphone: track` (from getUserMedia) the track is sent back on the avatar's audio
  * transceiver, so the bot hears the user over the same peer connection.
  *
@@ -50,6 +53,20 @@
         ws.close();
       },
     };
+
+    // Messages from the bot. A client-mode tool call becomes the `svcToolCall` CustomEvent on
+    // window, detail { function_name, tool_call_id, arguments (an object) }: one-way, nothing
+    // is answered. Every message is also emitted as `message` on the room connection.
+    function deliverAppMessage(payload) {
+      if (!payload || typeof payload !== 'object') return;
+      if (payload.type === 'tool-call' && typeof payload.function_name === 'string' && options.toolCallEvents !== false && typeof global.dispatchEvent === 'function') {
+        var args = payload.arguments;
+        if (typeof args === 'string') { try { args = JSON.parse(args); } catch (e) { args = {}; } }
+        if (!args || typeof args !== 'object' || Array.isArray(args)) args = {};
+        global.dispatchEvent(new CustomEvent('svcToolCall', { detail: { function_name: payload.function_name, tool_call_id: String(payload.tool_call_id || ''), arguments: args } }));
+      }
+      emit('message', payload);
+    }
 
     function emit(event, detail) {
       (listeners[event] || []).slice().forEach(function (fn) {
@@ -139,6 +156,9 @@
           }
           case 'closed':
             emit('closed', { reason: message.reason });
+            break;
+          case 'app_message':
+            deliverAppMessage(message.message);
             break;
           default:
             emit('message', message);

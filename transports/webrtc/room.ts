@@ -120,6 +120,16 @@ export class Room {
     for (const s of this.subscribers.values()) this.connect(s);
   }
 
+  /**
+   * Sends a bot message to every subscriber over its signalling connection (ordered, reliable).
+   * Only the room's current publisher may; returns how many subscribers it reached.
+   */
+  sendAppMessage(publication: RoomPublication, message: Readonly<Record<string, unknown>>): number {
+    if (this.publication !== publication) return 0;
+    for (const s of this.subscribers.values()) s.channel.send({ type: 'app_message', publisher_id: publication.participantId, message });
+    return this.subscribers.size;
+  }
+
   unpublish(publication: RoomPublication): void {
     if (this.publication !== publication) return;
     this.publication = null;

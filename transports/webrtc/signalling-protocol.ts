@@ -91,6 +91,8 @@ export type SignallingServerMessage =
   | { readonly type: 'candidate'; readonly pc_id: string; readonly candidate: IceCandidateWire | null }
   | { readonly type: 'unpublished'; readonly pc_id: string | null; readonly publisher_id: string }
   | { readonly type: 'pong'; readonly t: number }
+  /** A message from the bot to the room's clients (tool calls in client mode, transcripts). */
+  | { readonly type: 'app_message'; readonly publisher_id: string; readonly message: Readonly<Record<string, unknown>> }
   | { readonly type: 'error'; readonly code: SignallingErrorCode; readonly message: string; readonly fatal: boolean }
   | { readonly type: 'closed'; readonly reason: string };
 
