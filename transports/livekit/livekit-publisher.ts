@@ -1,8 +1,10 @@
 /**
  * Publishes a face session into a LiveKit room: connects with the URL and a token the room owner
  * issued for the avatar participant, publishes a microphone-source audio track at once and a
- * camera-source video track with the first picture. Not integration-tested here (no LiveKit
- * server can run offline); the conversions it relies on are (test/webrtc/livekit-media.test.ts).
+ * camera-source video track with the first picture. Tested with the real SDK against a local fake
+ * LiveKit server that speaks LiveKit's signalling protocol and receives the media with libwebrtc
+ * (test/webrtc/livekit-publish.test.ts, test/fakes/livekit-server.ts); not against a real
+ * LiveKit server. The conversions are tested in test/webrtc/livekit-media.test.ts.
  */
 import type { Observable } from 'rxjs';
 import { LocalAudioTrack, Room, RoomEvent, TrackPublishOptions, TrackSource, type LocalVideoTrack } from '@livekit/rtc-node';

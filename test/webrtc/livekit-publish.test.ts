@@ -1,0 +1,156 @@
+/**
+ * The avatar published into a LiveKit room through the real entry point (`publishAvatar` with
+ * `provider: 'livekit'`, the real @livekit/rtc-node SDK) against a local fake LiveKit server
+ * that speaks LiveKit's signalling protocol and receives the media with libwebrtc
+ * (test/fakes/livekit-server.ts): the participant joins, announces one camera and one microphone
+ * track, the fake decodes video at the session's size and hears the speech, and the participant
+ * leaves when the publication is closed. A bad token is refused at the upgrade.
+ */
+import test from 'ava';
+import { NEVER } from 'rxjs';
+import { dispose } from '@livekit/rtc-node';
+import { AccessToken, TrackSource as GrantSource, type VideoGrant } from 'livekit-server-sdk';
+import { TrackSource } from '@livekit/protocol';
+import { RealClock } from '../../core/clock.ts';
+import { HumanFaceModel } from '../../plugins/face/index.ts';
+import { publishAvatar, RoomError } from '../../transports/webrtc/index.ts';
+import { startLiveKitServerFake, type FakeParticipant, type LiveKitServerFake } from '../fakes/livekit-server.ts';
+import { syntheticPhrase } from '../face/speech-signal.ts';
+
+test.after.always(async () => {
+  await dispose(); // the LiveKit FFI runtime; every room and source is closed by then
+});
+
+async function token(fake: { apiKey: string; apiSecret: string }, identity: string, grant: VideoGrant): Promise<string> {
+  const at = new AccessToken(fake.apiKey, fake.apiSecret, { identity, ttl: 600 });
+  at.addGrant(grant);
+  return at.toJwt();
+}
+
+/** Polls `condition` (a bound for a slow machine, not a timing goal). */
+async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+async function within<T>(promise: Promise<T>, what: string, timeoutMs = 10_000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), timeoutMs)));
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function startFake(t: { teardown(fn: () => Promise<void> | void): void }): Promise<LiveKitServerFake> {
+  const fake = await startLiveKitServerFake();
+  t.teardown(() => fake.close());
+  return fake;
+}
+
+test('a face session published with publishAvatar arrives in the LiveKit room: tracks, decoded video, audible speech, and a leave on close', async (t) => {
+  const fake = await startFake(t);
+  const room = 'room-avatar-1';
+  const jwt = await token(fake, `avatar-${room}`, {
+    roomJoin: true,
+    room,
+    canPublish: true,
+    canSubscribe: false,
+    canPublishSources: [GrantSource.CAMERA, GrantSource.MICROPHONE],
+  });
+  const session = await new HumanFaceModel('human-portrait').openSession({ configuration: { width: 320, height: 240 } }, new RealClock());
+  t.teardown(() => session.close());
+  const published = await publishAvatar(session.frames, { provider: 'livekit', url: fake.url, token: jwt });
+  t.teardown(() => published.close());
+
+  t.is(published.participantId, `avatar-${room}`);
+  t.is(published.room, room);
+  t.is(fake.participants.length, 1);
+  const avatar: FakeParticipant = fake.participants[0]!;
+  t.is(avatar.identity, `avatar-${room}`);
+  t.is(avatar.room, room);
+  t.is(avatar.query.sdk, 'node', 'the real rtc-node SDK signalled');
+
+  await until(() => avatar.tracks.length === 2 && avatar.tracks.every((tr) => tr.received), 'both tracks published with media');
+  t.is(avatar.publisherState, 'connected');
+  const video = avatar.tracks.find((tr) => tr.type === 'video')!;
+  const audio = avatar.tracks.find((tr) => tr.type === 'audio')!;
+  t.like(video, { name: 'avatar-video', source: TrackSource.CAMERA, width: 320, height: 240, muted: false });
+  t.like(audio, { name: 'avatar-audio', source: TrackSource.MICROPHONE, muted: false });
+  t.deepEqual(avatar.refusals, []);
+
+  await until(() => avatar.media.videoFrames >= 10, 'decoded video frames');
+  t.is(avatar.media.videoWidth, session.width);
+  t.is(avatar.media.videoHeight, session.height);
+  await until(() => avatar.media.audioChunks >= 50, 'idle audio');
+  t.is(avatar.media.audibleChunks, 0, `an idle avatar is silent (peak ${avatar.media.audioPeak})`);
+
+  session.pushAudio(syntheticPhrase(8));
+  session.endTurn();
+  await until(() => avatar.media.audibleChunks >= 50, 'half a second of received speech');
+  t.true(avatar.media.audioPeak > 5000, `peak ${avatar.media.audioPeak}`);
+  t.is(avatar.media.audioSampleRate, 48_000);
+
+  await within(published.close(), 'close()');
+  await until(() => avatar.state === 'disconnected', 'the participant to leave', 10_000);
+  t.is(avatar.leftBy, 'leave', 'the SDK sent a LeaveRequest');
+  t.is(avatar.requests.at(-1), 'leave');
+  t.deepEqual(fake.inRoom(room), []);
+  t.true(avatar.requests.includes('addTrack') && avatar.requests.includes('offer'));
+});
+
+test('when LiveKit deletes the room, publishing ends by itself and the face frames are no longer taken', async (t) => {
+  const fake = await startFake(t);
+  const room = 'room-avatar-2';
+  const jwt = await token(fake, `avatar-${room}`, { roomJoin: true, room, canPublish: true });
+  const session = await new HumanFaceModel('human-portrait').openSession({ configuration: { width: 320, height: 240 }, imageFormat: 'rgb' }, new RealClock());
+  t.teardown(() => session.close());
+  const published = await publishAvatar(session.frames, { provider: 'livekit', url: fake.url, token: jwt });
+  t.teardown(() => published.close());
+  const avatar = fake.participants[0]!;
+  await until(() => avatar.media.videoFrames >= 5, 'decoded video frames');
+
+  t.is(fake.deleteRoom(room), 1);
+  await within(published.ended, 'publishing to end after the room was deleted');
+  t.is(avatar.leftBy, 'room_deleted');
+  const taken = published.stats.frames;
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.is(published.stats.frames, taken, 'no frames are taken after the room was deleted');
+});
+
+test('a second publication with the same identity replaces the first, whose publishing ends', async (t) => {
+  const fake = await startFake(t);
+  const jwt = await token(fake, 'avatar-dup', { roomJoin: true, room: 'room-dup', canPublish: true });
+  const first = await publishAvatar(NEVER, { provider: 'livekit', url: fake.url, token: jwt });
+  t.teardown(() => first.close());
+  await until(() => fake.participants[0]?.tracks.length === 1, 'the first audio track');
+  const second = await publishAvatar(NEVER, { provider: 'livekit', url: fake.url, token: jwt });
+  t.teardown(() => second.close());
+  await within(first.ended, 'the replaced publication to end');
+  t.is(fake.participants[0]!.leftBy, 'replaced');
+  t.deepEqual(fake.inRoom('room-dup').map((p) => p.sid), [fake.participants[1]!.sid]);
+  await second.close();
+  await until(() => fake.participants[1]!.state === 'disconnected', 'the second participant to leave');
+});
+
+test('a bad token is refused by the LiveKit server at the upgrade and publishAvatar fails with publish_failed', async (t) => {
+  const fake = await startFake(t);
+  const grant: VideoGrant = { roomJoin: true, room: 'room-x', canPublish: true };
+  const wrongSecret = await token({ apiKey: fake.apiKey, apiSecret: 'another-secret-of-sufficient-length-000000' }, 'avatar-x', grant);
+  const noJoin = await token(fake, 'avatar-y', { room: 'room-x', canPublish: true });
+  for (const jwt of [wrongSecret, noJoin, 'not-a-jwt']) {
+    const error = await t.throwsAsync(publishAvatar(NEVER, { provider: 'livekit', url: fake.url, token: jwt }), { instanceOf: RoomError });
+    t.is(error!.code, 'publish_failed');
+    t.regex(error!.message, /401/, 'the SDK explained the refusal through /rtc/validate');
+  }
+  t.deepEqual(fake.participants, [], 'nobody joined');
+  const refusedRtc = fake.refusedUpgrades.filter((r) => r.path === '/rtc');
+  t.true(refusedRtc.length >= 3 && refusedRtc.every((r) => r.status === 401), JSON.stringify(fake.refusedUpgrades));
+  t.true(refusedRtc.some((r) => /invalid token/.test(r.reason)));
+  t.true(refusedRtc.some((r) => /roomJoin/.test(r.reason)));
+  t.true(fake.validations.length >= 3 && fake.validations.every((status) => status === 401));
+});
