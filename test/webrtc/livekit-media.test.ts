@@ -1,8 +1,8 @@
 /**
  * The LiveKit publisher's conversions and failure paths, with the real @livekit/rtc-node SDK.
- * There is no LiveKit server offline, so publishing into a live LiveKit room is NOT tested here:
- * these tests prove the frames handed to LiveKit's sources are right and that a refused
- * connection surfaces as a clear `publish_failed`.
+ * These tests prove the frames handed to LiveKit's sources are right and that a refused
+ * connection surfaces as a clear `publish_failed`; publishing into a room (a fake LiveKit server
+ * speaking the real signalling protocol) is in livekit-publish.test.ts.
  */
 import test from 'ava';
 import { createServer } from 'node:http';
