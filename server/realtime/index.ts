@@ -6,6 +6,8 @@ import { createRealtimeResolver } from './realtime-resolver.ts';
 export interface MountRealtimeOptions {
   readonly maxSessions?: number;
   readonly publishAvatar?: AvatarPublisher;
+  /** Close connections silent for this long (default 5 min; clients ping to stay open). */
+  readonly idleTimeoutMs?: number;
 }
 
 export function mountRealtime(server: Pick<AppServer, 'httpServer' | 'db' | 'storage' | 'registry' | 'services' | 'logger'>, options: MountRealtimeOptions = {}): RealtimeEndpoint {
@@ -14,6 +16,7 @@ export function mountRealtime(server: Pick<AppServer, 'httpServer' | 'db' | 'sto
     resolver: createRealtimeResolver(server),
     maxSessions: options.maxSessions,
     publishAvatar: options.publishAvatar,
+    idleTimeoutMs: options.idleTimeoutMs,
     log: (event, details) => server.logger.info(details, event),
   });
 }

@@ -10,7 +10,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import type { Observable, Subscription } from 'rxjs';
-import { RealClock, type Clock } from '../../core/clock.ts';
+import { RealClock, type Clock, type TimerHandle } from '../../core/clock.ts';
 import type { Registry } from '../../core/registry.ts';
 import { FaceModelError, type FaceFrame, type FaceModel, type FaceReference, type FaceSession } from '../../processors/avatar/face-model.ts';
 import {
@@ -21,6 +21,7 @@ import {
   encodeFrameOut,
   parseClientMessage,
   type RealtimeErrorCode,
+  type RealtimeLimits,
   type ServerMessage,
   type SessionReadyMessage,
   type WebRTCSettings,
@@ -72,6 +73,8 @@ export interface RealtimeEndpointOptions {
   readonly path?: string;
   readonly maxSessions?: number;
   readonly maxBufferedBytes?: number;
+  /** Close a connection after this long without any client message (default REALTIME_LIMITS.idleTimeoutMs). */
+  readonly idleTimeoutMs?: number;
   readonly log?: (event: string, details: Record<string, unknown>) => void;
 }
 
@@ -94,6 +97,7 @@ export function attachRealtime(server: Server, options: RealtimeEndpointOptions)
   const maxBuffered = options.maxBufferedBytes ?? REALTIME_ENDPOINT_DEFAULTS.maxBufferedBytes;
   const clock = options.clock ?? new RealClock();
   const log = options.log ?? (() => undefined);
+  const limits: RealtimeLimits = { ...REALTIME_LIMITS, idleTimeoutMs: options.idleTimeoutMs ?? REALTIME_LIMITS.idleTimeoutMs };
   const wss = new WebSocketServer({ noServer: true, maxPayload: REALTIME_ENDPOINT_DEFAULTS.hardMaxPayloadBytes });
   const models = new Map<string, FaceModel>();
   const live = new Set<RealtimeConnection>();
@@ -111,7 +115,7 @@ export function attachRealtime(server: Server, options: RealtimeEndpointOptions)
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (url.pathname !== path) return; // another upgrade handler's path
     wss.handleUpgrade(req, socket, head, (ws) => {
-      const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, log, live, maxSessions, publishAvatar: options.publishAvatar });
+      const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, log, live, maxSessions, limits, publishAvatar: options.publishAvatar });
       void connection.open();
     });
   };
@@ -136,6 +140,7 @@ interface ConnectionDeps {
   clock: Clock;
   maxBuffered: number;
   maxSessions: number;
+  limits: RealtimeLimits;
   live: Set<RealtimeConnection>;
   log(event: string, details: Record<string, unknown>): void;
 }
@@ -148,7 +153,11 @@ class RealtimeConnection {
   private queuedAudioMs = 0;
   private controlWindowStart = 0;
   private controlCount = 0;
+  /** The face session's turn numbering (1, 2, ...), mirrored: start_turn opens one, audio outside an open turn opens one implicitly. */
   private turnId = 0;
+  private turnOpen = false;
+  private idleTimer: TimerHandle | undefined;
+  private lastMessageAt: number;
   /** Set once frames go to a WebRTC room instead of this socket. */
   private publication: { close(): void | Promise<void> } | undefined;
 
@@ -158,7 +167,9 @@ class RealtimeConnection {
     private readonly url: URL,
     private readonly deps: ConnectionDeps,
   ) {
+    this.lastMessageAt = deps.clock.now();
     ws.on('message', (data, isBinary) => this.onMessage(data, isBinary));
+    this.armIdleTimer();
     ws.on('close', () => this.shutdown('client closed'));
     ws.on('error', (err) => {
       this.deps.log('realtime.socket_error', { session_id: this.sessionId, error: err.message });
@@ -175,8 +186,8 @@ class RealtimeConnection {
       if (!apiKey) return this.fail('auth_failed', 'missing API key: send the X-API-Key header');
       const principal = await this.deps.resolver.authenticate(apiKey);
       if (!principal) return this.fail('auth_failed', 'invalid API key');
-      const configId = this.url.searchParams.get('config_id') ?? this.req.headers['x-config-id'];
-      if (typeof configId !== 'string' || !configId) return this.fail('unknown_config', 'missing config_id query parameter');
+      const configId = this.url.searchParams.get('config_id');
+      if (!configId) return this.fail('unknown_config', 'missing config_id query parameter');
       const resolved = await this.deps.resolver.resolveConfig(principal, configId);
       if (!resolved) return this.fail('unknown_config', `no model configuration ${JSON.stringify(configId)} is visible to this API key`);
       if (this.deps.live.size >= this.deps.maxSessions) return this.fail('server_busy', `this server runs at most ${this.deps.maxSessions} face sessions; retry later`);
@@ -210,6 +221,10 @@ class RealtimeConnection {
             }),
           );
         },
+        error: (err: unknown) => {
+          this.deps.log('realtime.session_failed', { session_id: this.sessionId, error: err instanceof Error ? err.message : String(err) });
+          this.fail('internal_error', 'the face session failed');
+        },
         complete: () => this.endGracefully('session ended'),
       });
       const ready: SessionReadyMessage = {
@@ -223,7 +238,7 @@ class RealtimeConnection {
         audio_in: { sample_rate: 16000, channels: 1, format: 's16le' },
         audio_out: { sample_rate: 16000, channels: 1, format: 's16le', samples_per_frame: 640 },
         video: { format: session.imageFormat },
-        limits: REALTIME_LIMITS,
+        limits: this.deps.limits,
         protocol_version: 1,
       };
       this.send(ready);
@@ -235,7 +250,17 @@ class RealtimeConnection {
     }
   }
 
+  /** One timer per connection, re-armed lazily: messages only record their time. */
+  private armIdleTimer(): void {
+    if (this.closed) return;
+    const ms = this.deps.limits.idleTimeoutMs;
+    const left = this.lastMessageAt + ms - this.deps.clock.now();
+    if (left <= 0) return this.fail('idle_timeout', `no message from the client for ${ms} ms; send ping to keep an idle session open`);
+    this.idleTimer = this.deps.clock.setTimeout(() => this.armIdleTimer(), left);
+  }
+
   private onMessage(data: RawData, isBinary: boolean): void {
+    this.lastMessageAt = this.deps.clock.now();
     try {
       const bytes = toBytes(data);
       if (bytes.byteLength > REALTIME_LIMITS.maxMessageBytes) throw new ProtocolError('frame_too_large', `message of ${bytes.byteLength} bytes exceeds the ${REALTIME_LIMITS.maxMessageBytes}-byte limit`);
@@ -259,8 +284,14 @@ class RealtimeConnection {
       throw new ProtocolError('rate_limited', `more than ${REALTIME_LIMITS.maxQueuedAudioMs} ms of audio queued ahead of playback; this chunk was dropped`);
     }
     this.queuedAudioMs += ms;
-    if (message.pcm.length) session.pushAudio(message.pcm);
-    if (message.endOfTurn) session.endTurn();
+    if (message.pcm.length) {
+      if (!this.turnOpen) this.openTurn();
+      session.pushAudio(message.pcm);
+    }
+    if (message.endOfTurn) {
+      this.turnOpen = false;
+      session.endTurn();
+    }
   }
 
   private onControl(text: string): void {
@@ -282,21 +313,32 @@ class RealtimeConnection {
         return;
       case 'start_turn':
         session.startTurn();
-        this.send({ type: 'turn_started', turn_id: ++this.turnId });
+        this.send({ type: 'turn_started', turn_id: this.openTurn() });
         return;
       case 'end_turn':
+        this.turnOpen = false;
         session.endTurn();
         return;
       case 'cancel': {
         const hadSpeech = session.cancel();
         this.queuedAudioMs = 0;
+        this.turnOpen = false;
         this.send({ type: 'turn_cancelled', turn_id: this.turnId || null, had_speech: hadSpeech });
         return;
       }
       case 'end':
-        void session.end();
+        this.turnOpen = false;
+        session.end().catch((err: unknown) => {
+          this.deps.log('realtime.end_failed', { session_id: this.sessionId, error: err instanceof Error ? err.message : String(err) });
+          this.fail('internal_error', 'the face session could not finish');
+        });
         return;
     }
+  }
+
+  private openTurn(): number {
+    this.turnOpen = true;
+    return ++this.turnId;
   }
 
   private async startWebRTC(session: FaceSession, settings: WebRTCSettings): Promise<void> {
@@ -336,9 +378,16 @@ class RealtimeConnection {
     if (this.closed) return;
     this.closed = true;
     this.deps.live.delete(this);
+    this.deps.clock.clearTimeout(this.idleTimer);
     this.frames?.unsubscribe();
-    void this.publication?.close();
-    this.session?.close();
+    // Teardown never throws into the socket's event handlers (that would take the process down).
+    const publication = this.publication;
+    if (publication) Promise.resolve().then(() => publication.close()).catch((err: unknown) => this.deps.log('realtime.unpublish_failed', { session_id: this.sessionId, error: String(err) }));
+    try {
+      this.session?.close();
+    } catch (err) {
+      this.deps.log('realtime.close_failed', { session_id: this.sessionId, error: err instanceof Error ? err.message : String(err) });
+    }
     if (this.ws.readyState === this.ws.OPEN) this.ws.close(1001, reason.slice(0, 100));
   }
 }

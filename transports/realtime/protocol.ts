@@ -24,7 +24,17 @@ export const FRAME_OUT_KIND = 0x02;
 export const AUDIO_HEADER_BYTES = 8;
 export const FRAME_HEADER_BYTES = 28;
 
-export const REALTIME_LIMITS = {
+/** The limits a server enforces; `session_ready.limits` carries the values of that server. */
+export interface RealtimeLimits {
+  readonly maxMessageBytes: number;
+  readonly maxAudioChunkMs: number;
+  readonly maxQueuedAudioMs: number;
+  readonly maxControlMessagesPerSecond: number;
+  readonly idleTimeoutMs: number;
+  readonly audioSampleRate: number;
+}
+
+export const REALTIME_LIMITS: RealtimeLimits = {
   /** Largest message a client may send (bytes); larger ones get `frame_too_large`. */
   maxMessageBytes: 64 * 1024,
   /** Largest audio chunk (ms) in one message: 1 s of 16 kHz s16le = 32,000 bytes. */
@@ -33,11 +43,11 @@ export const REALTIME_LIMITS = {
   maxQueuedAudioMs: 60_000,
   /** Text messages per second per session before `rate_limited`. */
   maxControlMessagesPerSecond: 50,
-  /** How long a client may stay connected without sending anything (ms). */
+  /** How long a client may stay connected without sending anything (ms); `ping` keeps it alive. */
   idleTimeoutMs: 5 * 60_000,
   /** Input audio format. */
   audioSampleRate: 16_000,
-} as const;
+};
 
 export const FRAME_TYPES = ['idle', 'speech-start', 'speech', 'fade-out'] as const;
 export type RealtimeFrameType = (typeof FRAME_TYPES)[number];
@@ -51,7 +61,7 @@ export type RealtimeErrorCode =
   | 'not_ready'
   | 'rate_limited'
   | 'server_busy'
-  | 'session_closed'
+  | 'idle_timeout'
   | 'webrtc_failed'
   | 'internal_error';
 
@@ -61,6 +71,7 @@ export const CLOSE_CODES: Readonly<Partial<Record<RealtimeErrorCode, number>>> =
   unknown_config: 4404,
   invalid_configuration: 4422,
   server_busy: 4503,
+  idle_timeout: 4408,
   internal_error: 1011,
 };
 
@@ -77,7 +88,7 @@ export interface SessionReadyMessage {
   readonly audio_in: { readonly sample_rate: 16000; readonly channels: 1; readonly format: 's16le' };
   readonly audio_out: { readonly sample_rate: 16000; readonly channels: 1; readonly format: 's16le'; readonly samples_per_frame: 640 };
   readonly video: { readonly format: 'jpeg' | 'rgb' };
-  readonly limits: typeof REALTIME_LIMITS;
+  readonly limits: RealtimeLimits;
   readonly protocol_version: number;
 }
 
@@ -227,6 +238,9 @@ export function decodeFrameOut(bytes: Uint8Array): FrameOutMessage {
   const flags = view.getUint8(3);
   const imageBytes = view.getUint32(20, true);
   const samples = view.getUint16(24, true);
+  const format = view.getUint8(26);
+  if (format > 1) throw new ProtocolError('malformed_message', `unknown image format ${format}`);
+  if (!(flags & 2) && imageBytes !== 0) throw new ProtocolError('malformed_message', 'image bytes present but the image flag is clear');
   if (FRAME_HEADER_BYTES + imageBytes + samples * 2 !== bytes.byteLength) throw new ProtocolError('malformed_message', 'frame message length does not match its header');
   const audioAt = FRAME_HEADER_BYTES + imageBytes;
   const audio = new Int16Array(samples);
@@ -240,7 +254,7 @@ export function decodeFrameOut(bytes: Uint8Array): FrameOutMessage {
     turnId: turn === 0 ? null : turn,
     width: view.getUint16(16, true),
     height: view.getUint16(18, true),
-    imageFormat: view.getUint8(26) === 1 ? 'rgb' : 'jpeg',
+    imageFormat: format === 1 ? 'rgb' : 'jpeg',
     image: flags & 2 ? bytes.slice(FRAME_HEADER_BYTES, FRAME_HEADER_BYTES + imageBytes) : undefined,
     audio,
   };

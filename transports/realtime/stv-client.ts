@@ -1,15 +1,18 @@
 /**
  * SvcSTVClient: the high-level speech-to-video client. Give it TTS audio at any sample rate; it
  * sends a 16 kHz copy to the server, keeps the original, and plays both back on a 25 fps clock:
- * each tick yields the 40 ms of original audio that belongs to the avatar frame shown with it.
- * A small jitter buffer absorbs network unevenness; after a barge-in (`interrupt()`), queued
- * speech is dropped and the clock re-syncs to the frames that follow.
+ * each tick yields the original audio that belongs to the avatar frame shown with it (matched
+ * against the frame's own audio, see turn-audio.ts). A small jitter buffer absorbs network
+ * unevenness; after a barge-in (`interrupt()`), queued speech is dropped here, speech frames
+ * still in flight from the server are discarded until it confirms the cancel, and the clock
+ * re-syncs to the frames that follow.
  */
 import sharp from 'sharp';
 import { RealClock, type Clock, type TimerHandle } from '../../core/clock.ts';
-import { Resampler, concat, toMono } from '../../core/audio.ts';
+import { Resampler, toMono } from '../../core/audio.ts';
 import { AsyncQueue } from './async-queue.ts';
 import { SvcClient, type SvcClientOptions } from './svc-client.ts';
+import { LocalTurn } from './turn-audio.ts';
 import type { FrameOutMessage, RealtimeFrameType, SessionReadyMessage } from './protocol.ts';
 
 export const STV_DEFAULTS = {
@@ -65,7 +68,11 @@ export interface SvcSTVClientOptions extends SvcClientOptions {
 interface Buffered {
   readonly frame: FrameOutMessage;
   readonly rgb: Promise<Uint8Array | undefined>;
+  /** Original-rate audio of this frame (silence unless it is speech). */
+  readonly pcm: Int16Array;
 }
+
+const isSpeech = (f: FrameOutMessage) => f.type === 'speech' || f.type === 'speech-start';
 
 export class SvcSTVClient {
   readonly client: SvcClient;
@@ -73,9 +80,12 @@ export class SvcSTVClient {
   private readonly handlers = new Map<STVEventName, Set<STVHandler>>();
   private readonly output = new AsyncQueue<STVOutput>();
   private buffer: Buffered[] = [];
-  /** Original-rate audio not yet played, in order. */
-  private pending: Int16Array[] = [];
-  private pendingSamples = 0;
+  /** Utterances sent and not yet finished playing, oldest first. */
+  private turns: LocalTurn[] = [];
+  /** Cancels sent and not yet confirmed: speech frames arriving meanwhile belong to cancelled turns. */
+  private unconfirmedCancels = 0;
+  /** Bumped by interrupt(): frames already handed to the output chain before it play silent. */
+  private epoch = 0;
   private outputRate: number | undefined;
   private toServer: Resampler | undefined;
   private toOutput: Resampler | undefined;
@@ -83,7 +93,6 @@ export class SvcSTVClient {
   private nextTickAt = 0;
   private playing = false;
   private turnOpen = false;
-  private cancelledTurns = new Set<number>();
   private firstFrameSent = false;
   private speaking = false;
   private closed = false;
@@ -123,6 +132,7 @@ export class SvcSTVClient {
             this.receive(m.frame);
             break;
           case 'turn_cancelled':
+            this.unconfirmedCancels = Math.max(0, this.unconfirmedCancels - 1);
             this.emit('INTERRUPTED', { turn_id: m.turn_id, had_speech: m.had_speech });
             break;
           case 'webrtc_connected':
@@ -144,31 +154,40 @@ export class SvcSTVClient {
 
   /** Starts an utterance; call once per utterance before `sendTtsAudio`. */
   startTurn(): void {
+    this.endTurn();
     this.turnOpen = true;
+    this.turns.push(new LocalTurn());
     this.client.startTurn();
   }
 
   /** Queues TTS audio (any rate, mono or interleaved multi-channel int16). */
   sendTtsAudio(pcm: Int16Array, sampleRate: number, channels = 1): void {
-    if (!this.turnOpen) this.startTurn();
     const mono = toMono(pcm, channels);
     this.outputRate ??= sampleRate;
+    if (!this.turnOpen) this.startTurn();
+    const turn = this.turns.at(-1)!;
     if (!this.toServer || this.toServer.fromRate !== sampleRate) this.toServer = new Resampler(sampleRate, 16_000);
-    this.client.sendAudio(this.toServer.process(mono));
+    const toServer = this.toServer.process(mono);
+    turn.sent.push(toServer);
+    this.client.sendAudio(toServer);
     let local = mono;
     if (sampleRate !== this.outputRate) {
       if (!this.toOutput || this.toOutput.fromRate !== sampleRate) this.toOutput = new Resampler(sampleRate, this.outputRate);
       local = this.toOutput.process(mono);
     }
-    this.pending.push(local);
-    this.pendingSamples += local.length;
+    turn.original.push(local);
   }
 
   endTurn(): void {
     if (!this.turnOpen) return;
     this.turnOpen = false;
-    const tail = this.toServer?.flush();
-    this.client.sendAudio(tail ?? new Int16Array(0), true);
+    const turn = this.turns.at(-1)!;
+    const tail = this.toServer?.flush() ?? new Int16Array(0);
+    turn.sent.push(tail);
+    turn.ended = true;
+    // An utterance without audio never shows on the server: nothing will ever play it.
+    if (!turn.hasAudio) this.turns.pop();
+    this.client.sendAudio(tail, true);
     this.toServer = undefined;
   }
 
@@ -184,20 +203,20 @@ export class SvcSTVClient {
    * server-side cancel was actually sent (false when nothing was speaking or queued).
    */
   interrupt(): boolean {
-    const speechBuffered = this.buffer.some((b) => b.frame.type === 'speech' || b.frame.type === 'speech-start');
-    const active = this.turnOpen || this.pendingSamples > 0 || speechBuffered || this.speaking;
+    const active = this.turnOpen || this.turns.length > 0 || this.buffer.some((b) => isSpeech(b.frame)) || this.speaking;
     if (!active) return false;
-    for (const b of this.buffer) if (b.frame.turnId !== null) this.cancelledTurns.add(b.frame.turnId);
-    this.buffer = this.buffer.filter((b) => b.frame.type === 'idle');
-    this.pending = [];
-    this.pendingSamples = 0;
+    this.epoch++;
+    this.buffer = this.buffer.filter((b) => !isSpeech(b.frame));
+    this.turns = [];
     this.turnOpen = false;
     this.toServer = undefined;
     if (this.speaking) {
       this.speaking = false;
       this.emit('BOT_STOPPED_SPEAKING', { interrupted: true });
     }
-    return this.client.cancel();
+    const sent = this.client.cancel();
+    if (sent) this.unconfirmedCancels++;
+    return sent;
   }
 
   /** Synchronized audio and video, one pair per 40 ms tick, until the session closes. */
@@ -213,13 +232,18 @@ export class SvcSTVClient {
   // ---- internals --------------------------------------------------------------------------------
 
   private receive(frame: FrameOutMessage): void {
-    if (frame.turnId !== null && this.cancelledTurns.has(frame.turnId) && frame.type !== 'fade-out') return;
+    if (isSpeech(frame) && this.unconfirmedCancels > 0) return; // speech of a cancelled turn, already in flight
+    const rate = this.outputRate ?? 16_000;
+    const samplesOut = Math.round((rate * STV_DEFAULTS.frameMs) / 1000);
+    const turn = isSpeech(frame) ? this.turnOf(frame.turnId) : undefined;
+    const pcm = turn ? turn.audioFor(frame.audio, rate, samplesOut) : new Int16Array(samplesOut);
+    if (frame.final && frame.turnId !== null) this.turns = this.turns.filter((t) => t.serverTurnId !== frame.turnId);
     const rgb = frame.image
       ? frame.imageFormat === 'rgb'
         ? Promise.resolve(frame.image)
         : sharp(frame.image).removeAlpha().raw().toBuffer().then((b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength), () => undefined)
       : Promise.resolve(undefined);
-    this.buffer.push({ frame, rgb });
+    this.buffer.push({ frame, rgb, pcm });
     // Re-sync: far behind real time, idle frames are the ones we can skip without losing speech.
     const max = this.options.maxBufferedFrames ?? STV_DEFAULTS.maxBufferedFrames;
     while (this.buffer.length > max) {
@@ -229,6 +253,16 @@ export class SvcSTVClient {
       this.dropped++;
     }
     if (!this.playing && this.buffer.length >= (this.options.jitterBufferFrames ?? STV_DEFAULTS.jitterBufferFrames)) this.startPlayback();
+  }
+
+  /** The local utterance a server turn id belongs to: utterances with audio map to server turns in order. */
+  private turnOf(serverTurnId: number | null): LocalTurn | undefined {
+    if (serverTurnId === null) return undefined;
+    const known = this.turns.find((t) => t.serverTurnId === serverTurnId);
+    if (known) return known;
+    const next = this.turns.find((t) => t.serverTurnId === undefined && t.hasAudio);
+    if (next) next.serverTurnId = serverTurnId;
+    return next;
   }
 
   private startPlayback(): void {
@@ -246,7 +280,6 @@ export class SvcSTVClient {
   private onTick(): void {
     const next = this.buffer.shift();
     const rate = this.outputRate ?? 16_000;
-    const samples = Math.round((rate * STV_DEFAULTS.frameMs) / 1000);
     if (!next) {
       // Underrun: stop the clock and wait for the jitter buffer to refill.
       this.underruns++;
@@ -256,47 +289,29 @@ export class SvcSTVClient {
     this.nextTickAt += STV_DEFAULTS.frameMs;
     this.scheduleTick();
     const { frame } = next;
-    const isSpeech = frame.type === 'speech' || frame.type === 'speech-start';
-    const pcm = isSpeech ? this.takeAudio(samples) : new Int16Array(samples);
+    const epoch = this.epoch;
     // Decoding may take longer than a tick; the chain keeps outputs in tick order regardless.
     this.emitChain = this.emitChain.then(async () => {
       const rgb = await next.rgb;
       if (this.closed) return;
+      // interrupt() came after this tick: its speech is silenced and starts nothing.
+      const speech = isSpeech(frame) && epoch === this.epoch;
+      const pcm = isSpeech(frame) && !speech ? new Int16Array(next.pcm.length) : next.pcm;
       if (!this.firstFrameSent) {
         this.firstFrameSent = true;
         this.emit('FIRST_FRAME', { frame_type: frame.type, frame_index: frame.index });
       }
-      if (isSpeech && !this.speaking) {
+      if (speech && !this.speaking) {
         this.speaking = true;
         this.emit('BOT_STARTED_SPEAKING', { turn_id: frame.turnId });
       }
       this.output.push({ kind: 'audio', pcm, sampleRate: rate, ptsMs: frame.ptsMs, frameIndex: frame.index });
       if (rgb) this.output.push({ kind: 'video', rgb, width: frame.width, height: frame.height, ptsMs: frame.ptsMs, frameIndex: frame.index, frameType: frame.type });
-      if (frame.final && this.speaking) {
+      if (frame.final && this.speaking && epoch === this.epoch) {
         this.speaking = false;
         this.emit('BOT_STOPPED_SPEAKING', { turn_id: frame.turnId });
       }
     });
-  }
-
-  private takeAudio(samples: number): Int16Array {
-    const parts: Int16Array[] = [];
-    let need = samples;
-    while (need > 0 && this.pending.length) {
-      const head = this.pending[0]!;
-      if (head.length <= need) {
-        parts.push(head);
-        need -= head.length;
-        this.pending.shift();
-      } else {
-        parts.push(head.subarray(0, need));
-        this.pending[0] = head.subarray(need);
-        need = 0;
-      }
-    }
-    this.pendingSamples = Math.max(0, this.pendingSamples - (samples - need));
-    if (need > 0) parts.push(new Int16Array(need));
-    return concat(parts);
   }
 
   private emit(event: STVEventName, payload: Record<string, unknown>): void {

@@ -21,6 +21,8 @@ export const SVC_CLIENT_DEFAULTS = {
   url: 'ws://127.0.0.1:8080/realtime',
   /** How long `connect()` waits for session_ready (ms). */
   connectTimeoutMs: 15_000,
+  /** A `ping` this often keeps an idle session under the server's idle timeout (5 min). */
+  keepAliveMs: 30_000,
 } as const;
 
 export type RealtimeMessage = ServerMessage | { readonly type: 'frame'; readonly frame: FrameOutMessage };
@@ -30,6 +32,8 @@ export interface SvcClientOptions {
   readonly configId: string;
   readonly url?: string;
   readonly connectTimeoutMs?: number;
+  /** Interval of keep-alive pings (default 30 s); 0 disables them. */
+  readonly keepAliveMs?: number;
   /**
    * Direct WebRTC: the service publishes the avatar into this room instead of returning frames
    * over the socket; `webrtc_connected` (WEBRTC_CONNECTED) confirms it.
@@ -48,6 +52,7 @@ export class SvcClient {
   private ws: WebSocket | undefined;
   private readonly subject = new Subject<RealtimeMessage>();
   private sequence = 0;
+  private keepAlive: NodeJS.Timeout | undefined;
   ready: SessionReadyMessage | undefined;
 
   constructor(private readonly options: SvcClientOptions) {}
@@ -91,6 +96,10 @@ export class SvcClient {
         }
         if (message.type === 'session_ready') {
           this.ready = message;
+          // Never slower than a third of the server's advertised idle timeout.
+          const serverIdle = typeof message.limits?.idleTimeoutMs === 'number' ? message.limits.idleTimeoutMs / 3 : Infinity;
+          const every = Math.min(this.options.keepAliveMs ?? SVC_CLIENT_DEFAULTS.keepAliveMs, serverIdle);
+          if (every > 0) this.keepAlive = setInterval(() => this.send({ type: 'ping' }), every);
           if (this.options.webrtc) this.send({ type: 'webrtc', settings: this.options.webrtc });
           settle(() => resolve(message));
         } else if (message.type === 'error' && message.fatal) {
@@ -105,6 +114,7 @@ export class SvcClient {
       ws.on('close', (code, reason) => {
         settle(() => reject(new SvcClientError('closed', `connection closed (${code} ${reason.toString()})`)));
         this.ready = undefined;
+        clearInterval(this.keepAlive);
         this.subject.complete();
       });
     });
