@@ -1,0 +1,120 @@
+/**
+ * /realtime when things go wrong on the server side or the client goes quiet, on the real
+ * server: a face model whose frame stream fails or whose session cannot open (registered through
+ * the ordinary plugin API, delegating to the real human-portrait model), and the idle timeout.
+ */
+import test from 'ava';
+import { map } from 'rxjs';
+import type { Plugin } from '../../core/registry.ts';
+import type { FaceModel } from '../../processors/avatar/face-model.ts';
+import { facePlugin } from '../../plugins/face/index.ts';
+import { attachRealtime, createRealtimeResolver, mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
+import { SvcClient } from '../../transports/realtime/svc-client.ts';
+import { startTestServer, type TestServer } from '../server/harness.ts';
+import { connectRaw, delay, isError, isReady } from './ws-conn.ts';
+
+/** Faulty variants: `faulty-stream` errors after 5 frames, `faulty-open` throws when opened. */
+const faultyPlugin: Plugin = {
+  name: 'faulty-face',
+  register(registry) {
+    for (const kind of ['stream', 'open'] as const) {
+      const descriptor = {
+        model_variant_id: `svc/faulty-${kind}/v1`, model_id: `svc/faulty-${kind}`, title: `Faulty ${kind}`, description: { en: 'test' },
+        configuration_schema: { type: 'object' }, status: 'public', tags: ['test'], preview_media_url: null,
+      };
+      registry.register('face', `faulty-${kind}`, (): FaceModel => {
+        const real = registry.create<FaceModel>('face', 'human-portrait', {});
+        return {
+          ...real,
+          descriptor: { ...real.descriptor, ...descriptor } as FaceModel['descriptor'],
+          validateConfiguration: (c) => real.validateConfiguration(c),
+          prepareReference: (i, l) => real.prepareReference(i, l),
+          openSource: (c) => real.openSource(c),
+          async openSession(config, clock) {
+            if (kind === 'open') throw new Error('renderer exploded');
+            const session = await real.openSession(config, clock);
+            const frames = session.frames.pipe(
+              map((f) => {
+                if (f.index >= 5) throw new Error('renderer exploded mid-stream');
+                return f;
+              }),
+            );
+            return {
+              frames, width: session.width, height: session.height, imageFormat: session.imageFormat, startedAtMs: session.startedAtMs,
+              startTurn: (o) => session.startTurn(o), pushAudio: (p, o) => session.pushAudio(p, o), endTurn: () => session.endTurn(),
+              cancel: () => session.cancel(), end: () => session.end(), close: () => session.close(),
+            };
+          },
+        };
+      }, { label: descriptor.title, descriptor });
+    }
+  },
+};
+
+let ts: TestServer;
+let endpoint: RealtimeEndpoint;
+let idle: RealtimeEndpoint;
+const configs: Record<string, string> = {};
+const IDLE_MS = 600;
+
+test.before(async () => {
+  ts = await startTestServer({ label: 'realtime_faults', plugins: [facePlugin, faultyPlugin] });
+  endpoint = mountRealtime(ts.server);
+  idle = attachRealtime(ts.server.httpServer, { registry: ts.server.registry, resolver: createRealtimeResolver(ts.server), path: '/realtime-idle', idleTimeoutMs: IDLE_MS });
+  for (const variant of ['svc/faulty-stream/v1', 'svc/faulty-open/v1', 'svc/human-portrait/v1']) {
+    const created = await ts.call('POST', '/v1/model-configs', { body: { title: variant, model_variant_id: variant, model_configurations: variant.includes('portrait') ? { width: 192, height: 128 } : {} } });
+    if (created.status !== 201) throw new Error(`config creation failed: ${created.text}`);
+    configs[variant] = created.body.model_config_id;
+  }
+});
+
+test.after.always(async () => {
+  await idle?.close();
+  await endpoint?.close();
+  await ts?.stop();
+});
+
+const open = (variant: string, path = '/realtime') => connectRaw(`${ts.url.replace(/^http/, 'ws')}${path}?config_id=${configs[variant]}`, { 'x-api-key': ts.keyA });
+
+test('a face stream that fails mid-session is internal_error (1011) for that session only; the process and a bystander carry on', async (t) => {
+  const bystander = open('svc/human-portrait/v1');
+  t.teardown(() => bystander.ws.close());
+  await bystander.next(isReady);
+  const c = open('svc/faulty-stream/v1');
+  await c.next(isReady);
+  t.like(await c.next(isError('internal_error')), { fatal: true });
+  t.is((await c.closed).code, 1011);
+  t.is(c.frames.length, 5);
+  const seen = bystander.frames.at(-1)?.index ?? 0;
+  await bystander.framesUntil((f) => f.index >= seen + 5);
+  t.pass();
+});
+
+test('a face session that cannot open is internal_error (1011); the next session opens normally', async (t) => {
+  const c = open('svc/faulty-open/v1');
+  t.like(await c.next(isError('internal_error')), { fatal: true });
+  t.is((await c.closed).code, 1011);
+  const after = open('svc/human-portrait/v1');
+  t.teardown(() => after.ws.close());
+  await after.next(isReady);
+  t.pass();
+});
+
+test('idle timeout: a silent client is closed with idle_timeout (4408); session_ready announces the value', async (t) => {
+  const c = open('svc/human-portrait/v1', '/realtime-idle');
+  const ready = await c.next(isReady);
+  t.is(ready.type === 'session_ready' ? ready.limits.idleTimeoutMs : 0, IDLE_MS);
+  t.like(await c.next(isError('idle_timeout')), { fatal: true });
+  t.is((await c.closed).code, 4408);
+});
+
+test('idle timeout: SvcClient keeps an idle session open with pings paced by the announced timeout', async (t) => {
+  const client = new SvcClient({ apiKey: ts.keyA, configId: configs['svc/human-portrait/v1']!, url: `${ts.url.replace(/^http/, 'ws')}/realtime-idle` });
+  t.teardown(() => client.close());
+  const errors: string[] = [];
+  client.messages$.subscribe((m) => void (m.type === 'error' && errors.push(m.code)));
+  await client.connect();
+  await delay(IDLE_MS * 4);
+  t.true(client.isConnected);
+  t.deepEqual(errors, []);
+});
