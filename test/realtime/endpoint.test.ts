@@ -180,7 +180,8 @@ test.serial('beyond the session limit the server answers server_busy (4503)', as
   t.is(endpoint.activeSessions, 0, 'earlier sessions have closed');
   const open = [connect(`config_id=${smallConfigId}`), connect(`config_id=${smallConfigId}`), connect(`config_id=${smallConfigId}`), connect(`config_id=${smallConfigId}`)];
   t.teardown(() => open.forEach((c) => c.ws.close()));
-  await Promise.all(open.map((c) => c.next((m) => m.type === 'session_ready' || m.type === 'error')));
+  const answers = await Promise.all(open.map((c) => c.next((m) => m.type === 'session_ready' || m.type === 'error')));
+  t.deepEqual(answers.map((m) => m.type), ['session_ready', 'session_ready', 'session_ready', 'session_ready'], 'the first four are served');
   const extra = connect(`config_id=${smallConfigId}`);
   const answer = await extra.next((m) => m.type === 'session_ready' || m.type === 'error');
   const busy = answer.type === 'error' && answer.code === 'server_busy';
