@@ -92,3 +92,30 @@ test('webrtc settings are validated: embedded room + token, or a ws(s) LiveKit u
     t.is(err?.code, 'malformed_message');
   }
 });
+
+test('an idle RGB frame without its image encodes to the documented bytes (golden): flag bit 1 clear, length 0, format 1', (t) => {
+  const golden = `
+    02 01 00 00  07 00 00 00  18 01 00 00  00 00 00 00
+    00 05 d0 02  00 00 00 00  01 00 01 00
+    00 80`;
+  const message = { type: 'idle' as const, final: false, index: 7, ptsMs: 280, turnId: null, width: 1280, height: 720, imageFormat: 'rgb' as const, image: undefined, audio: new Int16Array([-32768]) };
+  t.is(hex(encodeFrameOut(message)), hex(fromHex(golden)));
+  t.deepEqual(decodeFrameOut(fromHex(golden)), message);
+});
+
+test('frame decoding refuses an unknown image format or image bytes without the image flag; reserved flag bits are ignored', (t) => {
+  const base = encodeFrameOut({ type: 'speech', final: false, index: 1, ptsMs: 40, turnId: 1, width: 2, height: 2, imageFormat: 'jpeg', image: new Uint8Array(4), audio: new Int16Array(2) });
+  const badFormat = base.slice();
+  badFormat[26] = 2;
+  const noFlag = base.slice();
+  noFlag[3] = 0;
+  for (const bytes of [badFormat, noFlag]) t.is(t.throws(() => decodeFrameOut(bytes), { instanceOf: ProtocolError })?.code, 'malformed_message');
+  const reserved = base.slice();
+  reserved[3] = 0x82;
+  t.is(decodeFrameOut(reserved).image?.length, 4);
+});
+
+test('audio chunks: exactly 1 s (16,000 samples) decodes, 16,001 is frame_too_large', (t) => {
+  t.is(decodeAudioIn(encodeAudioIn(new Int16Array(16_000), 0)).pcm.length, 16_000);
+  t.is(t.throws(() => decodeAudioIn(encodeAudioIn(new Int16Array(16_001), 0)), { instanceOf: ProtocolError })?.code, 'frame_too_large');
+});
