@@ -149,6 +149,8 @@ export interface LiveKitServerFake {
    * many were removed.
    */
   deleteRoom(room: string): number;
+  /** libwebrtc's inbound-rtp figures of a participant's publisher connection (diagnostics). */
+  inboundStats(participantSid: string): Promise<Array<Record<string, unknown>>>;
   close(): Promise<void>;
 }
 
@@ -466,6 +468,15 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     refusedUpgrades,
     validations,
     inRoom: (room) => participants.filter((p) => p.room === room && p.state !== 'disconnected'),
+    async inboundStats(participantSid) {
+      const conn = [...connections].find((c) => c.participant.sid === participantSid);
+      if (!conn?.pc) return [];
+      const rows: Array<Record<string, unknown>> = [];
+      (await conn.pc.getStats()).forEach((s: Record<string, unknown>) => {
+        if (s.type === 'inbound-rtp') rows.push({ kind: s.kind ?? s.mediaType, packetsReceived: s.packetsReceived, packetsLost: s.packetsLost, framesReceived: s.framesReceived, framesDecoded: s.framesDecoded, keyFramesDecoded: s.keyFramesDecoded, pliCount: s.pliCount, firCount: s.firCount, nackCount: s.nackCount });
+      });
+      return rows;
+    },
     deleteRoom(room) {
       const removed = [...connections].filter((conn) => conn.participant.room === room);
       for (const conn of removed) {
