@@ -40,6 +40,9 @@ export class HumanFaceFrameSource implements FaceFrameSource {
   private readonly animator: FaceAnimator;
   /** Mouth gap (px, mesh) of the last rendered frame: lets tests and benches measure lip sync. */
   lastMouthGapPx = 0;
+  /** Ring of reusable RGB buffers (see `recycleImages`); empty: every frame gets a new buffer. */
+  private imageRing: Uint8Array[] = [];
+  private ringNext = 0;
 
   constructor(readonly renderer: FaceRenderer, animator: FaceAnimator) {
     this.animator = animator;
@@ -48,6 +51,18 @@ export class HumanFaceFrameSource implements FaceFrameSource {
   get width(): number { return this.renderer.width; }
   get height(): number { return this.renderer.height; }
   get busy(): boolean { return this.turns.length > 0 || this.fading !== null; }
+
+  /**
+   * Renders into a ring of `frames` buffers instead of a new 2.7 MB (720p) buffer per frame: a
+   * frame's image then stays valid only until `frames` more frames are rendered. For consumers
+   * that are done with each image at once (the JPEG session encodes it before rendering the
+   * next): at 25 fps the allocations otherwise make V8 run a full garbage collection about every
+   * half second, and its pause shows as frame lateness.
+   */
+  recycleImages(frames: number): void {
+    this.imageRing = Array.from({ length: Math.max(0, Math.floor(frames)) }, () => new Uint8Array(this.width * this.height * 3));
+    this.ringNext = 0;
+  }
 
   startTurn(options?: FaceTurnOptions): void {
     const last = this.turns.at(-1);
@@ -121,7 +136,8 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     const current = audio ? analyseWindow(audio) : speaking ? analyseWindow(undefined) : undefined;
     const next = turn && speaking ? analyseWindow(this.peek(turn)) : undefined;
     const pose = this.animator.step(current, next, speaking, fadeRate, viseme);
-    const rgb = this.renderer.render(pose);
+    const target = this.imageRing.length ? this.imageRing[this.ringNext++ % this.imageRing.length] : undefined;
+    const rgb = this.renderer.render(pose, target);
     this.lastMouthGapPx = this.renderer.mouthGapPx();
     const index = this.index++;
     return {

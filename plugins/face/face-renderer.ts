@@ -23,11 +23,21 @@ export class FaceRenderer {
     return this.rig.height;
   }
 
-  /** Renders `pose` into a new RGB buffer (width * height * 3 bytes). */
-  render(pose: FacePose): Uint8Array {
+  /**
+   * Renders `pose` into `target` when given (width * height * 3 bytes, overwritten), else into a
+   * new RGB buffer.
+   */
+  render(pose: FacePose, target?: Uint8Array): Uint8Array {
     const { rig } = this;
     deformMesh(rig, pose, this.mesh);
-    const out = rig.base.slice();
+    let out: Uint8Array;
+    if (target) {
+      if (target.length !== rig.base.length) throw new RangeError(`render target must be ${rig.base.length} bytes, got ${target.length}`);
+      target.set(rig.base);
+      out = target;
+    } else {
+      out = rig.base.slice();
+    }
     warpMesh(rig.base, out, rig.width, rig.height, rig.rest, this.mesh, rig.triangles);
     paintMouthInterior(rig, this.mesh, out);
     return out;

@@ -40,6 +40,9 @@ export class ClockedFaceSession implements FaceSession {
     private readonly jpegQuality: number,
   ) {
     this.startedAtMs = clock.now();
+    // JPEG sessions encode each picture before the next is rendered (produce() awaits it), so
+    // the RGB buffers can be reused; RGB sessions hand their pictures out and cannot.
+    if (imageFormat === 'jpeg') source.recycleImages?.(2);
     this.schedule();
   }
 

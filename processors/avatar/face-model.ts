@@ -110,6 +110,11 @@ export interface FaceFrameSource {
   readonly busy: boolean;
   /** Renders the next frame (RGB) and advances the model by 40 ms. */
   nextFrame(): FaceFrame;
+  /**
+   * Optional: render into a ring of `frames` reused buffers (an image is valid until `frames`
+   * more frames are rendered), for consumers done with each image at once.
+   */
+  recycleImages?(frames: number): void;
 }
 
 export interface FaceSession {
