@@ -30,14 +30,9 @@ export class FaceRenderer {
   render(pose: FacePose, target?: Uint8Array): Uint8Array {
     const { rig } = this;
     deformMesh(rig, pose, this.mesh);
-    let out: Uint8Array;
-    if (target) {
-      if (target.length !== rig.base.length) throw new RangeError(`render target must be ${rig.base.length} bytes, got ${target.length}`);
-      target.set(rig.base);
-      out = target;
-    } else {
-      out = rig.base.slice();
-    }
+    if (target && target.length !== rig.base.length) throw new RangeError(`render target must be ${rig.base.length} bytes, got ${target.length}`);
+    target?.set(rig.base);
+    const out = target ?? rig.base.slice();
     warpMesh(rig.base, out, rig.width, rig.height, rig.rest, this.mesh, rig.triangles);
     paintMouthInterior(rig, this.mesh, out);
     return out;

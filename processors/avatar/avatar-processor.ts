@@ -108,17 +108,19 @@ export class AvatarProcessor extends FrameProcessor {
   private emitFrame(frameIn: FaceFrame): void {
     let f = frameIn;
     this.framesOut++;
-    const speech = f.type === 'speech' || f.type === 'speech-start';
+    let speech = f.type === 'speech' || f.type === 'speech-start';
     if (speech && f.turnId !== null && f.turnId === this.cancelledTurn) {
       // A remote face may still deliver frames it rendered before it heard the cancel: the
       // picture is shown as the start of the fade, the audio is not played.
       f = { ...f, type: 'fade-out' };
+      speech = false;
     } else {
       this.cancelledTurn = null;
     }
-    this.playingTurn = f.type === 'speech' || f.type === 'speech-start' ? f.turnId : f.type === 'fade-out' ? this.playingTurn : null;
+    if (speech) this.playingTurn = f.turnId;
+    else if (f.type !== 'fade-out') this.playingTurn = null;
     this.push(frame('output-image', { ...f.image, frameIndex: f.index, frameType: f.type }, { pts: f.ptsMs }));
-    if (f.type === 'speech' || f.type === 'speech-start') {
+    if (speech) {
       this.push(frame('output-audio', { pcm: f.audio, sampleRate: FACE_TIMING.audioSampleRate, channels: 1 }, { pts: f.ptsMs }));
     }
     if (f.final && this.heldStop) {

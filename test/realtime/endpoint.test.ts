@@ -3,11 +3,11 @@
  * real face plugin, through real WebSocket connections.
  */
 import test from 'ava';
-import WebSocket from 'ws';
 import { facePlugin } from '../../plugins/face/index.ts';
 import { mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
-import { decodeFrameOut, encodeAudioIn, type FrameOutMessage, type ServerMessage } from '../../transports/realtime/protocol.ts';
+import { encodeAudioIn } from '../../transports/realtime/protocol.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
+import { connectRaw, isError, tone, type Conn } from './ws-conn.ts';
 
 let ts: TestServer;
 let endpoint: RealtimeEndpoint;
@@ -30,51 +30,7 @@ test.after.always(async () => {
   await ts?.stop();
 });
 
-interface Conn {
-  ws: WebSocket;
-  messages: ServerMessage[];
-  frames: FrameOutMessage[];
-  closed: Promise<{ code: number; reason: string }>;
-  next(predicate: (m: ServerMessage) => boolean, timeoutMs?: number): Promise<ServerMessage>;
-  framesUntil(predicate: (f: FrameOutMessage) => boolean, timeoutMs?: number): Promise<FrameOutMessage>;
-}
-
-function connect(query: string, headers: Record<string, string> = { 'x-api-key': ts.keyA }): Conn {
-  const ws = new WebSocket(`${wsBase}?${query}`, { headers });
-  const messages: ServerMessage[] = [];
-  const frames: FrameOutMessage[] = [];
-  const waiters: Array<() => void> = [];
-  ws.on('message', (data, isBinary) => {
-    const bytes = data as Buffer;
-    if (isBinary) frames.push(decodeFrameOut(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)));
-    else messages.push(JSON.parse(bytes.toString('utf8')));
-    for (const w of waiters.splice(0)) w();
-  });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
-  const waitFor = <T>(find: () => T | undefined, timeoutMs: number): Promise<T> =>
-    new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('timed out waiting')), timeoutMs);
-      const check = () => {
-        const hit = find();
-        if (hit !== undefined) {
-          clearTimeout(timer);
-          resolve(hit);
-        } else waiters.push(check);
-      };
-      check();
-    });
-  return {
-    ws,
-    messages,
-    frames,
-    closed,
-    next: (p, timeoutMs = 15_000) => waitFor(() => messages.find(p), timeoutMs),
-    framesUntil: (p, timeoutMs = 15_000) => waitFor(() => frames.find(p), timeoutMs),
-  };
-}
-
-const isError = (code: string) => (m: ServerMessage) => m.type === 'error' && m.code === code;
-const tone = (ms: number) => Int16Array.from({ length: (ms * 16_000) / 1000 }, (_, i) => Math.round(9000 * Math.sin((2 * Math.PI * 180 * i) / 16_000) * (0.6 + 0.4 * Math.sin(i / 700))));
+const connect = (query: string, headers: Record<string, string> = { 'x-api-key': ts.keyA }): Conn => connectRaw(`${wsBase}?${query}`, headers);
 
 test.serial('a missing API key is refused with auth_failed and close code 4401', async (t) => {
   const c = connect(`config_id=${smallConfigId}`, {});

@@ -5,12 +5,11 @@
  * decoding of such a publication is covered in test/webrtc.
  */
 import test from 'ava';
-import WebSocket from 'ws';
 import { facePlugin } from '../../plugins/face/index.ts';
 import { mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
 import { mountRooms, type MountedRooms } from '../../server/rooms/index.ts';
-import type { ServerMessage } from '../../transports/realtime/protocol.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
+import { connectRaw, delay, isReady } from './ws-conn.ts';
 
 let ts: TestServer;
 let rooms: MountedRooms;
@@ -28,39 +27,21 @@ test.after.always(async () => {
   await ts?.stop();
 });
 
-function open() {
-  const ws = new WebSocket(`${ts.url.replace(/^http/, 'ws')}/realtime?config_id=svc/human-portrait`, { headers: { 'x-api-key': ts.keyA } });
-  const messages: ServerMessage[] = [];
-  let binaryFrames = 0;
-  ws.on('message', (data, isBinary) => {
-    if (isBinary) binaryFrames++;
-    else messages.push(JSON.parse(String(data)));
-  });
-  const next = async (predicate: (m: ServerMessage) => boolean, ms = 15_000): Promise<ServerMessage> => {
-    const end = Date.now() + ms;
-    for (;;) {
-      const hit = messages.find(predicate);
-      if (hit) return hit;
-      if (Date.now() > end) throw new Error(`timed out; got ${JSON.stringify(messages)}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  };
-  return { ws, messages, next, frames: () => binaryFrames };
-}
+const open = () => connectRaw(`${ts.url.replace(/^http/, 'ws')}/realtime?config_id=svc/human-portrait`, { 'x-api-key': ts.keyA });
 
 test.serial('a session publishes into an embedded room of this server and stops sending frames over the socket', async (t) => {
   const created = rooms.rooms.createRoom();
   const c = open();
   t.teardown(() => c.ws.close());
-  await c.next((m) => m.type === 'session_ready');
+  await c.next(isReady);
   c.ws.send(JSON.stringify({ type: 'webrtc', settings: { provider: 'embedded', room: created.room, token: created.publisherToken } }));
   const connected = await c.next((m) => m.type === 'webrtc_connected');
   t.like(connected, { type: 'webrtc_connected', room: created.room });
   t.is(rooms.rooms.get(created.room)?.publisherId, connected.type === 'webrtc_connected' ? connected.participant_id : 'none');
-  await new Promise((r) => setTimeout(r, 100)); // frames already on the wire
-  const before = c.frames();
-  await new Promise((r) => setTimeout(r, 400)); // 10 frame periods
-  t.is(c.frames(), before, 'no frames over the WebSocket while the room carries them');
+  await delay(100); // frames already on the wire
+  const before = c.frames.length;
+  await delay(400); // 10 frame periods
+  t.is(c.frames.length, before, 'no frames over the WebSocket while the room carries them');
 
   // A second request in the same session is refused without ending it.
   c.ws.send(JSON.stringify({ type: 'webrtc', settings: { provider: 'embedded', room: created.room, token: created.publisherToken } }));
@@ -69,7 +50,7 @@ test.serial('a session publishes into an embedded room of this server and stops 
   // Closing the session frees the room's publisher slot.
   c.ws.close();
   const end = Date.now() + 5000;
-  while (rooms.rooms.get(created.room)?.publisherId && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+  while (rooms.rooms.get(created.room)?.publisherId && Date.now() < end) await delay(20);
   t.is(rooms.rooms.get(created.room)?.publisherId, null);
 });
 
@@ -77,16 +58,16 @@ test.serial('a wrong room token or an unknown room is webrtc_failed; the session
   const created = rooms.rooms.createRoom();
   const c = open();
   t.teardown(() => c.ws.close());
-  await c.next((m) => m.type === 'session_ready');
+  await c.next(isReady);
   c.ws.send(JSON.stringify({ type: 'webrtc', settings: { provider: 'embedded', room: created.room, token: created.subscriberToken } }));
   const refused = await c.next((m) => m.type === 'error');
   t.like(refused, { code: 'webrtc_failed', fatal: false });
   c.ws.send(JSON.stringify({ type: 'webrtc', settings: { provider: 'embedded', room: 'no-such-room', token: created.publisherToken } }));
   await c.next((m) => m.type === 'error' && m !== refused);
   t.is(c.messages.filter((m) => m.type === 'error').length, 2);
-  const before = c.frames();
-  await new Promise((r) => setTimeout(r, 400));
-  t.true(c.frames() > before, 'frames still come over the socket');
+  const before = c.frames.length;
+  await delay(400);
+  t.true(c.frames.length > before, 'frames still come over the socket');
   t.is(rooms.rooms.get(created.room)?.publisherId, null);
 });
 
