@@ -1,12 +1,14 @@
 // Load generator for bench/api.ts, run in a worker thread so it never shares the server's
 // event loop. Keeps `connections` keep-alive sockets, one request in flight on each, for
-// `durationMs`. Requests are written and responses parsed by hand over raw sockets: node's http
+// `warmupMs` then `durationMs` on the same sockets, reporting only the second part: a fresh
+// worker's code is cold (interpreted) and so is a new connection's on the server, which showed as
+// a burst of slow requests in the first half second of every run. Requests are written and responses parsed by hand over raw sockets: node's http
 // client cost about a third of a core at 2,000 req/s, CPU this 2-core machine's server and
 // PostgreSQL need. Every response is read whole (Content-Length) and its status checked.
 import { parentPort, workerData } from 'node:worker_threads';
 import net from 'node:net';
 
-const { baseUrl, key, connections, durationMs, scenario, agentId, ratePerSecond } = workerData;
+const { baseUrl, key, connections, warmupMs, durationMs, scenario, agentId, ratePerSecond } = workerData;
 const url = new URL(baseUrl);
 const HEAD_END = Buffer.from('\r\n\r\n');
 
@@ -71,7 +73,8 @@ async function once(conn) {
 const latencies = [];
 let errors = 0;
 const conns = await Promise.all(Array.from({ length: connections }, () => connection()));
-const started = performance.now();
+const warmupStarted = performance.now();
+const started = warmupStarted + warmupMs;
 const deadline = started + durationMs;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 await Promise.all(
@@ -79,7 +82,7 @@ await Promise.all(
     // Fixed rate: each connection owns a slot of the schedule; latency counts from the scheduled
     // send time, so a stalled server cannot hide queueing (no coordinated omission).
     const periodMs = ratePerSecond ? (1000 * connections) / ratePerSecond : 0;
-    let scheduled = started + (periodMs * c) / connections;
+    let scheduled = warmupStarted + (periodMs * c) / connections;
     while (performance.now() < deadline) {
       if (periodMs) {
         const wait = scheduled - performance.now();
@@ -87,8 +90,10 @@ await Promise.all(
       }
       const t0 = periodMs ? scheduled : performance.now();
       const ok = await once(conn).catch(() => false);
-      latencies.push(performance.now() - t0);
-      if (!ok) errors++;
+      if (t0 >= started) {
+        latencies.push(performance.now() - t0);
+        if (!ok) errors++;
+      }
       scheduled += periodMs;
     }
   }),

@@ -36,10 +36,10 @@ export const API_BENCH = {
 
 type Scenario = 'get_agent' | 'list_agents' | 'create_delete_agent';
 
-function load(baseUrl: string, key: string, scenario: Scenario, durationMs: number, agentId: string, ratePerSecond?: number) {
+function load(baseUrl: string, key: string, scenario: Scenario, agentId: string, ratePerSecond?: number) {
   return new Promise<{ latencies: number[]; errors: number; elapsedMs: number }>((resolve, reject) => {
     const worker = new Worker(new URL('./_api-load.mjs', import.meta.url), {
-      workerData: { baseUrl, key, connections: API_BENCH.connections, durationMs, scenario, agentId, ratePerSecond },
+      workerData: { baseUrl, key, connections: API_BENCH.connections, warmupMs: API_BENCH.warmupMs, durationMs: API_BENCH.durationMs, scenario, agentId, ratePerSecond },
     });
     worker.once('message', resolve);
     worker.once('error', reject);
@@ -84,8 +84,7 @@ export async function run(): Promise<void> {
       { scenario: 'create_delete_agent' },
     ];
     for (const { scenario, rate } of runs) {
-      await load(url, key, scenario, API_BENCH.warmupMs, agentId, rate);
-      const { latencies, errors, elapsedMs } = await load(url, key, scenario, API_BENCH.durationMs, agentId, rate);
+      const { latencies, errors, elapsedMs } = await load(url, key, scenario, agentId, rate);
       const rps = (latencies.length / elapsedMs) * 1000;
       const p50 = percentile(latencies, 50);
       const p99 = percentile(latencies, 99);

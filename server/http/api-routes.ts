@@ -3,6 +3,7 @@ import type { Context, Middleware } from 'koa';
 import { Ajv, type ValidateFunction, type ErrorObject } from 'ajv';
 import { ApiError } from './api-error.ts';
 import { nulPath, readJsonBody } from './json-body.ts';
+import { JsonText } from './json-text.ts';
 import type { Principal } from './principal.ts';
 
 export type JsonSchema = Record<string, unknown>;
@@ -40,6 +41,8 @@ export interface RouteInput {
   body: any;
   /** Set on `api_key` routes. */
   principal: Principal;
+  /** `{base_url}` as this client reaches the service (signed URLs, the OpenAPI server address). */
+  baseUrl: string;
 }
 
 export interface RouteResult {
@@ -100,6 +103,7 @@ export class ApiRoutes {
   constructor(
     private readonly authenticate: Middleware,
     private readonly maxJsonBodyBytes: number,
+    private readonly baseUrlOf: (ctx: Context) => string,
   ) {}
 
   add(router: Router, spec: RouteSpec, handler: RouteHandler): void {
@@ -123,11 +127,15 @@ export class ApiRoutes {
           if (!validateBody(body)) throw validationError('body', validateBody.errors);
         }
       }
-      const result = await handler({ ctx, params, query, body, principal: ctx.state.principal });
+      const baseUrlOf = this.baseUrlOf;
+      const result = await handler({ ctx, params, query, body, principal: ctx.state.principal, get baseUrl() { return baseUrlOf(ctx); } });
       if (!result) return;
       ctx.status = result.status;
       for (const [name, value] of Object.entries(result.headers ?? {})) ctx.set(name, value);
-      if (result.body !== undefined) ctx.body = result.body;
+      if (result.body instanceof JsonText) {
+        ctx.type = 'application/json; charset=utf-8';
+        ctx.body = result.body.text;
+      } else if (result.body !== undefined) ctx.body = result.body;
     };
     for (const path of [spec.path, ...(spec.aliasPaths ?? [])]) router[spec.method](path, ...middleware, run);
   }

@@ -1,3 +1,5 @@
+import { JsonText } from './json-text.ts';
+
 /** Spec "Limits": list page size and offset. */
 export const PAGINATION = {
   defaultLimit: 20,
@@ -23,4 +25,10 @@ export interface ListEnvelope<T> {
 
 export function envelope<T>(data: T[], page: Page, totalItems: number): ListEnvelope<T> {
   return { data, pagination: { limit: page.limit, offset: page.offset, total_items: totalItems } };
+}
+
+/** The same envelope around a page already serialised as a JSON array (see `JsonText`). */
+export function envelopeText<T>(dataJson: string, page: Page, totalItems: number): JsonText<ListEnvelope<T>> {
+  const pagination: ListEnvelope<T>['pagination'] = { limit: page.limit, offset: page.offset, total_items: totalItems };
+  return new JsonText(`{"data":${dataJson},"pagination":${JSON.stringify(pagination)}}`);
 }

@@ -18,13 +18,13 @@ export function mountAssetRoutes(api: ApiRoutes, router: Router, { assets, gener
     method: 'post', path: '/assets/sign-part', operationId: 'signAssetUploadPart', tag, auth: 'api_key',
     summary: 'Pre-signed URL to PUT one part to (parts 1 to 10000; every part but the last at least 5 MiB)', body: signPartBody,
     responses: { 200: { description: 'Upload URL; the PUT response carries the part ETag', schema: signPartResponse }, ...errors(400, 401, 404) },
-  }, async ({ principal, body }) => ({ status: 200, body: await assets.signPart(principal, body) }));
+  }, async ({ principal, body, baseUrl }) => ({ status: 200, body: await assets.signPart(principal, body, baseUrl) }));
 
   api.add(router, {
     method: 'post', path: '/assets', operationId: 'finalizeAssetUpload', tag, auth: 'api_key',
     summary: 'Finalize an upload with every part and its ETag', body: finalizeUploadBody,
     responses: { 201: { description: 'The new asset', schema: assetSchema }, ...errors(400, 401, 404, 409) },
-  }, async ({ principal, body }) => ({ status: 201, body: await assets.finalize(principal, body) }));
+  }, async ({ principal, body, baseUrl }) => ({ status: 201, body: await assets.finalize(principal, body, baseUrl) }));
 
   api.add(router, {
     method: 'get', path: '/assets', operationId: 'listAssets', tag, auth: 'api_key',
@@ -35,7 +35,7 @@ export function mountAssetRoutes(api: ApiRoutes, router: Router, { assets, gener
       name: { type: 'string', maxLength: 255, description: 'Case-insensitive substring of the file name.' },
     }),
     responses: { 200: { description: 'Page of assets', schema: listOf(assetSchema) }, ...errors(400, 401) },
-  }, async ({ principal, query }) => ({ status: 200, body: await assets.list(principal, query, query) }));
+  }, async ({ principal, query, baseUrl }) => ({ status: 200, body: await assets.list(principal, query, query, baseUrl) }));
 
   api.add(router, {
     method: 'get', path: '/assets/generate/jobs/:job_id', operationId: 'getGenerationJob', tag, auth: 'api_key',
@@ -58,7 +58,7 @@ export function mountAssetRoutes(api: ApiRoutes, router: Router, { assets, gener
     api.add(router, {
       method: 'get', path, operationId, tag, auth: 'api_key', summary, params: pathId('asset_id'),
       responses: { 200: { description: 'The asset', schema: assetSchema }, ...errors(400, 401, 404) },
-    }, async ({ principal, params }) => ({ status: 200, body: await assets.get(principal, params.asset_id) }));
+    }, async ({ principal, params, baseUrl }) => ({ status: 200, body: await assets.get(principal, params.asset_id, baseUrl) }));
   }
 
   api.add(router, {

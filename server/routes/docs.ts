@@ -6,10 +6,9 @@ import { renderReferencePage } from '../schema/reference-page.ts';
 /** The document only changes with a deploy; clients may cache it briefly. */
 const DOCS_CACHE = 'public, max-age=300';
 
-export function mountDocsRoutes(api: ApiRoutes, router: Router, baseUrl: () => string): void {
+export function mountDocsRoutes(api: ApiRoutes, router: Router): void {
   let cached: { base: string; doc: Record<string, unknown>; html: string } | undefined;
-  const current = () => {
-    const base = baseUrl();
+  const current = (base: string) => {
     if (!cached || cached.base !== base) {
       const doc = buildOpenApiDocument(api.specs, base);
       cached = { base, doc, html: renderReferencePage(doc) };
@@ -19,12 +18,12 @@ export function mountDocsRoutes(api: ApiRoutes, router: Router, baseUrl: () => s
   api.add(router, {
     method: 'get', path: '/openapi.json', operationId: 'getOpenApiDocument', tag: 'Documentation', auth: 'public',
     summary: 'This OpenAPI 3 document', responses: { 200: { description: 'OpenAPI document', schema: { type: 'object' } } },
-  }, async () => ({ status: 200, body: current().doc, headers: { 'Cache-Control': DOCS_CACHE } }));
+  }, async ({ baseUrl }) => ({ status: 200, body: current(baseUrl).doc, headers: { 'Cache-Control': DOCS_CACHE } }));
   api.add(router, {
     method: 'get', path: '/docs', operationId: 'getApiReference', tag: 'Documentation', auth: 'public',
     summary: 'Human-readable API reference', responses: { 200: { description: 'HTML page', contentType: 'text/html' } },
-  }, async ({ ctx }) => {
+  }, async ({ ctx, baseUrl }) => {
     ctx.type = 'text/html; charset=utf-8';
-    return { status: 200, body: current().html, headers: { 'Cache-Control': DOCS_CACHE } };
+    return { status: 200, body: current(baseUrl).html, headers: { 'Cache-Control': DOCS_CACHE } };
   });
 }

@@ -25,7 +25,7 @@ export function mountPublicRoutes(api: ApiRoutes, router: Router, { modelConfigs
     method: 'get', path: '/public/assets/:asset_id', operationId: 'getPublicAsset', tag, auth: 'public',
     summary: 'Public view of an asset with a signed asset_url', params: pathId('asset_id'),
     responses: { 200: { description: 'Public asset', schema: publicAssetSchema }, ...errors(400, 404) },
-  }, async ({ params }) => ({ status: 200, body: await assets.getPublic(params.asset_id) }));
+  }, async ({ params, baseUrl }) => ({ status: 200, body: await assets.getPublic(params.asset_id, baseUrl) }));
 
   api.add(router, {
     method: 'get', path: '/public/model-variants/:model_variant_id', aliasPaths: ['/public/model-variants/:vendor/:model/:variant'],
@@ -42,5 +42,5 @@ export function mountPublicRoutes(api: ApiRoutes, router: Router, { modelConfigs
     summary: 'Public agent record read by the widget', description: 'Published agents only (unpublished: 403 agent_unpublished). A bare asset UUID in preview_url is resolved to a signed URL.',
     params: pathId('agent_id'),
     responses: { 200: { description: 'Public agent', schema: publicAgentSchema }, ...errors(400, 403, 404) },
-  }, async ({ params }) => ({ status: 200, body: await publicAgent(agents, assets, params.agent_id) }));
+  }, async ({ params, baseUrl }) => ({ status: 200, body: await publicAgent(agents, assets, params.agent_id, baseUrl) }));
 }

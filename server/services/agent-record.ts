@@ -6,18 +6,19 @@ export const AGENT_SUMMARY_COLUMNS = [
   'agent_id', 'organization_id', 'created_by', 'title', 'description', 'mode', 'status', 'face_id', 'created_at', 'updated_at',
 ] as const;
 
-export const toAgentSummary = (row: any) => ({
-  agent_id: row.agent_id,
-  organization_id: row.organization_id,
-  created_by: row.created_by,
-  title: row.title,
-  description: row.description,
-  mode: row.mode,
-  status: row.status,
-  face_id: row.face_id,
-  created_at: isoRequired(row.created_at),
-  updated_at: isoRequired(row.updated_at),
-});
+/** An element of the agent list; PostgreSQL builds it from AGENT_SUMMARY_COLUMNS (services/agents.ts). */
+export interface AgentSummary {
+  agent_id: string;
+  organization_id: string;
+  created_by: string;
+  title: string;
+  description: string | null;
+  mode: string;
+  status: string;
+  face_id: string | null;
+  created_at: string;
+  updated_at: string;
+}
 
 /**
  * The full Agent; `authSecret` is the plaintext only in the response that generated it.

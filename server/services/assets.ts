@@ -61,13 +61,14 @@ export class Assets {
     return { asset_id: assetId, upload_id: uploadId, s3_key: key };
   }
 
-  async signPart(principal: Principal, body: { asset_id: string; upload_id: string; part_number: number; s3_key?: string }) {
+  /** `baseUrl` (here and below): `{base_url}` as the client reaches the service, for signed URLs. */
+  async signPart(principal: Principal, body: { asset_id: string; upload_id: string; part_number: number; s3_key?: string }, baseUrl: string) {
     const session = await this.session(principal, body.asset_id, body.upload_id, body.s3_key);
-    const url = await this.storage.signUploadPartUrl(session.storage_key, session.upload_id, body.part_number, this.urlTtlMs);
+    const url = await this.storage.signUploadPartUrl(session.storage_key, session.upload_id, body.part_number, this.urlTtlMs, baseUrl);
     return { upload_url: url, part_number: body.part_number };
   }
 
-  async finalize(principal: Principal, body: FinalizeBody) {
+  async finalize(principal: Principal, body: FinalizeBody, baseUrl: string) {
     const session = await this.session(principal, body.asset_id, body.upload_id, body.s3_key);
     const mismatched = (['name', 'category'] as const).filter((f) => session[f] !== body[f]);
     if (session.size_bytes != null && int(session.size_bytes) !== body.size_bytes) mismatched.push('size_bytes' as never);
@@ -112,7 +113,7 @@ export class Assets {
     });
     const asset = await this.db('assets').where('asset_id', body.asset_id).first();
     this.runHooks(asset);
-    return this.withUrl(asset, false);
+    return this.withUrl(asset, false, baseUrl);
   }
 
   /** Stores a complete object as an asset (template seeding, generated assets). */
@@ -129,7 +130,7 @@ export class Assets {
     return asset;
   }
 
-  async list(principal: Principal, filter: AssetFilter, page: Page): Promise<ListEnvelope<Record<string, unknown>>> {
+  async list(principal: Principal, filter: AssetFilter, page: Page, baseUrl: string): Promise<ListEnvelope<Record<string, unknown>>> {
     const org = filter.source === 'template' ? TEMPLATE_ORGANIZATION.organization_id : principal.organizationId;
     const scope = this.db('assets').where('organization_id', org);
     if (filter.category) scope.where('category', filter.category);
@@ -138,32 +139,32 @@ export class Assets {
       scope.clone().orderBy([{ column: 'created_at', order: 'desc' }, { column: 'asset_id' }]).limit(page.limit).offset(page.offset),
       scope.clone().count('* as n').first(),
     ]);
-    return envelope(await Promise.all(rows.map((r) => this.withUrl(r, false))), page, Number(total?.n ?? 0));
+    return envelope(await Promise.all(rows.map((r) => this.withUrl(r, false, baseUrl))), page, Number(total?.n ?? 0));
   }
 
   /** Own and template assets are readable. */
-  async get(principal: Principal, assetId: string) {
+  async get(principal: Principal, assetId: string, baseUrl: string) {
     const row = await this.db('assets')
       .where('asset_id', assetId)
       .whereIn('organization_id', [principal.organizationId, TEMPLATE_ORGANIZATION.organization_id])
       .first();
     if (!row) throw notFound(assetId);
-    return this.withUrl(row, false);
+    return this.withUrl(row, false, baseUrl);
   }
 
-  async getPublic(assetId: string) {
+  async getPublic(assetId: string, baseUrl: string) {
     const row = await this.db('assets').where('asset_id', assetId).first();
     if (!row) throw notFound(assetId);
-    return this.withUrl(row, true);
+    return this.withUrl(row, true, baseUrl);
   }
 
   /** A fresh signed URL for an asset id, or null when no such asset exists (preview_url resolution). */
-  async signedUrlFor(assetId: string, organizationId: string): Promise<string | null> {
+  async signedUrlFor(assetId: string, organizationId: string, baseUrl: string): Promise<string | null> {
     const row = await this.db('assets')
       .where('asset_id', assetId)
       .whereIn('organization_id', [organizationId, TEMPLATE_ORGANIZATION.organization_id])
       .first('storage_key', 'content_type');
-    return row ? this.storage.signDownloadUrl(row.storage_key, this.urlTtlMs, row.content_type) : null;
+    return row ? this.storage.signDownloadUrl(row.storage_key, this.urlTtlMs, row.content_type, baseUrl) : null;
   }
 
   /** Hard delete of record and object; template assets are read-only for everyone. */
@@ -212,7 +213,7 @@ export class Assets {
     return session;
   }
 
-  private async withUrl(row: any, publicShape: boolean): Promise<Record<string, unknown>> {
+  private async withUrl(row: any, publicShape: boolean, baseUrl: string): Promise<Record<string, unknown>> {
     const asset: Record<string, unknown> = {
       asset_id: row.asset_id,
       organization_id: row.organization_id,
@@ -224,7 +225,7 @@ export class Assets {
       etag: row.etag,
       created_at: isoRequired(row.created_at),
       updated_at: isoRequired(row.updated_at),
-      asset_url: await this.storage.signDownloadUrl(row.storage_key, this.urlTtlMs, row.content_type),
+      asset_url: await this.storage.signDownloadUrl(row.storage_key, this.urlTtlMs, row.content_type, baseUrl),
     };
     if (publicShape) {
       delete asset.organization_id;

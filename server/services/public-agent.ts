@@ -8,11 +8,11 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
  * The agent record the widget reads without a key: published agents only, no configuration
  * internals, and a bare asset UUID in preview_url resolved to a fresh signed URL.
  */
-export async function publicAgent(agents: Agents, assets: Assets, agentId: string) {
+export async function publicAgent(agents: Agents, assets: Assets, agentId: string, baseUrl: string) {
   const row = await agents.findById(agentId);
   if (!row) throw new ApiError('agent_not_found', `agent ${agentId} not found`, { agent_id: agentId });
   if (row.status !== 'published') throw new ApiError('agent_unpublished', `agent ${agentId} is not published`, { agent_id: agentId });
-  const preview = row.preview_url && UUID_RE.test(row.preview_url) ? await assets.signedUrlFor(row.preview_url, row.organization_id) : row.preview_url;
+  const preview = row.preview_url && UUID_RE.test(row.preview_url) ? await assets.signedUrlFor(row.preview_url, row.organization_id, baseUrl) : row.preview_url;
   return {
     agent_id: row.agent_id,
     title: row.title,

@@ -31,7 +31,6 @@ export class FilesystemStorage implements ObjectStorage {
   constructor(
     private readonly root: string,
     private readonly signer: UrlSigner,
-    private readonly baseUrl: () => string,
   ) {}
 
   async createMultipartUpload(): Promise<string> {
@@ -40,8 +39,8 @@ export class FilesystemStorage implements ObjectStorage {
     return uploadId;
   }
 
-  async signUploadPartUrl(_key: string, uploadId: string, partNumber: number, ttlMs: number): Promise<string> {
-    return this.signedUrl('PUT', `/v1/storage/uploads/${uploadId}/parts/${partNumber}`, ttlMs);
+  async signUploadPartUrl(_key: string, uploadId: string, partNumber: number, ttlMs: number, baseUrl: string): Promise<string> {
+    return this.signedUrl(baseUrl, 'PUT', `/v1/storage/uploads/${uploadId}/parts/${partNumber}`, ttlMs);
   }
 
   /** Stores one part from the request stream; returns its quoted MD5 ETag like S3. */
@@ -130,9 +129,9 @@ export class FilesystemStorage implements ObjectStorage {
   }
 
   /** The content type rides in the query and is covered by the signature. */
-  async signDownloadUrl(key: string, ttlMs: number, contentType: string | null): Promise<string> {
+  async signDownloadUrl(key: string, ttlMs: number, contentType: string | null, baseUrl: string): Promise<string> {
     const type = contentType ?? '';
-    return this.signedUrl('GET', `/v1/storage/objects/${encodeObjectKey(key)}`, ttlMs, type) + `&content_type=${encodeURIComponent(type)}`;
+    return this.signedUrl(baseUrl, 'GET', `/v1/storage/objects/${encodeObjectKey(key)}`, ttlMs, type) + `&content_type=${encodeURIComponent(type)}`;
   }
 
   async putObject(key: string, data: Buffer): Promise<StoredObject> {
@@ -183,10 +182,10 @@ export class FilesystemStorage implements ObjectStorage {
     return expiresAtMs < nowMs ? 'url_expired' : 'ok';
   }
 
-  private signedUrl(method: string, path: string, ttlMs: number, contentType?: string): string {
+  private signedUrl(baseUrl: string, method: string, path: string, ttlMs: number, contentType?: string): string {
     const expires = Date.now() + ttlMs;
     const signed = contentType === undefined ? path : `${path}#${contentType}`;
-    return `${this.baseUrl()}${path}?expires=${expires}&signature=${this.signer.sign(method, signed, expires)}`;
+    return `${baseUrl}${path}?expires=${expires}&signature=${this.signer.sign(method, signed, expires)}`;
   }
 
   private objectPath(key: string): string {

@@ -8,7 +8,7 @@ export * from './object-storage.ts';
 export { FilesystemStorage, encodeObjectKey, decodeObjectKey } from './filesystem-storage.ts';
 export { S3Storage } from './s3-storage.ts';
 
-export function createObjectStorage(config: StorageConfig, fallbackRoot: string, signer: UrlSigner, baseUrl: () => string): ObjectStorage {
+export function createObjectStorage(config: StorageConfig, fallbackRoot: string, signer: UrlSigner): ObjectStorage {
   if (config.driver === 's3') return new S3Storage(config);
-  return new FilesystemStorage(config.root ?? fallbackRoot, signer, baseUrl);
+  return new FilesystemStorage(config.root ?? fallbackRoot, signer);
 }

@@ -39,11 +39,15 @@ export const MULTIPART_RULES = {
 export interface ObjectStorage {
   readonly driver: 'filesystem' | 's3';
   createMultipartUpload(key: string, contentType: string | null): Promise<string>;
-  signUploadPartUrl(key: string, uploadId: string, partNumber: number, ttlMs: number): Promise<string>;
+  /**
+   * `baseUrl` is `{base_url}` as the caller reaches this service: drivers whose URLs point at the
+   * service itself (filesystem) build on it; others (S3) ignore it.
+   */
+  signUploadPartUrl(key: string, uploadId: string, partNumber: number, ttlMs: number, baseUrl: string): Promise<string>;
   /** Assembles the parts, checking ETags and part sizes; the result is the stored object's ETag and size. */
   completeMultipartUpload(key: string, uploadId: string, parts: CompletedPart[]): Promise<StoredObject>;
   abortMultipartUpload(key: string, uploadId: string): Promise<void>;
-  signDownloadUrl(key: string, ttlMs: number, contentType: string | null): Promise<string>;
+  signDownloadUrl(key: string, ttlMs: number, contentType: string | null, baseUrl: string): Promise<string>;
   putObject(key: string, data: Buffer, contentType: string | null): Promise<StoredObject>;
   getObject(key: string): Promise<Buffer>;
   /** Streams an object (used by plugins that process large assets). */

@@ -246,7 +246,7 @@ test('signed storage URLs refuse tampering, other paths and expiry', async (t) =
   const put = await fetch(url, { method: 'PUT', body: 'x' });
   t.true(put.status === 405 || put.status === 403 || put.status === 400);
   // An already-expired URL signed by the server itself.
-  const expired = await s.server.storage.signDownloadUrl(`${asset.organization_id}/${asset.asset_id}`, -1000, asset.content_type);
+  const expired = await s.server.storage.signDownloadUrl(`${asset.organization_id}/${asset.asset_id}`, -1000, asset.content_type, s.server.baseUrl());
   const r2 = await fetch(expired);
   t.is(r2.status, 403);
   t.is((await r2.json()).code, 'url_expired');
