@@ -250,12 +250,22 @@ class RealtimeConnection {
     }
   }
 
-  /** One timer per connection, re-armed lazily: messages only record their time. */
-  private armIdleTimer(): void {
+  /**
+   * One timer per connection, re-armed lazily: messages only record their time. An expiry is
+   * confirmed after one more pass of the event loop's I/O phase: after a stall (a busy process),
+   * timers run before the sockets are read, and pings already waiting there must count.
+   */
+  private armIdleTimer(confirming = false): void {
     if (this.closed) return;
     const ms = this.deps.limits.idleTimeoutMs;
     const left = this.lastMessageAt + ms - this.deps.clock.now();
-    if (left <= 0) return this.fail('idle_timeout', `no message from the client for ${ms} ms; send ping to keep an idle session open`);
+    if (left <= 0) {
+      if (!confirming) {
+        setImmediate(() => this.armIdleTimer(true));
+        return;
+      }
+      return this.fail('idle_timeout', `no message from the client for ${ms} ms; send ping to keep an idle session open`);
+    }
     this.idleTimer = this.deps.clock.setTimeout(() => this.armIdleTimer(), left);
   }
 

@@ -108,6 +108,20 @@ test('idle timeout: a silent client is closed with idle_timeout (4408); session_
   t.is((await c.closed).code, 4408);
 });
 
+test.serial('idle timeout: a ping already waiting in the socket when a stalled server wakes up keeps the session open', async (t) => {
+  const c = open('svc/human-portrait/v1', '/realtime-idle');
+  t.teardown(() => c.ws.close());
+  await c.next(isReady);
+  c.ws.send(JSON.stringify({ type: 'ping' }));
+  await delay(IDLE_MS - 500);
+  c.ws.send(JSON.stringify({ type: 'ping' })); // written to the server's socket now ...
+  const stalledUntil = Date.now() + 900; // ... while this process (server included) is busy past the deadline
+  while (Date.now() < stalledUntil);
+  await delay(IDLE_MS / 2);
+  t.is(c.ws.readyState, c.ws.OPEN);
+  t.deepEqual(c.messages.filter((m) => m.type === 'error'), []);
+});
+
 test.serial('idle timeout: SvcClient keeps an idle session open with pings paced by the announced timeout', async (t) => {
   const client = new SvcClient({ apiKey: ts.keyA, configId: configs['svc/human-portrait/v1']!, url: `${ts.url.replace(/^http/, 'ws')}/realtime-idle` });
   t.teardown(() => client.close());
