@@ -6,9 +6,4 @@
 export class JsonText<T = unknown> {
   declare readonly shape?: T;
   constructor(readonly text: string) {}
-
-  /** The parsed value (tests and in-process callers). */
-  parse(): T {
-    return JSON.parse(this.text) as T;
-  }
 }
