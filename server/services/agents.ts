@@ -19,8 +19,8 @@ const HOSTNAME_RE = /^(\*|(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-
 
 // One round trip returns the page as JSON text built by PostgreSQL and the total as a scalar
 // subquery (`count(*) over()` made PostgreSQL fetch and sort every agent of the organization for
-// each page: 1.6x slower, measured). Turning 20 rows into objects and back into JSON was a third
-// of the list's CPU time in Node, the one thread every request shares; `row_to_json` of each
+// each page: 1.6x slower, measured). Turning 20 rows into objects and back into JSON was about a
+// quarter of the list's CPU time in Node, the one thread every request shares; `row_to_json` of each
 // summary (named as the API names its fields) costs PostgreSQL less than that, and less than
 // `json_build_object` (measured with pgbench). Timestamps leave PostgreSQL in the API's ISO form;
 // the page is chosen and aggregated in the order of the columns, never of their text.
