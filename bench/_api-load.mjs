@@ -4,7 +4,8 @@
 // worker's code is cold (interpreted) and so is a new connection's on the server, which showed as
 // a burst of slow requests in the first half second of every run. Requests are written and
 // responses parsed by hand over raw sockets: node's http client cost about a third of a core at
-// 2,000 req/s, CPU this 2-core machine's server and PostgreSQL need. Every response is read whole (Content-Length) and its status checked.
+// 2,000 req/s, CPU this 2-core machine's server and PostgreSQL need. Every response is read
+// whole (Content-Length) and its status checked.
 import { parentPort, workerData } from 'node:worker_threads';
 import net from 'node:net';
 
