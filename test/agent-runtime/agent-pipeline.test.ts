@@ -1,7 +1,7 @@
 import test from 'ava';
 import { chunkAudio, concat, frame, PipelineWorker, Registry, RegistryError, silence, VirtualClock, type WorkerOutcome } from '../../core/index.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
-import { buildAgentPipeline, providersFromEnv, type AgentRuntimeRecord } from '../../server/agent-runtime/agent-pipeline.ts';
+import { buildAgentPipeline, providersFromEnv, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import { AGENT_DEFAULTS } from '../../server/services/agent-defaults.ts';
 import { EnergyVAD, ScriptedLLM, ScriptedSTT, ToneTTS, speech, type ScriptedResponse } from '../processors/scripted-services.ts';
 

@@ -7,7 +7,7 @@
 import test from 'ava';
 import { chunkAudio, concat, frame, PipelineWorker, Registry, silence, VirtualClock, type WorkerOutcome } from '../../core/index.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
-import { buildAgentPipeline, type AgentRuntimeRecord } from '../../server/agent-runtime/agent-pipeline.ts';
+import { buildAgentPipeline, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import { AGENT_DEFAULTS } from '../../server/services/agent-defaults.ts';
 import { deepgramPlugin } from '../../plugins/deepgram/index.ts';
 import { openaiPlugin } from '../../plugins/openai/index.ts';

@@ -1,5 +1,5 @@
 /**
- * Tools through the agent runtime (server/agent-runtime/agent-pipeline.ts): an Agent record's
+ * Tools through the agent runtime (agent/agent-pipeline.ts): an Agent record's
  * `tools` and `mode` go in, a real pipeline comes out. Checks that the record's tools reach the
  * model and the dispatcher as the spec says, that webhook calls carry the session metadata, and
  * that `end_call` ends the session gracefully after the farewell. Providers are the scripted
@@ -9,7 +9,7 @@ import test from 'ava';
 import { chunkAudio, concat, frame, PipelineWorker, Registry, silence, VirtualClock, type WorkerOutcome } from '../../core/index.ts';
 import type { AgentTool } from '../../processors/tools/agent-tool.ts';
 import { WebhookClient } from '../../processors/tools/webhook-client.ts';
-import { buildAgentPipeline, type AgentRuntimeRecord } from '../../server/agent-runtime/agent-pipeline.ts';
+import { buildAgentPipeline, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import { AGENT_DEFAULTS } from '../../server/services/agent-defaults.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
 import { EnergyVAD, ScriptedLLM, ScriptedSTT, ToneTTS, speech, type ScriptedResponse } from '../processors/scripted-services.ts';

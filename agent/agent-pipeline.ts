@@ -17,15 +17,15 @@
  * Speech-to-text, the LLM and VAD are deployment choices (keys in the environment), not agent
  * fields: `providersFromEnv` picks the cloud plugins when their keys are set, else offline ones.
  */
-import type { Registry } from '../../core/registry.ts';
-import type { Clock } from '../../core/clock.ts';
-import type { FaceSession } from '../../processors/avatar/face-model.ts';
-import { AvatarProcessor } from '../../processors/avatar/avatar-processor.ts';
-import type { BehaviourLine, BehaviourMode } from '../../processors/behaviours/conversation-behaviours.ts';
-import type { LLMService, STTService, TTSService, VADAnalyzer } from '../../processors/services.ts';
-import { defaultToolLogger, prepareToolset, ToolDispatcher, WebhookClient, type AgentTool, type PreparedToolset, type ToolLogger } from '../../processors/tools/index.ts';
-import { createVoicePipeline, type VoicePipeline, type VoicePipelineOptions } from '../../processors/voice-pipeline.ts';
-import type { MediaSink } from '../../transports/media-sink.ts';
+import type { Registry } from '../core/registry.ts';
+import type { Clock } from '../core/clock.ts';
+import type { FaceSession } from '../processors/avatar/face-model.ts';
+import { AvatarProcessor } from '../processors/avatar/avatar-processor.ts';
+import type { BehaviourLine, BehaviourMode } from '../processors/behaviours/conversation-behaviours.ts';
+import type { LLMService, STTService, TTSService, VADAnalyzer } from '../processors/services.ts';
+import { defaultToolLogger, prepareToolset, ToolDispatcher, WebhookClient, type AgentTool, type PreparedToolset, type ToolLogger } from '../processors/tools/index.ts';
+import { createVoicePipeline, type VoicePipeline, type VoicePipelineOptions } from '../processors/voice-pipeline.ts';
+import type { MediaSink } from '../transports/media-sink.ts';
 
 /** The Agent fields the runtime reads (the REST API's full Agent shape satisfies it). */
 export interface AgentRuntimeRecord {
