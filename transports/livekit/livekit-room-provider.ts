@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { AccessToken, RoomServiceClient, TrackSource } from 'livekit-server-sdk';
 import { RealClock, type Clock } from '../../core/clock.ts';
 import { RoomError } from '../webrtc/room-errors.ts';
-import type { AvatarRoom, RoomProvider } from '../webrtc/room-provider.ts';
+import type { AvatarRoom, RoomCreateOptions, RoomProvider } from '../webrtc/room-provider.ts';
 
 export const LIVEKIT_ROOM_DEFAULTS = {
   /** Join tokens' lifetime. */
@@ -41,8 +41,8 @@ export class LiveKitRoomProvider implements RoomProvider {
     this.clock = options.clock ?? new RealClock();
   }
 
-  async createRoom(options: { readonly tokenTtlMs?: number } = {}): Promise<AvatarRoom> {
-    const room = `room_${randomUUID().replaceAll('-', '')}`;
+  async createRoom(options: RoomCreateOptions = {}): Promise<AvatarRoom> {
+    const room = options.name ?? `room_${randomUUID().replaceAll('-', '')}`;
     try {
       await this.api.createRoom({
         name: room,

@@ -20,10 +20,18 @@ export interface AvatarRoom {
   readonly expiresAtMs: number;
 }
 
+export interface RoomCreateOptions {
+  readonly name?: string;
+  readonly tokenTtlMs?: number;
+}
+
 export interface RoomProvider {
   readonly name: 'embedded' | 'livekit';
-  /** Creates a room; rejects with `RoomError('room_creation_failed')` when the provider cannot. */
-  createRoom(options?: { readonly tokenTtlMs?: number }): Promise<AvatarRoom>;
+  /**
+   * Creates a room (named `name` when given: the Session API passes names with 192 random bits);
+   * rejects with `RoomError('room_creation_failed')` when the provider cannot.
+   */
+  createRoom(options?: RoomCreateOptions): Promise<AvatarRoom>;
   /** Ends the room for everyone; resolves whether a room was there to close. */
   closeRoom(room: string): Promise<boolean>;
 }
@@ -41,8 +49,11 @@ export class EmbeddedRoomProvider implements RoomProvider {
     private readonly options: EmbeddedRoomProviderOptions,
   ) {}
 
-  async createRoom(options: { readonly tokenTtlMs?: number } = {}): Promise<AvatarRoom> {
-    const created = this.rooms.createRoom(options.tokenTtlMs === undefined ? {} : { tokenTtlMs: options.tokenTtlMs });
+  async createRoom(options: RoomCreateOptions = {}): Promise<AvatarRoom> {
+    const created = this.rooms.createRoom({
+      ...(options.name === undefined ? {} : { name: options.name }),
+      ...(options.tokenTtlMs === undefined ? {} : { tokenTtlMs: options.tokenTtlMs }),
+    });
     const url = new URL(this.options.signalUrl);
     url.searchParams.set('room', created.room); // the name is not a secret; the token never goes in the URL
     return {
