@@ -1,23 +1,35 @@
 /** Mounts the real-time face-model WebSocket on a REST server's HTTP server. */
 import type { AppServer } from '../app.ts';
+import type { CapacityGate } from '../capacity/capacity-gate.ts';
 import { attachRealtime, type AvatarPublisher, type RealtimeEndpoint } from './realtime-endpoint.ts';
 import { createRealtimeResolver } from './realtime-resolver.ts';
 
 export interface MountRealtimeOptions {
+  /**
+   * The process-wide capacity gate, shared with the Session API's bots (create it once at
+   * start-up: `createCapacityGate({ limit: server.config.maxFaceSessions })`). Without it the
+   * endpoint admits by count only, up to `maxSessions` (default `server.config.maxFaceSessions`,
+   * else cores x 2).
+   */
+  readonly capacityGate?: CapacityGate;
   readonly maxSessions?: number;
+  /** Re-check period for keys revoked by another process (default 10 s; see API_KEY_REVOCATION). */
+  readonly revocationCheckIntervalMs?: number;
   readonly publishAvatar?: AvatarPublisher;
   /** Close connections silent for this long (default 5 min; clients ping to stay open). */
   readonly idleTimeoutMs?: number;
 }
 
-export function mountRealtime(server: Pick<AppServer, 'httpServer' | 'db' | 'storage' | 'registry' | 'services' | 'logger'>, options: MountRealtimeOptions = {}): RealtimeEndpoint {
+export function mountRealtime(server: Pick<AppServer, 'httpServer' | 'db' | 'storage' | 'registry' | 'services' | 'logger'> & { readonly config?: Pick<AppServer['config'], 'maxFaceSessions'> }, options: MountRealtimeOptions = {}): RealtimeEndpoint {
+  const log = (event: string, details: Record<string, unknown>) => server.logger.info(details, event);
   return attachRealtime(server.httpServer, {
     registry: server.registry,
-    resolver: createRealtimeResolver(server),
-    maxSessions: options.maxSessions,
+    resolver: createRealtimeResolver({ ...server, revocationCheckIntervalMs: options.revocationCheckIntervalMs, log }),
+    capacityGate: options.capacityGate,
+    maxSessions: options.maxSessions ?? server.config?.maxFaceSessions,
     publishAvatar: options.publishAvatar,
     idleTimeoutMs: options.idleTimeoutMs,
-    log: (event, details) => server.logger.info(details, event),
+    log,
   });
 }
 

@@ -26,11 +26,16 @@ import {
   type SessionReadyMessage,
   type WebRTCSettings,
 } from '../../transports/realtime/protocol.ts';
+import { createCapacityGate, defaultFaceSessionLimit, type CapacityGate, type Lease } from '../capacity/capacity-gate.ts';
+import { API_KEY_FORMAT } from '../security/api-key-token.ts';
 
 export const REALTIME_ENDPOINT_DEFAULTS = {
   path: '/realtime',
-  /** Concurrent sessions per process before `server_busy`. */
-  maxSessions: 32,
+  /**
+   * Without a shared capacity gate: concurrent sessions per process before `server_busy`
+   * (count only). The server passes its process-wide gate instead (server/capacity).
+   */
+  maxSessions: defaultFaceSessionLimit(),
   /** Above this many bytes waiting in a socket, frames go out without their image (audio first). */
   maxBufferedBytes: 2 * 1024 * 1024,
   /** ws closes connections whose single message exceeds this (code 1009); below it we answer typed errors. */
@@ -41,6 +46,8 @@ export interface RealtimePrincipal {
   readonly organizationId: string;
   /** `api_key:<id>` */
   readonly principal: string;
+  /** The key's id, when the key can be revoked (watched for revocation while the session lives). */
+  readonly apiKeyId?: string;
 }
 
 export interface ResolvedFaceConfig {
@@ -56,6 +63,11 @@ export interface ResolvedFaceConfig {
 export interface RealtimeResolver {
   authenticate(apiKey: string): Promise<RealtimePrincipal | null>;
   resolveConfig(principal: RealtimePrincipal, configId: string): Promise<ResolvedFaceConfig | null>;
+  /**
+   * Calls `onRevoked` once when the principal's key is revoked; returns the function that stops
+   * watching. Without it sessions are not ended on revocation.
+   */
+  watchRevocation?(principal: RealtimePrincipal, onRevoked: () => void): () => void;
 }
 
 /** Publishes a face session's frames into a WebRTC room (the Direct WebRTC option). */
@@ -71,6 +83,12 @@ export interface RealtimeEndpointOptions {
   readonly resolver: RealtimeResolver;
   readonly clock?: Clock;
   readonly path?: string;
+  /**
+   * The process-wide capacity gate (server/capacity) shared with the Session API's bots: each
+   * session holds a lease of weight 1. Without it, a private count-only gate of `maxSessions`.
+   */
+  readonly capacityGate?: CapacityGate;
+  /** Only without `capacityGate`: the session limit (default REALTIME_ENDPOINT_DEFAULTS.maxSessions). */
   readonly maxSessions?: number;
   readonly maxBufferedBytes?: number;
   /** Close a connection after this long without any client message (default REALTIME_LIMITS.idleTimeoutMs). */
@@ -83,6 +101,26 @@ export interface RealtimeEndpoint {
   close(): Promise<void>;
 }
 
+/** Query parameter names that are refused whatever their value (a key under a familiar name). */
+const KEY_PARAMETER_NAMES = new Set(['api_key', 'apikey', 'key', 'token', 'access_token', 'auth', 'authorization', 'x-api-key', 'x_api_key', 'bearer']);
+/**
+ * One of our keys anywhere in a string: the `svc_` scheme followed by base64url of at least 16
+ * characters (real keys have 43). Matched inside values too (`Bearer svc_...`, `a,svc_...`).
+ */
+const API_KEY_PATTERN = new RegExp(`${API_KEY_FORMAT.scheme}[A-Za-z0-9_-]{16,}`, 'i');
+
+/**
+ * True when the URL carries something that looks like an API key: a parameter under a key-like
+ * name (any case), or any parameter name or value in our key format, whatever it is called.
+ */
+export function urlCarriesApiKey(url: URL): boolean {
+  for (const [name, value] of url.searchParams) {
+    if (KEY_PARAMETER_NAMES.has(name.toLowerCase())) return true;
+    if (API_KEY_PATTERN.test(name) || API_KEY_PATTERN.test(value)) return true;
+  }
+  return false;
+}
+
 function apiKeyOf(req: IncomingMessage): string | undefined {
   const header = req.headers['x-api-key'];
   if (typeof header === 'string' && header) return header;
@@ -93,7 +131,8 @@ function apiKeyOf(req: IncomingMessage): string | undefined {
 
 export function attachRealtime(server: Server, options: RealtimeEndpointOptions): RealtimeEndpoint {
   const path = options.path ?? REALTIME_ENDPOINT_DEFAULTS.path;
-  const maxSessions = options.maxSessions ?? REALTIME_ENDPOINT_DEFAULTS.maxSessions;
+  const ownGate = options.capacityGate ? undefined : createCapacityGate({ limit: options.maxSessions ?? REALTIME_ENDPOINT_DEFAULTS.maxSessions, loadCheck: false });
+  const gate = options.capacityGate ?? ownGate!;
   const maxBuffered = options.maxBufferedBytes ?? REALTIME_ENDPOINT_DEFAULTS.maxBufferedBytes;
   const clock = options.clock ?? new RealClock();
   const log = options.log ?? (() => undefined);
@@ -115,7 +154,7 @@ export function attachRealtime(server: Server, options: RealtimeEndpointOptions)
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (url.pathname !== path) return; // another upgrade handler's path
     wss.handleUpgrade(req, socket, head, (ws) => {
-      const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, log, live, maxSessions, limits, publishAvatar: options.publishAvatar });
+      const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, log, live, gate, limits, publishAvatar: options.publishAvatar });
       void connection.open();
     });
   };
@@ -128,6 +167,7 @@ export function attachRealtime(server: Server, options: RealtimeEndpointOptions)
     async close() {
       server.off('upgrade', onUpgrade);
       for (const c of [...live]) c.shutdown('server shutting down');
+      ownGate?.close();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },
   };
@@ -139,7 +179,7 @@ interface ConnectionDeps {
   modelFor(slug: string): FaceModel;
   clock: Clock;
   maxBuffered: number;
-  maxSessions: number;
+  gate: CapacityGate;
   limits: RealtimeLimits;
   live: Set<RealtimeConnection>;
   log(event: string, details: Record<string, unknown>): void;
@@ -160,6 +200,9 @@ class RealtimeConnection {
   private lastMessageAt: number;
   /** Set once frames go to a WebRTC room instead of this socket. */
   private publication: { close(): void | Promise<void> } | undefined;
+  /** This session's share of the process's capacity. */
+  private lease: Lease | undefined;
+  private stopWatchingKey: (() => void) | undefined;
 
   constructor(
     private readonly ws: WebSocket,
@@ -179,19 +222,29 @@ class RealtimeConnection {
 
   async open(): Promise<void> {
     try {
-      if (['api_key', 'apikey', 'key', 'token'].some((k) => this.url.searchParams.has(k))) {
+      if (urlCarriesApiKey(this.url)) {
         return this.fail('auth_failed', 'API keys are never accepted in the URL; send the X-API-Key header (or Authorization: Bearer)');
       }
       const apiKey = apiKeyOf(this.req);
       if (!apiKey) return this.fail('auth_failed', 'missing API key: send the X-API-Key header');
       const principal = await this.deps.resolver.authenticate(apiKey);
       if (!principal) return this.fail('auth_failed', 'invalid API key');
+      if (this.closed) return;
+      this.stopWatchingKey = this.deps.resolver.watchRevocation?.(principal, () => {
+        this.deps.log('realtime.key_revoked', { session_id: this.sessionId, principal: principal.principal });
+        this.fail('auth_failed', 'the API key of this session was revoked');
+      });
       const configId = this.url.searchParams.get('config_id');
       if (!configId) return this.fail('unknown_config', 'missing config_id query parameter');
       const resolved = await this.deps.resolver.resolveConfig(principal, configId);
       if (!resolved) return this.fail('unknown_config', `no model configuration ${JSON.stringify(configId)} is visible to this API key`);
-      if (this.deps.live.size >= this.deps.maxSessions) return this.fail('server_busy', `this server runs at most ${this.deps.maxSessions} face sessions; retry later`);
       if (this.closed) return;
+      const lease = this.deps.gate.tryAcquire(1);
+      if (!lease) {
+        const why = this.deps.gate.snapshot().lastRefusal === 'overloaded' ? 'this server is overloaded' : `this server runs at most ${this.deps.gate.limit} face sessions`;
+        return this.fail('server_busy', `${why}; retry later`);
+      }
+      this.lease = lease;
       this.deps.live.add(this);
       const model = this.deps.modelFor(resolved.faceSlug);
       const session = await model.openSession({ referenceImage: resolved.referenceImage, configuration: resolved.configuration, imageFormat: 'jpeg' }, this.deps.clock);
@@ -388,6 +441,8 @@ class RealtimeConnection {
     if (this.closed) return;
     this.closed = true;
     this.deps.live.delete(this);
+    this.lease?.release();
+    this.stopWatchingKey?.();
     this.deps.clock.clearTimeout(this.idleTimer);
     this.frames?.unsubscribe();
     // Teardown never throws into the socket's event handlers (that would take the process down).

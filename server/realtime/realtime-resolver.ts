@@ -7,6 +7,7 @@
 import type { Registry } from '../../core/registry.ts';
 import type { FaceLandmarks, FaceReference } from '../../processors/avatar/face-model.ts';
 import type { Db } from '../db/connect.ts';
+import { RevocationWatcher } from '../services/api-keys.ts';
 import type { Services } from '../services/index.ts';
 import { TEMPLATE_ORGANIZATION } from '../services/organizations.ts';
 import type { ObjectStorage } from '../storage/index.ts';
@@ -17,6 +18,9 @@ export interface RealtimeResolverDeps {
   readonly storage: ObjectStorage;
   readonly registry: Registry;
   readonly services: Pick<Services, 'apiKeys' | 'modelConfigs'>;
+  /** How often watched keys are re-checked for revocation by other processes (default API_KEY_REVOCATION.checkIntervalMs). */
+  readonly revocationCheckIntervalMs?: number;
+  readonly log?: (event: string, details: Record<string, unknown>) => void;
 }
 
 /** Slug of the face plugin serving a model variant, from the plugins' catalogue descriptors. */
@@ -30,11 +34,18 @@ function storedLandmarks(analysis: unknown): FaceLandmarks | undefined {
 }
 
 export function createRealtimeResolver(deps: RealtimeResolverDeps): RealtimeResolver {
+  const revocations = new RevocationWatcher(deps.services.apiKeys, {
+    intervalMs: deps.revocationCheckIntervalMs,
+    onError: (error) => deps.log?.('realtime.revocation_check_failed', { error: error instanceof Error ? error.message : String(error) }),
+  });
   return {
     async authenticate(apiKey) {
       if (apiKey.length > 200) return null;
       const principal = await deps.services.apiKeys.authenticateCached(apiKey);
-      return principal ? { organizationId: principal.organizationId, principal: principal.createdBy } : null;
+      return principal ? { organizationId: principal.organizationId, principal: principal.createdBy, apiKeyId: principal.apiKeyId } : null;
+    },
+    watchRevocation(principal, onRevoked) {
+      return principal.apiKeyId ? revocations.watch(principal.apiKeyId, onRevoked) : () => undefined;
     },
     async resolveConfig(principal, configId): Promise<ResolvedFaceConfig | null> {
       if (configId.length > 200) return null;

@@ -14,6 +14,18 @@ export const API_KEY_CACHE = {
   maxEntries: 10_000,
 } as const;
 
+export const API_KEY_REVOCATION = {
+  /**
+   * How often a `RevocationWatcher` asks the database whether its watched keys are still active.
+   * A revocation through the same process (its `ApiKeys.revoke`) reaches watchers at once; one
+   * made by another process (the `svc keys revoke` CLI, another server) within this interval
+   * plus one query.
+   */
+  checkIntervalMs: 10_000,
+} as const;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 export interface ApiKeyRecord {
   api_key_id: string;
   organization: string;
@@ -37,6 +49,8 @@ export class ApiKeys {
    * the revoked key back into the cache after the revocation cleared it.
    */
   private generation = 0;
+  /** In-process revocation events (see `onRevoked`). */
+  private readonly revokedListeners = new Set<(apiKeyId: string) => void>();
 
   constructor(private readonly db: Db) {
     this.organizations = new Organizations(db);
@@ -80,11 +94,47 @@ export class ApiKeys {
     this.invalidate();
     try {
       const n = await this.db('api_keys').where({ api_key_id: apiKeyId }).whereNull('revoked_at').update({ revoked_at: this.db.fn.now() });
+      if (n > 0) {
+        for (const listener of [...this.revokedListeners]) {
+          try {
+            listener(apiKeyId);
+          } catch {
+            // A listener's failure must not turn a done revocation into an error.
+          }
+        }
+      }
       return n > 0;
     } finally {
       // Lookups that started before the UPDATE committed may have read the key as active.
       this.invalidate();
     }
+  }
+
+  /**
+   * Calls `listener(apiKeyId)` after every revocation made through this instance (this process).
+   * Revocations by other processes are not seen here: `RevocationWatcher` adds a periodic check.
+   * Returns the unsubscribe function.
+   */
+  onRevoked(listener: (apiKeyId: string) => void): () => void {
+    this.revokedListeners.add(listener);
+    return () => this.revokedListeners.delete(listener);
+  }
+
+  /** Whether the key exists and is not revoked (uncached: asks the database). */
+  async isActive(apiKeyId: string): Promise<boolean> {
+    if (!UUID.test(apiKeyId)) return false;
+    const row = await this.db('api_keys').where({ api_key_id: apiKeyId }).whereNull('revoked_at').first('api_key_id');
+    return Boolean(row);
+  }
+
+  /** Of `apiKeyIds`, those that are revoked or no longer exist (one query). */
+  async inactiveAmong(apiKeyIds: readonly string[]): Promise<string[]> {
+    const ids = [...new Set(apiKeyIds)].filter((id) => UUID.test(id));
+    const invalid = apiKeyIds.filter((id) => !UUID.test(id));
+    if (!ids.length) return invalid;
+    const rows: { api_key_id: string }[] = await this.db('api_keys').whereIn('api_key_id', ids).whereNull('revoked_at').select('api_key_id');
+    const active = new Set(rows.map((r) => r.api_key_id));
+    return [...invalid, ...ids.filter((id) => !active.has(id))];
   }
 
   /** Forgets every cached lookup, including those still in flight. */
@@ -117,5 +167,104 @@ export class ApiKeys {
     );
     if (!row || !apiKeyMatches(key, row.key_hash)) return null;
     return { organizationId: row.organization_id, apiKeyId: row.api_key_id, createdBy: `api_key:${row.api_key_id}` };
+  }
+}
+
+export interface RevocationWatcherOptions {
+  /** Period of the database check (default API_KEY_REVOCATION.checkIntervalMs). */
+  readonly intervalMs?: number;
+  /** A failed periodic check (the database unreachable): reported, watched keys stay as they are. */
+  readonly onError?: (error: unknown) => void;
+}
+
+/**
+ * Ends long-lived things (a /realtime session, a bot) whose API key is revoked. `watch(keyId, fn)`
+ * calls `fn` once, when the key is revoked: at once for a revocation made through the same
+ * `ApiKeys` instance, otherwise at the next periodic check (one query for every watched key; the
+ * timer runs only while something is watched, and is unref'd). The bound for another process's
+ * revocation is `intervalMs` plus one query.
+ */
+export class RevocationWatcher {
+  private readonly watchers = new Map<string, Set<() => void>>();
+  private readonly intervalMs: number;
+  private timer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private checking = false;
+
+  constructor(
+    private readonly keys: Pick<ApiKeys, 'onRevoked' | 'inactiveAmong'>,
+    private readonly options: RevocationWatcherOptions = {},
+  ) {
+    this.intervalMs = options.intervalMs ?? API_KEY_REVOCATION.checkIntervalMs;
+    if (!(this.intervalMs > 0)) throw new RangeError(`revocation check interval must be positive, got ${this.intervalMs}`);
+  }
+
+  /** Number of watched keys (for metrics and tests). */
+  get watchedKeys(): number {
+    return this.watchers.size;
+  }
+
+  /** Calls `onRevoked` once when `apiKeyId` is revoked; returns the function that stops watching (idempotent). */
+  watch(apiKeyId: string, onRevoked: () => void): () => void {
+    let callbacks = this.watchers.get(apiKeyId);
+    if (!callbacks) this.watchers.set(apiKeyId, (callbacks = new Set()));
+    const entry = () => onRevoked();
+    callbacks.add(entry);
+    this.start();
+    return () => this.remove(apiKeyId, entry);
+  }
+
+  /** Runs one check now (the timer calls this); resolves when done. */
+  async checkNow(): Promise<void> {
+    if (this.checking || this.watchers.size === 0) return;
+    this.checking = true;
+    try {
+      for (const id of await this.keys.inactiveAmong([...this.watchers.keys()])) this.fire(id);
+    } catch (error) {
+      this.options.onError?.(error);
+    } finally {
+      this.checking = false;
+    }
+  }
+
+  /** Stops watching everything (no callback is called). */
+  close(): void {
+    this.watchers.clear();
+    this.stop();
+  }
+
+  private fire(apiKeyId: string): void {
+    const callbacks = this.watchers.get(apiKeyId);
+    if (!callbacks) return;
+    this.watchers.delete(apiKeyId);
+    if (this.watchers.size === 0) this.stop();
+    for (const callback of callbacks) {
+      try {
+        callback();
+      } catch (error) {
+        this.options.onError?.(error);
+      }
+    }
+  }
+
+  private remove(apiKeyId: string, entry: () => void): void {
+    const callbacks = this.watchers.get(apiKeyId);
+    if (!callbacks?.delete(entry)) return;
+    if (callbacks.size === 0) this.watchers.delete(apiKeyId);
+    if (this.watchers.size === 0) this.stop();
+  }
+
+  private start(): void {
+    if (this.timer) return;
+    this.unsubscribe = this.keys.onRevoked((id) => this.fire(id));
+    this.timer = setInterval(() => void this.checkNow(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  private stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
   }
 }

@@ -1,0 +1,225 @@
+/**
+ * Admission by capacity: one gate per process that every CPU-heavy long-lived thing (a /realtime
+ * face session, a Session API bot) must pass before it starts. Two checks:
+ *
+ * - a count limit (`limit`, weighted leases): the number of 25 fps face sessions this machine
+ *   sustains. Default `cores * 2` (FACE_CAPACITY.sessionsPerCore): measured on the 2-core
+ *   reference machine, 4 sessions of the default face at the default size hold 25 fps, while 32
+ *   ran at 2.7 fps each and pushed the REST median to 492 ms (issue 17). Operators set
+ *   `SVC_MAX_FACE_SESSIONS` after measuring their own hardware (`npm run bench -- capacity`).
+ * - a load check: while the process is overloaded (its event loop busy more than
+ *   `maxEventLoopUtilization` of the last window, or its CPU time above `maxCpuShare` of every
+ *   core), nothing new is admitted even below the limit: the sessions already running keep their
+ *   frame rate instead of all of them slowing down.
+ *
+ * Usage (the API other modules rely on):
+ *
+ * ```ts
+ * const lease = gate.tryAcquire();        // weight 1 = one face session
+ * if (!lease) return refuse('server_busy');
+ * ...
+ * lease.release();                         // idempotent
+ * gate.snapshot();                         // { limit, inUse, available, overloaded, ... } for metrics
+ * ```
+ */
+import { availableParallelism } from 'node:os';
+import { performance, type EventLoopUtilization } from 'node:perf_hooks';
+
+export const FACE_CAPACITY = {
+  /** Face sessions per core at 25 fps (measured: 4 on 2 cores; see the header). */
+  sessionsPerCore: 2,
+  /** Refuse new work while the event loop was busy more than this share of the last window. */
+  maxEventLoopUtilization: 0.9,
+  /** Refuse new work while the process used more than this share of all cores' time. */
+  maxCpuShare: 0.9,
+  /** Length of the load window (ms); the load is measured over the last 1 to 2 windows. */
+  loadWindowMs: 2000,
+} as const;
+
+/** Default limit of face sessions for a machine with `cores` cores. */
+export function defaultFaceSessionLimit(cores: number = availableParallelism()): number {
+  return Math.max(1, Math.floor(cores * FACE_CAPACITY.sessionsPerCore));
+}
+
+export interface LoadCheckOptions {
+  readonly maxEventLoopUtilization?: number;
+  readonly maxCpuShare?: number;
+  readonly windowMs?: number;
+  /** Cores the CPU share is measured against (default: os.availableParallelism()). */
+  readonly cores?: number;
+}
+
+export interface CapacityGateOptions {
+  /** Total weight admitted at once (default `defaultFaceSessionLimit()`). */
+  readonly limit?: number;
+  /** The load check; `false` admits by count only (default: on, with FACE_CAPACITY's values). */
+  readonly loadCheck?: boolean | LoadCheckOptions;
+}
+
+export interface Lease {
+  readonly weight: number;
+  readonly released: boolean;
+  /** Gives the capacity back; calling it again does nothing. */
+  release(): void;
+}
+
+export type RefusalReason = 'full' | 'overloaded';
+
+export interface CapacitySnapshot {
+  readonly limit: number;
+  /** Sum of the weights of unreleased leases. */
+  readonly inUse: number;
+  readonly leases: number;
+  readonly available: number;
+  readonly overloaded: boolean;
+  /** Over the current load window; undefined when the load check is off. */
+  readonly eventLoopUtilization?: number;
+  readonly cpuShare?: number;
+  readonly admitted: number;
+  readonly refused: { readonly full: number; readonly overloaded: number };
+  readonly lastRefusal?: RefusalReason;
+}
+
+export interface CapacityGate {
+  readonly limit: number;
+  /** A lease of `weight` (default 1), or null when it does not fit or the process is overloaded. */
+  tryAcquire(weight?: number): Lease | null;
+  snapshot(): CapacitySnapshot;
+  /** Stops the load sampler's timer (leases stay valid). */
+  close(): void;
+}
+
+export class CapacityConfigError extends Error {
+  readonly code = 'invalid_capacity';
+}
+
+interface LoadSample {
+  readonly at: number;
+  readonly elu: EventLoopUtilization;
+  readonly cpu: NodeJS.CpuUsage;
+}
+
+const sample = (): LoadSample => ({ at: performance.now(), elu: performance.eventLoopUtilization(), cpu: process.cpuUsage() });
+
+/** Measures the process's load over a sliding window of one to two `windowMs`. */
+class LoadMeter {
+  private older: LoadSample;
+  private newer: LoadSample;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly windowMs: number,
+    private readonly cores: number,
+  ) {
+    this.older = this.newer = sample();
+    this.timer = setInterval(() => this.roll(), windowMs);
+    this.timer.unref();
+  }
+
+  private roll(): void {
+    this.older = this.newer;
+    this.newer = sample();
+  }
+
+  measure(): { eventLoopUtilization: number; cpuShare: number } {
+    const now = sample();
+    // The timer may have been held up by the very load we measure: roll here too.
+    if (now.at - this.newer.at >= this.windowMs) {
+      this.older = this.newer;
+      this.newer = now;
+    }
+    const base = this.older;
+    const elapsedMs = Math.max(1, now.at - base.at);
+    const cpuMs = (now.cpu.user - base.cpu.user + now.cpu.system - base.cpu.system) / 1000;
+    return {
+      eventLoopUtilization: performance.eventLoopUtilization(now.elu, base.elu).utilization,
+      cpuShare: cpuMs / (elapsedMs * this.cores),
+    };
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+  }
+}
+
+function positiveNumber(value: number, what: string): number {
+  if (!(typeof value === 'number' && Number.isFinite(value) && value > 0)) throw new CapacityConfigError(`${what} must be a positive number, got ${String(value)}`);
+  return value;
+}
+
+export function createCapacityGate(options: CapacityGateOptions = {}): CapacityGate {
+  const limit = positiveNumber(options.limit ?? defaultFaceSessionLimit(), 'the capacity limit');
+  const load = options.loadCheck === false ? undefined : options.loadCheck === true || options.loadCheck === undefined ? {} : options.loadCheck;
+  const maxElu = positiveNumber(load?.maxEventLoopUtilization ?? FACE_CAPACITY.maxEventLoopUtilization, 'maxEventLoopUtilization');
+  const maxCpu = positiveNumber(load?.maxCpuShare ?? FACE_CAPACITY.maxCpuShare, 'maxCpuShare');
+  const meter = load ? new LoadMeter(positiveNumber(load.windowMs ?? FACE_CAPACITY.loadWindowMs, 'the load window'), load.cores ?? availableParallelism()) : undefined;
+  let inUse = 0;
+  let leases = 0;
+  let admitted = 0;
+  const refused = { full: 0, overloaded: 0 };
+  let lastRefusal: RefusalReason | undefined;
+
+  const overload = () => {
+    if (!meter) return { overloaded: false };
+    const m = meter.measure();
+    return { overloaded: m.eventLoopUtilization > maxElu || m.cpuShare > maxCpu, ...m };
+  };
+
+  return {
+    limit,
+    tryAcquire(weight = 1) {
+      positiveNumber(weight, 'a lease weight');
+      if (inUse + weight > limit) {
+        refused.full++;
+        lastRefusal = 'full';
+        return null;
+      }
+      if (overload().overloaded) {
+        refused.overloaded++;
+        lastRefusal = 'overloaded';
+        return null;
+      }
+      inUse += weight;
+      leases++;
+      admitted++;
+      let released = false;
+      return {
+        weight,
+        get released() {
+          return released;
+        },
+        release() {
+          if (released) return;
+          released = true;
+          inUse -= weight;
+          leases--;
+        },
+      };
+    },
+    snapshot() {
+      const o = overload();
+      return {
+        limit,
+        inUse,
+        leases,
+        available: Math.max(0, limit - inUse),
+        ...o,
+        admitted,
+        refused: { ...refused },
+        ...(lastRefusal ? { lastRefusal } : {}),
+      };
+    },
+    close() {
+      meter?.close();
+    },
+  };
+}
+
+/** `SVC_MAX_FACE_SESSIONS` (a positive integer) or undefined; a bad value throws at start-up. */
+export function faceSessionLimitFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const raw = env.SVC_MAX_FACE_SESSIONS?.trim();
+  if (!raw) return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new CapacityConfigError(`SVC_MAX_FACE_SESSIONS must be a positive integer, got ${JSON.stringify(raw)}`);
+  return n;
+}
