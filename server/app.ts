@@ -110,7 +110,7 @@ export async function createServer(input: ServerInput, options: CreateServerOpti
   sweepTimer.unref();
 
   const app = new Koa();
-  app.proxy = true;
+  app.proxy = config.trustProxy; // X-Forwarded-* only from a proxy the operator declared (SVC_TRUST_PROXY)
   app.silent = true;
   const requireApiKey = authenticate(apiKeys);
   const api = new ApiRoutes(requireApiKey, config.maxJsonBodyBytes, baseUrl);

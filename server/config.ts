@@ -33,8 +33,21 @@ export interface ServerConfig {
    * policy; empty (nothing private reachable) by default. Checked when the server starts.
    */
   webhookAllowedRanges: readonly string[];
+  /**
+   * Private ranges a /realtime `webrtc` LiveKit url may resolve to despite the same SSRF policy
+   * (`SVC_LIVEKIT_ALLOWED_RANGES`); empty by default. Separate from the webhook ranges: opening a
+   * LiveKit server on the private network must not open it to tool webhooks, nor the reverse.
+   */
+  livekitAllowedRanges: readonly string[];
   /** External base address (`{base_url}`) used in signed URLs and the OpenAPI servers list. */
   publicBaseUrl?: string;
+  /**
+   * Trust `X-Forwarded-For/-Host/-Proto` (`SVC_TRUST_PROXY=1`): only when a reverse proxy in
+   * front sets them. Off by default: anyone could send them.
+   */
+  trustProxy: boolean;
+  /** Face sessions (weight units) the process admits at once (`SVC_MAX_FACE_SESSIONS`); default cores x 2. */
+  maxFaceSessions?: number;
   /** Lifetime of pre-signed upload and download URLs. */
   signedUrlTtlMs: number;
   /** Largest JSON request body accepted. */
@@ -43,6 +56,23 @@ export interface ServerConfig {
   uploadSessionTtlMs: number;
   /** pino level; `silent` in tests. */
   logLevel: string;
+  /** A connection must deliver its request headers within this time (else 408, socket closed). */
+  headersTimeoutMs: number;
+  /** ... and its whole request, body included, within this time (0: no limit). */
+  requestTimeoutMs: number;
+  /** PostgreSQL time limits (see `DATABASE_DEFAULTS` in db/connect.ts); PGlite ignores them. */
+  database: DatabaseTimeouts;
+}
+
+export interface DatabaseTimeouts {
+  /** `statement_timeout`: a statement running longer is cancelled (answered 503). */
+  statementTimeoutMs: number;
+  /** `lock_timeout`: a statement waiting longer for a lock gives up (answered 503). */
+  lockTimeoutMs: number;
+  /** Longest wait for a free pool connection (answered 503 beyond). */
+  acquireTimeoutMs: number;
+  /** Longest wait for a new connection to be established. */
+  connectTimeoutMs: number;
 }
 
 export const SERVER_DEFAULTS = {
@@ -60,10 +90,35 @@ export const SERVER_DEFAULTS = {
   uploadSweepIntervalMs: 60 * 60 * 1000,
   logLevel: 'info',
   webhookAllowedRanges: [] as readonly string[],
+  /**
+   * Headers within 20 s: ample for any real client, and a socket that connects and sends nothing
+   * (or trickles its headers) is answered 408 and closed instead of being held.
+   */
+  headersTimeoutMs: 20_000,
+  /**
+   * The whole request within 15 min: a part upload (5 MiB to a few hundred MiB in practice) on a
+   * slow link fits; a body trickled forever does not hold the socket.
+   */
+  requestTimeoutMs: 15 * 60 * 1000,
+  database: {
+    /** No API query legitimately runs for 15 s; a runaway one must not hold its connection. */
+    statementTimeoutMs: 15_000,
+    /** A request waiting 5 s for a row or table lock is better answered 503 than queued. */
+    lockTimeoutMs: 5_000,
+    /** 5 s for a pool connection: beyond, the database is saturated (503, Retry-After). */
+    acquireTimeoutMs: 5_000,
+    /** 5 s to open a connection: an unreachable host fails fast instead of hanging requests. */
+    connectTimeoutMs: 5_000,
+  } satisfies DatabaseTimeouts,
+  /** `Retry-After` (seconds) on 503 `service_unavailable`. */
+  retryAfterSeconds: 5,
 } as const;
 
 /** Fills defaults; secrets must be supplied (see `loadConfigFromEnv` for the persisted embedded ones). */
-export function resolveConfig(input: Partial<ServerConfig> & Pick<ServerConfig, 'encryptionKey' | 'signingSecret'>): ServerConfig {
+/** What callers give `resolveConfig`/`createServer`: everything optional but the secrets. */
+export type ServerConfigInput = Omit<Partial<ServerConfig>, 'database'> & Pick<ServerConfig, 'encryptionKey' | 'signingSecret'> & { database?: Partial<DatabaseTimeouts> };
+
+export function resolveConfig(input: ServerConfigInput): ServerConfig {
   const dataDir = input.dataDir ?? SERVER_DEFAULTS.dataDir;
   return {
     port: input.port ?? SERVER_DEFAULTS.port,
@@ -74,11 +129,17 @@ export function resolveConfig(input: Partial<ServerConfig> & Pick<ServerConfig, 
     encryptionKey: input.encryptionKey,
     signingSecret: input.signingSecret,
     webhookAllowedRanges: checkedRanges(input.webhookAllowedRanges ?? SERVER_DEFAULTS.webhookAllowedRanges),
+    livekitAllowedRanges: checkedRanges(input.livekitAllowedRanges ?? []),
     publicBaseUrl: input.publicBaseUrl?.replace(/\/+$/, ''),
+    trustProxy: input.trustProxy ?? false,
+    maxFaceSessions: input.maxFaceSessions,
     signedUrlTtlMs: input.signedUrlTtlMs ?? SERVER_DEFAULTS.signedUrlTtlMs,
     maxJsonBodyBytes: input.maxJsonBodyBytes ?? SERVER_DEFAULTS.maxJsonBodyBytes,
     uploadSessionTtlMs: input.uploadSessionTtlMs ?? SERVER_DEFAULTS.uploadSessionTtlMs,
     logLevel: input.logLevel ?? SERVER_DEFAULTS.logLevel,
+    headersTimeoutMs: input.headersTimeoutMs ?? SERVER_DEFAULTS.headersTimeoutMs,
+    requestTimeoutMs: input.requestTimeoutMs ?? SERVER_DEFAULTS.requestTimeoutMs,
+    database: { ...SERVER_DEFAULTS.database, ...input.database },
   };
 }
 

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { faceSessionLimitFromEnv } from './capacity/capacity-gate.ts';
 import { resolveConfig, SERVER_DEFAULTS, type ServerConfig, type StorageConfig } from './config.ts';
 
 /**
@@ -32,9 +33,29 @@ export function loadConfigFromEnv(env: NodeJS.ProcessEnv = process.env): ServerC
     encryptionKey: env.SVC_ENCRYPTION_KEY ?? persisted!.encryptionKey,
     signingSecret: env.SVC_SIGNING_SECRET ?? persisted!.signingSecret,
     webhookAllowedRanges: (env.SVC_WEBHOOK_ALLOWED_RANGES ?? '').split(',').map((r) => r.trim()).filter(Boolean),
+    livekitAllowedRanges: (env.SVC_LIVEKIT_ALLOWED_RANGES ?? '').split(',').map((r) => r.trim()).filter(Boolean),
     publicBaseUrl: env.PUBLIC_BASE_URL,
+    trustProxy: ['1', 'true', 'yes'].includes((env.SVC_TRUST_PROXY ?? '').trim().toLowerCase()),
+    maxFaceSessions: faceSessionLimitFromEnv(env),
     logLevel: env.LOG_LEVEL ?? SERVER_DEFAULTS.logLevel,
+    headersTimeoutMs: milliseconds(env, 'SVC_HEADERS_TIMEOUT_MS'),
+    requestTimeoutMs: milliseconds(env, 'SVC_REQUEST_TIMEOUT_MS'),
+    database: {
+      statementTimeoutMs: milliseconds(env, 'SVC_DB_STATEMENT_TIMEOUT_MS') ?? SERVER_DEFAULTS.database.statementTimeoutMs,
+      lockTimeoutMs: milliseconds(env, 'SVC_DB_LOCK_TIMEOUT_MS') ?? SERVER_DEFAULTS.database.lockTimeoutMs,
+      acquireTimeoutMs: milliseconds(env, 'SVC_DB_ACQUIRE_TIMEOUT_MS') ?? SERVER_DEFAULTS.database.acquireTimeoutMs,
+      connectTimeoutMs: milliseconds(env, 'SVC_DB_CONNECT_TIMEOUT_MS') ?? SERVER_DEFAULTS.database.connectTimeoutMs,
+    },
   });
+}
+
+/** A non-negative integer number of milliseconds, or undefined when unset; anything else is refused. */
+function milliseconds(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const text = env[name]?.trim();
+  if (!text) return undefined;
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 0) throw new Error(`${name} must be a whole number of milliseconds, got ${JSON.stringify(text)}`);
+  return value;
 }
 
 function required(env: NodeJS.ProcessEnv, name: string): string {
