@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import * as initial from './migrations/001_initial.ts';
+import * as liveSessions from './migrations/002_live_sessions.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -9,6 +10,7 @@ interface Migration {
 /** Migrations in order; knex runs them from this list (no directory scanning, works under tsx). */
 const MIGRATIONS: Record<string, Migration> = {
   '001_initial': initial,
+  '002_live_sessions': liveSessions,
 };
 
 const source: Knex.MigrationSource<string> = {

@@ -4,14 +4,8 @@ import { envelope, type ListEnvelope, type Page } from '../http/pagination.ts';
 import type { Principal } from '../http/principal.ts';
 import { toAgentCall } from './agent-record.ts';
 
-/** Decision: call status vocabulary (written by the Session API, read here). */
-export const CALL_STATUSES = ['active', 'completed', 'failed'] as const;
-
-/** Decision: why a call ended. */
-export const TERMINATION_REASONS = [
-  'client_disconnected', 'client_cancelled', 'agent_ended', 'session_limit_reached', 'inactivity_timeout',
-  'agent_unpublished', 'agent_deleted', 'lease_expired', 'error',
-] as const;
+/** Decision: the call vocabularies are the Session API's (docs/sessions.md), owned by agent/session-contract.ts. */
+export { CALL_STATUSES, TERMINATION_REASONS } from '../../agent/session-contract.ts';
 
 export interface CallFilter {
   started_after?: string;

@@ -19,7 +19,7 @@ test.before(async () => {
       applied_session_limit_seconds: 600, client_user_ref: `user-${i}`, started_at: started,
       ended_at: i === 3 ? null : new Date(Date.parse(started) + 60_000).toISOString(),
       status: i === 3 ? 'active' : i === 2 ? 'failed' : 'completed',
-      termination_reason: i === 3 ? null : i === 2 ? 'error' : 'client_disconnected',
+      termination_reason: i === 3 ? null : i === 2 ? 'pipeline_error' : 'client_left',
       failure_reason: i === 2 ? 'room_creation_failed' : null, participant_count: 2, metadata: JSON.stringify({ i }),
     });
   }

@@ -1,0 +1,38 @@
+/**
+ * Mounts the Session API on a REST server: `POST /v1/public/agents/connect` and
+ * `POST /v1/public/agents/connect/{room}` (documented in /v1/openapi.json), with the lease
+ * heartbeat and reaper of this process. The room provider and the bot runner are passed in:
+ * the server chooses them (embedded rooms and the in-process BotRunner by default).
+ */
+import type { SessionRunner } from '../../agent/session-contract.ts';
+import type { RoomProvider } from '../../transports/webrtc/room-provider.ts';
+import type { AppServer } from '../app.ts';
+import { LiveSessions, type BotCapacity, type LiveSessionsOptions } from './live-sessions.ts';
+import { mountSessionRoutes, SESSION_ROUTE_SPECS } from './session-routes.ts';
+
+export interface MountSessionsOptions {
+  readonly rooms: RoomProvider;
+  readonly runner: SessionRunner;
+  readonly capacity?: BotCapacity;
+  readonly lease?: LiveSessionsOptions['lease'];
+  readonly runnerId?: string;
+  readonly shutdownTimeoutMs?: number;
+}
+
+export function mountSessions(server: Pick<AppServer, 'db' | 'router' | 'api' | 'logger' | 'services'>, options: MountSessionsOptions): LiveSessions {
+  const sessions = new LiveSessions({
+    db: server.db,
+    agents: server.services.agents,
+    logger: server.logger,
+    rooms: options.rooms,
+    runner: options.runner,
+    ...(options.capacity ? { capacity: options.capacity } : {}),
+    ...(options.lease ? { lease: options.lease } : {}),
+    ...(options.runnerId ? { runnerId: options.runnerId } : {}),
+    ...(options.shutdownTimeoutMs !== undefined ? { shutdownTimeoutMs: options.shutdownTimeoutMs } : {}),
+  });
+  server.api.specs.push(...SESSION_ROUTE_SPECS);
+  mountSessionRoutes(server.router, sessions, server.logger);
+  sessions.start();
+  return sessions;
+}

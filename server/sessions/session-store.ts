@@ -1,0 +1,200 @@
+/**
+ * The Session API's state in the database, shared by every server process on one PostgreSQL (or
+ * the one process on embedded PGlite): admission, leases, release requests and the call record.
+ *
+ * - Admission counts the agent's live sessions (`starting` or `active` with a live lease) and
+ *   reserves a slot in the same transaction, under a row lock on the agent, so two processes can
+ *   never admit past `max_concurrency`.
+ * - Every live session's lease is renewed by the process that runs it (`heartbeat`); a reaper in
+ *   every process deletes sessions whose lease lapsed (their process died) and fails their calls.
+ * - Every admitted session has exactly one AgentCall, written `active` at admission and ended
+ *   exactly once (`finish` or the reaper, whichever comes first).
+ * All times are the database's (`now()`), so clock differences between processes do not matter.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Db } from '../db/connect.ts';
+import { FAILED_TERMINATIONS, type TerminationReason } from '../../agent/session-contract.ts';
+
+export const SESSION_LEASE = {
+  /** A session's slot stays reserved this long after its process last renewed it. */
+  leaseMs: 15_000,
+  /** How often a process renews its sessions' leases and picks up release requests. */
+  heartbeatMs: 5_000,
+  /** How often every process looks for lapsed leases (a dead process's sessions). */
+  reaperIntervalMs: 5_000,
+  /** `retry_after_seconds` is never more than this (a waiting visitor checks again by then). */
+  maxRetryAfterSeconds: 300,
+  /** Recent completed calls whose median duration estimates when a busy slot frees up. */
+  durationSampleSize: 50,
+} as const;
+
+export interface AdmissionRequest {
+  readonly agentId: string;
+  readonly room: string;
+  readonly roomProvider: string;
+  readonly clientUserRef: string | null;
+  readonly origin: string | null;
+}
+
+export type Admission =
+  | { readonly admitted: true; readonly sessionId: string; readonly callId: string; readonly organizationId: string; readonly appliedLimitSeconds: number }
+  | { readonly admitted: false; readonly reason: 'agent_not_found' | 'agent_unpublished' }
+  | { readonly admitted: false; readonly reason: 'concurrency_limit'; readonly live: number; readonly limit: number; readonly retryAfterSeconds: number };
+
+export interface CallEnd {
+  readonly terminationReason: TerminationReason;
+  readonly failureReason: string | null;
+  readonly participantCount: number;
+  readonly metadata: Readonly<Record<string, unknown>>;
+}
+
+export interface ReapedSession {
+  readonly sessionId: string;
+  readonly agentId: string;
+  readonly room: string;
+  readonly runnerId: string | null;
+}
+
+const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+
+export class SessionStore {
+  private readonly leaseSeconds: number;
+
+  constructor(
+    private readonly db: Db,
+    /** This process's identity in `agent_sessions.runner_id`. */
+    readonly runnerId: string,
+    lease: { readonly leaseMs?: number } = {},
+  ) {
+    this.leaseSeconds = (lease.leaseMs ?? SESSION_LEASE.leaseMs) / 1000;
+  }
+
+  /** Checks and reserves a slot in one transaction (row lock on the agent). */
+  async admit(request: AdmissionRequest): Promise<Admission> {
+    return this.db.transaction(async (trx) => {
+      const agent = await trx('agents').where('agent_id', request.agentId).forUpdate().first('agent_id', 'organization_id', 'status', 'max_concurrency', 'session_limit_seconds');
+      if (!agent) return { admitted: false, reason: 'agent_not_found' } as const;
+      if (agent.status !== 'published') return { admitted: false, reason: 'agent_unpublished' } as const;
+      const limit = Number(agent.max_concurrency);
+      if (limit !== -1) {
+        const live = await trx('agent_sessions').where('agent_id', request.agentId).where('lease_expires_at', '>', trx.fn.now()).count('* as n').first();
+        const count = Number(live?.n ?? 0);
+        if (count >= limit) return { admitted: false, reason: 'concurrency_limit', live: count, limit, retryAfterSeconds: await this.retryAfter(trx, request.agentId) } as const;
+      }
+      const sessionId = randomUUID();
+      const callId = randomUUID();
+      const appliedLimitSeconds = Number(agent.session_limit_seconds);
+      const metadata = { origin: request.origin, room_provider: request.roomProvider, runner_id: this.runnerId };
+      await trx('agent_sessions').insert({
+        session_id: sessionId, agent_id: request.agentId, organization_id: agent.organization_id, room: request.room,
+        client_user_ref: request.clientUserRef, applied_session_limit_seconds: appliedLimitSeconds, call_id: callId,
+        status: 'starting', runner_id: this.runnerId, room_provider: request.roomProvider, origin: request.origin,
+        lease_expires_at: trx.raw(`now() + make_interval(secs => ?)`, [this.leaseSeconds]), metadata: JSON.stringify(metadata),
+      });
+      await trx('agent_calls').insert({
+        call_id: callId, agent_id: request.agentId, organization_id: agent.organization_id, session_id: sessionId,
+        applied_session_limit_seconds: appliedLimitSeconds, client_user_ref: request.clientUserRef,
+        started_at: trx.fn.now(), status: 'active', participant_count: 0, metadata: JSON.stringify(metadata),
+      });
+      return { admitted: true, sessionId, callId, organizationId: agent.organization_id, appliedLimitSeconds } as const;
+    });
+  }
+
+  /**
+   * When a slot is likely to free up, in whole seconds: the earlier of the soonest hard end among
+   * the live sessions (start + applied limit) and, when the agent has history, the median length
+   * of its recent calls minus the age of its oldest live session (at least 5 s once that is
+   * overdue). Clamped to 1..maxRetryAfterSeconds.
+   */
+  private async retryAfter(trx: Db, agentId: string): Promise<number> {
+    const live = (await trx.raw(
+      `select extract(epoch from (min(started_at + make_interval(secs => applied_session_limit_seconds)) - now())) as hard_end_s,
+              extract(epoch from (now() - min(started_at))) as oldest_age_s
+         from agent_sessions where agent_id = ? and lease_expires_at > now()`,
+      [agentId],
+    )).rows[0];
+    const history = (await trx.raw(
+      `select percentile_cont(0.5) within group (order by extract(epoch from (ended_at - started_at))) as p50_s
+         from (select started_at, ended_at from agent_calls
+                where agent_id = ? and status = 'completed' and ended_at is not null
+                order by started_at desc limit ?) recent`,
+      [agentId, SESSION_LEASE.durationSampleSize],
+    )).rows[0];
+    const hardEnd = num(live?.hard_end_s) ?? SESSION_LEASE.maxRetryAfterSeconds;
+    const p50 = num(history?.p50_s);
+    const oldestAge = num(live?.oldest_age_s) ?? 0;
+    const typical = p50 === null ? hardEnd : Math.max(p50 - oldestAge, 5);
+    return Math.min(SESSION_LEASE.maxRetryAfterSeconds, Math.max(1, Math.ceil(Math.min(hardEnd, typical))));
+  }
+
+  async markActive(sessionId: string): Promise<void> {
+    await this.db('agent_sessions').where({ session_id: sessionId, runner_id: this.runnerId }).update({ status: 'active' });
+  }
+
+  /**
+   * Ends a session: frees its slot and ends its call, once. Returns false when it had already
+   * ended (e.g. the reaper failed it while this process stalled).
+   */
+  async finish(sessionId: string, callId: string, end: CallEnd): Promise<boolean> {
+    return this.db.transaction(async (trx) => {
+      await trx('agent_sessions').where('session_id', sessionId).delete();
+      const failed = FAILED_TERMINATIONS.has(end.terminationReason);
+      const updated = await trx('agent_calls')
+        .where({ call_id: callId, status: 'active' })
+        .update({
+          status: failed ? 'failed' : 'completed',
+          termination_reason: end.terminationReason,
+          failure_reason: failed ? (end.failureReason ?? end.terminationReason) : null,
+          ended_at: trx.fn.now(),
+          participant_count: end.participantCount,
+          metadata: trx.raw(`metadata || ?::jsonb`, [JSON.stringify(end.metadata)]),
+        });
+      return Number(updated) > 0;
+    });
+  }
+
+  /**
+   * Marks the live session in `room` as released, once. Returns its id and the process holding
+   * it, or null when the room is unknown, already gone or already released.
+   */
+  async requestRelease(room: string): Promise<{ readonly sessionId: string; readonly runnerId: string | null } | null> {
+    const rows = await this.db('agent_sessions')
+      .where('room', room)
+      .whereNull('release_requested_at')
+      .where('lease_expires_at', '>', this.db.fn.now())
+      .update({ release_requested_at: this.db.fn.now() })
+      .returning(['session_id', 'runner_id']);
+    const row = rows[0] as { session_id: string; runner_id: string | null } | undefined;
+    return row ? { sessionId: row.session_id, runnerId: row.runner_id } : null;
+  }
+
+  /** Renews this process's leases; returns the sessions still held and whether a release waits. */
+  async heartbeat(): Promise<Map<string, { readonly releaseRequested: boolean }>> {
+    const rows = await this.db('agent_sessions')
+      .where('runner_id', this.runnerId)
+      .update({ lease_expires_at: this.db.raw(`now() + make_interval(secs => ?)`, [this.leaseSeconds]) })
+      .returning(['session_id', 'release_requested_at']);
+    return new Map(rows.map((r: { session_id: string; release_requested_at: unknown }) => [r.session_id, { releaseRequested: r.release_requested_at != null }]));
+  }
+
+  /** Deletes sessions whose lease lapsed and fails their calls (`runner_lost`). */
+  async reap(): Promise<ReapedSession[]> {
+    return this.db.transaction(async (trx) => {
+      const rows = await trx('agent_sessions').where('lease_expires_at', '<=', trx.fn.now()).delete().returning(['session_id', 'agent_id', 'room', 'call_id', 'runner_id']);
+      if (rows.length === 0) return [];
+      await trx('agent_calls')
+        .whereIn('call_id', rows.map((r: { call_id: string }) => r.call_id))
+        .where('status', 'active')
+        .update({
+          status: 'failed', termination_reason: 'runner_lost', failure_reason: 'runner_lost', ended_at: trx.fn.now(),
+          metadata: trx.raw(`metadata || ?::jsonb`, [JSON.stringify({ failure_detail: 'the server process running this session stopped renewing its lease' })]),
+        });
+      return rows.map((r: { session_id: string; agent_id: string; room: string; runner_id: string | null }) => ({ sessionId: r.session_id, agentId: r.agent_id, room: r.room, runnerId: r.runner_id }));
+    });
+  }
+
+  /** Sessions this process holds according to the database (diagnostics, shutdown checks). */
+  async held(): Promise<string[]> {
+    return (await this.db('agent_sessions').where('runner_id', this.runnerId).select('session_id')).map((r: { session_id: string }) => r.session_id);
+  }
+}
