@@ -1,0 +1,113 @@
+/**
+ * The Session API's database rules on real PostgreSQL, through SessionStore (the code every
+ * server process runs): two connection pools stand for two server processes sharing one database.
+ */
+import test from 'ava';
+import knexFactory from 'knex';
+import { SessionStore } from '../../server/sessions/session-store.ts';
+import { startTestServer, type TestServer } from '../server/harness.ts';
+
+let s: TestServer;
+test.before(async () => {
+  s = await startTestServer({ label: 'session_store', pglite: false });
+});
+test.after.always(async () => {
+  await s?.stop();
+});
+
+async function publishedAgent(fields: Record<string, unknown> = {}): Promise<string> {
+  const created = await s.call('POST', '/v1/agents', { body: { title: `agent ${Math.random()}` } });
+  const id = created.body.agent_id as string;
+  const patched = await s.call('PATCH', `/v1/agents/${id}`, { body: { allowed_hostnames: ['*'], ...fields } });
+  if (patched.status !== 200) throw new Error(patched.text);
+  await s.call('PATCH', `/v1/agents/${id}/status`, { body: { status: 'published' } });
+  return id;
+}
+
+const request = (agentId: string, n: number) => ({ agentId, room: `s_test_${n}_${Math.random().toString(36).slice(2)}`, roomProvider: 'embedded', clientUserRef: `user-${n}`, origin: null });
+
+test('100 admissions racing from two processes admit exactly max_concurrency, each with one active call', async (t) => {
+  const agentId = await publishedAgent({ max_concurrency: 5 });
+  const other = knexFactory({ client: 'pg', connection: s.databaseUrl!, pool: { min: 0, max: 20 } });
+  try {
+    const a = new SessionStore(s.server.db, 'process-a');
+    const b = new SessionStore(other, 'process-b');
+    const results = await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 ? a : b).admit(request(agentId, i))));
+    const admitted = results.filter((r) => r.admitted);
+    const refused = results.filter((r) => !r.admitted);
+    t.is(admitted.length, 5);
+    t.is(refused.length, 95);
+    for (const r of refused) {
+      t.is(r.admitted === false && r.reason, 'concurrency_limit');
+      if (!r.admitted && r.reason === 'concurrency_limit') t.true(r.retryAfterSeconds >= 1 && r.retryAfterSeconds <= 300);
+    }
+    const calls = await s.server.db('agent_calls').where({ agent_id: agentId });
+    t.is(calls.length, 5);
+    t.true(calls.every((c) => c.status === 'active' && c.ended_at === null));
+  } finally {
+    await other.destroy();
+  }
+});
+
+test('unbounded agents (-1) admit past 100; unpublished and unknown agents are refused in the transaction', async (t) => {
+  const open = await publishedAgent({ max_concurrency: -1 });
+  const store = new SessionStore(s.server.db, 'p');
+  const results = await Promise.all(Array.from({ length: 110 }, (_, i) => store.admit(request(open, i))));
+  t.true(results.every((r) => r.admitted));
+  const hidden = await publishedAgent();
+  await s.call('PATCH', `/v1/agents/${hidden}/status`, { body: { status: 'unpublished' } });
+  t.like(await store.admit(request(hidden, 1)), { admitted: false, reason: 'agent_unpublished' });
+  t.like(await store.admit(request('7c2f0f5e-8c1d-4b0e-9d7a-2a4b6c8d0e1f', 1)), { admitted: false, reason: 'agent_not_found' });
+});
+
+test('finish frees the slot and ends the call exactly once; a release is requested once per room', async (t) => {
+  const agentId = await publishedAgent({ max_concurrency: 1 });
+  const store = new SessionStore(s.server.db, 'p');
+  const first = await store.admit(request(agentId, 1));
+  if (!first.admitted) return t.fail('not admitted');
+  t.like(await store.admit(request(agentId, 2)), { admitted: false, reason: 'concurrency_limit' });
+  const room = (await s.server.db('agent_sessions').where('session_id', first.sessionId).first('room')).room;
+  t.deepEqual(await store.requestRelease(room), { sessionId: first.sessionId, runnerId: 'p' });
+  t.is(await store.requestRelease(room), null);
+  t.is(await store.requestRelease('s_unknown_room'), null);
+  const end = { terminationReason: 'client_released', failureReason: null, participantCount: 1, metadata: { turns: 3 } } as const;
+  t.true(await store.finish(first.sessionId, first.callId, end));
+  t.false(await store.finish(first.sessionId, first.callId, { ...end, terminationReason: 'pipeline_error' }));
+  const call = await s.server.db('agent_calls').where('call_id', first.callId).first();
+  t.like(call, { status: 'completed', termination_reason: 'client_released', failure_reason: null, participant_count: 1 });
+  t.like(call.metadata, { turns: 3, room_provider: 'embedded', runner_id: 'p' });
+  t.truthy(call.ended_at);
+  t.true((await store.admit(request(agentId, 3))).admitted);
+});
+
+test('a lapsed lease is reaped: the slot is free again and the call failed with runner_lost; live leases are renewed, not reaped', async (t) => {
+  const agentId = await publishedAgent({ max_concurrency: 2 });
+  const dead = new SessionStore(s.server.db, 'dead-process', { leaseMs: 300 });
+  const alive = new SessionStore(s.server.db, 'live-process', { leaseMs: 60_000 });
+  const lost = await dead.admit(request(agentId, 1));
+  const kept = await alive.admit(request(agentId, 2));
+  if (!lost.admitted || !kept.admitted) return t.fail('not admitted');
+  t.like(await alive.admit(request(agentId, 3)), { admitted: false, reason: 'concurrency_limit' });
+  await new Promise((r) => setTimeout(r, 500));
+  // The lapsed lease no longer counts even before a reaper ran.
+  const third = await alive.admit(request(agentId, 4));
+  t.true(third.admitted);
+  const reaped = await alive.reap();
+  t.deepEqual(reaped.map((r) => r.sessionId), [lost.sessionId]);
+  t.deepEqual(await alive.reap(), []);
+  t.like(await s.server.db('agent_calls').where('call_id', lost.callId).first(), { status: 'failed', termination_reason: 'runner_lost', failure_reason: 'runner_lost' });
+  t.like(await s.server.db('agent_calls').where('call_id', kept.callId).first(), { status: 'active' });
+  const held = await alive.heartbeat();
+  t.true(held.has(kept.sessionId));
+  t.false(held.has(lost.sessionId));
+  t.is((await dead.heartbeat()).size, 0);
+});
+
+test('retry_after_seconds follows the live sessions: the soonest hard end when there is no history', async (t) => {
+  const agentId = await publishedAgent({ max_concurrency: 1, session_limit_seconds: 40 });
+  const store = new SessionStore(s.server.db, 'p');
+  t.true((await store.admit(request(agentId, 1))).admitted);
+  const refused = await store.admit(request(agentId, 2));
+  if (refused.admitted || refused.reason !== 'concurrency_limit') return t.fail('expected a refusal');
+  t.true(refused.retryAfterSeconds >= 38 && refused.retryAfterSeconds <= 40, String(refused.retryAfterSeconds));
+});
