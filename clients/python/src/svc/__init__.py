@@ -1,0 +1,48 @@
+"""svc: Python client for the svc real-time face-model WebSocket (``/realtime``).
+
+- :class:`SvcClient`: the WebSocket and the wire protocol only (16 kHz mono int16 PCM in, raw
+  protocol messages out).
+- :class:`SvcSTVClient`: speech to video (TTS audio at any rate in; synchronized
+  :class:`STVAudioFrame` / :class:`STVVideoFrame` out of ``output_stream()`` on a 25 fps clock).
+- :func:`resolve_credentials`: ``SVC_API_KEY`` / ``SVC_CONFIG_ID`` from the environment or ``.env``.
+- :class:`WebRTCSettings`: Direct WebRTC (the service publishes the avatar into a room).
+"""
+
+from .client import DEFAULT_WS_URL, RealtimeMessage, SvcClient, SvcClientError, resolve_ws_url
+from .credentials import (
+    Credentials,
+    CredentialsError,
+    MissingCredentialsError,
+    load_env_file,
+    parse_dotenv,
+    resolve_credentials,
+)
+from .protocol import FrameOut, ProtocolError, ServerMessage
+from .stv import STVAudioFrame, STVEvent, STVOutput, STVVideoFrame, SvcSTVClient
+from .webrtc import WebRTCSettings
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_WS_URL",
+    "Credentials",
+    "CredentialsError",
+    "FrameOut",
+    "MissingCredentialsError",
+    "ProtocolError",
+    "RealtimeMessage",
+    "STVAudioFrame",
+    "STVEvent",
+    "STVOutput",
+    "STVVideoFrame",
+    "ServerMessage",
+    "SvcClient",
+    "SvcClientError",
+    "SvcSTVClient",
+    "WebRTCSettings",
+    "__version__",
+    "load_env_file",
+    "parse_dotenv",
+    "resolve_credentials",
+    "resolve_ws_url",
+]

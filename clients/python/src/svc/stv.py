@@ -1,0 +1,504 @@
+"""SvcSTVClient: the high-level speech-to-video client.
+
+Give it TTS audio at any sample rate; it sends a 16 kHz copy to the server, keeps the original,
+and plays both back on a 25 fps clock: each tick yields the original audio that belongs to the
+avatar frame shown with it (matched against the frame's own audio, see :mod:`svc.sync`). A small
+jitter buffer absorbs network unevenness; after a barge-in (:meth:`SvcSTVClient.interrupt`),
+queued speech is dropped here, speech frames still in flight from the server are discarded until
+it confirms the cancel, and the clock re-syncs to the frames that follow. Same behaviour as
+``transports/realtime/stv-client.ts``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import inspect
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeVar
+
+import numpy as np
+
+from .client import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_KEEP_ALIVE_S, RealtimeMessage, SvcClient
+from .clock import Clock, LoopClock
+from .credentials import resolve_credentials
+from .decode import Decoder, default_decoder
+from .protocol import FRAME_MS, SAMPLE_RATE, FrameOut, FrameType, ImageFormat, Int16Array, ServerMessage, as_int16
+from .resample import Resampler, make_resampler
+from .sync import LocalTurn
+from .webrtc import WebRTCSettings
+
+log = logging.getLogger("svc")
+
+#: Frames buffered before playback starts (and after an underrun): 2 = 80 ms.
+DEFAULT_JITTER_BUFFER_FRAMES = 2
+#: Above this many buffered frames, idle frames are dropped to catch up with real time.
+DEFAULT_MAX_BUFFERED_FRAMES = 25
+
+
+class STVEvent(str, enum.Enum):
+    SESSION_READY = "SESSION_READY"
+    FIRST_FRAME = "FIRST_FRAME"
+    WEBRTC_CONNECTED = "WEBRTC_CONNECTED"
+    BOT_STARTED_SPEAKING = "BOT_STARTED_SPEAKING"
+    BOT_STOPPED_SPEAKING = "BOT_STOPPED_SPEAKING"
+    INTERRUPTED = "INTERRUPTED"
+    ERROR = "ERROR"
+    CLOSED = "CLOSED"
+
+
+@dataclass(frozen=True, eq=False)
+class STVAudioFrame:
+    """40 ms of audio at ``sample_rate`` (mono int16): the sound of the frame ``frame_index``."""
+
+    pcm: Int16Array = field(repr=False)
+    sample_rate: int
+    pts_ms: int
+    frame_index: int
+    kind: Literal["audio"] = "audio"
+
+
+@dataclass(frozen=True, eq=False)
+class STVVideoFrame:
+    """The picture of frame ``frame_index``: ``rgb`` is width*height*3 bytes, or None when no
+    decoder is installed or the image could not be decoded (``image`` then holds the JPEG)."""
+
+    rgb: bytes | None = field(repr=False)
+    width: int
+    height: int
+    pts_ms: int
+    frame_index: int
+    frame_type: FrameType
+    image: bytes | None = field(default=None, repr=False)
+    image_format: ImageFormat = "jpeg"
+    kind: Literal["video"] = "video"
+
+
+STVOutput = STVAudioFrame | STVVideoFrame
+Handler = Callable[[dict[str, Any]], Any]
+H = TypeVar("H", bound=Handler)
+
+
+class RealtimeTransport(Protocol):
+    """What SvcSTVClient needs of a low-level client (SvcClient, or a fake in tests)."""
+
+    @property
+    def is_connected(self) -> bool: ...
+
+    async def connect(self) -> ServerMessage: ...
+
+    def subscribe(
+        self, on_message: Callable[[RealtimeMessage], None], on_close: Callable[[], None] | None = None
+    ) -> Callable[[], None]: ...
+
+    async def send_audio(self, pcm16k: Any, end_of_turn: bool = False) -> None: ...
+
+    async def start_turn(self) -> bool: ...
+
+    async def cancel(self) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass
+class _Buffered:
+    frame: FrameOut
+    rgb: asyncio.Future[bytes | None] | None
+    #: Original-rate audio of this frame (silence unless it is speech).
+    pcm: Int16Array
+
+
+class SvcSTVClient:
+    """Speech to video: TTS audio at any rate in, synchronized audio and video frames out.
+
+    ``api_key`` and ``config_id`` default to :func:`svc.resolve_credentials`. ``webrtc`` makes the
+    service publish the avatar into a room instead (``WEBRTC_CONNECTED`` confirms it).
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        config_id: str | None = None,
+        *,
+        url: str | None = None,
+        webrtc: WebRTCSettings | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
+        keep_alive_interval: float = DEFAULT_KEEP_ALIVE_S,
+        output_sample_rate: int | None = None,
+        jitter_buffer_frames: int = DEFAULT_JITTER_BUFFER_FRAMES,
+        max_buffered_frames: int = DEFAULT_MAX_BUFFERED_FRAMES,
+        decoder: Decoder | Literal["auto"] | None = "auto",
+        resampler_factory: Callable[[int, int], Resampler] = make_resampler,
+        clock: Clock | None = None,
+        on_handler_error: Callable[[STVEvent, BaseException], None] | None = None,
+        client: RealtimeTransport | None = None,
+    ) -> None:
+        if client is None:
+            if api_key is None or config_id is None:
+                creds = resolve_credentials()
+                api_key = api_key or creds.api_key
+                config_id = config_id or creds.config_id
+            client = SvcClient(
+                api_key,
+                config_id,
+                url=url,
+                webrtc=webrtc,
+                connect_timeout=connect_timeout,
+                keep_alive_interval=keep_alive_interval,
+                queue_messages=False,
+            )
+        self.client: RealtimeTransport = client
+        self._clock: Clock = clock or LoopClock()
+        self._decoder = default_decoder() if decoder == "auto" else decoder
+        self._resampler_factory = resampler_factory
+        self._jitter = max(1, jitter_buffer_frames)
+        self._max_buffered = max_buffered_frames
+        self._on_handler_error = on_handler_error
+        self._handlers: dict[STVEvent, list[Handler]] = {e: [] for e in STVEvent}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._output: asyncio.Queue[STVOutput | None] = asyncio.Queue()
+        self._buffer: deque[_Buffered] = deque()
+        #: Utterances sent and not yet finished playing, oldest first.
+        self._turns: list[LocalTurn] = []
+        #: Cancels sent and not yet confirmed: speech frames arriving meanwhile belong to cancelled turns.
+        self._unconfirmed_cancels = 0
+        #: Bumped by interrupt(): a frame being emitted when it comes plays silent.
+        self._epoch = 0
+        self._output_rate = output_sample_rate
+        self._to_server: Resampler | None = None
+        self._to_output: Resampler | None = None
+        self._playing = False
+        self._start_playback = asyncio.Event()
+        self._player: asyncio.Task[None] | None = None
+        self._turn_open = False
+        self._first_frame_sent = False
+        self._speaking = False
+        self._closed = False
+        self.session_data: ServerMessage | None = None
+        #: Ticks where no frame had arrived in time (diagnostics).
+        self.underruns = 0
+        #: Frames dropped to catch up with real time (diagnostics).
+        self.dropped = 0
+
+    @property
+    def is_connected(self) -> bool:
+        return self.client.is_connected
+
+    # ---- events ---------------------------------------------------------------------------------
+
+    def add_listener(self, event: STVEvent | str, handler: Handler) -> Callable[[], None]:
+        """Calls ``handler(payload: dict)`` on ``event`` (sync or async); returns a remover. A handler
+        that raises is reported to ``on_handler_error`` (default: logged) and never disturbs playback."""
+        ev = STVEvent(event)
+        self._handlers[ev].append(handler)
+        return lambda: self.remove_listener(ev, handler)
+
+    def remove_listener(self, event: STVEvent | str, handler: Handler) -> None:
+        with contextlib.suppress(ValueError):
+            self._handlers[STVEvent(event)].remove(handler)
+
+    def on(self, event: STVEvent | str) -> Callable[[H], H]:
+        """Decorator form of :meth:`add_listener`."""
+
+        def register(handler: H) -> H:
+            self.add_listener(event, handler)
+            return handler
+
+        return register
+
+    def _emit(self, event: STVEvent, payload: dict[str, Any]) -> None:
+        for handler in list(self._handlers[event]):
+            try:
+                result = handler(payload)
+                if inspect.isawaitable(result):
+                    task = asyncio.ensure_future(result)
+                    self._tasks.add(task)
+                    task.add_done_callback(lambda t, ev=event: self._handler_done(ev, t))
+            except Exception as err:
+                self._handler_failed(event, err)
+
+    def _handler_done(self, event: STVEvent, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)  # type: ignore[arg-type]
+        if not task.cancelled() and task.exception() is not None:
+            self._handler_failed(event, task.exception())  # type: ignore[arg-type]
+
+    def _handler_failed(self, event: STVEvent, err: BaseException) -> None:
+        if self._on_handler_error is not None:
+            try:
+                self._on_handler_error(event, err)
+                return
+            except Exception:
+                pass
+        log.error("SvcSTVClient: %s handler failed", event.value, exc_info=err)
+
+    # ---- session --------------------------------------------------------------------------------
+
+    async def connect(self) -> ServerMessage:
+        """Opens the session; returns ``session_ready`` (raises SvcClientError with the server's code)."""
+        self.client.subscribe(self._on_message, self._shutdown)
+        self._player = asyncio.create_task(self._play(), name="svc-stv-playback")
+        try:
+            ready = await self.client.connect()
+        except BaseException:
+            self._shutdown()
+            raise
+        self.session_data = ready
+        self._emit(STVEvent.SESSION_READY, dict(ready))
+        return ready
+
+    start = connect
+
+    async def close(self) -> None:
+        await self.client.close()
+        self._shutdown()
+        if self._player is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._player
+
+    async def __aenter__(self) -> SvcSTVClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---- input ----------------------------------------------------------------------------------
+
+    async def start_turn(self) -> None:
+        """Starts an utterance (ends an open one first); call once per utterance."""
+        await self.end_turn()
+        self._turn_open = True
+        self._turns.append(LocalTurn())
+        await self.client.start_turn()
+
+    async def send_tts_audio(self, pcm: Any, sample_rate: int, num_channels: int = 1) -> None:
+        """Queues TTS audio: int16 at any rate, mono or interleaved multi-channel (averaged to mono)."""
+        mono = _to_mono(as_int16(pcm), num_channels)
+        if self._output_rate is None:
+            self._output_rate = sample_rate
+        if not self._turn_open:
+            await self.start_turn()
+        turn = self._turns[-1]
+        if self._to_server is None or self._to_server.from_rate != sample_rate:
+            self._to_server = self._resampler_factory(sample_rate, SAMPLE_RATE)
+        to_server = self._to_server.process(mono)
+        local = mono
+        if sample_rate != self._output_rate:
+            if self._to_output is None or self._to_output.from_rate != sample_rate:
+                self._to_output = self._resampler_factory(sample_rate, self._output_rate)
+            local = self._to_output.process(mono)
+        turn.sent.push(to_server)
+        turn.original.push(local)
+        await self.client.send_audio(to_server)
+
+    async def end_turn(self) -> None:
+        """No more audio for this utterance (flushes the resamplers, marks the end of turn)."""
+        if not self._turn_open:
+            return
+        self._turn_open = False
+        turn = self._turns[-1]
+        tail = self._to_server.flush() if self._to_server is not None else np.zeros(0, dtype=np.int16)
+        turn.sent.push(tail)
+        if self._to_output is not None:
+            turn.original.push(self._to_output.flush())
+        turn.ended = True
+        # An utterance without audio never shows on the server: nothing will ever play it.
+        if not turn.has_audio:
+            self._turns.pop()
+        self._to_server = None
+        self._to_output = None
+        await self.client.send_audio(tail, end_of_turn=True)
+
+    async def say(self, pcm: Any, sample_rate: int, num_channels: int = 1) -> None:
+        """One-shot: a whole utterance (``start_turn()`` + ``send_tts_audio()`` + ``end_turn()``)."""
+        await self.start_turn()
+        await self.send_tts_audio(pcm, sample_rate, num_channels)
+        await self.end_turn()
+
+    async def interrupt(self) -> bool:
+        """Barge-in: drops queued speech here and asks the server to cancel. Returns whether a
+        server-side cancel was actually sent (False when nothing was speaking or queued, or closed)."""
+        active = self._turn_open or bool(self._turns) or self._speaking or any(b.frame.is_speech for b in self._buffer)
+        if not active:
+            return False
+        self._epoch += 1
+        self._buffer = deque(b for b in self._buffer if not b.frame.is_speech)
+        self._turns = []
+        self._turn_open = False
+        self._to_server = None
+        self._to_output = None
+        if self._speaking:
+            self._speaking = False
+            self._emit(STVEvent.BOT_STOPPED_SPEAKING, {"interrupted": True})
+        # Counted before the await: speech frames arriving while the cancel is being written are
+        # already those of the cancelled turn.
+        self._unconfirmed_cancels += 1
+        sent = await self.client.cancel()
+        if not sent:
+            self._unconfirmed_cancels -= 1
+        return sent
+
+    # ---- output ---------------------------------------------------------------------------------
+
+    async def output_stream(self) -> AsyncIterator[STVOutput]:
+        """Synchronized audio and video, one audio frame (and, when the picture arrived, one video
+        frame) per 40 ms tick, until the session closes. One consumer."""
+        while True:
+            item = await self._output.get()
+            if item is None:
+                self._output.put_nowait(None)
+                return
+            yield item
+
+    # ---- internals ------------------------------------------------------------------------------
+
+    def _on_message(self, m: RealtimeMessage) -> None:
+        if isinstance(m, FrameOut):
+            self._receive(m)
+            return
+        kind = m.get("type")
+        if kind == "turn_cancelled":
+            self._unconfirmed_cancels = max(0, self._unconfirmed_cancels - 1)
+            self._emit(STVEvent.INTERRUPTED, {"turn_id": m.get("turn_id"), "had_speech": m.get("had_speech")})
+        elif kind == "webrtc_connected":
+            self._emit(STVEvent.WEBRTC_CONNECTED, {"participant_id": m.get("participant_id"), "room": m.get("room")})
+        elif kind == "error":
+            self._emit(STVEvent.ERROR, {"message": m.get("message"), "code": m.get("code"), "fatal": m.get("fatal")})
+
+    def _receive(self, frame: FrameOut) -> None:
+        if self._closed:
+            return
+        if frame.is_speech and self._unconfirmed_cancels > 0:
+            return  # speech of a cancelled turn, already in flight
+        rate = self._output_rate or SAMPLE_RATE
+        samples_out = (rate * FRAME_MS + 500) // 1000
+        turn = self._turn_of(frame.turn_id) if frame.is_speech else None
+        pcm = turn.audio_for(frame.audio, rate, samples_out) if turn else np.zeros(samples_out, dtype=np.int16)
+        if frame.final and frame.turn_id is not None:
+            self._turns = [t for t in self._turns if t.server_turn_id != frame.turn_id]
+        self._buffer.append(_Buffered(frame, self._decode(frame), pcm))
+        # Re-sync: far behind real time, idle frames are the ones we can skip without losing speech.
+        while len(self._buffer) > self._max_buffered:
+            idle = next((b for b in self._buffer if b.frame.type == "idle"), None)
+            if idle is None:
+                break
+            self._buffer.remove(idle)
+            self.dropped += 1
+        if not self._playing and len(self._buffer) >= self._jitter:
+            self._playing = True
+            self._start_playback.set()
+
+    def _decode(self, frame: FrameOut) -> asyncio.Future[bytes | None] | None:
+        if frame.image is None:
+            return None
+        loop = asyncio.get_running_loop()
+        if frame.image_format == "rgb":
+            done: asyncio.Future[bytes | None] = loop.create_future()
+            done.set_result(frame.image if len(frame.image) == frame.width * frame.height * 3 else None)
+            return done
+        decoder = self._decoder
+        if decoder is None:
+            return None
+        expected = frame.width * frame.height * 3
+
+        def run(image: bytes = frame.image, w: int = frame.width, h: int = frame.height) -> bytes | None:
+            try:
+                rgb = decoder(image, w, h)
+            except Exception:
+                return None
+            return rgb if rgb is not None and len(rgb) == expected else None
+
+        return loop.run_in_executor(None, run)
+
+    def _turn_of(self, server_turn_id: int | None) -> LocalTurn | None:
+        """The local utterance a server turn id belongs to: utterances with audio map to server turns in order."""
+        if server_turn_id is None:
+            return None
+        for t in self._turns:
+            if t.server_turn_id == server_turn_id:
+                return t
+        for t in self._turns:
+            if t.server_turn_id is None and t.has_audio:
+                t.server_turn_id = server_turn_id
+                return t
+        return None
+
+    async def _play(self) -> None:
+        while not self._closed:
+            await self._start_playback.wait()
+            self._start_playback.clear()
+            next_at = self._clock.now()
+            while not self._closed:
+                await self._clock.sleep_until(next_at)
+                if self._closed:
+                    return
+                if not self._buffer:
+                    # Underrun: stop the clock and wait for the jitter buffer to refill.
+                    self.underruns += 1
+                    self._playing = False
+                    break
+                item = self._buffer.popleft()
+                next_at += FRAME_MS / 1000
+                await self._tick(item)
+
+    async def _tick(self, item: _Buffered) -> None:
+        frame = item.frame
+        epoch = self._epoch
+        rgb: bytes | None = None
+        if item.rgb is not None:
+            # Decoding may take longer than a tick; the absolute deadlines catch up afterwards.
+            rgb = await item.rgb
+        if self._closed:
+            return
+        # interrupt() came while this frame was being prepared: its speech is silenced and starts nothing.
+        speech = frame.is_speech and epoch == self._epoch
+        pcm = np.zeros_like(item.pcm) if frame.is_speech and not speech else item.pcm
+        if not self._first_frame_sent:
+            self._first_frame_sent = True
+            self._emit(STVEvent.FIRST_FRAME, {"frame_type": frame.type, "frame_index": frame.index})
+        if speech and not self._speaking:
+            self._speaking = True
+            self._emit(STVEvent.BOT_STARTED_SPEAKING, {"turn_id": frame.turn_id})
+        rate = self._output_rate or SAMPLE_RATE
+        self._output.put_nowait(STVAudioFrame(pcm=pcm, sample_rate=rate, pts_ms=frame.pts_ms, frame_index=frame.index))
+        if frame.image is not None:
+            self._output.put_nowait(
+                STVVideoFrame(
+                    rgb=rgb,
+                    width=frame.width,
+                    height=frame.height,
+                    pts_ms=frame.pts_ms,
+                    frame_index=frame.index,
+                    frame_type=frame.type,
+                    image=frame.image,
+                    image_format=frame.image_format,
+                )
+            )
+        if frame.final and self._speaking and epoch == self._epoch:
+            self._speaking = False
+            self._emit(STVEvent.BOT_STOPPED_SPEAKING, {"turn_id": frame.turn_id})
+
+    def _shutdown(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._start_playback.set()  # wakes the player so it can end
+        if self._player is not None and not self._player.done():
+            self._player.cancel()
+        self._output.put_nowait(None)
+        self._emit(STVEvent.CLOSED, {})
+
+
+def _to_mono(pcm: Int16Array, channels: int) -> Int16Array:
+    """Averages interleaved channels into mono (rounded like the TypeScript client)."""
+    if channels == 1:
+        return pcm
+    if channels < 1:
+        raise ValueError("num_channels must be at least 1")
+    n = len(pcm) // channels
+    frames = pcm[: n * channels].reshape(n, channels).astype(np.int32)
+    return np.floor(frames.sum(axis=1) / channels + 0.5).astype(np.int16)
