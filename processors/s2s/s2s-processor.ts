@@ -1,0 +1,395 @@
+/**
+ * S2SProcessor: one speech-to-speech provider conversation, mapped onto the frames the rest of
+ * the pipeline already understands, so the face, the output, the session messages and the call
+ * history work the same as in `svc` mode:
+ *
+ * | provider event | frames |
+ * | --- | --- |
+ * | user speech start / stop | `user-started-speaking` / `user-stopped-speaking` (both ways) |
+ * | user transcript | `transcription` (interim and final) |
+ * | bot turn | `llm-response-start`, `tts-started`, `tts-audio`..., `tts-stopped`, `llm-response-end` |
+ * | bot words as produced | `llm-text`; the words heard, once the turn has played: `tts-text` |
+ * | barge-in | `interruption-request` upstream (the worker interrupts everyone) |
+ * | usage | `metrics` (usage counters; TTFB = user stopped -> first bot audio) |
+ * | failure | `error` with code `sts_<S2SErrorCode>`, fatal when the session cannot go on |
+ *
+ * Barge-in: the provider reports the user speaking over the bot. The processor asks the worker
+ * for an interruption; when it arrives, the turn's remaining audio is dropped (late provider
+ * audio too), the face is cancelled by the avatar downstream, and the provider is told how much
+ * of the turn the user heard, from the face's playout (`PlayoutLedger`).
+ *
+ * Failure policy (docs/third-party.md): a refused key, unknown config or refused settings end the
+ * session at once (fatal error). A connection lost mid-session ends the bot's current turn
+ * (what was received still plays), then reconnects with backoff, replaying the transcript where
+ * the provider allows; when every attempt fails, the session ends (fatal `sts_connection_lost`).
+ */
+import type { Subscription } from 'rxjs';
+import { Resampler, durationMs } from '../../core/audio.ts';
+import { isAbortError } from '../../core/clock.ts';
+import { frame, signal, type Direction, type Frame } from '../../core/frames.ts';
+import { ProcessorMetrics } from '../../core/metrics.ts';
+import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
+import type { PlayoutLedger } from './playout.ts';
+import { S2SError, type S2SConnectOptions, type S2SConnection, type S2SEvent, type S2SHistoryEntry, type S2SService, type S2STurnRef } from './s2s-service.ts';
+
+export const S2S_DEFAULTS = {
+  /** First reconnect delay after a dropped connection; doubles per failed attempt. */
+  reconnectBaseMs: 500,
+  /** Attempts before the session is ended. Two: a provider that is gone for seconds is gone. */
+  reconnectAttempts: 2,
+  /** Transcript turns replayed into a new connection (where the provider accepts history). */
+  historyTurns: 20,
+} as const;
+
+export interface S2SProcessorOptions extends ProcessorOptions {
+  /** Everything the provider needs except the signal; `allowInterruption` defaults to true. */
+  readonly connect: Omit<S2SConnectOptions, 'signal' | 'history' | 'allowInterruption'> & { readonly allowInterruption?: boolean };
+  /** Shared with the `PlayoutMeter` after the output. */
+  readonly playout: PlayoutLedger;
+  readonly reconnectBaseMs?: number;
+  readonly reconnectAttempts?: number;
+}
+
+interface BotTurn {
+  readonly ref: S2STurnRef;
+  started: boolean;
+  ended: boolean;
+  cancelled: boolean;
+  text: string;
+  finalText: string | undefined;
+  heardReported: boolean;
+}
+
+export class S2SProcessor extends FrameProcessor {
+  private connection: S2SConnection | undefined;
+  private subscription: Subscription | undefined;
+  private resampler: Resampler | undefined;
+  private readonly turns = new Map<string, BotTurn>();
+  private current: BotTurn | undefined;
+  /** Set while an interruption we asked for is on its way; true when the provider already stopped. */
+  private pendingBargeIn: { providerStopped: boolean } | undefined;
+  private readonly history: S2SHistoryEntry[] = [];
+  private reconnecting = false;
+  private closed = false;
+  private readonly abort = new AbortController();
+  private readonly metrics = ProcessorMetrics.for(this.name, () => this.clock, (f) => this.push(f), () => this.startFrame?.enableMetrics ?? false);
+  /** Reconnections performed (diagnostics, tests). */
+  reconnects = 0;
+  /** Provider audio dropped because its turn was interrupted (diagnostics, tests). */
+  droppedAudioMs = 0;
+
+  constructor(private readonly service: S2SService, private readonly options: S2SProcessorOptions) {
+    super(options);
+  }
+
+  /** The live connection (tests, diagnostics). */
+  get live(): S2SConnection | undefined {
+    return this.connection;
+  }
+
+  protected override async onStart(): Promise<void> {
+    try {
+      await this.open();
+    } catch (err) {
+      this.fail(err);
+    }
+  }
+
+  protected override async onEnd(): Promise<void> {
+    await this.close();
+  }
+
+  protected override onCancel(): void {
+    void this.close();
+  }
+
+  protected override process(f: Frame, direction: Direction): void {
+    if (direction === 'upstream') {
+      if (f.type === 'bot-stopped-speaking') this.reportHeardTurns();
+      return this.push(f, direction);
+    }
+    switch (f.type) {
+      case 'input-audio':
+        this.sendAudio(f.pcm, f.sampleRate, f.channels);
+        break;
+      case 'interruption': {
+        // The interruption goes first: words reported after it are not dropped by it downstream.
+        const heard = this.cutPlayingTurns();
+        this.push(f, direction);
+        for (const text of heard) this.push(frame('tts-text', { text }));
+        return;
+      }
+      default:
+        break;
+    }
+    this.push(f, direction);
+  }
+
+  // ---- connection -------------------------------------------------------------------------------
+
+  private async open(): Promise<void> {
+    const c = this.options.connect;
+    const connection = await this.service.connect({
+      ...c,
+      allowInterruption: (c.allowInterruption ?? true) && this.interruptionsAllowed,
+      history: this.history.slice(-S2S_DEFAULTS.historyTurns),
+      signal: this.abort.signal,
+    });
+    if (this.closed) {
+      await connection.close();
+      return;
+    }
+    this.connection = connection;
+    this.subscription = connection.events.subscribe({
+      next: (e) => this.onEvent(e),
+      error: (err) => this.onDrop(err),
+      complete: () => {
+        if (!this.closed) this.onDrop(new S2SError('connection_lost', 'the provider closed the conversation'));
+      },
+    });
+  }
+
+  private onDrop(err: unknown): void {
+    if (this.closed || this.reconnecting) return;
+    this.subscription?.unsubscribe();
+    this.subscription = undefined;
+    this.connection = undefined;
+    if (err instanceof S2SError && err.permanent) return this.fail(err);
+    // What was received of the current turn still plays; the rest will never come.
+    this.endCurrentTurn();
+    this.reconnecting = true;
+    void this.reconnect(err).finally(() => (this.reconnecting = false));
+  }
+
+  private async reconnect(cause: unknown): Promise<void> {
+    let delay = this.options.reconnectBaseMs ?? S2S_DEFAULTS.reconnectBaseMs;
+    const attempts = this.options.reconnectAttempts ?? S2S_DEFAULTS.reconnectAttempts;
+    let last: unknown = cause;
+    for (let attempt = 1; attempt <= attempts; attempt++) {
+      try {
+        await this.clock.sleep(delay, this.abort.signal);
+        if (this.closed) return;
+        await this.open();
+        this.reconnects++;
+        this.pushError(`speech-to-speech connection lost (${message(cause)}); reconnected`, { code: 'sts_reconnected' });
+        return;
+      } catch (err) {
+        if (isAbortError(err) || this.closed) return;
+        last = err;
+        if (err instanceof S2SError && err.permanent) return this.fail(err);
+        delay *= 2;
+      }
+    }
+    this.fail(new S2SError('connection_lost', `speech-to-speech connection lost and ${attempts} reconnect attempts failed (${message(last)})`));
+  }
+
+  private fail(err: unknown): void {
+    if (this.closed) return;
+    const code = err instanceof S2SError ? err.code : 'provider_error';
+    this.pushError(message(err), { fatal: true, code: `sts_${code}`, cause: err });
+  }
+
+  private async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.abort.abort();
+    this.subscription?.unsubscribe();
+    this.subscription = undefined;
+    const connection = this.connection;
+    this.connection = undefined;
+    await connection?.close().catch(() => undefined);
+  }
+
+  private sendAudio(pcm: Int16Array, sampleRate: number, channels: number): void {
+    const connection = this.connection;
+    if (!connection || channels !== 1 || !(sampleRate > 0)) return;
+    let audio = pcm;
+    if (sampleRate !== connection.inputSampleRate) {
+      if (!this.resampler || this.resampler.fromRate !== sampleRate || this.resampler.toRate !== connection.inputSampleRate) {
+        this.resampler = new Resampler(sampleRate, connection.inputSampleRate);
+      }
+      audio = this.resampler.process(pcm);
+    }
+    if (audio.length) connection.sendAudio(audio);
+  }
+
+  // ---- provider events --------------------------------------------------------------------------
+
+  private onEvent(e: S2SEvent): void {
+    switch (e.type) {
+      case 'ready':
+        return;
+      case 'user-started-speaking':
+        this.push(signal('user-started-speaking'));
+        this.push(signal('user-started-speaking'), 'upstream');
+        // Speech over a bot turn that is still playing is a barge-in; the provider has stopped
+        // generating (server VAD) but the face still holds audio.
+        if (this.botActive()) this.requestInterruption(true);
+        return;
+      case 'user-stopped-speaking':
+        this.push(signal('user-stopped-speaking'));
+        this.push(signal('user-stopped-speaking'), 'upstream');
+        this.metrics.startTtfb();
+        return;
+      case 'user-transcript':
+        if (!e.text.trim()) return;
+        if (e.final) this.remember({ role: 'user', text: e.text.trim() });
+        this.push(frame('transcription', { text: e.text, final: e.final, language: this.options.connect.language, timestampMs: this.clock.now() }));
+        return;
+      case 'bot-turn-started':
+        this.turnFor(e.turn);
+        return;
+      case 'bot-audio':
+        return this.onBotAudio(e.turn, e.pcm, e.sampleRate);
+      case 'bot-transcript': {
+        const turn = this.turnFor(e.turn);
+        if (turn.cancelled) return;
+        if (e.final) {
+          turn.finalText = e.text;
+          return;
+        }
+        turn.text += e.text;
+        if (e.text) this.push(frame('llm-text', { text: e.text }));
+        return;
+      }
+      case 'bot-turn-ended': {
+        const turn = this.turns.get(e.turn.turnId);
+        if (turn && turn === this.current) this.endCurrentTurn();
+        else if (turn) turn.ended = true;
+        return;
+      }
+      case 'interrupted':
+        if (this.botActive()) this.requestInterruption(true);
+        if (e.turn) this.turnFor(e.turn).cancelled = true;
+        return;
+      case 'usage':
+        this.metrics.usage({ ...e.counters });
+        return;
+      case 'warning':
+        this.pushError(e.message, { code: `sts_${e.code}` });
+        return;
+    }
+  }
+
+  private turnFor(ref: S2STurnRef): BotTurn {
+    let turn = this.turns.get(ref.turnId);
+    if (!turn) {
+      turn = { ref, started: false, ended: false, cancelled: false, text: '', finalText: undefined, heardReported: false };
+      this.turns.set(ref.turnId, turn);
+      if (this.turns.size > 32) this.turns.delete(this.turns.keys().next().value!);
+    } else if (ref.itemId && !turn.ref.itemId) {
+      turn = Object.assign(turn, { ref: { ...turn.ref, itemId: ref.itemId } });
+    }
+    return turn;
+  }
+
+  private onBotAudio(ref: S2STurnRef, pcm: Int16Array, sampleRate: number): void {
+    const turn = this.turnFor(ref);
+    const ms = durationMs(pcm.length, sampleRate);
+    if (turn.cancelled || turn.ended) {
+      this.droppedAudioMs += ms;
+      return;
+    }
+    if (!turn.started) {
+      this.pendingBargeIn = undefined;
+      // A new turn while another is open: the older one has sent all it will send.
+      if (this.current && this.current !== turn) this.endCurrentTurn();
+      turn.started = true;
+      this.current = turn;
+      this.metrics.stopTtfb();
+      this.push(frame('llm-response-start', { responseId: ref.turnId }));
+      this.push(frame('tts-started', { contextId: ref.turnId }));
+    }
+    this.options.playout.fed(ref.turnId, ms);
+    this.push(frame('tts-audio', { pcm, sampleRate, channels: 1 }));
+  }
+
+  /** The provider sent the whole turn: the face plays what is queued, then fades out. */
+  private endCurrentTurn(): void {
+    const turn = this.current;
+    if (!turn) return;
+    this.current = undefined;
+    turn.ended = true;
+    if (turn.started && !turn.cancelled) {
+      this.push(frame('tts-stopped', { contextId: turn.ref.turnId }));
+      this.push(frame('llm-response-end', { responseId: turn.ref.turnId }));
+    }
+  }
+
+  /** True while the face holds or plays audio of a bot turn. */
+  private botActive(): boolean {
+    for (const turn of this.turns.values()) {
+      if (!turn.started || turn.cancelled) continue;
+      const id = turn.ref.turnId;
+      if (!turn.ended || this.options.playout.playedMs(id) + 40 < this.options.playout.fedMs(id)) return true;
+    }
+    return false;
+  }
+
+  private requestInterruption(providerStopped: boolean): void {
+    if (this.pendingBargeIn) return;
+    this.pendingBargeIn = { providerStopped };
+    this.push(frame('interruption-request', { reason: 'user barge-in (speech-to-speech provider)' }), 'upstream');
+  }
+
+  /** The worker's interruption reached us: cut every playing turn and tell the provider what was heard. */
+  private cutPlayingTurns(): string[] {
+    const heard: string[] = [];
+    const providerStopped = this.pendingBargeIn?.providerStopped ?? false;
+    this.pendingBargeIn = undefined;
+    const playout = this.options.playout;
+    for (const turn of this.turns.values()) {
+      if (!turn.started || turn.cancelled) continue;
+      const id = turn.ref.turnId;
+      const fully = turn.ended && playout.playedMs(id) + 40 >= playout.fedMs(id);
+      if (fully) continue;
+      turn.cancelled = true;
+      const playedMs = Math.round(playout.playedMs(id));
+      this.connection?.interrupted(turn.ref, playedMs, !providerStopped && !turn.ended);
+      const text = this.heardText(turn, playedMs / Math.max(1, playout.fedMs(id)));
+      if (text) heard.push(text);
+    }
+    if (this.current?.cancelled) this.current = undefined;
+    playout.cancelled();
+    this.metrics.reset();
+    return heard;
+  }
+
+  // ---- what the user heard ----------------------------------------------------------------------
+
+  /** After the output stopped speaking: turns whose audio has fully played are reported heard. */
+  private reportHeardTurns(): void {
+    const playout = this.options.playout;
+    for (const turn of this.turns.values()) {
+      if (!turn.started || !turn.ended || turn.cancelled || turn.heardReported) continue;
+      if (playout.playedMs(turn.ref.turnId) + 40 < playout.fedMs(turn.ref.turnId)) continue;
+      const text = this.heardText(turn, 1);
+      if (text) this.push(frame('tts-text', { text }));
+    }
+  }
+
+  /**
+   * The words of `turn` the user heard (sent on as `tts-text`): all of them for a turn played to
+   * its end; for a cut turn, the share of words matching the share of audio played (providers
+   * give no word timings for speech-to-speech output, so this is an estimate).
+   */
+  private heardText(turn: BotTurn, fraction: number): string | undefined {
+    if (turn.heardReported) return undefined;
+    turn.heardReported = true;
+    const words = (turn.finalText ?? turn.text).trim().split(/\s+/).filter(Boolean);
+    const heard = fraction >= 1 ? words : words.slice(0, Math.floor(words.length * Math.max(0, fraction)));
+    if (!heard.length) return undefined;
+    const text = heard.join(' ');
+    this.remember({ role: 'assistant', text });
+    return text;
+  }
+
+  private remember(entry: S2SHistoryEntry): void {
+    this.history.push(entry);
+    if (this.history.length > S2S_DEFAULTS.historyTurns * 2) this.history.splice(0, this.history.length - S2S_DEFAULTS.historyTurns);
+  }
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
