@@ -53,6 +53,9 @@ export interface AgentRuntimeRecord {
   };
   readonly advanced: { readonly max_video_source_dimension?: number; readonly llm_max_tokens?: number };
   readonly tools: readonly AgentTool[];
+  /** Read by the server's face opener (the agent's face configuration); the pipeline ignores them. */
+  readonly organization_id?: string;
+  readonly face_id?: string | null;
 }
 
 export interface ProviderChoice {

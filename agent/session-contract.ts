@@ -19,6 +19,11 @@ export const SESSION_TIMEOUTS = {
   departureGraceMs: 20_000,
   /** After `client-ready`, how long the greeting waits for the visitor's audio subscription. */
   subscribeWaitMs: 5_000,
+  /**
+   * A visitor whose peer connection is connected but who never sends `client-ready` (a client
+   * that does not speak the session protocol) gets the conversation after this long anyway.
+   */
+  clientReadyWaitMs: 10_000,
   /** Stopping a session (farewell excluded) must finish within this; then it is torn down hard. */
   stopTimeoutMs: 5_000,
 } as const;

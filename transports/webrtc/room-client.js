@@ -10,6 +10,8 @@
  *
  * Messages from the bot arrive as room.on('message', payload); a client-mode tool call is also
  * dispatched on window as the `svcToolCall` CustomEvent (turn off with `toolCallEvents: false`).
+ * room.sendMessage({ type: 'client-ready', version: '1.0.0' }) sends a message to the bot
+ * (`client_message`; a JSON object, at most 16 KiB); it returns whether the socket took it.
  *
  * With `microphone: track` (from getUserMedia) the track is sent back on the avatar's audio
  * transceiver, so the bot hears the user over the same peer connection.
@@ -43,6 +45,16 @@
       get peerConnection() { return pc; },
       on: function (event, fn) { (listeners[event] = listeners[event] || []).push(fn); return connection; },
       off: function (event, fn) { listeners[event] = (listeners[event] || []).filter(function (f) { return f !== fn; }); return connection; },
+      /**
+       * Sends a message to the bot (the session protocol: client-ready, append-system-context,
+       * hang-up). Returns false when the socket is not open (nothing is queued).
+       */
+      sendMessage: function (message) {
+        if (!message || typeof message !== 'object' || Array.isArray(message)) throw new TypeError('sendMessage expects a JSON object');
+        if (ws.readyState !== WebSocket.OPEN || left) return false;
+        ws.send(JSON.stringify({ type: 'client_message', message: message }));
+        return true;
+      },
       /** Sends a raw protocol message (tests use it to exercise the server's checks). */
       send: function (message) { ws.send(typeof message === 'string' ? message : JSON.stringify(message)); },
       leave: function () {

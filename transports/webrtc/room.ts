@@ -23,6 +23,29 @@ export interface ParticipantAudio extends SubscriberAudio {
   readonly participantId: string;
 }
 
+/** A message a subscriber sent to the bot (`client_message`), tagged with who sent it. */
+export interface RoomClientMessage {
+  readonly participantId: string;
+  readonly message: Readonly<Record<string, unknown>>;
+}
+
+/** A subscriber as the room sees it now: in the room, with its peer connection's state. */
+export interface RoomSubscriberInfo {
+  readonly participantId: string;
+  /** `none` until the room has a publication to offer (and after it unpublished). */
+  readonly peerState: RTCPeerConnectionState | 'none';
+}
+
+/**
+ * Subscriber presence: `joined` (signalling joined), every change of its server-side peer
+ * connection (`connected` = the avatar's media reaches it), `left` (left, socket gone, replaced,
+ * room closed).
+ */
+export type RoomSubscriberEvent =
+  | { readonly type: 'joined'; readonly participantId: string }
+  | { readonly type: 'peer-state'; readonly participantId: string; readonly state: RTCPeerConnectionState | 'none' }
+  | { readonly type: 'left'; readonly participantId: string; readonly reason: string };
+
 /** What the room needs from a participant's connection. */
 export interface ParticipantChannel {
   send(message: SignallingServerMessage): void;
@@ -63,11 +86,32 @@ export interface RoomParticipant {
 
 export class Room {
   private publication: RoomPublication | null = null;
-  private readonly subscribers = new Map<string, Subscriber>();
+  private readonly members = new Map<string, Subscriber>();
   private closedReason: string | null = null;
   private emptyAtMs: number | null;
   private readonly audio = new Subject<ParticipantAudio>();
+  private readonly fromClients = new Subject<RoomClientMessage>();
+  private readonly presence = new Subject<RoomSubscriberEvent>();
   readonly createdAt = new Date();
+
+  /**
+   * Messages subscribers send to the bot (`client_message`), in the order each sent them (hot;
+   * completes when the room closes). Checked as JSON objects within the size limit; what they
+   * mean is the bot's business (the session protocol).
+   */
+  get clientMessages(): Observable<RoomClientMessage> {
+    return this.fromClients.asObservable();
+  }
+
+  /** Subscribers joining, their peer connections changing state, leaving (hot; completes on close). */
+  get subscriberEvents(): Observable<RoomSubscriberEvent> {
+    return this.presence.asObservable();
+  }
+
+  /** The subscribers in the room now (take this, then follow `subscriberEvents`). */
+  subscribers(): RoomSubscriberInfo[] {
+    return [...this.members.values()].map((s) => ({ participantId: s.participantId, peerState: s.peer?.connectionState ?? 'none' }));
+  }
 
   /**
    * Microphone audio of subscribers that send it (hot; completes when the room closes). The bot
@@ -90,7 +134,7 @@ export class Room {
   }
 
   private touch(): void {
-    this.emptyAtMs = this.publication || this.subscribers.size > 0 ? null : (this.emptyAtMs ?? this.options.now());
+    this.emptyAtMs = this.publication || this.members.size > 0 ? null : (this.emptyAtMs ?? this.options.now());
   }
 
   get closed(): boolean {
@@ -98,7 +142,7 @@ export class Room {
   }
 
   get subscriberCount(): number {
-    return this.subscribers.size;
+    return this.members.size;
   }
 
   get publisherId(): string | null {
@@ -108,7 +152,7 @@ export class Room {
   /** Server-side peer connection states, by subscriber (for tests and diagnostics). */
   peerStates(): Record<string, RTCPeerConnectionState | 'none'> {
     const states: Record<string, RTCPeerConnectionState | 'none'> = {};
-    for (const s of this.subscribers.values()) states[s.participantId] = s.peer?.connectionState ?? 'none';
+    for (const s of this.members.values()) states[s.participantId] = s.peer?.connectionState ?? 'none';
     return states;
   }
 
@@ -117,7 +161,7 @@ export class Room {
     if (this.publication) throw new RoomError('already_publishing', `room ${this.name} already has a publisher (${this.publication.participantId})`);
     this.publication = publication;
     this.touch();
-    for (const s of this.subscribers.values()) this.connect(s);
+    for (const s of this.members.values()) this.connect(s);
   }
 
   /**
@@ -126,36 +170,38 @@ export class Room {
    */
   sendAppMessage(publication: RoomPublication, message: Readonly<Record<string, unknown>>): number {
     if (this.publication !== publication) return 0;
-    for (const s of this.subscribers.values()) s.channel.send({ type: 'app_message', publisher_id: publication.participantId, message });
-    return this.subscribers.size;
+    for (const s of this.members.values()) s.channel.send({ type: 'app_message', publisher_id: publication.participantId, message });
+    return this.members.size;
   }
 
   unpublish(publication: RoomPublication): void {
     if (this.publication !== publication) return;
     this.publication = null;
     this.touch();
-    for (const s of this.subscribers.values()) {
+    for (const s of this.members.values()) {
       const pcId = s.peer?.pcId ?? null;
       s.peer?.close();
       s.peer = null;
       s.channel.send({ type: 'unpublished', pc_id: pcId, publisher_id: publication.participantId });
+      if (pcId !== null) this.presence.next({ type: 'peer-state', participantId: s.participantId, state: 'none' });
     }
   }
 
   join(grantId: string, channel: ParticipantChannel): RoomParticipant {
     if (this.closedReason !== null) throw new SignallingError('room_closed', `room ${this.name} is closed`, true);
-    for (const other of this.subscribers.values()) {
+    for (const other of this.members.values()) {
       if (other.grantId !== grantId) continue;
-      this.remove(other.participantId);
+      this.remove(other.participantId, 'replaced');
       other.channel.send({ type: 'error', code: 'replaced', message: 'the same token joined the room from another connection', fatal: true });
       other.channel.close('replaced', 'replaced by a newer connection');
     }
-    if (this.subscribers.size >= this.options.maxSubscribers) {
+    if (this.members.size >= this.options.maxSubscribers) {
       throw new SignallingError('room_full', `room ${this.name} already has ${this.options.maxSubscribers} subscribers`, true);
     }
     const subscriber: Subscriber = { participantId: `sub_${randomUUID()}`, grantId, channel, peer: null };
-    this.subscribers.set(subscriber.participantId, subscriber);
+    this.members.set(subscriber.participantId, subscriber);
     this.touch();
+    this.presence.next({ type: 'joined', participantId: subscriber.participantId });
     const pub = this.publication;
     channel.send({
       type: 'joined',
@@ -168,7 +214,7 @@ export class Room {
     return {
       participantId: subscriber.participantId,
       handle: (message) => this.handle(subscriber, message),
-      leave: () => this.remove(subscriber.participantId),
+      leave: () => this.remove(subscriber.participantId, 'disconnected'),
     };
   }
 
@@ -178,13 +224,15 @@ export class Room {
     this.closedReason = reason;
     const pub = this.publication;
     this.publication = null;
-    for (const s of [...this.subscribers.values()]) {
-      this.remove(s.participantId);
+    for (const s of [...this.members.values()]) {
+      this.remove(s.participantId, 'room closed');
       s.channel.send({ type: 'closed', reason });
       s.channel.close('room_closed', reason);
     }
     pub?.onRoomClosed(reason);
     this.audio.complete();
+    this.fromClients.complete();
+    this.presence.complete();
   }
 
   private async handle(subscriber: Subscriber, message: SignallingClientMessage): Promise<void> {
@@ -200,8 +248,11 @@ export class Room {
       case 'ping':
         subscriber.channel.send({ type: 'pong', t: message.t ?? Date.now() });
         return;
+      case 'client_message':
+        if (this.members.get(subscriber.participantId) === subscriber) this.fromClients.next({ participantId: subscriber.participantId, message: message.message });
+        return;
       case 'leave':
-        this.remove(subscriber.participantId);
+        this.remove(subscriber.participantId, 'left');
         subscriber.channel.send({ type: 'closed', reason: 'left' });
         subscriber.channel.close('normal', 'left');
         return;
@@ -217,9 +268,18 @@ export class Room {
   private connect(subscriber: Subscriber): void {
     const pub = this.publication;
     if (!pub || subscriber.peer) return;
-    const peer = new SubscriberPeer(pub.createTracks(), (m) => subscriber.channel.send(m), pub.participantId, this.options, (audio) => {
-      if (this.audio.observed) this.audio.next({ ...audio, participantId: subscriber.participantId });
-    });
+    const peer: SubscriberPeer = new SubscriberPeer(
+      pub.createTracks(),
+      (m) => subscriber.channel.send(m),
+      pub.participantId,
+      this.options,
+      (audio) => {
+        if (this.audio.observed) this.audio.next({ ...audio, participantId: subscriber.participantId });
+      },
+      (state) => {
+        if (subscriber.peer === peer) this.presence.next({ type: 'peer-state', participantId: subscriber.participantId, state });
+      },
+    );
     subscriber.peer = peer;
     peer.start().catch((error: unknown) => {
       if (subscriber.peer !== peer) return;
@@ -229,12 +289,13 @@ export class Room {
     });
   }
 
-  private remove(participantId: string): void {
-    const s = this.subscribers.get(participantId);
+  private remove(participantId: string, reason: string): void {
+    const s = this.members.get(participantId);
     if (!s) return;
-    this.subscribers.delete(participantId);
+    this.members.delete(participantId);
     s.peer?.close();
     s.peer = null;
     this.touch();
+    this.presence.next({ type: 'left', participantId, reason });
   }
 }

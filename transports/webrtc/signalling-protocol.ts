@@ -4,6 +4,7 @@
  * ICE candidates trickle both ways. Every message a client can send is parsed here into a typed
  * value or refused with a `SignallingError` naming what was wrong.
  */
+import { SESSION_MESSAGE_LIMITS } from '../../protocol/session-messages.ts';
 
 export const SIGNALLING_LIMITS = {
   /** Text messages above this get `message_too_large` (SDP offers/answers are a few KiB). */
@@ -19,6 +20,8 @@ export const SIGNALLING_LIMITS = {
   maxTokenLength: 256,
   maxSdpLength: 32 * 1024,
   maxCandidateLength: 1024,
+  /** Largest `client_message` payload (its JSON), the session protocol's client message limit. */
+  maxClientMessageBytes: SESSION_MESSAGE_LIMITS.maxClientMessageBytes,
 } as const;
 
 export const SIGNALLING_PROTOCOL_VERSION = 1;
@@ -72,7 +75,9 @@ export type SignallingClientMessage =
   | { readonly type: 'answer'; readonly pc_id: string; readonly sdp: string }
   | { readonly type: 'candidate'; readonly pc_id: string; readonly candidate: IceCandidateWire | null }
   | { readonly type: 'leave' }
-  | { readonly type: 'ping'; readonly t?: number };
+  | { readonly type: 'ping'; readonly t?: number }
+  /** A message for the bot (the session protocol's client messages: `client-ready`, `hang-up`, ...). */
+  | { readonly type: 'client_message'; readonly message: Readonly<Record<string, unknown>> };
 
 export interface PublisherInfo {
   readonly participant_id: string;
@@ -147,6 +152,15 @@ export function parseSignallingMessage(text: string): SignallingClientMessage {
       return { type: 'candidate', pc_id: boundedString(m.pc_id, 'pc_id', 64), candidate: parseCandidate(m.candidate) };
     case 'leave':
       return { type: 'leave' };
+    case 'client_message': {
+      const message = m.message;
+      if (!message || typeof message !== 'object' || Array.isArray(message)) throw malformed('`message` must be a JSON object');
+      // Measured on its own serialisation: the envelope is not part of the limit.
+      if (Buffer.byteLength(JSON.stringify(message), 'utf8') > SIGNALLING_LIMITS.maxClientMessageBytes) {
+        throw new SignallingError('message_too_large', `client messages are limited to ${SIGNALLING_LIMITS.maxClientMessageBytes} bytes of JSON`);
+      }
+      return { type: 'client_message', message: message as Readonly<Record<string, unknown>> };
+    }
     case 'ping': {
       if (m.t !== undefined && typeof m.t !== 'number') throw malformed('`t` must be a number');
       return m.t === undefined ? { type: 'ping' } : { type: 'ping', t: m.t as number };

@@ -34,6 +34,7 @@ export class SubscriberPeer {
   /**
    * @param onAudio receives the subscriber's microphone when its answer sends audio back on the
    *   avatar's audio transceiver (the browser client's `microphone` option).
+   * @param onState receives every change of the peer connection's state (`connected`, `failed`, ...).
    */
   constructor(
     private readonly tracks: readonly MediaStreamTrack[],
@@ -41,6 +42,7 @@ export class SubscriberPeer {
     private readonly publisherId: string,
     options: SubscriberPeerOptions = {},
     onAudio?: (audio: SubscriberAudio) => void,
+    onState?: (state: RTCPeerConnectionState) => void,
   ) {
     const wrtc = wrtcWithSources();
     const { RTCPeerConnection, MediaStream } = wrtc;
@@ -57,6 +59,9 @@ export class SubscriberPeer {
         if (!this.closed) onAudio({ samples: data.samples, sampleRate: data.sampleRate, channels: data.channelCount ?? 1 });
       };
       this.audioSinks.push(sink);
+    };
+    this.pc.onconnectionstatechange = () => {
+      if (!this.closed) onState?.(this.pc.connectionState);
     };
     this.pc.onicecandidate = (event) => {
       if (this.closed) return;
@@ -118,6 +123,7 @@ export class SubscriberPeer {
     this.closed = true;
     this.pc.onicecandidate = null;
     this.pc.ontrack = null;
+    this.pc.onconnectionstatechange = null;
     for (const sink of this.audioSinks) sink.stop();
     for (const track of this.tracks) track.stop();
     this.pc.close();

@@ -1,0 +1,256 @@
+/**
+ * The bot runner end to end, with real parts only: an embedded room behind the real signalling
+ * WebSocket, the offline engines (espeak TTS, phrase STT, WebRTC VAD, rule-based responder), the
+ * real human-portrait face published over WebRTC, and a headless libwebrtc visitor that speaks
+ * into its microphone track and reads the session messages. Timeouts are shortened through the
+ * runner's options; time bounds only catch hangs.
+ */
+import test from 'ava';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { concat, silence } from '../../core/audio.ts';
+import type { Clock } from '../../core/clock.ts';
+import { Registry } from '../../core/registry.ts';
+import type { FaceModel } from '../../processors/avatar/face-model.ts';
+import { BotRunner, type BotRunnerOptions } from '../../agent/bot-runner.ts';
+import type { AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
+import type { SessionOutcome } from '../../agent/session-contract.ts';
+import { AGENT_DEFAULTS } from '../../server/services/agent-defaults.ts';
+import { attachRoomSignalling, type RoomSignalling } from '../../server/rooms/room-signalling.ts';
+import { facePlugin } from '../../plugins/face/index.ts';
+import { localPlugin, LocalTTSService } from '../../plugins/local/index.ts';
+import { EmbeddedRoomProvider, RoomRegistry, type AvatarRoom } from '../../transports/webrtc/index.ts';
+import { RoomVisitor, waitFor } from './room-visitor.ts';
+
+const registry = new Registry().use(localPlugin).use(facePlugin);
+const faceModel = registry.create<FaceModel>('face', 'human-portrait', {});
+const voice = new LocalTTSService();
+const rooms = new RoomRegistry();
+let http: Server;
+let signalling: RoomSignalling;
+let provider: EmbeddedRoomProvider;
+
+test.before(async () => {
+  http = createServer((_req, res) => res.writeHead(404).end());
+  signalling = attachRoomSignalling(http, { rooms });
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  provider = new EmbeddedRoomProvider(rooms, { signalUrl: `ws://127.0.0.1:${(http.address() as AddressInfo).port}/v1/rooms/signal` });
+  await voice.warmUp();
+});
+
+test.after.always(async () => {
+  rooms.closeAll();
+  await signalling?.close();
+  http?.closeAllConnections();
+  await new Promise<void>((resolve) => http?.close(() => resolve()));
+});
+
+function agent(overrides: Partial<AgentRuntimeRecord> = {}): AgentRuntimeRecord {
+  return {
+    ...AGENT_DEFAULTS,
+    agent_id: '7b0c0a8e-1111-4c4c-8888-0000000000a1',
+    system_prompt: 'You are Ada.',
+    tts_provider: 'local',
+    tools: [],
+    ...overrides,
+    behaviour: { ...AGENT_DEFAULTS.behaviour, greeting: 'Hello, I am Ada.', ...overrides.behaviour },
+    advanced: { ...AGENT_DEFAULTS.advanced, ...overrides.advanced },
+  } as AgentRuntimeRecord;
+}
+
+function runner(overrides: Partial<BotRunnerOptions> = {}): BotRunner {
+  const quiet = { info: () => undefined, warn: () => undefined };
+  return new BotRunner({
+    registry,
+    providers: { stt: 'local', llm: 'local', vad: 'local' },
+    // A small canvas keeps the 2-core test machine responsive (the server opens 640x360).
+    openFace: (_agent, clock: Clock, limits) => faceModel.openSession({ configuration: { width: 256, height: 144 }, imageFormat: limits.imageFormat }, clock),
+    rooms,
+    logger: quiet,
+    timeouts: { joinDeadlineMs: 20_000, departureGraceMs: 20_000, subscribeWaitMs: 5_000, clientReadyWaitMs: 60_000, stopTimeoutMs: 5_000 },
+    tuning: { vadOptions: { stopMs: 500 } },
+    ...overrides,
+  });
+}
+
+async function session(bot: BotRunner, record: AgentRuntimeRecord = agent()) {
+  const room: AvatarRoom = await provider.createRoom();
+  const running = await bot.start({ sessionId: `s_${room.room}`, callId: 'c1', agent: record, clientUserRef: 'visitor-7', room });
+  let outcome: SessionOutcome | undefined;
+  void running.ended.then((o) => (outcome = o));
+  return { room, running, outcome: () => outcome, embedded: rooms.get(room.room)! };
+}
+
+async function speech(text: string): Promise<Int16Array> {
+  const parts: Int16Array[] = [];
+  for await (const e of voice.synthesize({ text, language: 'en', sampleRate: 16_000 })) if (e.type === 'audio') parts.push(e.pcm);
+  return concat([...parts, silence(300, 16_000)]);
+}
+
+const types = (v: RoomVisitor) => v.messages.map((m) => m.message.type);
+const botTurns = (v: RoomVisitor) => v.ofType('transcript-turn').filter((m) => m.owner === 'bot');
+
+test.serial('a visitor is greeted after client-ready, talks with the bot, and hangs up', async (t) => {
+  const bot = runner();
+  const s = await session(bot);
+  const visitor = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
+  try {
+    t.true(await waitFor(() => visitor.connectionState === 'connected' && visitor.videoFrames > 5, 15_000), 'the idle face arrives');
+    t.deepEqual(visitor.videoSize, { width: 256, height: 144 });
+    // Connected, but the client has not said it is ready: no greeting yet.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    t.is(visitor.audibleMs(), 0, 'nothing is spoken before client-ready');
+    t.false(types(visitor).includes('bot-started-speaking'));
+
+    const readyAt = Date.now();
+    visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
+    t.true(await waitFor(() => botTurns(visitor).length >= 1, 20_000), `greeting turn: ${types(visitor).join(',')}`);
+    t.like(visitor.ofType('bot-ready')[0], { version: '1.0.0', session_id: `s_${s.room.room}`, capabilities: { audio_out: true, video_out: true, audio_in: true } });
+    t.true(visitor.audibleMs(readyAt) > 500, `the greeting is heard (${visitor.audibleMs(readyAt)} ms audible)`);
+    t.deepEqual(botTurns(visitor)[0], { type: 'transcript-turn', owner: 'bot', text: 'Hello, I am Ada.', final: true, turn_id: 0 });
+    const states = visitor.ofType('bot-state').map((m) => m.state);
+    t.deepEqual(states.slice(0, 4), ['initializing', 'listening', 'speaking', 'listening']);
+    const greeting = types(visitor);
+    t.true(greeting.indexOf('bot-started-speaking') < greeting.indexOf('bot-output'));
+    t.true(greeting.indexOf('bot-output') < greeting.indexOf('bot-tts-stopped'));
+    t.deepEqual(visitor.ofType('bot-tts-stopped')[0], { type: 'bot-tts-stopped', interrupted: false });
+    t.is(visitor.ofType('bot-output').at(-1)?.text, 'Hello, I am Ada.');
+
+    // Malformed and unknown client messages are ignored; the session goes on.
+    visitor.sendMessage({ type: 'no-such-message' });
+    visitor.sendMessage({ type: 'append-system-context', text: 42 });
+    visitor.sendMessage({ type: 'append-system-context', text: 'x'.repeat(4001) });
+    visitor.send({ type: 'client_message', message: 'not an object' });
+    visitor.send({ type: 'client_message', message: { type: 'append-system-context', text: 'y'.repeat(20_000) } });
+    t.true(await waitFor(() => visitor.signalling.filter((m) => m.type === 'error').length >= 2, 5000));
+    t.deepEqual(visitor.signalling.filter((m) => m.type === 'error').map((m) => [m.code, m.fatal]), [['malformed_message', false], ['message_too_large', false]]);
+
+    // The visitor's context for later turns: the offline responder follows a language pin.
+    visitor.sendMessage({ type: 'append-system-context', text: 'Always respond in French.' });
+    const before = visitor.messages.length;
+    visitor.say(await speech('Thank you'));
+    t.true(await waitFor(() => botTurns(visitor).length >= 2, 30_000), `answer: ${types(visitor).slice(before).join(',')}`);
+    const turn = visitor.messages.slice(before).map((m) => m.message);
+    const userTurn = turn.find((m) => m.type === 'transcript-turn' && m.owner === 'user');
+    t.like(userTurn, { owner: 'user', final: true, turn_id: 1 });
+    const transcription = turn.find((m) => m.type === 'user-transcription');
+    t.like(transcription, { final: true, user_id: 'visitor-7' });
+    t.is(transcription?.text, userTurn?.text);
+    const answer = botTurns(visitor)[1]!;
+    t.is(answer.turn_id, 1);
+    t.regex(String(answer.text), /prie|reconna|compr|désolé|Désolé/i, 'the answer follows the appended system context (French)');
+    const order = turn.map((m) => m.type);
+    for (const [a, b] of [
+      ['user-started-speaking', 'user-stopped-speaking'],
+      ['user-stopped-speaking', 'user-transcription'],
+      ['user-transcription', 'transcript-turn'],
+      ['bot-llm-text', 'bot-started-speaking'],
+      ['bot-started-speaking', 'latency-report'],
+      ['latency-report', 'bot-tts-stopped'],
+    ] as const) t.true(order.indexOf(a) >= 0 && order.indexOf(a) < order.indexOf(b), `${a} before ${b}: ${order.join(',')}`);
+    const latency = visitor.ofType('latency-report')[0]!;
+    t.is(latency.turn_id, 1);
+    t.true((latency.user_stopped_to_bot_audio_ms as number) > 0);
+    const stages = latency.stages as Record<string, number | null>;
+    t.is(stages.vad_stop_ms, 500);
+    for (const k of ['stt_ms', 'llm_ttfb_ms', 'tts_ttfb_ms', 'avatar_ms']) t.is(typeof stages[k], 'number', `${k} measured`);
+    t.deepEqual(visitor.ofType('bot-state').map((m) => m.state).slice(-3), ['thinking', 'speaking', 'listening']);
+
+    visitor.sendMessage({ type: 'hang-up' });
+    const outcome = await s.running.ended;
+    t.is(outcome.terminationReason, 'client_hung_up');
+    t.is(outcome.failureDetail, null);
+    t.is(outcome.participantCount, 1);
+    t.like(outcome.metadata, { turns: 3, user_turns: 1, room_provider: 'embedded', client_ready: true });
+    const summary = (outcome.metadata.latency as { user_stopped_to_bot_audio_ms: { count: number; p50: number; max: number } }).user_stopped_to_bot_audio_ms;
+    t.is(summary.count, 1);
+    t.is(summary.p50, latency.user_stopped_to_bot_audio_ms as number);
+    t.true((outcome.metadata.first_frame_ms as number) >= 0);
+    t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 2000));
+    t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'client_hung_up' });
+    t.is(visitor.ofType('bot-state').at(-1)?.state, 'ended');
+    // Nothing left running: unpublished, no server peer, the runner forgot it; the room is the server's.
+    t.is(s.embedded.publisherId, null);
+    t.deepEqual(Object.values(s.embedded.peerStates()), ['none']);
+    t.false(s.embedded.closed);
+    t.is(bot.sessions, 0);
+    t.true(await waitFor(() => visitor.signalling.some((m) => m.type === 'unpublished'), 2000));
+    t.is((await s.running.stop('client_released')).terminationReason, 'client_hung_up', 'stop after the end returns the first outcome');
+  } finally {
+    visitor.close();
+    rooms.closeRoom(s.room.room);
+  }
+});
+
+test.serial('nobody joins before the join deadline: join_timeout', async (t) => {
+  const bot = runner({ timeouts: { joinDeadlineMs: 1500 } });
+  const started = Date.now();
+  const s = await session(bot);
+  const outcome = await s.running.ended;
+  t.is(outcome.terminationReason, 'join_timeout');
+  t.regex(outcome.failureDetail ?? '', /nobody joined/);
+  t.is(outcome.participantCount, 0);
+  t.true(Date.now() - started >= 1400);
+  t.like(outcome.metadata, { turns: 0, client_ready: false, conversation_started_ms: null });
+  t.is(s.embedded.publisherId, null);
+  rooms.closeRoom(s.room.room);
+});
+
+test.serial('a visitor who drops and comes back within the grace continues; one who leaves for good ends the session', async (t) => {
+  const bot = runner({ timeouts: { departureGraceMs: 4000 } });
+  const s = await session(bot);
+  const first = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
+  first.sendMessage({ type: 'client-ready', version: '1.0.0' });
+  t.true(await waitFor(() => botTurns(first).length >= 1, 25_000), 'greeted');
+  first.close(); // the tab died: no leave, the socket just closes
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  t.is(s.outcome(), undefined, 'still running within the grace');
+
+  const second = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
+  try {
+    second.sendMessage({ type: 'client-ready', version: '1.0.0' });
+    t.true(await waitFor(() => second.ofType('bot-ready').length === 1 && second.connectionState === 'connected', 15_000));
+    t.is(second.ofType('bot-state')[0]?.state, 'listening', 'the conversation is already running');
+    second.say(await speech('What can you do?'));
+    t.true(await waitFor(() => botTurns(second).length >= 1, 30_000), types(second).join(','));
+    t.false(botTurns(second).some((m) => m.text === 'Hello, I am Ada.'), 'no second greeting');
+    t.is(second.ofType('transcript-turn').find((m) => m.owner === 'user')?.turn_id, 1);
+    t.true(await waitFor(() => second.ofType('bot-state').at(-1)?.state === 'listening', 15_000));
+    t.is(s.outcome(), undefined);
+
+    const leftAt = Date.now();
+    second.leave();
+    const outcome = await s.running.ended;
+    t.is(outcome.terminationReason, 'client_left');
+    t.true(Date.now() - leftAt >= 3500, 'after the grace');
+    t.is(outcome.participantCount, 1, 'one visitor at a time');
+    t.like(outcome.metadata, { user_turns: 1 });
+    t.is(s.embedded.publisherId, null);
+  } finally {
+    second.close();
+    rooms.closeRoom(s.room.room);
+  }
+});
+
+test.serial('stop(client_released) ends a live session cleanly and tells the visitor', async (t) => {
+  const bot = runner();
+  const s = await session(bot, agent({ starts_conversation: false }));
+  const visitor = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
+  try {
+    visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
+    t.true(await waitFor(() => visitor.ofType('bot-state').some((m) => m.state === 'listening'), 15_000));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    t.is(visitor.audibleMs(), 0, 'starts_conversation false: no greeting');
+    const outcome = await s.running.stop('client_released');
+    t.is(outcome.terminationReason, 'client_released');
+    t.is(outcome, await s.running.stop('server_shutdown'), 'idempotent');
+    t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 2000));
+    t.is(visitor.ofType('session-ended')[0]?.reason, 'client_released');
+    t.is(s.embedded.publisherId, null);
+    t.deepEqual(Object.values(s.embedded.peerStates()), ['none']);
+    t.is(bot.sessions, 0);
+  } finally {
+    visitor.close();
+    rooms.closeRoom(s.room.room);
+  }
+});
