@@ -5,16 +5,19 @@ import Router from '@koa/router';
 import Koa from 'koa';
 import { pino, type Logger } from 'pino';
 import { Registry } from '../core/registry.ts';
-import { resolveConfig, SERVER_DEFAULTS, type ServerConfig } from './config.ts';
+import { resolveConfig, SERVER_DEFAULTS, type ServerConfig, type ServerConfigInput } from './config.ts';
 import { closeDatabase, openDatabase, type Db } from './db/connect.ts';
 import { migrateToLatest } from './db/migrate.ts';
-import { registerIdleVideoGenerator } from './generation/idle-video-generator.ts';
+import { registerIdleVideoGenerator, sweepStaleWorkDirs } from './generation/idle-video-generator.ts';
 import { ApiError } from './http/api-error.ts';
 import { ApiRoutes } from './http/api-routes.ts';
 import { authenticate } from './http/authenticate.ts';
+import { handleClientErrors } from './http/client-errors.ts';
 import { errorMiddleware } from './http/error-middleware.ts';
+import { bodyMediaTypeGuard } from './http/json-body.ts';
 import { requestLog } from './http/request-log.ts';
 import { responseHeaders } from './http/response-headers.ts';
+import { UpgradeDispatcher } from './http/upgrades.ts';
 import { mountAgentRoutes } from './routes/agents.ts';
 import { mountAssetRoutes } from './routes/assets.ts';
 import { mountDocsRoutes } from './routes/docs.ts';
@@ -36,7 +39,7 @@ import { ModelVariants } from './services/model-variants.ts';
 import { Organizations } from './services/organizations.ts';
 import { createObjectStorage, FilesystemStorage, type ObjectStorage } from './storage/index.ts';
 
-export type ServerInput = Partial<ServerConfig> & Pick<ServerConfig, 'encryptionKey' | 'signingSecret'>;
+export type ServerInput = ServerConfigInput;
 
 export interface CreateServerOptions {
   /** Registry holding the plugins (face, sts, asset hooks, generators); a fresh one by default. */
@@ -77,7 +80,7 @@ export async function createServer(input: ServerInput, options: CreateServerOpti
   const logger = options.logger ?? pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]', 'req.headers.authorization'] });
   const registry = options.registry ?? new Registry();
   registerIdleVideoGenerator(registry);
-  const db = openDatabase({ databaseUrl: config.databaseUrl, pgliteDir: join(config.dataDir, 'pglite') });
+  const db = openDatabase({ databaseUrl: config.databaseUrl, pgliteDir: join(config.dataDir, 'pglite'), timeouts: config.database });
   await migrateToLatest(db);
 
   let listeningUrl: string | undefined;
@@ -106,6 +109,9 @@ export async function createServer(input: ServerInput, options: CreateServerOpti
   await services.generationJobs.failInterrupted();
   const sweepUploads = () => assets.sweepAbandonedUploads(new Date(Date.now() - config.uploadSessionTtlMs));
   await sweepUploads();
+  // Leftovers of a crashed process: half-assembled objects and idle-video work folders.
+  if (storage instanceof FilesystemStorage) await storage.sweepStaleTemporaries().catch((err) => logger.warn({ err }, 'storage temporaries sweep failed'));
+  await sweepStaleWorkDirs().catch((err) => logger.warn({ err }, 'generation work folder sweep failed'));
   const sweepTimer = setInterval(() => void sweepUploads().catch((err) => logger.warn({ err }, 'upload sweep failed')), SERVER_DEFAULTS.uploadSweepIntervalMs);
   sweepTimer.unref();
 
@@ -126,6 +132,9 @@ export async function createServer(input: ServerInput, options: CreateServerOpti
   app.use(requestLog(logger));
   app.use(errorMiddleware(logger));
   app.use(responseHeaders());
+  // JSON-only request bodies (415) on every route, also those mounted on `router` directly,
+  // unless the route declared another policy (`api.acceptBody`, RouteSpec `acceptsBody`).
+  app.use(bodyMediaTypeGuard(router, api.bodyRules));
   // The router reads its stack per request, so routes mounted after createServer() are served too.
   app.use(router.routes());
   app.use(async (ctx, next) => {
@@ -140,8 +149,16 @@ export async function createServer(input: ServerInput, options: CreateServerOpti
     }
   });
 
-  const httpServer = createHttpServer(app.callback());
+  const httpServer = createHttpServer(
+    { headersTimeout: config.headersTimeoutMs, requestTimeout: config.requestTimeoutMs, connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(config.headersTimeoutMs / 4))) },
+    app.callback(),
+  );
   httpServer.keepAliveTimeout = 65_000;
+  // Every upgrade is claimed by a registered endpoint (`registerUpgrade`), refused, or served as
+  // plain HTTP: none is left unanswered holding its socket (see http/upgrades.ts).
+  UpgradeDispatcher.of(httpServer);
+  // Malformed HTTP and request timeouts are answered in the error shape, then the socket closed.
+  handleClientErrors(httpServer, logger);
 
   return {
     config, app, router, api, httpServer, db, storage, registry, services, requireApiKey, logger, baseUrl,

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import knexFactory, { type Knex } from 'knex';
 import ClientPgLite from 'knex-pglite';
+import { SERVER_DEFAULTS, type DatabaseTimeouts } from '../config.ts';
 import { PgliteLock } from './pglite-lock.ts';
 
 export type Db = Knex;
@@ -11,11 +12,14 @@ export interface DatabaseOptions {
   pgliteDir: string;
   /** Connection pool size on PostgreSQL (PGlite is always one connection). */
   poolMax?: number;
+  /** PostgreSQL time limits; defaults `SERVER_DEFAULTS.database` (config.ts). PGlite ignores them. */
+  timeouts?: Partial<DatabaseTimeouts>;
 }
 
 export const DATABASE_DEFAULTS = {
   /** Enough for 50 concurrent API requests without queueing on a 2-core machine. */
   poolMax: 20,
+  ...SERVER_DEFAULTS.database,
 } as const;
 
 /**
@@ -24,9 +28,18 @@ export const DATABASE_DEFAULTS = {
  */
 export function openDatabase(options: DatabaseOptions): Db {
   if (options.databaseUrl) {
+    const t = { ...DATABASE_DEFAULTS, ...options.timeouts };
     return knexFactory({
       client: 'pg',
-      connection: options.databaseUrl,
+      // Set per connection by node-postgres at connect time: every statement of every request is
+      // bounded, so a stalled or contended database answers 503 instead of piling requests up.
+      connection: {
+        connectionString: options.databaseUrl,
+        statement_timeout: t.statementTimeoutMs,
+        lock_timeout: t.lockTimeoutMs,
+        connectionTimeoutMillis: t.connectTimeoutMs,
+      } as Knex.PgConnectionConfig,
+      acquireConnectionTimeout: t.acquireTimeoutMs,
       pool: { min: 0, max: options.poolMax ?? DATABASE_DEFAULTS.poolMax },
     });
   }
@@ -64,4 +77,32 @@ export function affectedRows(result: unknown): number {
 
 export function isUniqueViolation(err: unknown): boolean {
   return (err as { code?: string })?.code === '23505';
+}
+
+/** PostgreSQL SQLSTATEs of a database that is down, overloaded or contended: retry later (503). */
+const UNAVAILABLE_SQLSTATES = new Set([
+  '57014', // query_canceled: statement_timeout
+  '55P03', // lock_not_available: lock_timeout
+  '40P01', // deadlock_detected
+  '53300', // too_many_connections
+  '53000', '53100', '53200', // insufficient resources, disk full, out of memory
+  '57P01', '57P02', '57P03', // admin / crash shutdown, cannot connect now (starting up, recovery)
+]);
+const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
+
+/**
+ * Whether an error means "the database cannot serve this now" (down, unreachable, pool
+ * exhausted, statement or lock timeout) rather than a bug: such requests are answered 503
+ * `service_unavailable` with `Retry-After`. The pool recovers by itself: broken connections are
+ * discarded and new ones opened once the database answers again.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false;
+  const e = err as { name?: string; code?: unknown; message?: unknown };
+  if (e.name === 'KnexTimeoutError') return true; // no pool connection within acquireConnectionTimeout
+  const code = typeof e.code === 'string' ? e.code : '';
+  if (UNAVAILABLE_SQLSTATES.has(code) || code.startsWith('08')) return true; // class 08: connection exception
+  if (UNAVAILABLE_ERRNOS.has(code)) return true;
+  const message = typeof e.message === 'string' ? e.message : '';
+  return /Connection terminated|Unable to acquire a connection|connection timeout|Client has encountered a connection error|the database system is (starting up|shutting down)/i.test(message);
 }

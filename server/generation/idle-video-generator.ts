@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Registry } from '../../core/registry.ts';
 import type { FaceModel } from '../../processors/avatar/face-model.ts';
+import { currentProcess, formatIdentity, isProcessAlive, parseIdentity } from '../db/process-identity.ts';
 import { IDLE_VIDEO_GENERATOR_KIND, type IdleVideoGenerator, type IdleVideoRequest } from '../services/generation-jobs.ts';
 
 export const IDLE_VIDEO_DEFAULTS = {
@@ -18,6 +19,10 @@ export const IDLE_VIDEO_DEFAULTS = {
   /** reference_template -> amount of idle head motion (v2 is the renderer's default). */
   motionByTemplate: { v1: 0.6, v2: 1, v3: 1.5 } as Record<string, number>,
   ffmpegPath: 'ffmpeg',
+  /** Work folders `<tmpdir>/svc-idle-*`; each holds an `owner` file naming its process. */
+  workDirPrefix: 'svc-idle-',
+  /** A work folder older than this whose owner is gone is a crash leftover, removed at start-up. */
+  staleWorkDirMs: 60 * 60 * 1000,
 } as const;
 
 /**
@@ -38,9 +43,10 @@ export class FaceIdleVideoGenerator implements IdleVideoGenerator {
       imageFormat: 'rgb',
     });
     const frames = Math.round((d.durationMs / 1000) * d.frameRate);
-    const dir = await mkdtemp(join(tmpdir(), 'svc-idle-'));
+    const dir = await mkdtemp(join(tmpdir(), d.workDirPrefix));
     const out = join(dir, 'idle.mp4');
     try {
+      await writeFile(join(dir, 'owner'), formatIdentity(currentProcess()));
       const ffmpeg = spawn(d.ffmpegPath, [
         '-hide_banner', '-loglevel', 'error', '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', `${source.width}x${source.height}`,
         '-r', String(d.frameRate), '-i', 'pipe:0', '-c:v', 'libx264', '-preset', 'veryfast', '-pix_fmt', 'yuv420p', '-movflags', '+faststart', out,
@@ -92,4 +98,30 @@ export function registerIdleVideoGenerator(registry: Registry): void {
   registry.register<IdleVideoGenerator>(IDLE_VIDEO_GENERATOR_KIND, IDLE_VIDEO_DEFAULTS.slug, (_o, r) => new FaceIdleVideoGenerator(r), {
     label: 'Idle video (face model idle loop, H.264 MP4)',
   });
+}
+
+/**
+ * Removes idle-video work folders a crashed process left behind: `<dir>/svc-idle-*` older than
+ * `olderThanMs` whose `owner` (pid and start time) no longer runs. A live owner's folder, even an
+ * old one, is kept. Returns the removed paths.
+ */
+export async function sweepStaleWorkDirs(dir: string = tmpdir(), olderThanMs: number = IDLE_VIDEO_DEFAULTS.staleWorkDirMs, nowMs: number = Date.now()): Promise<string[]> {
+  const removed: string[] = [];
+  for (const name of await readdir(dir)) {
+    if (!name.startsWith(IDLE_VIDEO_DEFAULTS.workDirPrefix)) continue;
+    const path = join(dir, name);
+    try {
+      const info = await stat(path);
+      if (!info.isDirectory() || nowMs - info.mtimeMs < olderThanMs) continue;
+      const owner = parseIdentity(await readFile(join(path, 'owner'), 'utf8').catch(() => ''));
+      if (owner && isProcessAlive(owner)) continue;
+      // Without an owner file (older versions), only a folder holding nothing but our output is ours.
+      if (!owner && !(await readdir(path)).every((entry) => entry === 'idle.mp4')) continue;
+      await rm(path, { recursive: true, force: true });
+      removed.push(path);
+    } catch {
+      // vanished meanwhile, or not ours to read: leave it
+    }
+  }
+  return removed;
 }

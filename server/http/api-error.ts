@@ -7,6 +7,14 @@ export const ERROR_STATUS = {
   invalid_json: 400,
   unsupported_media_type: 415,
   payload_too_large: 413,
+  /** The client sent a malformed HTTP message (Node's parser refused it: bad request line, bad chunking). */
+  bad_request: 400,
+  /** The client closed the connection before its request body ended (logged as 499, never answered). */
+  request_aborted: 400,
+  /** Request headers did not arrive within `headersTimeoutMs`, or the body within `requestTimeoutMs`. */
+  request_timeout: 408,
+  /** Request headers larger than Node's `maxHeaderSize` (16 KiB). */
+  headers_too_large: 431,
   unauthorized: 401,
   forbidden: 403,
   template_read_only: 403,
@@ -29,6 +37,8 @@ export const ERROR_STATUS = {
   invalid_signature: 403,
   url_expired: 403,
   internal_error: 500,
+  /** The database is unreachable, saturated (no pool connection in time) or a lock/statement timed out; `Retry-After` set. */
+  service_unavailable: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

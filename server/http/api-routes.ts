@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import type { Context, Middleware } from 'koa';
 import { Ajv, type ValidateFunction, type ErrorObject } from 'ajv';
 import { ApiError } from './api-error.ts';
-import { nulPath, readJsonBody } from './json-body.ts';
+import { nulPath, readJsonBody, type BodyPolicy, type ErrorBodyMapper, type RouteBodyRules } from './json-body.ts';
 import { JsonText } from './json-text.ts';
 import type { Principal } from './principal.ts';
 
@@ -29,8 +29,20 @@ export interface RouteSpec {
   body?: JsonSchema;
   /** Extra router paths served by the same handler, left out of the document (e.g. unescaped slashes). */
   aliasPaths?: string[];
-  /** The handler reads the raw request stream itself (object storage PUT). */
+  /** The handler reads the raw request stream itself (object storage PUT); same as `acceptsBody: 'raw'`. */
   rawBody?: boolean;
+  /**
+   * Which request bodies the route accepts (`json` by default: any other media type is 415
+   * `unsupported_media_type`). `beacon` also takes `text/plain` (navigator.sendBeacon), `raw`
+   * leaves the stream to the handler. See `BodyPolicy`.
+   */
+  acceptsBody?: BodyPolicy;
+  /**
+   * The route's own error shape (e.g. the Session API's `{error_code, message}`): every `ApiError`
+   * raised for this route, by the shared checks (415, 413, invalid JSON, validation) or by the
+   * handler, is answered with what this returns instead of the REST shape.
+   */
+  errorBody?: ErrorBodyMapper;
   responses: Record<number, { description: string; schema?: JsonSchema; contentType?: string }>;
 }
 
@@ -99,6 +111,8 @@ export function validationError(where: string, errors: ErrorObject[] | null | un
 /** Collects every route with its spec; `openapi.ts` turns `specs` into the published document. */
 export class ApiRoutes {
   readonly specs: RouteSpec[] = [];
+  /** Body rules by `METHOD /full/path` (router prefix included), read by `bodyMediaTypeGuard`. */
+  readonly bodyRules = new Map<string, RouteBodyRules>();
 
   constructor(
     private readonly authenticate: Middleware,
@@ -106,13 +120,37 @@ export class ApiRoutes {
     private readonly baseUrlOf: (ctx: Context) => string,
   ) {}
 
+  /**
+   * Declares the body policy of a route mounted directly on a router (`router.post(path, ...)`,
+   * not through `add`, which declares its own), e.g.
+   * `api.acceptBody(router, 'post', '/public/agents/connect', 'json', (e) => ({ body: { error_code: e.code, message: e.message } }))`.
+   * Undeclared direct routes read their bodies themselves and are not checked.
+   */
+  acceptBody(router: Router, method: RouteSpec['method'], path: string, policy: BodyPolicy, errorBody?: ErrorBodyMapper): void {
+    this.bodyRules.set(`${method.toUpperCase()} ${router.opts.prefix ?? ''}${path}`, { policy, errorBody });
+  }
+
   add(router: Router, spec: RouteSpec, handler: RouteHandler): void {
     this.specs.push(spec);
+    const policy: BodyPolicy = spec.rawBody ? 'raw' : (spec.acceptsBody ?? 'json');
+    for (const path of [spec.path, ...(spec.aliasPaths ?? [])]) this.acceptBody(router, spec.method, path, policy, spec.errorBody);
     const validateParams = spec.params ? queryAjv.compile(spec.params) : undefined;
     const validateQuery = queryAjv.compile(spec.query ?? { type: 'object' });
     const validateBody = spec.body ? bodyAjv.compile(spec.body) : undefined;
     const middleware: Middleware[] = spec.auth === 'api_key' ? [this.authenticate] : [];
     const run: Middleware = async (ctx) => {
+      if (!spec.errorBody) return serve(ctx);
+      try {
+        await serve(ctx);
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        const answer = spec.errorBody(err);
+        ctx.status = answer.status ?? err.status;
+        ctx.body = answer.body;
+        for (const [name, value] of Object.entries(answer.headers ?? {})) ctx.set(name, value);
+      }
+    };
+    const serve = async (ctx: Context) => {
       const params = { ...(ctx as unknown as { params: Record<string, string> }).params };
       if (validateParams && !validateParams(params)) throw validationError('path', validateParams.errors);
       const query = { ...ctx.query };
@@ -120,8 +158,8 @@ export class ApiRoutes {
       if (nul !== null) throw new ApiError('validation_failed', `invalid parameter ${nul}: contains a NUL character`, { issues: [{ location: 'query', path: nul, message: 'must not contain NUL characters' }] });
       if (!validateQuery(query)) throw validationError('query', validateQuery.errors);
       let body: unknown;
-      if (!spec.rawBody) {
-        body = await readJsonBody(ctx, this.maxJsonBodyBytes);
+      if (policy !== 'raw') {
+        body = await readJsonBody(ctx, this.maxJsonBodyBytes, policy);
         if (validateBody) {
           if (body === undefined) throw new ApiError('validation_failed', 'request body is required', { issues: [] });
           if (!validateBody(body)) throw validationError('body', validateBody.errors);

@@ -1,5 +1,8 @@
 import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
+import type { IncomingMessage } from 'node:http';
+import { SERVER_DEFAULTS } from '../config.ts';
+import { isDatabaseUnavailable } from '../db/connect.ts';
 import { ApiError } from './api-error.ts';
 
 /**
@@ -12,17 +15,34 @@ export function errorMiddleware(logger: Logger): Middleware {
     try {
       await next();
     } catch (err) {
-      const apiError = toApiError(err);
-      if (apiError.status >= 500) logger.error({ err, method: ctx.method, path: ctx.path }, 'request failed');
+      // Checked first: the client's own hang-up surfaces as ECONNRESET/"aborted", which must not
+      // read as a database outage nor as a server fault.
+      const apiError = isClientAbort(err, ctx.req) ? new ApiError('request_aborted', 'the client closed the connection before the request ended') : toApiError(err);
+      if (apiError.code === 'request_aborted') ctx.state.clientAborted = true;
+      else if (apiError.code === 'service_unavailable') logger.warn({ err, method: ctx.method, path: ctx.path }, 'database unavailable');
+      else if (apiError.status >= 500) logger.error({ err, method: ctx.method, path: ctx.path }, 'request failed');
       ctx.status = apiError.status;
       ctx.body = apiError.toBody();
       ctx.set('Cache-Control', 'private, no-store');
+      if (apiError.status === 503) ctx.set('Retry-After', String(SERVER_DEFAULTS.retryAfterSeconds));
     }
   };
 }
 
+const ABORT_CODES = new Set(['ECONNRESET', 'ECONNABORTED', 'EPIPE', 'ERR_STREAM_PREMATURE_CLOSE']);
+
+/** The client went away before its request was complete (it cannot be answered any more). */
+export function isClientAbort(err: unknown, req: IncomingMessage): boolean {
+  if (req.complete) return false;
+  const code = (err as { code?: unknown })?.code;
+  return (typeof code === 'string' && ABORT_CODES.has(code)) || (err as Error)?.message === 'aborted' || req.destroyed || req.socket?.destroyed === true;
+}
+
 function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
+  if (isDatabaseUnavailable(err)) {
+    return new ApiError('service_unavailable', 'the database is unavailable or overloaded; retry later', { retry_after_seconds: SERVER_DEFAULTS.retryAfterSeconds });
+  }
   // PostgreSQL class 22 (data exception): a value the schema let through but the database cannot
   // store (out-of-range number, untranslatable character). The client's input, so a 400.
   const sqlState = (err as { code?: unknown })?.code;

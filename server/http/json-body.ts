@@ -1,15 +1,87 @@
-import type { Context } from 'koa';
+import type Router from '@koa/router';
+import type { Context, Middleware } from 'koa';
 import { ApiError } from './api-error.ts';
+
+/**
+ * Refuses a request body whose media type the matched route does not accept (415), before any
+ * byte of it is read, by the rules in `policies` (keyed `METHOD /full/route/path`). Every route of
+ * `ApiRoutes.add` has rules (JSON only unless its spec says `acceptsBody`); a route mounted
+ * directly on the router (`router.post(...)`) reads its own body and is checked only when
+ * declared with `api.acceptBody(...)`. Runs before authentication: a wrong media type is refused
+ * without a database round trip.
+ */
+export function bodyMediaTypeGuard(router: Router, policies: ReadonlyMap<string, RouteBodyRules>): Middleware {
+  return async (ctx, next) => {
+    if (hasBody(ctx)) {
+      const route = router.match(ctx.path, ctx.method).pathAndMethod.filter((layer) => layer.methods.length > 0).at(-1);
+      // No route (the 404/405 answer comes later) or an undeclared direct route: not ours to check.
+      const rules: RouteBodyRules = (route && policies.get(`${ctx.method} ${route.path}`)) || { policy: 'raw' };
+      const refused = mediaTypeError(ctx, rules.policy);
+      if (refused) {
+        if (!rules.errorBody) throw refused;
+        const answer = rules.errorBody(refused);
+        ctx.status = answer.status ?? refused.status;
+        ctx.body = answer.body;
+        for (const [name, value] of Object.entries(answer.headers ?? {})) ctx.set(name, value);
+        return;
+      }
+    }
+    await next();
+  };
+}
+
+/** A route's own error shape for the errors the shared machinery raises (415, 413, 400 ...). */
+export type ErrorBodyMapper = (error: ApiError) => { status?: number; body: unknown; headers?: Record<string, string> };
+
+export interface RouteBodyRules {
+  policy: BodyPolicy;
+  errorBody?: ErrorBodyMapper;
+}
 
 /**
  * Reads and parses a JSON request body with a hard size cap. Written here rather than taken
  * from a body-parser so every failure (too large, not JSON, wrong media type) maps to one
  * precise error code instead of a generic 400/500.
  */
-export async function readJsonBody(ctx: Context, maxBytes: number): Promise<unknown> {
+/**
+ * What a route accepts as request body (RouteSpec `acceptsBody`):
+ * - `json` (default): no body, or a body typed `application/json` / `application/*+json`;
+ *   anything else (text/plain, forms, no Content-Type) is 415 `unsupported_media_type`;
+ * - `beacon`: also `text/plain` (what `navigator.sendBeacon(url, string)` sends), parsed as JSON
+ *   when not empty; for `POST /v1/public/agents/connect/:room`;
+ * - `raw`: the handler reads the stream itself (object storage part PUT); nothing is checked.
+ */
+export type BodyPolicy = 'json' | 'beacon' | 'raw';
+
+const JSON_TYPE_RE = /^application\/([\w.+-]*\+)?json\s*(;|$)/i;
+const TEXT_TYPE_RE = /^text\/plain\s*(;|$)/i;
+
+/** Whether the request carries a body (HTTP/1.1: a non-zero Content-Length or any Transfer-Encoding). */
+export function hasBody(ctx: Context): boolean {
+  const headers = ctx.req.headers;
+  if (headers['transfer-encoding'] !== undefined) return true;
+  const length = headers['content-length'];
+  return length !== undefined && length.trim() !== '0';
+}
+
+/** The 415 a request gets when its body's media type is not acceptable under `policy`, or null. */
+export function mediaTypeError(ctx: Context, policy: BodyPolicy): ApiError | null {
+  if (policy === 'raw' || !hasBody(ctx)) return null;
+  const type = ctx.get('content-type').trim();
+  if (JSON_TYPE_RE.test(type) || (policy === 'beacon' && TEXT_TYPE_RE.test(type))) return null;
+  return new ApiError('unsupported_media_type', type ? `expected Content-Type application/json, got ${type}` : 'a request body needs Content-Type application/json', {
+    content_type: type || null,
+    accepted: policy === 'beacon' ? ['application/json', 'text/plain'] : ['application/json'],
+  });
+}
+
+export async function readJsonBody(ctx: Context, maxBytes: number, policy: BodyPolicy = 'json'): Promise<unknown> {
   const headers = ctx.req.headers;
   // No Content-Length and no Transfer-Encoding: HTTP/1.1 says there is no body (every GET).
   if (headers['content-length'] === undefined && headers['transfer-encoding'] === undefined) return undefined;
+  // Refused before reading a byte: the body is left for Node to discard.
+  const refused = mediaTypeError(ctx, policy);
+  if (refused) throw refused;
   const declared = Number(headers['content-length'] || 0);
   if (declared > maxBytes) {
     ctx.req.resume();
@@ -27,10 +99,6 @@ export async function readJsonBody(ctx: Context, maxBytes: number): Promise<unkn
   }
   const text = Buffer.concat(chunks).toString('utf8');
   if (text.trim() === '') return undefined;
-  const type = ctx.get('content-type');
-  if (type && !/^application\/([\w.+-]*\+)?json\b/i.test(type) && !/^text\/plain\b/i.test(type)) {
-    throw new ApiError('unsupported_media_type', `expected Content-Type application/json, got ${type}`);
-  }
   let value: unknown;
   try {
     value = JSON.parse(text);

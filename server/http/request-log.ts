@@ -12,7 +12,9 @@ export function requestLog(logger: Logger): Middleware {
       await next();
     } finally {
       if (logger.isLevelEnabled('info')) {
-        logger.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round((performance.now() - started) * 10) / 10 }, 'request');
+        // 499 (nginx's "client closed request"): the client hung up mid-request; never answered.
+        const status = ctx.state.clientAborted ? 499 : ctx.status;
+        logger.info({ method: ctx.method, path: ctx.path, status, ms: Math.round((performance.now() - started) * 10) / 10 }, 'request');
       }
     }
   };

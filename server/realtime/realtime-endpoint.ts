@@ -28,6 +28,7 @@ import {
 } from '../../transports/realtime/protocol.ts';
 import { createCapacityGate, defaultFaceSessionLimit, type CapacityGate, type Lease } from '../capacity/capacity-gate.ts';
 import { API_KEY_FORMAT } from '../security/api-key-token.ts';
+import { registerUpgrade } from '../http/upgrades.ts';
 
 export const REALTIME_ENDPOINT_DEFAULTS = {
   path: '/realtime',
@@ -158,14 +159,14 @@ export function attachRealtime(server: Server, options: RealtimeEndpointOptions)
       void connection.open();
     });
   };
-  server.on('upgrade', onUpgrade);
+  const unregisterUpgrade = registerUpgrade(server, path, onUpgrade); // the server's dispatcher refuses other paths
 
   return {
     get activeSessions() {
       return live.size;
     },
     async close() {
-      server.off('upgrade', onUpgrade);
+      unregisterUpgrade();
       for (const c of [...live]) c.shutdown('server shutting down');
       ownGate?.close();
       await new Promise<void>((resolve) => wss.close(() => resolve()));

@@ -12,6 +12,7 @@ import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { RoomError } from '../../transports/webrtc/room-errors.ts';
 import type { RoomParticipant } from '../../transports/webrtc/room.ts';
 import type { RoomRegistry } from '../../transports/webrtc/room-registry.ts';
+import { registerUpgrade } from '../http/upgrades.ts';
 import {
   SIGNALLING_CLOSE_CODES,
   SIGNALLING_LIMITS,
@@ -78,7 +79,7 @@ export function attachRoomSignalling(server: Server, options: RoomSignallingOpti
       connection.open();
     });
   };
-  server.on('upgrade', onUpgrade);
+  const unregisterUpgrade = registerUpgrade(server, path, onUpgrade); // the server's dispatcher refuses other paths
   const heartbeat = setInterval(() => {
     for (const c of [...live]) c.heartbeat();
   }, options.heartbeatIntervalMs ?? ROOM_SIGNALLING_DEFAULTS.heartbeatIntervalMs);
@@ -90,7 +91,7 @@ export function attachRoomSignalling(server: Server, options: RoomSignallingOpti
     },
     async close() {
       clearInterval(heartbeat);
-      server.off('upgrade', onUpgrade);
+      unregisterUpgrade();
       for (const c of [...live]) c.shutdown('server shutting down');
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },

@@ -2,6 +2,7 @@ import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { ApiRoutes } from '../http/api-routes.ts';
 import { ApiError } from '../http/api-error.ts';
+import { MIME_TYPE_RE } from '../schema/assets.ts';
 import { errors } from '../schema/common.ts';
 import { decodeObjectKey, type FilesystemStorage } from '../storage/filesystem-storage.ts';
 import { MULTIPART_RULES, StorageError } from '../storage/object-storage.ts';
@@ -42,11 +43,8 @@ export function mountStorageRoutes(api: ApiRoutes, router: Router, storage: File
     } catch (err) {
       if (err instanceof StorageError && err.code === 'part_too_large') throw new ApiError('payload_too_large', err.message);
       if (err instanceof StorageError) throw new ApiError('upload_not_found', err.message);
-      // The client hung up mid-part: its mistake (or its network's), not a server fault.
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'ECONNRESET' || (err as Error).message === 'aborted') {
-        throw new ApiError('validation_failed', 'the part upload was cut off before its end');
-      }
+      // The client hung up mid-part: the error middleware tells it from a server fault
+      // (`isClientAbort`: logged as 499, no 500).
       throw err;
     }
   });
@@ -63,8 +61,11 @@ export function mountStorageRoutes(api: ApiRoutes, router: Router, storage: File
     const head = await storage.headObject(key);
     if (!head) throw new ApiError('not_found', 'object not found');
     const remainingS = Math.max(0, Math.floor((Number(query.expires) - Date.now()) / 1000));
-    const headers = { ETag: head.etag, 'Cache-Control': `private, max-age=${remainingS}`, 'Accept-Ranges': 'bytes' };
-    ctx.type = query.content_type || 'application/octet-stream';
+    const served = servedType(query.content_type);
+    const headers = { ETag: head.etag, 'Cache-Control': `private, max-age=${remainingS}`, 'Accept-Ranges': 'bytes', ...OBJECT_SECURITY_HEADERS, ...(served.inline ? {} : { 'Content-Disposition': 'attachment' }) };
+    // Set before the body, so an error answer (416) carries them too.
+    for (const [name, value] of Object.entries(OBJECT_SECURITY_HEADERS)) ctx.set(name, value);
+    ctx.type = served.type;
     // Single byte ranges, so browsers can seek in videos; anything else gets the whole object.
     const range = parseRange(ctx.get('range'), head.sizeBytes);
     if (range === 'unsatisfiable') {
@@ -80,6 +81,30 @@ export function mountStorageRoutes(api: ApiRoutes, router: Router, storage: File
     ctx.body = await storage.openObject(key);
     return { status: 200, headers };
   });
+}
+
+/**
+ * Stored objects are user content served from the API's own origin: they must never run there.
+ * `nosniff` stops browsers from guessing an active type, the CSP sandboxes anything a browser
+ * would still render (no script, no plugin, no same-origin access), and every type not on
+ * `INLINE_TYPES` is sent as a download (`Content-Disposition: attachment`).
+ */
+export const OBJECT_SECURITY_HEADERS = {
+  'X-Content-Type-Options': 'nosniff',
+  'Content-Security-Policy': "default-src 'none'; sandbox",
+} as const;
+
+/**
+ * Types shown inline (a preview `<img>`/`<video>` needs it): raster images, audio, video and
+ * opaque bytes. Not SVG (an SVG document runs script), not HTML, XML, PDF or text.
+ */
+const INLINE_TYPES = [/^image\/(png|jpeg|gif|webp|avif|bmp|x-icon|vnd\.microsoft\.icon|heic|heif|tiff)$/, /^audio\/[\w.+-]+$/, /^video\/[\w.+-]+$/, /^application\/octet-stream$/];
+
+/** The Content-Type to serve for a signed `content_type` (an invalid one, stored before validation existed, becomes bytes). */
+export function servedType(contentType: string | undefined): { type: string; inline: boolean } {
+  const type = contentType && MIME_TYPE_RE.test(contentType) ? contentType : 'application/octet-stream';
+  const essence = type.split(';')[0]!.trim().toLowerCase();
+  return { type, inline: INLINE_TYPES.some((re) => re.test(essence)) };
 }
 
 /** `bytes=a-b`, `bytes=a-` or `bytes=-n`; multiple ranges are answered with the whole object. */

@@ -2,12 +2,22 @@ import { dateTime, uuid, responseShape } from './common.ts';
 import type { JsonSchema } from '../http/api-routes.ts';
 import { MULTIPART_RULES } from '../storage/object-storage.ts';
 
+const TOKEN = `[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}`;
+const MIME_TYPE_PATTERN = `^${TOKEN}/${TOKEN}([ \\t]*;[ \\t]*[A-Za-z0-9!#$&^_.+-]+=([A-Za-z0-9!#$&^_.+-]+|"[^"\\\\\\x00-\\x1f\\x7f]*"))*$`;
+/** `ASSET_LIMITS.contentTypePattern` as a RegExp (the storage routes re-check stored values). */
+export const MIME_TYPE_RE = new RegExp(MIME_TYPE_PATTERN);
+
 export const ASSET_LIMITS = {
   /** Decision: file names up to 255 characters (common filesystem limit). */
   nameMaxLength: 255,
   /** Decision: category is a lowercase word of up to 64 characters (`image`, `video`, `weight`, ...). */
   categoryPattern: '^[a-z][a-z0-9_-]{0,63}$',
   contentTypeMaxLength: 255,
+  /**
+   * A MIME type (RFC 6838 names: `type/subtype`, optional `; name=value` parameters), anchored at
+   * both ends: no CR, LF or other control character can reach a response header.
+   */
+  contentTypePattern: MIME_TYPE_PATTERN,
   /** Decision: 5 GiB per asset (single-object limit of the S3 PUT family). */
   maxSizeBytes: 5 * 1024 * 1024 * 1024,
   generateVariantIdMaxLength: 128,
@@ -15,7 +25,7 @@ export const ASSET_LIMITS = {
 
 const name = { type: 'string', minLength: 1, maxLength: ASSET_LIMITS.nameMaxLength };
 const category = { type: 'string', pattern: ASSET_LIMITS.categoryPattern };
-const contentType = { type: ['string', 'null'], maxLength: ASSET_LIMITS.contentTypeMaxLength, pattern: '^[\\w.+-]+/[\\w.+-]+' };
+const contentType = { type: ['string', 'null'], maxLength: ASSET_LIMITS.contentTypeMaxLength, pattern: ASSET_LIMITS.contentTypePattern };
 const partNumber = { type: 'integer', minimum: 1, maximum: MULTIPART_RULES.maxPartNumber };
 
 export const assetSchema: JsonSchema = responseShape({

@@ -27,6 +27,16 @@ interface FinalizeBody {
   parts: CompletedPart[];
 }
 
+/**
+ * A finalize claims its upload session before touching storage by rewriting the session's
+ * `upload_id` to `finalizing:<upload_id>` in one conditional UPDATE: of concurrent finalizes
+ * exactly one matches the open session; the others see the claim and answer 409
+ * `upload_conflict` (`reason: already_finalized`) without touching the parts or the object.
+ */
+const CLAIM_PREFIX = 'finalizing:';
+const alreadyFinalized = (id: string) =>
+  new ApiError('upload_conflict', `upload of asset ${id} is being finalized by another request`, { reason: 'already_finalized', asset_id: id });
+
 const notFound = (id: string) => new ApiError('asset_not_found', `asset ${id} not found`, { asset_id: id });
 const uploadNotFound = (id: string) => new ApiError('upload_not_found', `no open upload session for asset ${id}`, { asset_id: id });
 
@@ -69,6 +79,8 @@ export class Assets {
   }
 
   async finalize(principal: Principal, body: FinalizeBody, baseUrl: string) {
+    const row = await this.db('upload_sessions').where({ asset_id: body.asset_id, organization_id: principal.organizationId }).first();
+    if (row && row.upload_id === CLAIM_PREFIX + body.upload_id) throw alreadyFinalized(body.asset_id);
     const session = await this.session(principal, body.asset_id, body.upload_id, body.s3_key);
     const mismatched = (['name', 'category'] as const).filter((f) => session[f] !== body[f]);
     if (session.size_bytes != null && int(session.size_bytes) !== body.size_bytes) mismatched.push('size_bytes' as never);
@@ -82,24 +94,40 @@ export class Assets {
         });
       }
     });
+    // Claim first, then assemble: a loser never reaches the storage driver.
+    const claim = CLAIM_PREFIX + session.upload_id;
+    const claimed = affectedRows(
+      await this.db('upload_sessions').where({ asset_id: body.asset_id, organization_id: principal.organizationId, upload_id: session.upload_id }).update({ upload_id: claim }),
+    );
+    if (!claimed) {
+      const now = await this.db('upload_sessions').where({ asset_id: body.asset_id, organization_id: principal.organizationId }).first('upload_id');
+      if (now?.upload_id === claim) throw alreadyFinalized(body.asset_id);
+      throw uploadNotFound(body.asset_id); // finished (or swept) in between
+    }
+    // A verification failure leaves the parts as they were: the claim is released, the client
+    // may fix its request and finalize again.
+    const release = () =>
+      this.db('upload_sessions').where({ asset_id: body.asset_id, upload_id: claim }).update({ upload_id: session.upload_id })
+        .catch((err) => this.logger.warn({ err, asset_id: body.asset_id }, 'releasing an upload finalize claim failed; the upload sweep will abort it'));
     let stored;
     try {
-      stored = await this.storage.completeMultipartUpload(session.storage_key, session.upload_id, body.parts);
+      stored = await this.storage.completeMultipartUpload(session.storage_key, session.upload_id, body.parts, body.size_bytes);
     } catch (err) {
+      await release();
       if (err instanceof StorageError) throw new ApiError('upload_conflict', err.message, { reason: err.code, ...err.details });
       throw err;
     }
     if (stored.sizeBytes !== body.size_bytes) {
-      // The parts were consumed by the assembly: the upload cannot be retried, only restarted.
+      // Drivers that publish before the size is known (S3) consumed the parts: restart only.
       await this.storage.deleteObject(session.storage_key);
-      await this.db('upload_sessions').where('asset_id', body.asset_id).delete();
+      await this.db('upload_sessions').where({ asset_id: body.asset_id, upload_id: claim }).delete();
       throw new ApiError('upload_conflict', `stored object is ${stored.sizeBytes} bytes, size_bytes says ${body.size_bytes}`, { reason: 'size_mismatch', stored_size_bytes: stored.sizeBytes });
     }
-    await this.db.transaction(async (trx) => {
-      // Two concurrent finalizes of one upload: only the one that removes the session proceeds.
-      const claimed = affectedRows(await trx('upload_sessions').where('asset_id', body.asset_id).delete());
-      if (!claimed) throw new ApiError('upload_conflict', `upload of asset ${body.asset_id} was finalized concurrently`, { reason: 'already_finalized' });
-      await trx('assets').insert({
+    try {
+      await this.db.transaction(async (trx) => {
+        const removed = affectedRows(await trx('upload_sessions').where({ asset_id: body.asset_id, upload_id: claim }).delete());
+        if (!removed) throw alreadyFinalized(body.asset_id); // swept meanwhile: not ours any more
+        await trx('assets').insert({
         asset_id: body.asset_id,
         organization_id: principal.organizationId,
         created_by: session.created_by,
@@ -110,7 +138,13 @@ export class Assets {
         etag: stored.etag,
         storage_key: session.storage_key,
       });
-    });
+      });
+    } catch (err) {
+      // The object is stored but not recorded (database down): give the session back; a retry
+      // finds the parts consumed (409 part_missing) and restarts the upload.
+      await release();
+      throw err;
+    }
     const asset = await this.db('assets').where('asset_id', body.asset_id).first();
     this.runHooks(asset);
     return this.withUrl(asset, false, baseUrl);
@@ -195,9 +229,15 @@ export class Assets {
   async sweepAbandonedUploads(olderThan: Date): Promise<number> {
     const stale = await this.db('upload_sessions').where('created_at', '<', olderThan).select('asset_id', 'upload_id', 'storage_key');
     for (const session of stale) {
-      await this.storage.abortMultipartUpload(session.storage_key, session.upload_id).catch((err) =>
+      const claimed = String(session.upload_id).startsWith(CLAIM_PREFIX);
+      const uploadId = claimed ? String(session.upload_id).slice(CLAIM_PREFIX.length) : session.upload_id;
+      await this.storage.abortMultipartUpload(session.storage_key, uploadId).catch((err) =>
         this.logger.warn({ err, asset_id: session.asset_id }, 'aborting an abandoned upload failed'),
       );
+      // A finalize that died holding its claim may have published the object without its record.
+      if (claimed && !(await this.db('assets').where('asset_id', session.asset_id).first('asset_id'))) {
+        await this.storage.deleteObject(session.storage_key).catch((err) => this.logger.warn({ err, asset_id: session.asset_id }, 'deleting an unrecorded object failed'));
+      }
       await this.db('upload_sessions').where('asset_id', session.asset_id).delete();
     }
     return stale.length;

@@ -4,6 +4,7 @@ import { mkdir, readFile, readdir, rename, rm, stat, writeFile, open } from 'nod
 import { dirname, join } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { currentProcess, formatIdentity, isProcessAlive, parseIdentity } from '../db/process-identity.ts';
 import type { UrlSigner } from '../security/url-signer.ts';
 import {
   MULTIPART_RULES,
@@ -19,6 +20,18 @@ export const encodeObjectKey = (key: string) => Buffer.from(key, 'utf8').toStrin
 export const decodeObjectKey = (token: string) => Buffer.from(token, 'base64url').toString('utf8');
 
 const UPLOAD_ID_RE = /^[A-Za-z0-9_-]{16,64}$/;
+const ASSEMBLING_SUFFIX = '.assembling';
+
+export const FILESYSTEM_STORAGE_RULES = {
+  /**
+   * A half-assembled object older than this whose process is gone is a crash leftover. Generous:
+   * instances sharing STORAGE_ROOT from other machines have pids this one cannot check.
+   */
+  staleTemporaryMs: 60 * 60 * 1000,
+} as const;
+
+/** `pid_starttime` of this process (see db/process-identity.ts), for temporary file names. */
+const ownerTag = () => formatIdentity(currentProcess()).replace(':', '_');
 
 /**
  * Filesystem driver: objects under `<root>/objects`, parts under `<root>/uploads/<uploadId>`.
@@ -65,21 +78,24 @@ export class FilesystemStorage implements ObjectStorage {
     });
     try {
       await pipeline(body, counter, createWriteStream(temp));
+      // Rename last, so a re-sent part replaces the old one atomically.
+      await rename(temp, join(dir, String(partNumber)));
     } catch (err) {
       await rm(temp, { force: true });
+      // The upload folder went away under the stream: finalized (parts consumed) or aborted.
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new StorageError('upload_missing', `upload ${uploadId} was finalized or aborted while this part was being sent`);
       throw err;
     }
-    // Rename last, so a re-sent part replaces the old one atomically.
-    await rename(temp, join(dir, String(partNumber)));
     return `"${hash.digest('hex')}"`;
   }
 
-  async completeMultipartUpload(key: string, uploadId: string, parts: CompletedPart[]): Promise<StoredObject> {
+  async completeMultipartUpload(key: string, uploadId: string, parts: CompletedPart[], expectedSizeBytes?: number): Promise<StoredObject> {
     const dir = this.uploadDir(uploadId);
     const partDigests: Buffer[] = [];
     const target = this.objectPath(key);
     await mkdir(dirname(target), { recursive: true });
-    const temp = `${target}.${randomBytes(6).toString('hex')}.assembling`;
+    // Named after its process, so a start-up sweep can tell a crash leftover from work in progress.
+    const temp = `${target}.${ownerTag()}.${randomBytes(6).toString('hex')}${ASSEMBLING_SUFFIX}`;
     const out = await open(temp, 'w');
     let sizeBytes = 0;
     try {
@@ -101,6 +117,9 @@ export class FilesystemStorage implements ObjectStorage {
         await out.write(data);
         sizeBytes += data.length;
       }
+      if (expectedSizeBytes !== undefined && sizeBytes !== expectedSizeBytes) {
+        throw new StorageError('size_mismatch', `stored object would be ${sizeBytes} bytes, size_bytes says ${expectedSizeBytes}`, { stored_size_bytes: sizeBytes });
+      }
     } catch (err) {
       await out.close();
       await rm(temp, { force: true });
@@ -112,6 +131,35 @@ export class FilesystemStorage implements ObjectStorage {
     const etag = `"${createHash('md5').update(Buffer.concat(partDigests)).digest('hex')}-${parts.length}"`;
     await writeFile(`${target}.etag`, etag);
     return { etag, sizeBytes };
+  }
+
+  /**
+   * Removes half-assembled objects (`*.assembling`) left by a crash: older than `olderThanMs` and
+   * named after a process that no longer runs. Returns the removed file names.
+   */
+  async sweepStaleTemporaries(olderThanMs: number = FILESYSTEM_STORAGE_RULES.staleTemporaryMs, nowMs: number = Date.now()): Promise<string[]> {
+    const dir = join(this.root, 'objects');
+    const removed: string[] = [];
+    let names: string[];
+    try {
+      names = await readdir(dir);
+    } catch {
+      return removed; // nothing stored yet
+    }
+    for (const name of names) {
+      if (!name.endsWith(ASSEMBLING_SUFFIX)) continue;
+      const path = join(dir, name);
+      try {
+        if (nowMs - (await stat(path)).mtimeMs < olderThanMs) continue;
+        const owner = parseIdentity((/\.(\d+(?:_\d+)?)\.[0-9a-f]+\.assembling$/.exec(name)?.[1] ?? '').replace('_', ':'));
+        if (owner && isProcessAlive(owner)) continue;
+        await rm(path, { force: true });
+        removed.push(name);
+      } catch {
+        // vanished meanwhile
+      }
+    }
+    return removed;
   }
 
   async abortMultipartUpload(_key: string, uploadId: string): Promise<void> {

@@ -11,7 +11,7 @@ export interface StoredObject {
   sizeBytes: number;
 }
 
-export type StorageErrorCode = 'part_missing' | 'etag_mismatch' | 'part_too_small' | 'part_too_large' | 'upload_missing' | 'object_missing';
+export type StorageErrorCode = 'part_missing' | 'etag_mismatch' | 'part_too_small' | 'part_too_large' | 'upload_missing' | 'object_missing' | 'size_mismatch';
 
 export class StorageError extends Error {
   constructor(
@@ -44,8 +44,14 @@ export interface ObjectStorage {
    * service itself (filesystem) build on it; others (S3) ignore it.
    */
   signUploadPartUrl(key: string, uploadId: string, partNumber: number, ttlMs: number, baseUrl: string): Promise<string>;
-  /** Assembles the parts, checking ETags and part sizes; the result is the stored object's ETag and size. */
-  completeMultipartUpload(key: string, uploadId: string, parts: CompletedPart[]): Promise<StoredObject>;
+  /**
+   * Assembles the parts, checking ETags and part sizes; the result is the stored object's ETag and
+   * size. With `expectedSizeBytes`, a driver that can check the size before the object is
+   * published (filesystem) throws `size_mismatch` and keeps the parts, so the client can retry;
+   * others (S3) publish and the caller checks. Callers must hold the upload's finalize claim:
+   * drivers do not arbitrate concurrent completions of one upload.
+   */
+  completeMultipartUpload(key: string, uploadId: string, parts: CompletedPart[], expectedSizeBytes?: number): Promise<StoredObject>;
   abortMultipartUpload(key: string, uploadId: string): Promise<void>;
   signDownloadUrl(key: string, ttlMs: number, contentType: string | null, baseUrl: string): Promise<string>;
   putObject(key: string, data: Buffer, contentType: string | null): Promise<StoredObject>;
