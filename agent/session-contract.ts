@@ -70,6 +70,11 @@ export interface SessionOutcome {
   readonly terminationReason: TerminationReason;
   /** Human-readable detail for failed sessions (e.g. the fatal error's message); null otherwise. */
   readonly failureDetail: string | null;
+  /**
+   * A machine-readable failure code for failed sessions when the runner knows better than the
+   * termination reason (e.g. a provider's `provider_auth_failed`); default: the termination reason.
+   */
+  readonly failureCode?: string;
   /** Peak number of visitors in the room at once (the bot excluded). */
   readonly participantCount: number;
   /** Worth keeping in AgentCall.metadata: turns, latency summary, first-frame time, ... */

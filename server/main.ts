@@ -6,6 +6,8 @@ import { loadDefaultPlugins } from './default-plugins.ts';
 import { loadConfigFromEnv } from './env-config.ts';
 import { mountRealtime } from './realtime/index.ts';
 import { mountRooms } from './rooms/mount.ts';
+import { createCapacityGate } from './capacity/index.ts';
+import { mountEmbeddedSessions } from './sessions/embedded-sessions.ts';
 
 /** `npm start`: the REST API on PORT (default 8080), embedded PGlite unless DATABASE_URL is set. */
 const config = (() => {
@@ -26,7 +28,10 @@ const server = await createServer(config, { registry, logger }).catch((err: Erro
   process.exit(1);
 });
 const rooms = mountRooms(server);
-const realtime = mountRealtime(server, { publishAvatar: rooms.publishAvatar });
+// One capacity gate per process: /realtime face sessions and Session API bots share the cores.
+const capacity = createCapacityGate({ limit: server.config.maxFaceSessions });
+const realtime = mountRealtime(server, { publishAvatar: rooms.publishAvatar, capacityGate: capacity });
+const sessions = mountEmbeddedSessions(server, rooms, { capacity });
 const { url } = await server.listen().catch((err: Error) => {
   process.stderr.write(`svc server cannot listen on ${config.host}:${config.port}: ${err.message}\n`);
   process.exit(1);
@@ -43,6 +48,7 @@ const lines = [
   `  Reference:  ${url}/v1/docs`,
   `  Realtime:   ${url.replace(/^http/, 'ws')}/realtime?config_id=svc/human-portrait  (face models; X-API-Key header)`,
   `  WebRTC:     ${url.replace(/^http/, 'ws')}/v1/rooms/signal  (embedded rooms; browser client ${url}/v1/rooms/client.js)`,
+  `  Sessions:   POST ${url}/v1/public/agents/connect  (Session API)`,
 ];
 if (demo) {
   lines.push(
@@ -56,8 +62,10 @@ process.stdout.write(lines.join('\n') + '\n');
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
-    void realtime
+    // Live sessions end first (each tells its visitor and records its call), then the sockets.
+    void sessions
       .close()
+      .then(() => realtime.close())
       .then(() => rooms.close())
       .then(() => server.close())
       .finally(() => {

@@ -44,6 +44,8 @@ export interface ConnectRequest {
   readonly clientUserRef: string | null;
   readonly origin: string | undefined;
   readonly authToken: unknown;
+  /** `{base_url}` as the caller reached the service (the room URL points at the same host). */
+  readonly baseUrl?: string;
 }
 
 export interface SessionGrant {
@@ -136,7 +138,7 @@ export class LiveSessions {
 
     let room: AvatarRoom;
     try {
-      room = await this.options.rooms.createRoom({ name: roomName });
+      room = await this.options.rooms.createRoom({ name: roomName, ...(request.baseUrl ? { baseUrl: request.baseUrl } : {}) });
     } catch (err) {
       this.log.warn({ err, sessionId }, 'room creation failed');
       await this.store.finish(sessionId, callId, { terminationReason: 'room_creation_failed', failureReason: 'room_creation_failed', participantCount: 0, metadata: { failure_detail: (err as Error).message } });
@@ -197,7 +199,7 @@ export class LiveSessions {
       try {
         await this.store.finish(local.sessionId, local.callId, {
           terminationReason: outcome.terminationReason,
-          failureReason: outcome.failureDetail,
+          failureReason: outcome.failureCode ?? null,
           participantCount: outcome.participantCount,
           metadata: { ...outcome.metadata, ...(outcome.failureDetail ? { failure_detail: outcome.failureDetail } : {}) },
         });

@@ -19,7 +19,7 @@ export interface MountSessionsOptions {
   readonly shutdownTimeoutMs?: number;
 }
 
-export function mountSessions(server: Pick<AppServer, 'db' | 'router' | 'api' | 'logger' | 'services'>, options: MountSessionsOptions): LiveSessions {
+export function mountSessions(server: Pick<AppServer, 'db' | 'router' | 'api' | 'logger' | 'services' | 'baseUrl'>, options: MountSessionsOptions): LiveSessions {
   const sessions = new LiveSessions({
     db: server.db,
     agents: server.services.agents,
@@ -32,7 +32,9 @@ export function mountSessions(server: Pick<AppServer, 'db' | 'router' | 'api' | 
     ...(options.shutdownTimeoutMs !== undefined ? { shutdownTimeoutMs: options.shutdownTimeoutMs } : {}),
   });
   server.api.specs.push(...SESSION_ROUTE_SPECS);
-  mountSessionRoutes(server.router, sessions, server.logger);
+  // These routes read their own bodies: the Session API error shape, and beacons (text/plain) on release.
+  for (const spec of SESSION_ROUTE_SPECS) server.api.acceptBody(server.router, spec.method, spec.path, 'raw');
+  mountSessionRoutes(server.router, sessions, server.logger, (ctx) => server.baseUrl(ctx));
   sessions.start();
   return sessions;
 }

@@ -109,7 +109,7 @@ export const SESSION_ROUTE_SPECS: RouteSpec[] = [
   },
 ];
 
-export function mountSessionRoutes(router: Router, sessions: LiveSessions, logger: Logger): void {
+export function mountSessionRoutes(router: Router, sessions: LiveSessions, logger: Logger, baseUrl: (ctx: Context) => string): void {
   const respond = async (ctx: Context, work: () => Promise<unknown>) => {
     ctx.set('Cache-Control', 'private, no-store');
     ctx.set('Access-Control-Expose-Headers', 'Retry-After');
@@ -128,7 +128,7 @@ export function mountSessionRoutes(router: Router, sessions: LiveSessions, logge
   router.post('/public/agents/connect', (ctx) =>
     respond(ctx, async () => {
       const body = await parseConnect(ctx);
-      return sessions.connect({ ...body, origin: ctx.get('origin') || undefined });
+      return sessions.connect({ ...body, origin: ctx.get('origin') || undefined, baseUrl: baseUrl(ctx) });
     }),
   );
 

@@ -22,6 +22,12 @@ export interface AvatarRoom {
 
 export interface RoomCreateOptions {
   readonly name?: string;
+  /**
+   * The service's address as the caller reached it (`https://host`): the embedded provider
+   * points `roomUrl` at this host's signalling socket, so a room made for a request works from
+   * wherever that request came. Without it, the provider's configured `signalUrl` is used.
+   */
+  readonly baseUrl?: string;
   readonly tokenTtlMs?: number;
 }
 
@@ -41,6 +47,14 @@ export interface EmbeddedRoomProviderOptions {
   readonly signalUrl: string;
 }
 
+/** `https://host[:port]` + the configured socket path, as `wss://host[:port]/path`. */
+function signalUrlFor(baseUrl: string, configured: string): URL {
+  const base = new URL(baseUrl);
+  const url = new URL(new URL(configured).pathname, base);
+  url.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
+  return url;
+}
+
 export class EmbeddedRoomProvider implements RoomProvider {
   readonly name = 'embedded' as const;
 
@@ -54,7 +68,7 @@ export class EmbeddedRoomProvider implements RoomProvider {
       ...(options.name === undefined ? {} : { name: options.name }),
       ...(options.tokenTtlMs === undefined ? {} : { tokenTtlMs: options.tokenTtlMs }),
     });
-    const url = new URL(this.options.signalUrl);
+    const url = options.baseUrl ? signalUrlFor(options.baseUrl, this.options.signalUrl) : new URL(this.options.signalUrl);
     url.searchParams.set('room', created.room); // the name is not a secret; the token never goes in the URL
     return {
       provider: 'embedded',

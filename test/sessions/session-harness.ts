@@ -1,0 +1,79 @@
+/**
+ * A real server with the Session API as `npm start` mounts it (embedded rooms, the in-process
+ * BotRunner, offline engines, the human-portrait face), for the session tests.
+ */
+import { facePlugin } from '../../plugins/face/index.ts';
+import { localPlugin } from '../../plugins/local/index.ts';
+import { mountRooms, type MountedRooms, type MountRoomsOptions } from '../../server/rooms/mount.ts';
+import { mountEmbeddedSessions, type EmbeddedSessions, type EmbeddedSessionsOptions } from '../../server/sessions/embedded-sessions.ts';
+import { startTestServer, type Call, type TestServer } from '../server/harness.ts';
+
+export interface SessionTestServer extends TestServer {
+  rooms: MountedRooms;
+  live: EmbeddedSessions;
+  /** A published agent (allowed_hostnames `*` unless given) with these fields; returns its id. */
+  agent(fields?: Record<string, unknown>, options?: { publish?: boolean }): Promise<string>;
+  connect(body: unknown, headers?: Record<string, string>): Promise<Call>;
+  release(room: string, init?: { body?: string; headers?: Record<string, string> }): Promise<Call>;
+  /** The call record of a session (through the REST API). */
+  callOf(agentId: string, sessionId: string): Promise<any>;
+}
+
+export async function startSessionServer(label: string, options: { sessions?: EmbeddedSessionsOptions; rooms?: MountRoomsOptions; pglite?: boolean } = {}): Promise<SessionTestServer> {
+  const ts = await startTestServer({ label, plugins: [localPlugin, facePlugin], ...(options.pglite === undefined ? {} : { pglite: options.pglite }) });
+  const rooms = mountRooms(ts.server, options.rooms ?? {});
+  const live = mountEmbeddedSessions(ts.server, rooms, { shutdownTimeoutMs: 5_000, ...options.sessions });
+  const stop = ts.stop.bind(ts);
+  const parse = async (res: Response): Promise<Call> => {
+    const text = await res.text();
+    let body: any;
+    try {
+      body = text ? JSON.parse(text) : undefined;
+    } catch {
+      body = undefined;
+    }
+    return { status: res.status, headers: res.headers, body, text };
+  };
+  return Object.assign(ts, {
+    rooms,
+    live,
+    async agent(fields: Record<string, unknown> = {}, o: { publish?: boolean } = {}) {
+      const created = await ts.call('POST', '/v1/agents', { body: { title: `agent ${Math.random().toString(36).slice(2)}` } });
+      if (created.status !== 201) throw new Error(created.text);
+      const id = created.body.agent_id as string;
+      const patched = await ts.call('PATCH', `/v1/agents/${id}`, { body: { allowed_hostnames: ['*'], ...fields } });
+      if (patched.status !== 200) throw new Error(patched.text);
+      if (o.publish !== false) await ts.call('PATCH', `/v1/agents/${id}/status`, { body: { status: 'published' } });
+      return id;
+    },
+    async connect(body: unknown, headers: Record<string, string> = {}) {
+      const raw = typeof body === 'string' ? body : JSON.stringify(body);
+      return parse(await fetch(`${ts.url}/v1/public/agents/connect`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: raw }));
+    },
+    async release(room: string, init: { body?: string; headers?: Record<string, string> } = {}) {
+      return parse(await fetch(`${ts.url}/v1/public/agents/connect/${encodeURIComponent(room)}`, { method: 'POST', headers: init.headers ?? {}, ...(init.body === undefined ? {} : { body: init.body }) }));
+    },
+    async callOf(agentId: string, sessionId: string) {
+      const calls = await ts.call('GET', `/v1/agents/${agentId}/calls?limit=100`);
+      return (calls.body.data as any[]).find((c) => c.session_id === sessionId);
+    },
+    async stop() {
+      await live.close();
+      await rooms.close();
+      await stop();
+    },
+  });
+}
+
+export const roomOf = (roomUrl: string): string => new URL(roomUrl).searchParams.get('room')!;
+
+/** Polls `check` until it returns a value other than undefined/false, or fails after `ms`. */
+export async function eventually<T>(check: () => Promise<T | undefined | false>, ms = 10_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
