@@ -82,7 +82,7 @@ export interface OpenAIRealtimeFake {
   /** Destroys every open realtime socket (a network drop). */
   dropAll(): void;
   /** Wall-clock times (performance.now) of the first delta of each response and of each cancel. */
-  readonly timeline: Array<{ kind: 'first-delta' | 'cancelled' | 'speech-started'; at: number; responseId: string }>;
+  readonly timeline: Array<{ kind: 'first-delta' | 'cancelled' | 'speech-started' | 'late-delta'; at: number; responseId: string }>;
   close(): Promise<void>;
 }
 
@@ -215,6 +215,7 @@ export async function startOpenAIRealtimeFake(options: OpenAIRealtimeFakeOptions
           return;
         }
         const part = pcm.subarray(offset, offset + chunk);
+        if (response.cancelled) timeline.push({ kind: 'late-delta', at: performance.now(), responseId: response.id });
         if (offset === 0) timeline.push({ kind: 'first-delta', at: performance.now(), responseId: response.id });
         offset += part.length;
         send({ type: names.audioDelta, response_id: response.id, item_id: response.itemId, output_index: 0, content_index: 0, delta: Buffer.from(part.buffer, part.byteOffset, part.byteLength).toString('base64') });
