@@ -80,7 +80,7 @@ export async function createServer(input: ServerInput, options: CreateServerOpti
   const logger = options.logger ?? pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]', 'req.headers.authorization'] });
   const registry = options.registry ?? new Registry();
   registerIdleVideoGenerator(registry);
-  const db = openDatabase({ databaseUrl: config.databaseUrl, pgliteDir: join(config.dataDir, 'pglite'), timeouts: config.database });
+  const db = openDatabase({ databaseUrl: config.databaseUrl, pgliteDir: join(config.dataDir, 'pglite'), timeouts: config.database, logger });
   await migrateToLatest(db);
 
   let listeningUrl: string | undefined;

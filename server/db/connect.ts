@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import knexFactory, { type Knex } from 'knex';
+import type { Logger } from 'pino';
 import ClientPgLite from 'knex-pglite';
 import { SERVER_DEFAULTS, type DatabaseTimeouts } from '../config.ts';
 import { PgliteLock } from './pglite-lock.ts';
@@ -14,6 +15,8 @@ export interface DatabaseOptions {
   poolMax?: number;
   /** PostgreSQL time limits; defaults `SERVER_DEFAULTS.database` (config.ts). PGlite ignores them. */
   timeouts?: Partial<DatabaseTimeouts>;
+  /** Where knex's own warnings go (failed connection attempts during an outage); console by default. */
+  logger?: Pick<Logger, 'warn' | 'error' | 'debug'>;
 }
 
 export const DATABASE_DEFAULTS = {
@@ -40,6 +43,7 @@ export function openDatabase(options: DatabaseOptions): Db {
         connectionTimeoutMillis: t.connectTimeoutMs,
       } as Knex.PgConnectionConfig,
       acquireConnectionTimeout: t.acquireTimeoutMs,
+      ...(options.logger ? { log: knexLog(options.logger) } : {}),
       pool: { min: 0, max: options.poolMax ?? DATABASE_DEFAULTS.poolMax },
     });
   }
@@ -52,6 +56,16 @@ export function openDatabase(options: DatabaseOptions): Db {
 }
 
 const pgliteLocks = new WeakMap<Db, PgliteLock>();
+
+function knexLog(logger: Pick<Logger, 'warn' | 'error' | 'debug'>): Knex.Logger {
+  const text = (m: unknown) => (m instanceof Error ? m.message : typeof m === 'string' ? m : JSON.stringify(m));
+  return {
+    warn: (m) => logger.warn({ source: 'knex' }, text(m)),
+    error: (m) => logger.error({ source: 'knex' }, text(m)),
+    deprecate: (method, alternative) => logger.debug({ source: 'knex' }, `${method} is deprecated, use ${alternative}`),
+    debug: (m) => logger.debug({ source: 'knex' }, text(m)),
+  };
+}
 
 /** Closes the pool and releases the PGlite directory lock. */
 export async function closeDatabase(db: Db): Promise<void> {

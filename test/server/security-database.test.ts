@@ -1,0 +1,121 @@
+import test from 'ava';
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { Registry } from '../../core/registry.ts';
+import { createServer, type AppServer } from '../../server/app.ts';
+import { createTestDatabase, isErrorBody, POSTGRES_URL, SECRETS, testFacePlugin } from './harness.ts';
+
+// Issue 17 item 5: database stalls and outages are 503 service_unavailable (Retry-After), not
+// hangs or 500s, and the server recovers without a restart.
+
+/** A real TCP relay between the server and PostgreSQL: stopping it is a database outage. */
+class TcpRelay {
+  private listener?: net.Server;
+  private readonly sockets = new Set<net.Socket>();
+  port = 0;
+  constructor(private readonly target: { host: string; port: number }) {}
+
+  async start(): Promise<void> {
+    this.listener = net.createServer((client) => {
+      const upstream = net.connect(this.target.port, this.target.host);
+      for (const s of [client, upstream]) {
+        this.sockets.add(s);
+        s.on('close', () => this.sockets.delete(s));
+        s.on('error', () => undefined);
+      }
+      client.pipe(upstream).pipe(client);
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => this.listener!.listen(this.port, '127.0.0.1', resolve));
+    this.port = (this.listener.address() as net.AddressInfo).port;
+  }
+
+  async stop(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    await new Promise<void>((resolve) => (this.listener ? this.listener.close(() => resolve()) : resolve()));
+    this.listener = undefined;
+  }
+}
+
+async function boot(databaseUrl: string, database: Record<string, number>): Promise<{ server: AppServer; url: string; key: string; dataDir: string }> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-sec-db-'));
+  const server = await createServer(
+    { ...SECRETS, port: 0, host: '127.0.0.1', logLevel: 'silent', dataDir, databaseUrl, database },
+    { registry: new Registry().use(testFacePlugin) },
+  );
+  const { url } = await server.listen();
+  const { key } = await server.services.apiKeys.create('org-db', 'test');
+  return { server, url, key, dataDir };
+}
+
+/** A request that cannot hang the test: a generous bound, not a timing goal. */
+const get = async (url: string, key: string) => {
+  const res = await fetch(url, { headers: { 'x-api-key': key }, signal: AbortSignal.timeout(20_000) });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
+};
+
+test('a table locked longer than lock_timeout gives 503 service_unavailable; unrelated routes still answer; the lock gone, it answers again', async (t) => {
+  const db = await createTestDatabase('sec_lock');
+  const s = await boot(db.url, { lockTimeoutMs: 300 });
+  const locker = new pg.Client({ connectionString: db.url });
+  try {
+    await locker.connect();
+    t.is((await get(`${s.url}/v1/agents`, s.key)).status, 200);
+    await locker.query('BEGIN');
+    await locker.query('LOCK TABLE agents IN ACCESS EXCLUSIVE MODE');
+    const blocked = await get(`${s.url}/v1/agents`, s.key);
+    t.is(blocked.status, 503);
+    t.is(blocked.body.code, 'service_unavailable');
+    t.true(isErrorBody(blocked.body));
+    t.is(blocked.headers.get('retry-after'), '5');
+    const unrelated = await get(`${s.url}/v1/model-variants`, s.key);
+    t.is(unrelated.status, 200, 'routes not touching the locked table answer');
+    await locker.query('ROLLBACK');
+    t.is((await get(`${s.url}/v1/agents`, s.key)).status, 200, 'answers again once the lock is released');
+  } finally {
+    await locker.end().catch(() => undefined);
+    await s.server.close();
+    await db.drop();
+    rmSync(s.dataDir, { recursive: true, force: true });
+  }
+});
+
+test('an unreachable database gives 503 service_unavailable, not 500, and the server recovers without a restart', async (t) => {
+  const db = await createTestDatabase('sec_outage');
+  const target = new URL(POSTGRES_URL);
+  const relay = new TcpRelay({ host: target.hostname, port: Number(target.port || 5432) });
+  await relay.start();
+  const viaRelay = new URL(db.url);
+  viaRelay.host = `127.0.0.1:${relay.port}`;
+  const s = await boot(viaRelay.toString(), { acquireTimeoutMs: 1_000, connectTimeoutMs: 1_000 });
+  try {
+    t.is((await get(`${s.url}/v1/agents`, s.key)).status, 200);
+    await relay.stop(); // pooled connections cut, new ones refused
+    for (const path of ['/v1/agents', '/v1/assets']) {
+      const res = await get(`${s.url}${path}`, s.key);
+      t.is(res.status, 503, `${path}: ${JSON.stringify(res.body)}`);
+      t.is(res.body.code, 'service_unavailable');
+      t.true(isErrorBody(res.body));
+      t.truthy(res.headers.get('retry-after'));
+    }
+    const fresh = await s.server.services.apiKeys.create('org-db', 'created before the outage').catch(() => null);
+    t.is(fresh, null, 'the database is really unreachable');
+    await relay.start(); // same port: the database is back
+    let status = 0;
+    for (let i = 0; i < 40 && status !== 200; i++) {
+      status = (await get(`${s.url}/v1/agents`, s.key)).status;
+      if (status !== 200) await new Promise((r) => setTimeout(r, 250));
+    }
+    t.is(status, 200, 'serves again with the same process');
+  } finally {
+    await s.server.close();
+    await relay.stop();
+    await db.drop();
+    rmSync(s.dataDir, { recursive: true, force: true });
+  }
+});
