@@ -72,7 +72,7 @@ class LinearResampler:
         b = padded[np.minimum(i + 1, len(padded) - 1)]
         out = a + (b - a) * frac
         self._produced = int(end)
-        keep_from = max(0, (self._produced * f) // t - self._dropped)
+        keep_from = min(len(self._buf), max(0, (self._produced * f) // t - self._dropped))
         if keep_from:
             self._buf = self._buf[keep_from:]
             self._dropped += keep_from

@@ -1,0 +1,351 @@
+"""SvcSTVClient on a virtual clock, with the test playing the server (FakeTransport).
+
+Every output is stamped with the virtual time it came out at, so the 25 fps cadence, the jitter
+buffer, underruns and the barge-in re-sync are checked exactly, without real-time sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from typing import Any
+
+import numpy as np
+import pytest
+
+from svc import STVAudioFrame, STVEvent, STVVideoFrame, SvcSTVClient
+from svc.resample import LinearResampler
+
+from .helpers import FakeTransport, VirtualClock, make_frame, ramp, settle, speech_frames
+
+RGB = bytes(range(24))  # 4 x 2 x 3
+
+
+class Harness:
+    def __init__(self, **options: Any) -> None:
+        self.clock = VirtualClock()
+        self.fake = FakeTransport()
+        self.handler_errors: list[tuple[STVEvent, str]] = []
+        options.setdefault("decoder", None)
+        self.client = SvcSTVClient(
+            client=self.fake,
+            clock=self.clock,
+            on_handler_error=lambda e, err: self.handler_errors.append((e, str(err))),
+            **options,
+        )
+        self.out: list[tuple[float, Any]] = []
+        self.events: list[tuple[STVEvent, dict[str, Any]]] = []
+        self.index = 0
+
+    async def start(self) -> Harness:
+        for e in STVEvent:
+            self.client.add_listener(e, lambda p, e=e: self.events.append((e, p)))
+        await self.client.connect()
+        self.t0 = self.clock.now()
+        self.pump = asyncio.create_task(self._pump())
+        return self
+
+    async def _pump(self) -> None:
+        async for o in self.client.output_stream():
+            self.out.append((self.clock.now(), o))
+
+    def push_idle(self, n: int, image: bytes | None = RGB) -> None:
+        for _ in range(n):
+            self.fake.push(make_frame(self.index, "idle", image=image))
+            self.index += 1
+
+    def push_speech(self, sent: np.ndarray, turn_id: int, count: int | None = None, skip: int = 0) -> int:
+        frames = speech_frames(sent, self.index - skip, turn_id)[skip:]
+        frames = frames if count is None else frames[:count]
+        for f in frames:
+            self.fake.push(f)
+        self.index += len(frames)
+        return len(frames)
+
+    async def ticks(self, n: int) -> None:
+        for _ in range(n):
+            await self.clock.advance(0.04)
+
+    @property
+    def audio(self) -> list[STVAudioFrame]:
+        return [o for _, o in self.out if isinstance(o, STVAudioFrame)]
+
+    @property
+    def video(self) -> list[STVVideoFrame]:
+        return [o for _, o in self.out if isinstance(o, STVVideoFrame)]
+
+    def names(self) -> list[str]:
+        return [e.value for e, _ in self.events]
+
+    def payload(self, event: STVEvent) -> dict[str, Any]:
+        return next(p for e, p in self.events if e == event)
+
+    async def close(self) -> None:
+        await self.client.close()
+        await self.pump
+
+
+def voiced(audio: list[STVAudioFrame]) -> np.ndarray:
+    pcm = np.concatenate([a.pcm for a in audio]) if audio else np.zeros(0, dtype=np.int16)
+    return pcm[pcm != 0]
+
+
+async def test_a_25_fps_clock_with_a_jitter_buffer_and_underruns() -> None:
+    h = await Harness().start()
+    h.push_idle(1)
+    await h.ticks(3)
+    assert h.out == [], "one frame is not enough: the jitter buffer waits for two"
+    h.push_idle(9)
+    await h.ticks(15)
+    times = [round((t - h.t0) * 1000) for t, o in h.out if isinstance(o, STVAudioFrame)]
+    start = times[0]
+    assert times == [start + 40 * k for k in range(10)], "one audio frame every 40 ms, on absolute deadlines"
+    assert [a.frame_index for a in h.audio] == list(range(10))
+    assert [v.frame_index for v in h.video] == list(range(10)), "each picture comes with its audio"
+    assert all(v.rgb == RGB and (v.width, v.height) == (4, 2) for v in h.video)
+    assert all(len(a.pcm) == 640 and a.sample_rate == 16_000 for a in h.audio), "before any TTS: 16 kHz"
+    assert h.client.underruns == 1, "the buffer ran dry once and the clock stopped"
+    h.push_idle(1)
+    await h.ticks(3)
+    assert len(h.audio) == 10, "after an underrun the jitter buffer refills first"
+    h.push_idle(1)
+    await h.ticks(1)
+    assert len(h.audio) == 12
+    await h.close()
+
+
+async def test_frames_without_a_picture_yield_audio_only() -> None:
+    h = await Harness().start()
+    h.push_idle(2, image=None)
+    h.push_idle(1)
+    await h.ticks(3)
+    assert [a.frame_index for a in h.audio] == [0, 1, 2]
+    assert [v.frame_index for v in h.video] == [2]
+    await h.close()
+
+
+async def test_say_sends_a_16k_copy_and_plays_the_original_at_its_own_rate_with_events() -> None:
+    h = await Harness(resampler_factory=LinearResampler).start()
+    original = ramp(300, 24_000)
+    await h.client.say(original, 24_000)
+    assert h.fake.control == ["start_turn"]
+    assert [eot for _, eot in h.fake.audio] == [False, True], "the audio, then the resampler tail ending the turn"
+    assert len(h.fake.sent) == 4800, "300 ms at 16 kHz"
+    expected = LinearResampler(24_000, 16_000)
+    assert np.array_equal(h.fake.sent, np.concatenate([expected.process(original), expected.flush()]))
+    h.push_idle(2)
+    h.push_speech(h.fake.sent, turn_id=1)
+    h.push_idle(3)
+    await h.ticks(20)
+    assert all(a.sample_rate == 24_000 and len(a.pcm) == 960 for a in h.audio[2:])
+    assert np.array_equal(voiced(h.audio), original), "the original 24 kHz audio, complete and in order"
+    assert h.names()[:4] == ["SESSION_READY", "FIRST_FRAME", "BOT_STARTED_SPEAKING", "BOT_STOPPED_SPEAKING"]
+    assert h.payload(STVEvent.FIRST_FRAME) == {"frame_type": "idle", "frame_index": 0}
+    assert h.payload(STVEvent.BOT_STARTED_SPEAKING) == {"turn_id": 1}
+    assert h.payload(STVEvent.BOT_STOPPED_SPEAKING) == {"turn_id": 1}
+    assert h.payload(STVEvent.SESSION_READY)["session_id"] == "s1"
+    stopped_at = [i for i, a in enumerate(h.audio) if a.frame_index == 2 + 8 + 2 - 1]
+    assert stopped_at, "the final fade-out frame was played"
+    await h.close()
+
+
+async def test_streaming_tts_slower_than_real_time_stays_aligned() -> None:
+    h = await Harness().start()
+    first, second = ramp(100, 16_000, start=100), ramp(130, 16_000, start=9000)
+    await h.client.start_turn()
+    await h.client.send_tts_audio(first, 16_000)
+    # The server animates the first 100 ms (2.5 frames), then waits for audio: silent speech frames.
+    sent = h.fake.sent
+    frames = speech_frames(sent, 0, 1, fade=0)
+    frames[-1] = make_frame(2, "speech", turn_id=1, audio=sent[1280:], image=RGB)
+    for f in frames:
+        h.fake.push(f)
+    for i in range(3, 6):
+        h.fake.push(make_frame(i, "speech", turn_id=1, image=RGB))
+    await h.client.send_tts_audio(second, 16_000)
+    await h.client.end_turn()
+    rest = h.fake.sent[len(sent) :]
+    for f in speech_frames(rest, 6, 1):
+        h.fake.push(make_frame(f.index, "speech" if f.is_speech else f.type, turn_id=1, audio=f.audio,
+                               final=f.final, image=RGB))
+    await h.ticks(20)
+    played = h.audio
+    assert np.array_equal(voiced(played), np.concatenate([first, second]))
+    for a in played:
+        assert np.array_equal(a.pcm, speech_or_silence(h, a.frame_index)), f"frame {a.frame_index}"
+    await h.close()
+
+
+def speech_or_silence(h: Harness, index: int) -> np.ndarray:
+    """The audio the fake server animated frame ``index`` with (16 kHz in and out: no resampling)."""
+    sent = h.fake.sent
+    # frames 0..2 carry sent[0:1600]; 3..5 nothing; 6.. the rest in 640-sample windows
+    if index <= 2:
+        window = sent[index * 640 : min(1600, (index + 1) * 640)]
+    elif index <= 5:
+        window = np.zeros(0, dtype=np.int16)
+    else:
+        start = 1600 + (index - 6) * 640
+        window = sent[start : start + 640] if start < len(sent) else np.zeros(0, dtype=np.int16)
+    out = np.zeros(640, dtype=np.int16)
+    out[: len(window)] = window
+    return out
+
+
+async def test_interrupt_drops_queued_speech_ignores_speech_in_flight_and_resyncs() -> None:
+    h = await Harness().start()
+    assert await h.client.interrupt() is False, "nothing to interrupt"
+    assert "cancel" not in h.fake.control
+    first = ramp(1000, 16_000, start=100)
+    await h.client.say(first, 16_000)
+    h.push_idle(2)
+    h.push_speech(h.fake.sent, turn_id=1, count=8)
+    await h.ticks(4)
+    assert len(voiced(h.audio)) > 0, "speech is playing"
+    assert await h.client.interrupt() is True
+    assert h.fake.control == ["start_turn", "cancel"]
+    assert h.payload(STVEvent.BOT_STOPPED_SPEAKING) == {"interrupted": True}
+    played_at_interrupt = len(h.audio)
+    # Frames of the cancelled turn still in flight, then the server's confirmation and idle frames.
+    h.push_speech(h.fake.sent, turn_id=1, count=6, skip=8)
+    h.fake.push({"type": "turn_cancelled", "turn_id": 1, "had_speech": True})
+    h.push_idle(4)
+    await h.ticks(8)
+    assert h.payload(STVEvent.INTERRUPTED) == {"turn_id": 1, "had_speech": True}
+    assert not voiced(h.audio[played_at_interrupt:]).any(), "nothing of the cancelled turn plays"
+    assert len(h.audio) >= played_at_interrupt + 4, "the clock kept running on idle frames"
+    second = (-ramp(200, 16_000, start=50)).astype(np.int16)
+    before = len(h.fake.sent)
+    await h.client.say(second, 16_000)
+    h.push_speech(h.fake.sent[before:], turn_id=2)
+    h.push_idle(2)
+    await h.ticks(15)
+    after = h.audio[played_at_interrupt:]
+    assert np.array_equal(voiced(after), second), "the next utterance plays whole and in sync"
+    started = [p for e, p in h.events if e == STVEvent.BOT_STARTED_SPEAKING]
+    assert started == [{"turn_id": 1}, {"turn_id": 2}]
+    assert h.names().count("BOT_STOPPED_SPEAKING") == 2
+    assert await h.client.interrupt() is False, "nothing left to interrupt"
+    await h.close()
+
+
+async def test_interrupt_returns_false_when_the_cancel_cannot_be_sent() -> None:
+    h = await Harness().start()
+    await h.client.say(ramp(200, 16_000), 16_000)
+    h.fake.connected = False
+    assert await h.client.interrupt() is False
+    await h.close()
+
+
+async def test_far_behind_real_time_idle_frames_are_dropped_never_speech() -> None:
+    h = await Harness(max_buffered_frames=10).start()
+    speech = ramp(200, 16_000)
+    await h.client.say(speech, 16_000)
+    h.push_idle(12)
+    h.push_speech(h.fake.sent, turn_id=1)  # 5 speech + 2 fade-out frames
+    h.push_idle(12)
+    assert h.client.dropped == 21
+    await h.ticks(15)
+    indices = [a.frame_index for a in h.audio]
+    assert indices == sorted(indices) and len(indices) == 10
+    assert np.array_equal(voiced(h.audio), speech)
+    await h.close()
+
+
+async def test_stereo_input_is_averaged_to_mono() -> None:
+    h = await Harness().start()
+    left, right = ramp(100, 16_000, start=100), ramp(100, 16_000, start=301)
+    interleaved = np.stack([left, right], axis=1).reshape(-1)
+    await h.client.say(interleaved, 16_000, num_channels=2)
+    assert np.array_equal(h.fake.sent, ((left.astype(int) + right + 1) // 2).astype(np.int16)), "rounded half up"
+    await h.close()
+
+
+async def test_failing_handlers_never_break_playback_and_the_decorator_works() -> None:
+    h = await Harness().start()
+    seen: list[str] = []
+
+    @h.client.on(STVEvent.BOT_STARTED_SPEAKING)
+    def broken(payload: dict[str, Any]) -> None:
+        raise RuntimeError("a broken handler")
+
+    @h.client.on("BOT_STARTED_SPEAKING")
+    async def broken_async(payload: dict[str, Any]) -> None:
+        await asyncio.sleep(0)
+        raise RuntimeError("a broken async handler")
+
+    @h.client.on("BOT_STOPPED_SPEAKING")
+    async def fine(payload: dict[str, Any]) -> None:
+        seen.append(f"stopped {payload['turn_id']}")
+
+    remove = h.client.add_listener("FIRST_FRAME", lambda p: seen.append("first"))
+    remove()
+    speech = ramp(120, 16_000)
+    await h.client.say(speech, 16_000)
+    h.push_speech(h.fake.sent, turn_id=1)
+    h.push_idle(2)
+    await h.ticks(10)
+    await settle()
+    assert np.array_equal(voiced(h.audio), speech), "playback went on"
+    assert sorted(h.handler_errors) == [
+        (STVEvent.BOT_STARTED_SPEAKING, "a broken async handler"),
+        (STVEvent.BOT_STARTED_SPEAKING, "a broken handler"),
+    ]
+    assert seen == ["stopped 1"], "the async handler ran; the removed one did not"
+    with pytest.raises(ValueError):
+        h.client.add_listener("NOT_AN_EVENT", lambda p: None)
+    await h.close()
+
+
+async def test_close_emits_closed_once_and_ends_the_stream() -> None:
+    h = await Harness().start()
+    h.push_idle(3)
+    await h.ticks(2)
+    assert h.client.is_connected
+    await h.close()
+    await h.client.close()
+    assert h.pump.done()
+    assert h.names().count("CLOSED") == 1 and h.names()[-1] == "CLOSED"
+    assert not h.client.is_connected
+
+
+async def test_a_server_side_close_also_ends_the_session() -> None:
+    h = await Harness().start()
+    await h.fake.close()  # as if the socket closed under us
+    await asyncio.wait_for(h.pump, 1)
+    assert h.names()[-1] == "CLOSED"
+
+
+async def test_error_and_webrtc_events_carry_their_fields() -> None:
+    h = await Harness().start()
+    h.fake.push({"type": "error", "code": "rate_limited", "message": "slow down", "fatal": False})
+    h.fake.push({"type": "webrtc_connected", "participant_id": "pub_1", "room": "r1"})
+    assert h.payload(STVEvent.ERROR) == {"message": "slow down", "code": "rate_limited", "fatal": False}
+    assert h.payload(STVEvent.WEBRTC_CONNECTED) == {"participant_id": "pub_1", "room": "r1"}
+    await h.close()
+
+
+async def test_jpeg_pictures_are_decoded_to_rgb_or_passed_through_without_a_decoder() -> None:
+    image_mod = pytest.importorskip("PIL.Image")
+    buf = io.BytesIO()
+    image_mod.new("RGB", (16, 8), (200, 30, 60)).save(buf, format="JPEG", quality=95)
+    jpeg = buf.getvalue()
+    for decoder in ("auto", None):
+        h = await Harness(decoder=decoder).start()
+        for i in range(3):
+            h.fake.push(make_frame(i, "idle", image=jpeg, image_format="jpeg", width=16, height=8))
+        await h.ticks(3)
+        for _ in range(100):
+            if len(h.video) >= 3:
+                break
+            await asyncio.sleep(0.01)  # decoding runs on a worker thread
+        assert len(h.video) == 3
+        for v in h.video:
+            assert v.image == jpeg and v.image_format == "jpeg"
+            if decoder is None:
+                assert v.rgb is None
+            else:
+                assert v.rgb is not None and len(v.rgb) == 16 * 8 * 3
+                pixel = np.frombuffer(v.rgb, dtype=np.uint8).reshape(8, 16, 3)[4, 8]
+                assert np.all(np.abs(pixel.astype(int) - [200, 30, 60]) < 12)
+        await h.close()
