@@ -287,9 +287,12 @@ class BotSession implements RunningSession {
     } else if (this.hadVisitor && !this.timers.has('grace')) {
       this.timer('grace', this.timeouts.departureGraceMs, () => void this.finish('client_left', null));
     }
-    if (this.visitorConnected && !this.conversationStarted) {
+    if (this.conversationStarted) return;
+    if (this.visitorConnected) {
       if (this.clientReady) this.startConversation('client-ready and connected');
       else if (!this.timers.has('ready')) this.timer('ready', this.timeouts.clientReadyWaitMs, () => this.startConversation('no client-ready'));
+    } else {
+      this.clearTimer('ready'); // counted again from the next connection
     }
   }
 
