@@ -37,6 +37,10 @@ export class RoomVisitor {
   private chunksSent = 0;
   private closed = false;
   connectionState: RTCPeerConnectionState | 'none' = 'none';
+  /** Each decoded picture (I420: the luma plane is the first width*height bytes), as it arrives. */
+  onVideoFrame?: (frame: { width: number; height: number; data: Uint8Array }, at: number) => void;
+  /** Each received 10 ms of the bot's audio, as it arrives. */
+  onAudio?: (samples: Int16Array, sampleRate: number, channels: number, at: number) => void;
 
   private constructor() {
     this.mic = new (wrtcWithSources().nonstandard.RTCAudioSource)();
@@ -116,14 +120,18 @@ export class RoomVisitor {
     pc.ontrack = (e) => {
       if (e.track.kind === 'video') {
         const sink = new wrtc.nonstandard.RTCVideoSink(e.track);
-        sink.onframe = ({ frame }: { frame: { width: number; height: number } }) => {
+        sink.onframe = ({ frame }: { frame: { width: number; height: number; data: Uint8Array } }) => {
           this.videoFrames++;
           this.videoSize = { width: frame.width, height: frame.height };
+          this.onVideoFrame?.(frame, Date.now());
         };
         this.sinks.push(sink);
       } else {
         const sink = new wrtc.nonstandard.RTCAudioSink(e.track);
-        sink.ondata = (d: { samples: Int16Array }) => this.audioLevels.push({ at: Date.now(), rms: rms(d.samples) });
+        sink.ondata = (d: { samples: Int16Array; sampleRate: number; channelCount: number }) => {
+          this.audioLevels.push({ at: Date.now(), rms: rms(d.samples) });
+          this.onAudio?.(d.samples, d.sampleRate, d.channelCount, Date.now());
+        };
         this.sinks.push(sink);
       }
     };
