@@ -1,0 +1,754 @@
+/**
+ * One call of the widget, from the start click to its end: microphone, the Session API connect
+ * request (with the bounded queue on 429), the embedded room (room-client.js, bundled), the bot's
+ * session messages turned into DOM events, the setup timeout, levels and per-turn latency, and
+ * the release of the session. The element (element.ts) owns the view and the event target; a
+ * Call is used once.
+ */
+import SvcRoom, { type RoomConnection } from 'svc:room-client';
+import { SESSION_PROTOCOL_VERSION } from '../../protocol/session-messages.ts';
+import {
+  OUTCOMES,
+  type ConnectionState,
+  type ConnectionTimingReportDetail,
+  type FaultDomain,
+  type LatencyReportDetail,
+  type Outcome,
+  type OutcomePhase,
+  type SessionOutcomeDetail,
+  type WidgetBotState,
+  type WindowEventName,
+} from './events.ts';
+import { WIDGET_VERSION } from './version.ts';
+
+export const CALL_DEFAULTS = {
+  /** Setup timeout (attribute `connect-timeout`, seconds): connect request -> ready. Paused while queued. */
+  setupTimeoutMs: 20_000,
+  /** Longest total wait in the queue (attribute `queue-timeout`, seconds) before giving up. */
+  queueTimeoutMs: 120_000,
+  /** Wait between queued retries when the server names none; server values are clamped to 1..30 s. */
+  defaultRetryAfterS: 5,
+  minRetryAfterS: 1,
+  maxRetryAfterS: 30,
+  /** ICE `disconnected` for this long ends the call (`transport_lost`); `failed` ends it at once. */
+  iceDisconnectGraceMs: 8_000,
+  /** Level sampling period; volumes are dispatched every `volumeEveryTicks` samples (100 ms). */
+  samplerIntervalMs: 25,
+  volumeEveryTicks: 4,
+  /** Browser voice-activity detection on the microphone level (RMS, 0..1). */
+  userSpeechLevel: 0.02,
+  userSpeechStartTicks: 2,
+  userSpeechHangoverMs: 400,
+  /** Bot playback level counted as "bot audio heard". */
+  botAudioLevel: 0.01,
+  /** How long a latency-report waits for the page to hear the bot before it is sent without it. */
+  latencyWaitMs: 3_000,
+  /** Local speech older than this when the bot reports the user stopped is not used as the stop time. */
+  staleSpeechMs: 3_000,
+} as const;
+
+const SPEECH_CONSTRAINTS: MediaTrackConstraints = { echoCancellation: true, noiseSuppression: true, autoGainControl: true };
+
+export interface CallSettings {
+  readonly endpoint: string;
+  readonly agentId: string;
+  readonly instanceId: string;
+  readonly clientUserRef: string | null;
+  readonly authToken: string | null;
+  readonly setupTimeoutMs: number;
+  readonly queueTimeoutMs: number;
+  readonly scriptStart: number;
+  readonly startClicked: number;
+}
+
+/** What a call needs from its element. */
+export interface CallHost {
+  readonly video: HTMLVideoElement;
+  readonly audio: HTMLAudioElement;
+  readonly audioContext: AudioContext | null;
+  readonly muted: boolean;
+  readonly connectionState: ConnectionState;
+  readonly botState: WidgetBotState;
+  dispatch(name: string, detail: unknown): void;
+  dispatchOnWindow(name: WindowEventName, detail: unknown): void;
+  setConnectionState(state: ConnectionState): void;
+  setBotState(state: WidgetBotState): void;
+  setQueuing(queuing: boolean): void;
+  setMicrophonePending(pending: boolean): void;
+  setBotSpeaking(speaking: boolean): void;
+  showVideo(): void;
+  callEnded(call: Call, end: CallEnd): void;
+}
+
+export interface CallEnd {
+  readonly outcome: Outcome;
+  readonly phase: OutcomePhase;
+  readonly faultDomain: FaultDomain;
+}
+
+/** Why the visitor's side ends a call. */
+export type LocalEnd = 'visitor' | 'element_removed' | 'page_closed';
+
+interface SessionGrant {
+  readonly session_id: string;
+  readonly room_url: string;
+  readonly token: string;
+}
+
+class CallFailure extends Error {
+  constructor(
+    readonly outcome: Outcome,
+    readonly faultDomain: FaultDomain = OUTCOMES[outcome],
+  ) {
+    super(outcome);
+  }
+}
+
+const isString = (v: unknown): v is string => typeof v === 'string';
+const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+const round = (v: number) => Math.round(v * 10) / 10;
+const since = (a: number | null, b: number | null) => (a === null || b === null ? null : round(b - a));
+const offline = () => typeof navigator !== 'undefined' && navigator.onLine === false;
+
+/** termination_reason of the bot's `session-ended` -> outcome. */
+function outcomeForEnding(reason: string): Outcome {
+  switch (reason) {
+    case 'client_hung_up':
+    case 'client_released':
+      return 'ended_by_visitor';
+    case 'agent_ended':
+      return 'ended_by_agent';
+    case 'session_limit_reached':
+    case 'max_duration_reached':
+      return 'time_limit_reached';
+    case 'server_shutdown':
+      return 'service_shutdown';
+    case 'client_left':
+    case 'join_timeout':
+      return 'transport_lost';
+    case 'pipeline_error':
+    case 'runner_lost':
+    case 'bot_start_failed':
+    case 'room_creation_failed':
+      return 'agent_error';
+    default:
+      return 'ended_by_agent';
+  }
+}
+
+function rms(analyser: AnalyserNode | null, buffer: Float32Array<ArrayBuffer>): number {
+  if (!analyser) return 0;
+  analyser.getFloatTimeDomainData(buffer);
+  let sum = 0;
+  for (let i = 0; i < buffer.length; i++) sum += buffer[i]! * buffer[i]!;
+  return Math.sqrt(sum / buffer.length);
+}
+
+export class Call {
+  private phase: OutcomePhase | 'done' = 'connect';
+  sessionId: string | null = null;
+  private roomName: string | null = null;
+  private room: RoomConnection | null = null;
+  private roomClosedReason: string | null = null;
+  private sessionEndedReason: string | null = null;
+  private fatalBotError = false;
+  private httpStatus: number | null = null;
+  private mic: MediaStream | null = null;
+  private readonly abort = new AbortController();
+  private readonly timers = new Set<ReturnType<typeof setTimeout>>();
+  private setupTimer: ReturnType<typeof setTimeout> | null = null;
+  private setupArmedAt = 0;
+  private iceTimer: ReturnType<typeof setTimeout> | null = null;
+  private sampler: ReturnType<typeof setInterval> | null = null;
+  private queuing = false;
+  private queuedSince = 0;
+  private queuedMs = 0;
+  private connectAttempts = 0;
+  private readyAt = 0;
+  private botReady = false;
+  private iceConnected = false;
+  private firstFrame = false;
+  private videoExpected = true;
+  private audioAttached = false;
+  private clientReadySent = false;
+  private botSpeaking = false;
+  private readonly marks = {
+    microphoneReady: null as number | null,
+    connectRequest: null as number | null,
+    connectResponse: null as number | null,
+    signallingJoined: null as number | null,
+    iceConnected: null as number | null,
+    firstVideoFrame: null as number | null,
+    botReady: null as number | null,
+  };
+  // Levels, browser VAD and latency.
+  private micAnalyser: AnalyserNode | null = null;
+  private botAnalyser: AnalyserNode | null = null;
+  private readonly audioNodes: AudioNode[] = [];
+  private readonly levelBuffer = new Float32Array(1024);
+  private ticks = 0;
+  private loudTicks = 0;
+  private userSpeaking = false;
+  private lastUserSpeechAt: number | null = null;
+  private pendingTurn: { stopAt: number; heardAt: number | null } | null = null;
+  private waitingReport: { message: Record<string, unknown>; timer: ReturnType<typeof setTimeout> } | null = null;
+
+  constructor(
+    private readonly host: CallHost,
+    private readonly settings: CallSettings,
+  ) {}
+
+  get live(): boolean {
+    return this.phase === 'session';
+  }
+
+  get ended(): boolean {
+    return this.phase === 'done';
+  }
+
+  /** Runs the setup; never throws (every failure ends the call with its outcome). */
+  async run(): Promise<void> {
+    try {
+      this.checkSupport();
+      this.host.setBotState('initializing');
+      this.host.setConnectionState('requesting');
+      await this.openMicrophone();
+      const grant = await this.requestSession();
+      await this.joinRoom(grant);
+    } catch (err) {
+      if (this.phase === 'done') return;
+      if (err instanceof CallFailure) this.finish(err.outcome, { faultDomain: err.faultDomain });
+      else {
+        console.error('svc-agent: unexpected error', err);
+        this.finish('connection_failed');
+      }
+    }
+  }
+
+  /** The visitor's side ends the call (hang-up button, element removed, tab closed). */
+  end(reason: LocalEnd): void {
+    if (this.phase === 'done') return;
+    const outcome: Outcome = reason === 'visitor' ? (this.phase === 'session' ? 'ended_by_visitor' : 'cancelled') : reason;
+    this.finish(outcome, { release: reason === 'page_closed' ? 'beacon' : 'fetch', hangUp: true });
+  }
+
+  setMuted(muted: boolean): void {
+    for (const track of this.mic?.getAudioTracks() ?? []) track.enabled = !muted;
+  }
+
+  /** Sends `append-system-context`; false when no room is joined (or the call ended). */
+  appendSystemContext(text: string): boolean {
+    if (!this.room || this.phase === 'done') return false;
+    return this.sendToBot({ type: 'append-system-context', text });
+  }
+
+  // ---- setup ------------------------------------------------------------------------------
+
+  private checkSupport(): void {
+    const ok = typeof RTCPeerConnection === 'function' && typeof WebSocket === 'function' && !!navigator.mediaDevices?.getUserMedia;
+    if (!ok) throw new CallFailure('unsupported_browser');
+  }
+
+  private async openMicrophone(): Promise<void> {
+    this.host.setMicrophonePending(true);
+    let stream: MediaStream;
+    try {
+      stream = await navigator.mediaDevices.getUserMedia({ audio: SPEECH_CONSTRAINTS, video: false });
+    } catch (err) {
+      const name = (err as { name?: string })?.name;
+      throw new CallFailure(name === 'NotAllowedError' || name === 'SecurityError' || name === 'PermissionDeniedError' ? 'mic_permission_denied' : 'mic_unavailable');
+    } finally {
+      this.host.setMicrophonePending(false);
+    }
+    if (this.phase === 'done') {
+      for (const track of stream.getTracks()) track.stop();
+      return;
+    }
+    this.mic = stream;
+    this.setMuted(this.host.muted);
+    this.marks.microphoneReady = performance.now();
+  }
+
+  private armSetupTimer(): void {
+    if (this.setupTimer !== null) return;
+    this.setupArmedAt = performance.now();
+    this.setupTimer = setTimeout(() => this.onSetupTimeout(), this.settings.setupTimeoutMs);
+  }
+
+  private disarmSetupTimer(): void {
+    if (this.setupTimer !== null) clearTimeout(this.setupTimer);
+    this.setupTimer = null;
+  }
+
+  private onSetupTimeout(): void {
+    this.setupTimer = null;
+    if (this.phase !== 'connect') return;
+    const connectionState = this.host.connectionState;
+    this.host.dispatch('ConnectionTimeout', {
+      duration_s: round((performance.now() - this.setupArmedAt) / 1000),
+      bot_state: this.host.botState,
+      connection_state: connectionState,
+    });
+    // requesting: the service did not answer; connected: the bot never became ready; connecting: the network path (ICE).
+    this.finish('connection_timeout', { faultDomain: connectionState === 'connecting' ? (offline() ? 'client_env' : 'unknown') : 'ojin', hangUp: true });
+  }
+
+  private async requestSession(): Promise<SessionGrant> {
+    const { endpoint, agentId, clientUserRef, authToken, queueTimeoutMs } = this.settings;
+    const body = JSON.stringify({ agent_id: agentId, ...(clientUserRef ? { client_user_ref: clientUserRef } : {}), ...(authToken ? { auth_token: authToken } : {}) });
+    for (;;) {
+      if (this.phase === 'done') throw new CallFailure('cancelled');
+      this.armSetupTimer();
+      this.connectAttempts++;
+      this.marks.connectRequest = performance.now();
+      let response: Response;
+      try {
+        response = await fetch(`${endpoint}/v1/public/agents/connect`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body, signal: this.abort.signal, credentials: 'omit' });
+      } catch {
+        throw new CallFailure('network_error', offline() ? 'client_env' : 'unknown');
+      }
+      this.httpStatus = response.status;
+      const data = (await response.json().catch(() => null)) as Record<string, unknown> | null;
+      if (this.ended) throw new CallFailure('cancelled');
+      if (response.ok) {
+        this.marks.connectResponse = performance.now();
+        if (this.queuing) this.leaveQueue();
+        if (!data || !isString(data.session_id) || !isString(data.room_url) || !isString(data.token)) throw new CallFailure('service_error');
+        return data as unknown as SessionGrant;
+      }
+      const code = data && isString(data.error_code) ? data.error_code : '';
+      if ((response.status === 429 && code === 'concurrency_limit') || (response.status === 503 && code === 'server_busy')) {
+        await this.waitInQueue(response, data, queueTimeoutMs, code === 'server_busy' ? 'ojin' : 'backend');
+        continue;
+      }
+      if (code === 'agent_not_found' || code === 'agent_unpublished' || response.status === 404) throw new CallFailure('agent_unavailable');
+      if (code === 'auth_failed' || response.status === 403) throw new CallFailure('not_allowed');
+      throw new CallFailure('service_error');
+    }
+  }
+
+  private async waitInQueue(response: Response, data: Record<string, unknown> | null, queueTimeoutMs: number, domain: FaultDomain): Promise<void> {
+    this.disarmSetupTimer();
+    const now = performance.now();
+    if (!this.queuing) {
+      this.queuing = true;
+      this.queuedSince = now;
+      this.host.setQueuing(true);
+    }
+    const header = Number(response.headers.get('retry-after'));
+    const named = num(data?.retry_after_seconds) ?? (Number.isFinite(header) && header > 0 ? header : null);
+    const waitS = Math.min(CALL_DEFAULTS.maxRetryAfterS, Math.max(CALL_DEFAULTS.minRetryAfterS, named ?? CALL_DEFAULTS.defaultRetryAfterS));
+    if (now - this.queuedSince + waitS * 1000 > queueTimeoutMs) throw new CallFailure('queue_timeout', domain);
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.timers.delete(timer);
+        resolve();
+      }, waitS * 1000);
+      this.timers.add(timer);
+      this.abort.signal.addEventListener('abort', () => resolve(), { once: true });
+    });
+  }
+
+  private leaveQueue(): void {
+    this.queuedMs += performance.now() - this.queuedSince;
+    this.queuing = false;
+    this.host.setQueuing(false);
+  }
+
+  private async joinRoom(grant: SessionGrant): Promise<void> {
+    this.sessionId = grant.session_id;
+    try {
+      this.roomName = new URL(grant.room_url).searchParams.get('room');
+    } catch {
+      throw new CallFailure('service_error');
+    }
+    this.host.setConnectionState('connecting');
+    let room: RoomConnection;
+    try {
+      const microphone = this.mic?.getAudioTracks()[0];
+      room = await SvcRoom.join({ url: grant.room_url, token: grant.token, toolCallEvents: false, ...(microphone ? { microphone } : {}) });
+    } catch (err) {
+      const code = (err as { code?: string })?.code ?? '';
+      throw new CallFailure('connection_failed', code === 'connection_closed' ? (offline() ? 'client_env' : 'unknown') : 'ojin');
+    }
+    if (this.phase === 'done') {
+      room.leave();
+      return;
+    }
+    this.room = room;
+    this.marks.signallingJoined = performance.now();
+    room.on('track', ({ track }) => this.attachTrack(track));
+    room.on('connectionstatechange', ({ state }) => this.onPeerState(state));
+    room.on('message', (message) => this.onBotMessage(message));
+    room.on('closed', ({ reason }) => {
+      this.roomClosedReason = reason;
+    });
+    room.on('disconnected', () => this.onSignallingClosed());
+    this.startSampler();
+  }
+
+  private attachTrack(track: MediaStreamTrack): void {
+    if (this.phase === 'done') return;
+    const { video, audio } = this.host;
+    if (track.kind === 'video') {
+      video.srcObject = new MediaStream([track]);
+      void video.play().catch(() => undefined);
+      const first = () => this.onFirstFrame();
+      if (typeof video.requestVideoFrameCallback === 'function') video.requestVideoFrameCallback(first);
+      video.addEventListener('loadeddata', first, { once: true });
+    } else if (track.kind === 'audio') {
+      // The bot's sound plays from the peer connection through a media element: the only path
+      // browsers' echo cancellation removes from the microphone (Web Audio playback is not).
+      audio.srcObject = new MediaStream([track]);
+      audio.muted = false;
+      const play = () => void audio.play().catch(() => undefined);
+      play();
+      audio.addEventListener('canplay', play, { once: true });
+      this.audioAttached = true;
+      this.analyseBotAudio(track);
+      this.maybeClientReady();
+    }
+  }
+
+  private onFirstFrame(): void {
+    if (this.firstFrame || this.phase === 'done') return;
+    this.firstFrame = true;
+    this.marks.firstVideoFrame = performance.now();
+    this.host.showVideo();
+    this.maybeReady();
+  }
+
+  private onPeerState(state: RTCPeerConnectionState): void {
+    if (this.phase === 'done') return;
+    if (state === 'connected') {
+      if (this.iceTimer !== null) clearTimeout(this.iceTimer);
+      this.iceTimer = null;
+      if (!this.iceConnected) {
+        this.iceConnected = true;
+        this.marks.iceConnected = performance.now();
+        this.host.setConnectionState('connected');
+      }
+      this.maybeClientReady();
+      this.maybeReady();
+    } else if (state === 'disconnected') {
+      if (this.iceTimer === null) this.iceTimer = setTimeout(() => this.onTransportLost(), CALL_DEFAULTS.iceDisconnectGraceMs);
+    } else if (state === 'failed') {
+      this.onTransportLost();
+    }
+  }
+
+  private onTransportLost(): void {
+    if (this.phase === 'done') return;
+    const domain: FaultDomain = offline() ? 'client_env' : 'unknown';
+    this.finish(this.phase === 'session' ? 'transport_lost' : 'connection_failed', { faultDomain: domain, hangUp: true });
+  }
+
+  private onSignallingClosed(): void {
+    if (this.phase === 'done') return;
+    if (this.sessionEndedReason !== null) this.finish(outcomeForEnding(this.sessionEndedReason), { release: 'none' });
+    else if (this.roomClosedReason !== null) {
+      const shutdown = /shut/i.test(this.roomClosedReason);
+      this.finish(shutdown ? 'service_shutdown' : this.fatalBotError ? 'agent_error' : 'ended_by_agent', { release: 'none' });
+    } else this.onTransportLost();
+  }
+
+  /** client-ready tells the bot the page can play its media: it waits for ICE and the audio track, so the greeting is not cut. */
+  private maybeClientReady(): void {
+    if (this.clientReadySent || !this.iceConnected || !this.audioAttached) return;
+    this.clientReadySent = true;
+    this.sendToBot({
+      type: 'client-ready',
+      version: SESSION_PROTOCOL_VERSION,
+      about: { library: 'svc-agent', library_version: WIDGET_VERSION, platform: 'web', user_agent: navigator.userAgent },
+    });
+  }
+
+  private maybeReady(): void {
+    if (this.phase !== 'connect' || !this.botReady || !this.iceConnected || (this.videoExpected && !this.firstFrame)) return;
+    this.phase = 'session';
+    this.readyAt = performance.now();
+    this.disarmSetupTimer();
+    this.host.setConnectionState('ready');
+    this.emitOutcome('success', 'connect', 'unknown');
+    this.emitTimingReport();
+  }
+
+  private sendToBot(message: Record<string, unknown>): boolean {
+    const room = this.room;
+    if (!room) return false;
+    try {
+      if (typeof room.sendMessage === 'function') room.sendMessage(message);
+      else room.send({ type: 'client_message', message });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  // ---- bot messages -----------------------------------------------------------------------
+
+  private onBotMessage(m: Record<string, unknown>): void {
+    if (this.phase === 'done' || !m || typeof m !== 'object') return;
+    const d = (name: string, detail: unknown) => this.host.dispatch(name, detail);
+    switch (m.type) {
+      case 'bot-ready': {
+        this.botReady = true;
+        this.marks.botReady ??= performance.now();
+        const caps = m.capabilities as { video_out?: unknown } | undefined;
+        this.videoExpected = caps?.video_out !== false;
+        this.maybeReady();
+        break;
+      }
+      case 'bot-state':
+        if (m.state === 'listening' || m.state === 'thinking' || m.state === 'speaking' || m.state === 'initializing' || m.state === 'ended') this.host.setBotState(m.state);
+        break;
+      case 'user-started-speaking':
+        if (this.pendingTurn && this.pendingTurn.heardAt === null) this.pendingTurn = null;
+        d('UserStartedSpeaking', null);
+        break;
+      case 'user-stopped-speaking': {
+        const now = performance.now();
+        const local = this.lastUserSpeechAt;
+        this.pendingTurn = { stopAt: local !== null && now - local < CALL_DEFAULTS.staleSpeechMs ? local : now, heardAt: null };
+        d('UserStoppedSpeaking', null);
+        break;
+      }
+      case 'bot-started-speaking':
+      case 'bot-stopped-speaking':
+        this.setBotSpeaking(m.type === 'bot-started-speaking');
+        break;
+      case 'user-transcription':
+        if (isString(m.text)) d('ReceivedTranscriptUser', { text: m.text, timestamp: isString(m.timestamp) ? m.timestamp : new Date().toISOString(), user: isString(m.user_id) ? m.user_id : 'user', final: m.final === true });
+        break;
+      case 'bot-llm-text':
+        if (isString(m.text)) d('ReceivedTranscriptBot', { text: m.text });
+        break;
+      case 'bot-output':
+        if (isString(m.text)) d('ReceivedTranscriptBotPartial', { owner: 'bot', text: m.text, final: false });
+        break;
+      case 'bot-tts-stopped':
+        d('BotTtsStopped', null);
+        break;
+      case 'transcript-turn':
+        if (isString(m.text) && (m.owner === 'user' || m.owner === 'bot')) d('ReceivedTranscriptTurn', { owner: m.owner, text: m.text, final: true });
+        break;
+      case 'latency-report':
+        this.onLatencyReport(m);
+        break;
+      case 'tool-call': {
+        if (!isString(m.function_name)) break;
+        let args: unknown = m.arguments;
+        if (isString(args)) {
+          try {
+            args = JSON.parse(args);
+          } catch {
+            args = {};
+          }
+        }
+        if (!args || typeof args !== 'object' || Array.isArray(args)) args = {};
+        this.host.dispatchOnWindow('svcToolCall', { function_name: m.function_name, tool_call_id: String(m.tool_call_id ?? ''), arguments: args });
+        break;
+      }
+      case 'session-ended':
+        this.sessionEndedReason = isString(m.reason) ? m.reason : '';
+        this.finish(outcomeForEnding(this.sessionEndedReason), { release: 'none' });
+        break;
+      case 'error':
+        if (m.fatal === true) this.fatalBotError = true;
+        break;
+      default:
+        break; // unknown types are ignored: the vocabulary grows
+    }
+  }
+
+  private setBotSpeaking(speaking: boolean): void {
+    if (speaking === this.botSpeaking) return;
+    this.botSpeaking = speaking;
+    this.host.dispatch('botIsSpeaking', { isSpeaking: speaking });
+    this.host.setBotSpeaking(speaking);
+  }
+
+  private onLatencyReport(m: Record<string, unknown>): void {
+    const turn = this.pendingTurn;
+    if (turn && turn.heardAt === null) {
+      if (this.waitingReport) this.emitLatency(this.waitingReport.message, null);
+      const timer = setTimeout(() => {
+        const waiting = this.waitingReport;
+        this.waitingReport = null;
+        this.pendingTurn = null;
+        if (waiting) this.emitLatency(waiting.message, null);
+      }, CALL_DEFAULTS.latencyWaitMs);
+      this.waitingReport = { message: m, timer };
+      return;
+    }
+    this.pendingTurn = null;
+    this.emitLatency(m, turn && turn.heardAt !== null ? round(turn.heardAt - turn.stopAt) : null);
+  }
+
+  private emitLatency(m: Record<string, unknown>, heardMs: number | null): void {
+    if (!this.sessionId) return;
+    const stages = (m.stages && typeof m.stages === 'object' ? m.stages : {}) as Record<string, unknown>;
+    const detail: LatencyReportDetail = {
+      instanceId: this.settings.instanceId,
+      sessionId: this.sessionId,
+      agentId: this.settings.agentId,
+      turnId: num(m.turn_id) ?? 0,
+      userStoppedToBotAudioHeardMs: heardMs,
+      userStoppedToBotAudioMs: num(m.user_stopped_to_bot_audio_ms),
+      stages: { vadStopMs: num(stages.vad_stop_ms), sttMs: num(stages.stt_ms), llmTtfbMs: num(stages.llm_ttfb_ms), ttsTtfbMs: num(stages.tts_ttfb_ms), avatarMs: num(stages.avatar_ms) },
+    };
+    this.host.dispatchOnWindow('LatencyReport', detail);
+  }
+
+  // ---- levels -----------------------------------------------------------------------------
+
+  private startSampler(): void {
+    const ctx = this.host.audioContext;
+    if (!ctx || !this.mic) return;
+    try {
+      const source = ctx.createMediaStreamSource(this.mic);
+      this.micAnalyser = ctx.createAnalyser();
+      this.micAnalyser.fftSize = this.levelBuffer.length;
+      source.connect(this.micAnalyser);
+      this.audioNodes.push(source, this.micAnalyser);
+    } catch {
+      this.micAnalyser = null;
+    }
+    this.sampler = setInterval(() => this.sample(), CALL_DEFAULTS.samplerIntervalMs);
+  }
+
+  /** Analysed only, never played through Web Audio (echo cancellation needs the media element path). */
+  private analyseBotAudio(track: MediaStreamTrack): void {
+    const ctx = this.host.audioContext;
+    if (!ctx) return;
+    try {
+      const source = ctx.createMediaStreamSource(new MediaStream([track]));
+      this.botAnalyser = ctx.createAnalyser();
+      this.botAnalyser.fftSize = this.levelBuffer.length;
+      source.connect(this.botAnalyser);
+      this.audioNodes.push(source, this.botAnalyser);
+    } catch {
+      this.botAnalyser = null;
+    }
+  }
+
+  private sample(): void {
+    if (this.phase === 'done') return;
+    const now = performance.now();
+    const user = this.host.muted ? 0 : rms(this.micAnalyser, this.levelBuffer);
+    const bot = rms(this.botAnalyser, this.levelBuffer);
+    if (user >= CALL_DEFAULTS.userSpeechLevel) {
+      this.loudTicks++;
+      this.lastUserSpeechAt = now;
+    } else this.loudTicks = 0;
+    const live = this.phase === 'session';
+    if (!this.userSpeaking && this.loudTicks >= CALL_DEFAULTS.userSpeechStartTicks) {
+      this.userSpeaking = true;
+      if (live) this.host.dispatch('userSpeakingChanged', { isSpeaking: true });
+    } else if (this.userSpeaking && this.lastUserSpeechAt !== null && now - this.lastUserSpeechAt > CALL_DEFAULTS.userSpeechHangoverMs) {
+      this.userSpeaking = false;
+      if (live) this.host.dispatch('userSpeakingChanged', { isSpeaking: false });
+    }
+    const turn = this.pendingTurn;
+    if (turn && turn.heardAt === null && bot >= CALL_DEFAULTS.botAudioLevel) {
+      turn.heardAt = now;
+      const waiting = this.waitingReport;
+      if (waiting) {
+        clearTimeout(waiting.timer);
+        this.waitingReport = null;
+        this.pendingTurn = null;
+        this.emitLatency(waiting.message, round(now - turn.stopAt));
+      }
+    }
+    if (live && ++this.ticks % CALL_DEFAULTS.volumeEveryTicks === 0) {
+      this.host.dispatch('userVolume', { volume: Math.round(user * 1000) / 1000 });
+      this.host.dispatch('botVolume', { volume: Math.round(bot * 1000) / 1000 });
+    }
+  }
+
+  // ---- ending -----------------------------------------------------------------------------
+
+  private finish(outcome: Outcome, options: { faultDomain?: FaultDomain; release?: 'fetch' | 'beacon' | 'none'; hangUp?: boolean } = {}): void {
+    if (this.phase === 'done') return;
+    const phase = this.phase;
+    this.phase = 'done';
+    const faultDomain = options.faultDomain ?? OUTCOMES[outcome];
+    this.abort.abort();
+    this.disarmSetupTimer();
+    for (const timer of this.timers) clearTimeout(timer);
+    if (this.iceTimer !== null) clearTimeout(this.iceTimer);
+    if (this.sampler !== null) clearInterval(this.sampler);
+    if (this.waitingReport) clearTimeout(this.waitingReport.timer);
+    for (const node of this.audioNodes) node.disconnect();
+    const room = this.room;
+    if (room) {
+      if (options.hangUp) this.sendToBot({ type: 'hang-up' });
+      room.leave();
+    }
+    if (this.roomName && options.release !== 'none' && this.roomClosedReason === null) this.release(this.roomName, options.release ?? 'fetch');
+    for (const track of this.mic?.getTracks() ?? []) track.stop();
+    this.host.video.srcObject = null;
+    this.host.audio.srcObject = null;
+    if (this.queuing) this.leaveQueue();
+    if (this.userSpeaking) {
+      this.userSpeaking = false;
+      if (phase === 'session') this.host.dispatch('userSpeakingChanged', { isSpeaking: false });
+    }
+    this.setBotSpeaking(false);
+    this.host.setBotState(phase === 'session' ? 'ended' : 'disconnected');
+    this.host.setConnectionState('disconnected');
+    this.emitOutcome(outcome, phase, faultDomain);
+    this.host.callEnded(this, { outcome, phase, faultDomain });
+  }
+
+  /** POST {core-api-endpoint}/v1/public/agents/connect/{room}: a beacon when the page is going away, else fetch with keepalive. */
+  private release(room: string, mode: 'fetch' | 'beacon'): void {
+    const url = `${this.settings.endpoint}/v1/public/agents/connect/${encodeURIComponent(room)}`;
+    try {
+      if (mode === 'beacon' && typeof navigator.sendBeacon === 'function' && navigator.sendBeacon(url)) return;
+    } catch {
+      // fall through to fetch
+    }
+    void fetch(url, { method: 'POST', keepalive: true, credentials: 'omit' }).catch(() => undefined);
+  }
+
+  private emitOutcome(outcome: Outcome, phase: OutcomePhase, faultDomain: FaultDomain): void {
+    const now = performance.now();
+    const detail: SessionOutcomeDetail = {
+      outcome,
+      phase,
+      faultDomain,
+      ...(this.sessionId ? { sessionId: this.sessionId } : {}),
+      agentId: this.settings.agentId,
+      instanceId: this.settings.instanceId,
+      httpStatus: this.httpStatus,
+      elapsedMs: Math.round(phase === 'session' ? now - this.readyAt : now - this.settings.startClicked),
+      widgetVersion: WIDGET_VERSION,
+    };
+    this.host.dispatchOnWindow('SvcSessionOutcome', detail);
+  }
+
+  private emitTimingReport(): void {
+    const m = this.marks;
+    const s = this.settings;
+    const detail: ConnectionTimingReportDetail = {
+      instanceId: s.instanceId,
+      sessionId: this.sessionId!,
+      agentId: s.agentId,
+      marks: { scriptStart: round(s.scriptStart), startClicked: round(s.startClicked), ...Object.fromEntries(Object.entries(m).map(([k, v]) => [k, v === null ? null : round(v)])) } as ConnectionTimingReportDetail['marks'],
+      durations: {
+        microphoneMs: since(s.startClicked, m.microphoneReady),
+        queuedMs: round(this.queuedMs),
+        connectRequestMs: since(m.connectRequest, m.connectResponse),
+        signallingMs: since(m.connectResponse, m.signallingJoined),
+        iceMs: since(m.signallingJoined, m.iceConnected),
+        firstVideoFrameMs: since(m.signallingJoined, m.firstVideoFrame),
+        botReadyMs: since(m.signallingJoined, m.botReady),
+        totalMs: round(this.readyAt - s.startClicked),
+      },
+      connectAttempts: this.connectAttempts,
+    };
+    this.host.dispatchOnWindow('ConnectionTimingReport', detail);
+  }
+}
+

@@ -1,0 +1,66 @@
+/**
+ * Builds the `<svc-agent>` script from clients/web/ with esbuild, in memory: one minified IIFE
+ * (no framework, no source map), plus its gzip and a content ETag. The room client
+ * (transports/webrtc/room-client.js) is bundled unmodified: the virtual module `svc:room-client`
+ * runs that plain script against a private `window`, so the bundle defines nothing on the host
+ * page but the custom element, and the signalling client exists once in the codebase.
+ */
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
+import { build, type Plugin } from 'esbuild';
+import { WIDGET_VERSION } from '../../clients/web/version.ts';
+
+export const WIDGET_ENTRY = fileURLToPath(new URL('../../clients/web/svc-agent.ts', import.meta.url));
+export const ROOM_CLIENT_FILE = fileURLToPath(new URL('../../transports/webrtc/room-client.js', import.meta.url));
+
+/** Browsers the bundle is lowered for (custom elements v1, shadow DOM, WebRTC unified plan). */
+export const WIDGET_TARGETS = ['chrome87', 'firefox85', 'safari15', 'edge87'];
+
+export interface WidgetBundle {
+  readonly version: string;
+  readonly code: Buffer;
+  readonly gzip: Buffer;
+  /** Strong ETag from the content. */
+  readonly etag: string;
+}
+
+const roomClientPlugin: Plugin = {
+  name: 'svc-room-client',
+  setup(b) {
+    b.onResolve({ filter: /^svc:room-client$/ }, () => ({ path: ROOM_CLIENT_FILE, namespace: 'svc-room-client' }));
+    b.onLoad({ filter: /.*/, namespace: 'svc-room-client' }, async (args) => ({
+      contents: `var scope = {};\n(function (window) {\n${await readFile(args.path, 'utf8')}\n})(scope);\nexport default scope.SvcRoom;\n`,
+      loader: 'js',
+      resolveDir: dirname(args.path),
+    }));
+  },
+};
+
+export async function buildWidget(options: { minify?: boolean } = {}): Promise<WidgetBundle> {
+  const result = await build({
+    entryPoints: [WIDGET_ENTRY],
+    bundle: true,
+    write: false,
+    format: 'iife',
+    platform: 'browser',
+    target: WIDGET_TARGETS,
+    minify: options.minify ?? true,
+    legalComments: 'none',
+    charset: 'utf8',
+    logLevel: 'silent',
+    banner: { js: `/* svc-agent ${WIDGET_VERSION} | Apache-2.0 */` },
+    plugins: [roomClientPlugin],
+  });
+  const file = result.outputFiles[0];
+  if (!file) throw new Error('esbuild produced no output for the widget');
+  const code = Buffer.from(file.contents);
+  return {
+    version: WIDGET_VERSION,
+    code,
+    gzip: gzipSync(code, { level: 9 }),
+    etag: `"${createHash('sha256').update(code).digest('base64url').slice(0, 22)}"`,
+  };
+}
