@@ -1,12 +1,14 @@
 import { linkSync, mkdirSync, readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { currentProcess, formatIdentity, isProcessAlive, parseIdentity, type ProcessIdentity } from './process-identity.ts';
+import { currentProcess, formatIdentity, isProcessAlive, parseIdentity, processStartEpochMs, type ProcessIdentity } from './process-identity.ts';
 
 export const PGLITE_LOCK_RULES = {
   /** A takeover marker older than this was left by a process that died mid-takeover. */
   staleTakeoverMs: 10_000,
   attempts: 20,
   retryDelayMs: 25,
+  /** Start times from /proc are in 10 ms ticks; file times are exact: allow for the rounding. */
+  clockSlackMs: 2_000,
 } as const;
 
 /**
@@ -47,7 +49,7 @@ export class PgliteLock {
           this.held = true;
           return;
         }
-        if (holder && isProcessAlive(holder)) {
+        if (holder && isProcessAlive(holder) && !this.startedAfterLock(holder)) {
           throw new Error(`the embedded database is in use by process ${holder.pid}; stop it first, or use DATABASE_URL (PostgreSQL) for concurrent access`);
         }
         this.removeStale(content);
@@ -87,6 +89,21 @@ export class PgliteLock {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     } finally {
       rmdirSync(marker);
+    }
+  }
+
+  /**
+   * A lock written before start times were recorded (`pid` only): its pid is reused when that
+   * process started after the lock file was written (a live holder started before writing it).
+   */
+  private startedAfterLock(holder: ProcessIdentity): boolean {
+    if (holder.startTime !== null) return false; // isProcessAlive compared the start times already
+    const started = processStartEpochMs(holder.pid);
+    if (started === null) return false;
+    try {
+      return started > statSync(this.file).mtimeMs + PGLITE_LOCK_RULES.clockSlackMs;
+    } catch {
+      return false;
     }
   }
 

@@ -52,3 +52,18 @@ export function isProcessAlive(id: ProcessIdentity): boolean {
   const now = processStartTime(id.pid);
   return now === null ? true : now === id.startTime;
 }
+
+/** Clock ticks per second of /proc/<pid>/stat times (USER_HZ: 100 on every Linux ABI Node runs on). */
+const USER_HZ = 100;
+
+/** When `pid` started (epoch ms), from its start time and the boot time in /proc/stat; null when unknown. */
+export function processStartEpochMs(pid: number): number | null {
+  const ticks = processStartTime(pid);
+  if (ticks === null) return null;
+  try {
+    const btime = /^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1];
+    return btime === undefined ? null : Number(btime) * 1000 + (Number(ticks) * 1000) / USER_HZ;
+  } catch {
+    return null;
+  }
+}

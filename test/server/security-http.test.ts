@@ -59,7 +59,8 @@ const post = async (path: string, body: BodyInit | undefined, headers: Record<st
 
 test('a JSON endpoint refuses a body that is not typed JSON with 415 unsupported_media_type (text/plain and no type included)', async (t) => {
   const json = JSON.stringify({ title: 'media type' });
-  for (const headers of [{ 'content-type': 'text/plain' }, { 'content-type': 'text/plain;charset=UTF-8' }, {}, { 'content-type': 'application/x-www-form-urlencoded' }, { 'content-type': 'application/jsonx' }]) {
+  const variants: Array<Record<string, string>> = [{ 'content-type': 'text/plain' }, { 'content-type': 'text/plain;charset=UTF-8' }, {}, { 'content-type': 'application/x-www-form-urlencoded' }, { 'content-type': 'application/jsonx' }];
+  for (const headers of variants) {
     const res = await post('/v1/agents', new TextEncoder().encode(json), headers);
     t.is(res.status, 415, JSON.stringify(headers));
     t.is(res.body.code, 'unsupported_media_type');
