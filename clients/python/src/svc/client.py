@@ -161,6 +161,9 @@ class SvcClient:
         except TimeoutError:
             await self.close()
             raise SvcClientError("timeout", f"no session_ready within {self.connect_timeout} s") from None
+        except BaseException:
+            await self.close()  # refused (auth_failed, server_busy...): release the socket before raising
+            raise
 
     # ---- receiving ------------------------------------------------------------------------------
 

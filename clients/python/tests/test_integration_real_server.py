@@ -1,0 +1,235 @@
+"""The Python clients against OUR real server (server/main.ts in a subprocess, see conftest.py):
+the real /realtime endpoint, API keys, model configs and the offline face model."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from svc import (
+    FrameOut,
+    STVAudioFrame,
+    STVEvent,
+    STVVideoFrame,
+    SvcClient,
+    SvcClientError,
+    SvcSTVClient,
+    WebRTCSettings,
+)
+
+from .conftest import RealServer
+from .helpers import ramp
+
+TIMEOUT_S = 30
+#: server_busy means the machine is loaded right now (the server's admission gate also refuses new
+#: sessions while its event loop is saturated): retry for a while, as a caller would.
+BUSY_RETRY_S = 60
+
+
+async def open_client(server: RealServer) -> tuple[SvcClient, dict[str, Any]]:
+    deadline = time.monotonic() + BUSY_RETRY_S
+    while True:
+        client = SvcClient(server.api_key, server.config_id, url=server.ws_url)
+        try:
+            return client, await client.connect()
+        except SvcClientError as err:
+            if err.code != "server_busy" or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.5)
+
+
+def tone(ms: int, rate: int = 16_000, hz: float = 220.0) -> np.ndarray:
+    t = np.arange(ms * rate // 1000) / rate
+    pcm = (np.sin(2 * np.pi * hz * t) * 8000).astype(np.int16)
+    pcm[pcm == 0] = 1  # never 0: a played sample is speech, a 0 is silence
+    return pcm
+
+
+async def until(predicate: Callable[[], bool], what: str, timeout: float = TIMEOUT_S) -> None:
+    async def poll() -> None:
+        while not predicate():  # noqa: ASYNC110 (state changes come from several sources)
+            await asyncio.sleep(0.02)
+
+    try:
+        await asyncio.wait_for(poll(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+def voiced(audio: list[STVAudioFrame]) -> np.ndarray:
+    pcm = np.concatenate([a.pcm for a in audio]) if audio else np.zeros(0, dtype=np.int16)
+    return pcm[pcm != 0]
+
+
+class Session:
+    """An STV client with its played output, its events and the raw frames the server sent."""
+
+    def __init__(self, server: RealServer, **options: Any) -> None:
+        self.server = server
+        self.options = options
+        self.handler_errors: list[str] = []
+        self.events: list[tuple[STVEvent, dict[str, Any]]] = []
+        self.server_frames: dict[int, FrameOut] = {}
+        self.played: list[Any] = []
+        self.client = self._build()
+
+    def _build(self) -> SvcSTVClient:
+        self.events.clear()
+        client = SvcSTVClient(
+            self.server.api_key, self.server.config_id, url=self.server.ws_url,
+            on_handler_error=lambda e, err: self.handler_errors.append(f"{e.value}: {err}"), **self.options,
+        )
+        for e in STVEvent:
+            client.add_listener(e, lambda p, e=e: self.events.append((e, p)))
+        client.client.subscribe(lambda m: isinstance(m, FrameOut) and self.server_frames.__setitem__(m.index, m))
+        return client
+
+    async def __aenter__(self) -> Session:
+        deadline = time.monotonic() + BUSY_RETRY_S
+        while True:
+            try:
+                self.ready = await self.client.connect()
+                break
+            except SvcClientError as err:
+                if err.code != "server_busy" or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(0.5)
+            self.client = self._build()
+        self.pump = asyncio.create_task(self._pump())
+        return self
+
+    async def _pump(self) -> None:
+        async for o in self.client.output_stream():
+            self.played.append(o)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.client.close()
+        await asyncio.wait_for(self.pump, TIMEOUT_S)
+
+    @property
+    def audio(self) -> list[STVAudioFrame]:
+        return [o for o in self.played if isinstance(o, STVAudioFrame)]
+
+    def count(self, event: STVEvent) -> int:
+        return sum(1 for e, _ in self.events if e == event)
+
+    def payload(self, event: STVEvent) -> dict[str, Any]:
+        return next(p for e, p in self.events if e == event)
+
+
+async def test_bad_key_and_unknown_config_fail_with_the_server_codes(real_server: RealServer) -> None:
+    with pytest.raises(SvcClientError) as err:
+        await SvcClient("svc_wrong", real_server.config_id, url=real_server.ws_url).connect()
+    assert err.value.code == "auth_failed"
+    with pytest.raises(SvcClientError) as err:
+        await SvcClient(real_server.api_key, "00000000-0000-4000-8000-000000000000", url=real_server.ws_url).connect()
+    assert err.value.code == "unknown_config"
+
+
+async def test_low_level_client_frames_and_speech_round_trip(real_server: RealServer) -> None:
+    client, ready = await open_client(real_server)
+    assert ready["fps"] == 25 and (ready["width"], ready["height"]) == (256, 192)
+    frames: list[FrameOut] = []
+    speech = tone(600)
+    await client.start_turn()
+    await client.send_audio(speech, end_of_turn=True)
+
+    async def read() -> None:
+        async for m in client.messages():
+            if isinstance(m, FrameOut):
+                frames.append(m)
+                if m.final:
+                    return
+
+    await asyncio.wait_for(read(), TIMEOUT_S)
+    await client.close()
+    assert [f.index for f in frames] == list(range(len(frames))), "frames 0, 1, 2... without gaps"
+    assert all(f.pts_ms == f.index * 40 and len(f.audio) == 640 for f in frames)
+    assert all(f.image is None or f.image[:2] == b"\xff\xd8" for f in frames), "JPEG pictures"
+    spoken = [f for f in frames if f.is_speech]
+    assert spoken[0].type == "speech-start"
+    assert np.array_equal(np.concatenate([f.audio for f in spoken])[: len(speech)], speech)
+    assert any(f.type == "fade-out" for f in frames)
+
+
+async def test_say_at_24k_comes_back_at_24k_in_order_with_rgb_video_and_events(real_server: RealServer) -> None:
+    async with Session(real_server) as s:
+
+        @s.client.on(STVEvent.BOT_STARTED_SPEAKING)
+        def broken(payload: dict[str, Any]) -> None:
+            raise RuntimeError("a broken handler")
+
+        @s.client.on(STVEvent.BOT_STARTED_SPEAKING)
+        async def broken_async(payload: dict[str, Any]) -> None:
+            raise RuntimeError("a broken async handler")
+
+        assert s.client.is_connected
+        sent = ramp(800, 24_000)
+        await s.client.say(sent, 24_000)
+        await until(lambda: s.count(STVEvent.BOT_STOPPED_SPEAKING) == 1, "the end of the utterance")
+        audio = s.audio
+        video = [o for o in s.played if isinstance(o, STVVideoFrame)]
+        after = [a for a in audio if a.sample_rate == 24_000]
+        assert after and all(len(a.pcm) == 960 for a in after)
+        assert np.array_equal(voiced(audio), sent), "the original 24 kHz audio, complete and in order"
+        assert video and all(v.rgb is not None and len(v.rgb) == 256 * 192 * 3 for v in video)
+        assert len(video) >= len(audio) - 2, "pictures accompany the audio"
+        names = [e.value for e, _ in s.events]
+        assert names[:4] == ["SESSION_READY", "FIRST_FRAME", "BOT_STARTED_SPEAKING", "BOT_STOPPED_SPEAKING"]
+        assert s.payload(STVEvent.FIRST_FRAME)["frame_type"] == "idle"
+        assert sorted(s.handler_errors) == [
+            "BOT_STARTED_SPEAKING: a broken async handler", "BOT_STARTED_SPEAKING: a broken handler",
+        ]
+    assert s.count(STVEvent.CLOSED) == 1 and s.events[-1][0] == STVEvent.CLOSED
+    assert not s.client.is_connected
+
+
+async def test_streaming_tts_slower_than_real_time_plays_each_frame_with_its_own_audio(real_server: RealServer) -> None:
+    async with Session(real_server, output_sample_rate=16_000) as s:
+        await s.client.start_turn()
+        for _ in range(4):
+            await s.client.send_tts_audio(tone(150), 16_000)  # 150 ms of speech, then a gap: the server waits
+            await asyncio.sleep(0.4)
+        await s.client.end_turn()
+        await until(lambda: s.count(STVEvent.BOT_STOPPED_SPEAKING) == 1, "the end of the utterance")
+        waits = [f for f in s.server_frames.values() if f.type == "speech" and not f.audio.any()]
+        assert len(waits) > 5, "the server waited for audio mid-turn"
+        speech = [a for a in s.audio if s.server_frames[a.frame_index].is_speech]
+        assert len(speech) > 10
+        for a in speech:
+            assert np.array_equal(a.pcm, s.server_frames[a.frame_index].audio), f"frame {a.frame_index}"
+
+
+async def test_interrupt_cuts_the_speech_and_the_next_utterance_plays_whole(real_server: RealServer) -> None:
+    async with Session(real_server, output_sample_rate=16_000) as s:
+        assert await s.client.interrupt() is False, "nothing to interrupt yet"
+        await s.client.say(tone(3000), 16_000)
+        await until(lambda: s.count(STVEvent.BOT_STARTED_SPEAKING) == 1, "speech")
+        assert await s.client.interrupt() is True
+        cut = len(s.audio)
+        await until(lambda: s.count(STVEvent.INTERRUPTED) == 1, "the server's confirmation")
+        assert s.payload(STVEvent.INTERRUPTED)["had_speech"] is True
+        assert s.payload(STVEvent.BOT_STOPPED_SPEAKING) == {"interrupted": True}
+        await asyncio.sleep(0.3)
+        assert not voiced(s.audio[cut:]).any(), "nothing of the cancelled utterance plays after interrupt()"
+        assert len(s.audio) > cut, "the clock kept running"
+        second = (-tone(600, hz=330)).astype(np.int16)
+        await s.client.say(second, 16_000)
+        await until(lambda: s.count(STVEvent.BOT_STOPPED_SPEAKING) == 2, "the second utterance")
+        assert np.array_equal(voiced(s.audio[cut:]), second), "exactly the new utterance"
+        assert await s.client.interrupt() is False, "nothing left to interrupt"
+
+
+async def test_a_refused_webrtc_room_is_an_error_event_and_the_session_goes_on(real_server: RealServer) -> None:
+    settings = WebRTCSettings.embedded("no-such-room", "not-a-token")
+    async with Session(real_server, webrtc=settings) as s:
+        await until(lambda: s.count(STVEvent.ERROR) == 1, "webrtc_failed")
+        error = s.payload(STVEvent.ERROR)
+        assert error["code"] == "webrtc_failed" and isinstance(error["message"], str) and error["fatal"] is False
+        assert s.client.is_connected
+        await until(lambda: s.count(STVEvent.FIRST_FRAME) == 1, "frames still flowing over the socket")
