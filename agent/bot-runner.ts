@@ -130,6 +130,7 @@ class BotSession implements RunningSession {
   private pipeline: SessionPipeline | undefined;
   private input: RoomAudioInput | undefined;
   private worker: PipelineWorker | undefined;
+  private workerDone: Promise<WorkerOutcome> | undefined;
   private face: FaceSession | undefined;
   private publication: PublishedAvatar | undefined;
   private readonly subscriptions: Subscription[] = [];
@@ -227,12 +228,18 @@ class BotSession implements RunningSession {
       throw error;
     }
     const publication = this.publication;
-    void publication.ended.then(() => {
+    void publication.ended.then(async () => {
       if (this.finishing) return;
-      this.roomClosedUnderUs = room.closed;
-      // The room was closed under the bot: only the server does that (release); else the face stopped.
-      if (room.closed) void this.finish('client_released', null);
-      else void this.finish('pipeline_error', 'the avatar stopped publishing (the face session ended)');
+      // The room was closed under the bot: only the server does that (release).
+      if (room.closed) {
+        this.roomClosedUnderUs = true;
+        void this.finish('client_released', null);
+        return;
+      }
+      // A pipeline ending from inside (the farewell played) ends its face session first: let the
+      // worker finish and say why. A face that stopped by itself leaves the worker running.
+      if (this.workerDone && (await withTimeout(this.workerDone, this.timeouts.stopTimeoutMs, this.clock)) !== 'timeout') return;
+      if (!this.finishing) void this.finish('pipeline_error', 'the avatar stopped publishing (the face session ended)');
     });
 
     this.subscriptions.push(
@@ -314,7 +321,8 @@ class BotSession implements RunningSession {
         }
       }),
     );
-    void worker.run().then((outcome) => this.onWorkerFinished(outcome));
+    this.workerDone = worker.run();
+    void this.workerDone.then((outcome) => this.onWorkerFinished(outcome));
     this.emitter.setState('listening');
     this.logger.info({ session_id: this.sessionId, why, wait_ms: this.conversationStartedAt - this.startedAt }, 'conversation started');
   }
@@ -413,6 +421,7 @@ class BotSession implements RunningSession {
     }
     for (const s of this.subscriptions.splice(0)) s.unsubscribe();
     const stats = this.emitter.stats;
+    const latency = latencySummary(stats.latenciesMs);
     const outcome: SessionOutcome = {
       terminationReason: reason,
       failureDetail: detail,
@@ -421,7 +430,10 @@ class BotSession implements RunningSession {
         turns: stats.transcriptTurns,
         user_turns: stats.userTurns,
         bot_turns: stats.botTurns,
-        latency: { user_stopped_to_bot_audio_ms: latencySummary(stats.latenciesMs) },
+        // user_stopped_to_bot_audio_ms of the answered turns (latency-report)
+        latency_p50_ms: latency.p50,
+        latency_max_ms: latency.max,
+        latency_turns: latency.count,
         first_frame_ms: this.firstFrameAt === null ? null : Math.round(this.firstFrameAt - this.startedAt),
         conversation_started_ms: this.conversationStartedAt === null ? null : Math.round(this.conversationStartedAt - this.startedAt),
         client_ready: this.clientReady,
