@@ -51,6 +51,8 @@ export interface S2SProcessorOptions extends ProcessorOptions {
 }
 
 interface BotTurn {
+  /** Unique across reconnections (providers restart their ids on a new conversation). */
+  readonly key: string;
   readonly ref: S2STurnRef;
   started: boolean;
   ended: boolean;
@@ -69,6 +71,8 @@ export class S2SProcessor extends FrameProcessor {
   /** Set while an interruption we asked for is on its way; true when the provider already stopped. */
   private pendingBargeIn: { providerStopped: boolean } | undefined;
   private readonly history: S2SHistoryEntry[] = [];
+  /** Bumped per connection: turn keys are `<epoch>/<provider turn id>`. */
+  private epoch = 0;
   private reconnecting = false;
   private closed = false;
   private readonly abort = new AbortController();
@@ -139,6 +143,7 @@ export class S2SProcessor extends FrameProcessor {
       await connection.close();
       return;
     }
+    this.epoch++;
     this.connection = connection;
     this.subscription = connection.events.subscribe({
       next: (e) => this.onEvent(e),
@@ -253,15 +258,22 @@ export class S2SProcessor extends FrameProcessor {
         return;
       }
       case 'bot-turn-ended': {
-        const turn = this.turns.get(e.turn.turnId);
+        const turn = this.turns.get(this.keyOf(e.turn));
         if (turn && turn === this.current) this.endCurrentTurn();
         else if (turn) turn.ended = true;
         return;
       }
-      case 'interrupted':
+      case 'interrupted': {
         if (this.botActive()) this.requestInterruption(true);
-        if (e.turn) this.turnFor(e.turn).cancelled = true;
+        // Interruptions refused (allow_interruption off): what the face holds plays out, the
+        // provider's discarded rest of the turn is not taken.
+        const turn = e.turn && this.turns.get(this.keyOf(e.turn));
+        if (turn && !turn.cancelled) {
+          if (turn === this.current) this.endCurrentTurn();
+          else turn.ended = true;
+        }
         return;
+      }
       case 'usage':
         this.metrics.usage({ ...e.counters });
         return;
@@ -271,11 +283,16 @@ export class S2SProcessor extends FrameProcessor {
     }
   }
 
+  private keyOf(ref: S2STurnRef): string {
+    return `${this.epoch}/${ref.turnId}`;
+  }
+
   private turnFor(ref: S2STurnRef): BotTurn {
-    let turn = this.turns.get(ref.turnId);
+    const key = this.keyOf(ref);
+    let turn = this.turns.get(key);
     if (!turn) {
-      turn = { ref, started: false, ended: false, cancelled: false, text: '', finalText: undefined, heardReported: false };
-      this.turns.set(ref.turnId, turn);
+      turn = { key, ref, started: false, ended: false, cancelled: false, text: '', finalText: undefined, heardReported: false };
+      this.turns.set(key, turn);
       if (this.turns.size > 32) this.turns.delete(this.turns.keys().next().value!);
     } else if (ref.itemId && !turn.ref.itemId) {
       turn = Object.assign(turn, { ref: { ...turn.ref, itemId: ref.itemId } });
@@ -297,10 +314,10 @@ export class S2SProcessor extends FrameProcessor {
       turn.started = true;
       this.current = turn;
       this.metrics.stopTtfb();
-      this.push(frame('llm-response-start', { responseId: ref.turnId }));
-      this.push(frame('tts-started', { contextId: ref.turnId }));
+      this.push(frame('llm-response-start', { responseId: turn.key }));
+      this.push(frame('tts-started', { contextId: turn.key }));
     }
-    this.options.playout.fed(ref.turnId, ms);
+    this.options.playout.fed(turn.key, ms);
     this.push(frame('tts-audio', { pcm, sampleRate, channels: 1 }));
   }
 
@@ -311,8 +328,8 @@ export class S2SProcessor extends FrameProcessor {
     this.current = undefined;
     turn.ended = true;
     if (turn.started && !turn.cancelled) {
-      this.push(frame('tts-stopped', { contextId: turn.ref.turnId }));
-      this.push(frame('llm-response-end', { responseId: turn.ref.turnId }));
+      this.push(frame('tts-stopped', { contextId: turn.key }));
+      this.push(frame('llm-response-end', { responseId: turn.key }));
     }
   }
 
@@ -320,7 +337,7 @@ export class S2SProcessor extends FrameProcessor {
   private botActive(): boolean {
     for (const turn of this.turns.values()) {
       if (!turn.started || turn.cancelled) continue;
-      const id = turn.ref.turnId;
+      const id = turn.key;
       if (!turn.ended || this.options.playout.playedMs(id) + 40 < this.options.playout.fedMs(id)) return true;
     }
     return false;
@@ -340,7 +357,7 @@ export class S2SProcessor extends FrameProcessor {
     const playout = this.options.playout;
     for (const turn of this.turns.values()) {
       if (!turn.started || turn.cancelled) continue;
-      const id = turn.ref.turnId;
+      const id = turn.key;
       const fully = turn.ended && playout.playedMs(id) + 40 >= playout.fedMs(id);
       if (fully) continue;
       turn.cancelled = true;
@@ -362,7 +379,7 @@ export class S2SProcessor extends FrameProcessor {
     const playout = this.options.playout;
     for (const turn of this.turns.values()) {
       if (!turn.started || !turn.ended || turn.cancelled || turn.heardReported) continue;
-      if (playout.playedMs(turn.ref.turnId) + 40 < playout.fedMs(turn.ref.turnId)) continue;
+      if (playout.playedMs(turn.key) + 40 < playout.fedMs(turn.key)) continue;
       const text = this.heardText(turn, 1);
       if (text) this.push(frame('tts-text', { text }));
     }

@@ -130,7 +130,7 @@ test.serial('barge-in: the face turn is cancelled at once, late provider audio i
   const turnFrames = speechFrames(s).filter((f) => f.type === 'speech' || f.type === 'speech-start');
   const playedMs = turnFrames.length * 40;
   t.true(Math.abs(truncate.audio_end_ms - playedMs) <= 80, `audio_end_ms ${truncate.audio_end_ms} vs ${playedMs} ms played by the face`);
-  t.true(truncate.audio_end_ms >= 1_000 && truncate.audio_end_ms < 2_000, `${truncate.audio_end_ms}`);
+  t.true(truncate.audio_end_ms >= 500 && truncate.audio_end_ms < 2_500, `${truncate.audio_end_ms} ms after ~1 s of playout`);
   t.true(truncate.itemAudioMs - truncate.audio_end_ms > 2_000, 'far less than the audio the provider sent');
   t.true(speechFrames(s).length >= framesBefore);
 

@@ -1,0 +1,196 @@
+/**
+ * third_party mode with ElevenLabs Conversational AI: the plugin (SDK for the signed URL and the
+ * agent check, `ws` for the conversation) against the local convai fake, a whole S2S pipeline
+ * with the real human-portrait face and a MemoryMediaSink.
+ */
+import test, { type ExecutionContext } from 'ava';
+import { Registry } from '../../core/index.ts';
+import { createElevenLabsConvaiPlugin } from '../../plugins/elevenlabs-convai/index.ts';
+import { startElevenLabsConvaiFake, type ElevenLabsConvaiFake, type ElevenLabsConvaiFakeOptions } from '../fakes/elevenlabs-convai.ts';
+import { fakeBotVoice } from '../fakes/s2s-turns.ts';
+import type { S2SAgentRecord } from '../../agent/s2s-pipeline.ts';
+import { agentRecord, alignment, concatAudio, speechFrames, startS2SSession, to16k, until, userUtterance, wait, type S2SSession } from './harness.ts';
+
+const AGENT = 'agent_fake_ada';
+const REPLY = 'Happy to help with that';
+
+async function withFake(t: ExecutionContext, options: ElevenLabsConvaiFakeOptions = {}): Promise<ElevenLabsConvaiFake> {
+  const fake = await startElevenLabsConvaiFake(options);
+  t.teardown(() => fake.close());
+  return fake;
+}
+
+const elAgent = (fields: Partial<S2SAgentRecord> = {}) => agentRecord({ sts_provider: 'elevenlabs-convai', sts_config_id: AGENT, ...fields });
+
+function session(t: ExecutionContext, fake: ElevenLabsConvaiFake, agent: S2SAgentRecord = elAgent(), extra: { apiKey?: string; reconnectAttempts?: number } = {}): Promise<S2SSession> {
+  return startS2SSession(t, agent, {
+    plugin: createElevenLabsConvaiPlugin({ baseUrl: fake.baseUrl, connectTimeoutMs: 5_000, turnGapMs: 400 }),
+    apiKey: extra.apiKey ?? fake.apiKey,
+    reconnectAttempts: extra.reconnectAttempts,
+  });
+}
+
+const connected = (fake: ElevenLabsConvaiFake, n = 1) => until(() => fake.connections.length >= n && fake.connections.at(-1)!.sent.includes('conversation_initiation_metadata'));
+const botDone = (s: S2SSession, turns = 1) =>
+  until(() => s.all().filter((f) => f.type === 'bot-stopped-speaking').length >= turns && !s.built.output.botSpeaking && s.all().filter((f) => f.type === 'tts-stopped').length >= turns, 15_000);
+
+test.serial('a user turn: transcripts arrive as frames, pings are answered, and the agent audio comes out of the face lip-synced (offset within 40 ms)', async (t) => {
+  const agents = { [AGENT]: { name: 'Ada', firstMessage: null, outputFormat: 'pcm_22050', allowOverrides: false } };
+  const fake = await withFake(t, { agents, replies: [REPLY], userTranscripts: ['can you help me'], pingIntervalMs: 100 });
+  const s = await session(t, fake);
+  t.true(await connected(fake));
+  s.say(userUtterance(400, 700));
+  t.true(await until(() => s.built.output.botSpeaking, 5_000));
+  t.true(await botDone(s));
+  t.true(s.all().some((f) => f.type === 'transcription' && f.final && f.text === 'can you help me'));
+  const kinds = s.outOf(s.built.s2s.name).map((f) => f.type);
+  t.true(kinds.indexOf('user-started-speaking') < kinds.indexOf('user-stopped-speaking'));
+  t.true(kinds.indexOf('user-stopped-speaking') < kinds.indexOf('tts-started'));
+  t.deepEqual(s.all().filter((f) => f.type === 'tts-text').map((f) => (f.type === 'tts-text' ? f.text : '')), [REPLY]);
+  t.true(s.all().some((f) => f.type === 'llm-text' && f.text === REPLY));
+
+  const frames = speechFrames(s).filter((f) => f.type === 'speech' || f.type === 'speech-start');
+  const reference = to16k(fakeBotVoice(REPLY, 22_050), 22_050);
+  const { lagMs, correlation } = alignment(concatAudio(frames.map((f) => f.audio)), reference);
+  t.true(correlation > 0.95, `r=${correlation.toFixed(3)}`);
+  t.true(Math.abs(lagMs) <= 40, `A/V offset ${lagMs} ms`);
+  t.true(Math.abs(frames.length * 640 - reference.length) <= 2 * 640);
+  await wait(150);
+  const pings = fake.connections[0]!.pongs;
+  t.true(pings.length >= 1, 'pongs sent');
+  t.deepEqual(s.errors(), []);
+  await s.worker.end();
+});
+
+test.serial("barge-in: the interruption cancels the face at once; audio with event_id <= the interruption's is dropped, the next response plays", async (t) => {
+  const long = Array.from({ length: 14 }, (_, i) => `part${i} more`).join(' ');
+  const fake = await withFake(t, { replies: [long, 'Sure'], audioChunkMs: 100, chunkIntervalMs: 60, lateAudioAfterInterruption: 3 });
+  const s = await session(t, fake);
+  t.true(await connected(fake));
+  s.say(userUtterance(300, 600));
+  t.true(await until(() => s.built.output.botSpeaking, 5_000));
+  await wait(800);
+  await s.sayRealtime(userUtterance(300, 700));
+  t.true(await until(() => fake.connections[0]!.interruptions.length === 1, 3_000));
+  const interruptedId = fake.connections[0]!.interruptions[0]!;
+  t.true(fake.lateAudio.length >= 1 && fake.lateAudio.every((id) => id <= interruptedId), 'stale audio was on the wire');
+
+  const avatarEvents = s.observer.events.filter((e) => e.source === s.built.avatar!.name && e.direction === 'downstream');
+  const cut = avatarEvents.findIndex((e) => e.frame.type === 'interruption');
+  t.true(cut > 0, 'the face was interrupted');
+  // The second response (a higher event id) plays after the cut.
+  t.true(await until(() => s.all().filter((f) => f.type === 'tts-text').length >= 2, 8_000));
+  const turns = s.all().filter((f) => f.type === 'tts-started').map((f) => (f.type === 'tts-started' ? f.contextId : ''));
+  t.deepEqual(turns.length, 2);
+  t.not(turns[1], `1/el-${interruptedId}`);
+  const after = s.observer.events.filter((e) => e.source === s.built.avatar!.name && e.direction === 'downstream').slice(cut);
+  const secondStart = after.findIndex((e) => e.frame.type === 'output-image' && e.frame.frameType === 'speech-start');
+  t.true(secondStart > 0);
+  // Between the cut and the next turn the face plays no speech: the stale chunks never reached it.
+  t.is(after.slice(0, secondStart).filter((e) => e.frame.type === 'output-audio').length, 0);
+  const played = concatAudio(after.slice(secondStart).filter((e) => e.frame.type === 'output-audio').map((e) => (e.frame.type === 'output-audio' ? e.frame.pcm : new Int16Array())));
+  t.true(alignment(played, to16k(fakeBotVoice('Sure', 16_000), 16_000)).correlation > 0.95, 'the next response is what plays');
+  const heard = s.all().filter((f) => f.type === 'tts-text').map((f) => (f.type === 'tts-text' ? f.text : ''));
+  t.true(heard[0]!.split(' ').length < long.split(' ').length);
+  await s.worker.end();
+});
+
+test.serial('the agent first message is spoken at the start; our agent fields are not sent without override_agent_settings', async (t) => {
+  const agents = { [AGENT]: { name: 'Ada', firstMessage: 'Welcome back', outputFormat: 'pcm_16000', allowOverrides: false } };
+  const fake = await withFake(t, { agents });
+  const s = await session(t, fake, elAgent({ starts_conversation: true, behaviour: { greeting: 'Hi there' }, voice_id: 'voice123' }));
+  t.true(await until(() => s.all().some((f) => f.type === 'tts-text'), 5_000));
+  t.deepEqual(s.all().filter((f) => f.type === 'tts-text').map((f) => (f.type === 'tts-text' ? f.text : '')), ['Welcome back']);
+  t.deepEqual(fake.connections[0]!.initiation, { type: 'conversation_initiation_client_data' });
+  await s.worker.end();
+});
+
+test.serial('override_agent_settings sends prompt, language, voice and greeting; an agent that forbids overrides ends the session with sts_bad_config', async (t) => {
+  const agents = {
+    [AGENT]: { name: 'Ada', firstMessage: null, outputFormat: 'pcm_16000', allowOverrides: true },
+    agent_locked: { name: 'Locked', firstMessage: null, outputFormat: 'pcm_16000', allowOverrides: false },
+  };
+  const fake = await withFake(t, { agents });
+  const fields = { language: 'de', voice_id: 'voice123', starts_conversation: true, behaviour: { greeting: 'Guten Tag' }, provider_config: { override_agent_settings: true, dynamic_variables: { user_name: 'Ana' } } };
+  const s = await session(t, fake, elAgent(fields));
+  t.true(await until(() => s.all().some((f) => f.type === 'tts-text'), 5_000));
+  t.deepEqual(fake.connections[0]!.initiation, {
+    type: 'conversation_initiation_client_data',
+    conversation_config_override: { agent: { prompt: { prompt: 'You are Ada, a friendly guide.' }, language: 'de', first_message: 'Guten Tag' }, tts: { voice_id: 'voice123' } },
+    dynamic_variables: { user_name: 'Ana' },
+  });
+  t.deepEqual(s.all().filter((f) => f.type === 'tts-text').map((f) => (f.type === 'tts-text' ? f.text : '')), ['Guten Tag']);
+  await s.worker.end();
+
+  const locked = await session(t, fake, elAgent({ ...fields, sts_config_id: 'agent_locked' }));
+  await locked.outcome;
+  t.like(locked.errors()[0], { fatal: true, code: 'sts_bad_config' });
+  t.regex(locked.errors()[0]!.message, /Override for field 'prompt' is not allowed/);
+});
+
+test.serial('a refused key ends the session with sts_auth_failed; an unknown agent id with sts_config_not_found; the key is in no frame', async (t) => {
+  const fake = await withFake(t);
+  const key = 'xi-wrong-key-never-leaked';
+  const s = await session(t, fake, elAgent(), { apiKey: key });
+  await s.outcome;
+  t.like(s.errors()[0], { fatal: true, code: 'sts_auth_failed' });
+  t.regex(s.errors()[0]!.message, /Invalid API key/);
+  t.false(JSON.stringify(s.all().map((f) => ({ ...f, cause: undefined }))).includes(key));
+  const unknown = await session(t, fake, elAgent({ sts_config_id: 'agent_nobody' }));
+  await unknown.outcome;
+  t.like(unknown.errors()[0], { fatal: true, code: 'sts_config_not_found' });
+  t.regex(unknown.errors()[0]!.message, /agent_nobody/);
+  const none = await session(t, fake, elAgent({ sts_config_id: null }));
+  await none.outcome;
+  t.like(none.errors()[0], { fatal: true, code: 'sts_config_not_found' });
+});
+
+test.serial('a dropped conversation: the turn ends with what was received, a new conversation starts with the transcript as context', async (t) => {
+  const fake = await withFake(t, { replies: ['this answer is cut by a network drop', 'second'], userTranscripts: ['first question', 'second question'], dropAfterChunks: 3 });
+  const s = await session(t, fake, elAgent(), { reconnectAttempts: 2 });
+  t.true(await connected(fake));
+  s.say(userUtterance(300, 600));
+  t.true(await until(() => s.errors().some((e) => e.code === 'sts_reconnected'), 5_000));
+  t.true(await connected(fake, 2));
+  t.true(await botDone(s));
+  const context = fake.connections[1]!.messages.find((m) => m.type === 'contextual_update');
+  t.regex(context.text, /User: first question/);
+  fake.setFaults({ dropAfterChunks: undefined });
+  s.say(userUtterance(300, 600));
+  t.true(await botDone(s, 2));
+  await s.worker.end();
+});
+
+test.serial('a conversation that cannot come back ends the session with sts_connection_lost', async (t) => {
+  const fake = await withFake(t);
+  const s = await session(t, fake, elAgent(), { reconnectAttempts: 1 });
+  t.true(await connected(fake));
+  await fake.close();
+  await s.outcome;
+  t.like(s.errors().find((e) => e.fatal), { code: 'sts_connection_lost' });
+});
+
+test.serial('a malformed message is skipped: the turn plays on', async (t) => {
+  const fake = await withFake(t, { replies: [REPLY], malformedAt: 2 });
+  const s = await session(t, fake);
+  t.true(await connected(fake));
+  s.say(userUtterance(300, 600));
+  t.true(await botDone(s));
+  t.deepEqual(s.errors(), []);
+  t.deepEqual(s.all().filter((f) => f.type === 'tts-text').map((f) => (f.type === 'tts-text' ? f.text : '')), [REPLY]);
+  await s.worker.end();
+});
+
+test.serial('verify answers valid for a good key and agent, invalid for a refused key or an unknown agent', async (t) => {
+  const fake = await withFake(t);
+  const registry = new Registry().use(createElevenLabsConvaiPlugin({ baseUrl: fake.baseUrl }));
+  const verify = (registry.info('sts', 'elevenlabs-convai').descriptor as any).verify;
+  t.deepEqual(await verify({ apiKey: fake.apiKey, configId: AGENT, providerConfig: {} }), { valid: true });
+  const bad = await verify({ apiKey: 'nope', configId: AGENT, providerConfig: {} });
+  t.false(bad.valid);
+  t.regex(bad.error, /authentication failed: Invalid API key/);
+  const unknown = await verify({ apiKey: fake.apiKey, configId: 'agent_nobody', providerConfig: {} });
+  t.false(unknown.valid);
+  t.regex(unknown.error, /agent_nobody/);
+  t.deepEqual(fake.restRequests.map((r) => r.path), ['/v1/convai/agents/agent_fake_ada', '/v1/convai/agents/agent_fake_ada', '/v1/convai/agents/agent_nobody']);
+});
