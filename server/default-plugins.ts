@@ -9,6 +9,7 @@ export const DEFAULT_PLUGINS = [
   { module: '../plugins/deepgram/index.ts', exportName: 'deepgramPlugin' },
   { module: '../plugins/elevenlabs/index.ts', exportName: 'elevenlabsPlugin' },
   { module: '../plugins/openai-realtime/index.ts', exportName: 'openaiRealtimePlugin' },
+  { module: '../plugins/elevenlabs-convai/index.ts', exportName: 'elevenlabsConvaiPlugin' },
 ] as const;
 
 /**
