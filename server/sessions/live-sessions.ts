@@ -63,6 +63,11 @@ interface LocalSession {
   finished: Promise<void> | null;
 }
 
+export const SESSION_RETRY = {
+  /** `retry_after_seconds` of `server_busy`: load changes quickly; a queueing widget checks again soon. */
+  serverBusySeconds: 5,
+} as const;
+
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Room names carry 192 random bits: knowing one is enough to end its session. */
@@ -104,7 +109,7 @@ export class LiveSessions {
   }
 
   async connect(request: ConnectRequest): Promise<SessionGrant> {
-    if (this.closing) throw new SessionError('server_busy', 'this server is shutting down', 5);
+    if (this.closing) throw new SessionError('server_busy', 'this server is shutting down', SESSION_RETRY.serverBusySeconds);
     if (!UUID_RE.test(request.agentId)) throw new SessionError('agent_not_found', `agent ${request.agentId} not found`);
     const row = await this.options.agents.findById(request.agentId);
     if (!row) throw new SessionError('agent_not_found', `agent ${request.agentId} not found`);
@@ -117,21 +122,24 @@ export class LiveSessions {
       if (problem) throw new SessionError('auth_failed', problem);
     }
 
-    const capacity = this.options.capacity ? this.options.capacity.tryAcquire() : null;
-    if (this.options.capacity && !capacity) throw new SessionError('server_busy', 'this server has no capacity for another session right now', 5);
+    // Taken inside the admission transaction, after the agent's own limit passed.
+    const held: { lease: { release(): void } | null } = { lease: null };
+    const gate = this.options.capacity;
+    const reserve = gate ? () => (held.lease = gate.tryAcquire()) !== null : undefined;
     const roomName = newRoomName();
     let admission;
     try {
-      admission = await this.store.admit({ agentId: row.agent_id, room: roomName, roomProvider: this.options.rooms.name, clientUserRef: request.clientUserRef, origin: request.origin ?? null });
+      admission = await this.store.admit({ agentId: row.agent_id, room: roomName, roomProvider: this.options.rooms.name, clientUserRef: request.clientUserRef, origin: request.origin ?? null }, reserve);
     } catch (err) {
-      capacity?.release();
+      held.lease?.release();
       throw err;
     }
     if (!admission.admitted) {
-      capacity?.release();
+      held.lease?.release();
       if (admission.reason === 'concurrency_limit') {
         throw new SessionError('concurrency_limit', `agent ${row.agent_id} already has ${admission.live} of ${admission.limit} sessions`, admission.retryAfterSeconds);
       }
+      if (admission.reason === 'server_busy') throw new SessionError('server_busy', 'this server has no capacity for another session right now', SESSION_RETRY.serverBusySeconds);
       throw new SessionError(admission.reason, admission.reason === 'agent_not_found' ? `agent ${row.agent_id} not found` : `agent ${row.agent_id} is not published`);
     }
     const { sessionId, callId } = admission;
@@ -142,10 +150,10 @@ export class LiveSessions {
     } catch (err) {
       this.log.warn({ err, sessionId }, 'room creation failed');
       await this.store.finish(sessionId, callId, { terminationReason: 'room_creation_failed', failureReason: 'room_creation_failed', participantCount: 0, metadata: { failure_detail: (err as Error).message } });
-      capacity?.release();
+      held.lease?.release();
       throw new SessionError('room_creation_failed', 'the WebRTC room could not be created');
     }
-    const local: LocalSession = { sessionId, callId, room, capacity, running: null, finished: null };
+    const local: LocalSession = { sessionId, callId, room, capacity: held.lease, running: null, finished: null };
     this.local.set(sessionId, local);
     this.byRoom.set(room.room, sessionId);
 

@@ -38,7 +38,7 @@ export interface AdmissionRequest {
 
 export type Admission =
   | { readonly admitted: true; readonly sessionId: string; readonly callId: string; readonly organizationId: string; readonly appliedLimitSeconds: number }
-  | { readonly admitted: false; readonly reason: 'agent_not_found' | 'agent_unpublished' }
+  | { readonly admitted: false; readonly reason: 'agent_not_found' | 'agent_unpublished' | 'server_busy' }
   | { readonly admitted: false; readonly reason: 'concurrency_limit'; readonly live: number; readonly limit: number; readonly retryAfterSeconds: number };
 
 export interface CallEnd {
@@ -69,8 +69,13 @@ export class SessionStore {
     this.leaseSeconds = (lease.leaseMs ?? SESSION_LEASE.leaseMs) / 1000;
   }
 
-  /** Checks and reserves a slot in one transaction (row lock on the agent). */
-  async admit(request: AdmissionRequest): Promise<Admission> {
+  /**
+   * Checks and reserves a slot in one transaction (row lock on the agent). `reserve`, when given,
+   * runs after the agent's own limit passed and before anything is written: it takes this
+   * process's capacity (synchronously); false refuses with `server_busy` and writes nothing. So
+   * the agent's limit answers first (429), and a process without capacity never records a call.
+   */
+  async admit(request: AdmissionRequest, reserve?: () => boolean): Promise<Admission> {
     return this.db.transaction(async (trx) => {
       const agent = await trx('agents').where('agent_id', request.agentId).forUpdate().first('agent_id', 'organization_id', 'status', 'max_concurrency', 'session_limit_seconds');
       if (!agent) return { admitted: false, reason: 'agent_not_found' } as const;
@@ -81,6 +86,7 @@ export class SessionStore {
         const count = Number(live?.n ?? 0);
         if (count >= limit) return { admitted: false, reason: 'concurrency_limit', live: count, limit, retryAfterSeconds: await this.retryAfter(trx, request.agentId) } as const;
       }
+      if (reserve && !reserve()) return { admitted: false, reason: 'server_busy' } as const;
       const sessionId = randomUUID();
       const callId = randomUUID();
       const appliedLimitSeconds = Number(agent.session_limit_seconds);

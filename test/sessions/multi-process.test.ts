@@ -1,0 +1,140 @@
+/**
+ * Admission that holds across processes, with real server processes (`server/main.ts`, as
+ * `npm start` runs it) sharing one PostgreSQL: 100 parallel connects split between two processes
+ * against max_concurrency 5 admit exactly 5. Then one process holding live sessions is killed
+ * (SIGKILL): its slots come back within the documented bound (one lease plus one reaper
+ * interval) and its calls end `failed` / `runner_lost`. SIGTERM on the other ends its sessions
+ * cleanly (`server_shutdown`). Every process group is killed at the end.
+ */
+import test from 'ava';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SESSION_LEASE } from '../../server/sessions/session-store.ts';
+import { createTestDatabase } from '../server/harness.ts';
+import { eventually } from './session-harness.ts';
+
+interface Proc {
+  child: ChildProcess;
+  url: string;
+  output: string;
+  exited: Promise<number | null>;
+}
+
+const procs: Proc[] = [];
+const dirs: string[] = [];
+let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
+
+const sharedStorage = mkdtempSync(join(tmpdir(), 'svc-multi-objects-'));
+dirs.push(sharedStorage);
+
+/** One server process; processes sharing a database share object storage too (docs/sessions.md). */
+function startServer(databaseUrl: string): Promise<Proc> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-multi-'));
+  dirs.push(dataDir);
+  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
+    cwd: join(import.meta.dirname, '..', '..'),
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATABASE_URL: databaseUrl, SVC_DATA_DIR: dataDir, STORAGE_ROOT: sharedStorage, LOG_LEVEL: 'warn', SVC_ENCRYPTION_KEY: 'multi-process-test-key', SVC_SIGNING_SECRET: 'multi-process-signing', SVC_MAX_FACE_SESSIONS: '8' },
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const proc: Proc = { child, url: '', output: '', exited: new Promise((resolve) => child.once('exit', (code) => resolve(code))) };
+  procs.push(proc);
+  return new Promise((resolve, reject) => {
+    const onData = (d: Buffer) => {
+      proc.output += d.toString();
+      const m = /svc server listening on (http:\/\/\S+)/.exec(proc.output);
+      if (m && !proc.url) {
+        proc.url = m[1]!;
+        // The first-start key line follows the listening lines; give it a moment to arrive.
+        setTimeout(() => resolve(proc), 200);
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', (d: Buffer) => (proc.output += d.toString()));
+    void proc.exited.then((code) => reject(new Error(`server exited (${code}) before listening:\n${proc.output}`)));
+  });
+}
+
+function killGroup(p: Proc, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-p.child.pid!, signal);
+  } catch {
+    // already gone
+  }
+}
+
+test.after.always(async () => {
+  for (const p of procs) killGroup(p, 'SIGKILL');
+  await Promise.all(procs.map((p) => p.exited));
+  await database?.drop();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+test('two processes on one PostgreSQL never over-admit; a killed process frees its slots within the lease bound', async (t) => {
+  database = await createTestDatabase('multi_process');
+  const a = await startServer(database.url);
+  const key = /^\s+(svc_\S+)\s*$/m.exec(a.output)?.[1];
+  t.truthy(key, `the first start prints a key:\n${a.output}`);
+  const b = await startServer(database.url);
+  const api = async (p: Proc, method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${p.url}${path}`, { method, headers: { 'x-api-key': key!, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
+  };
+  const created = await api(a, 'POST', '/v1/agents', { title: 'multi-process agent' });
+  t.is(created.status, 201);
+  const agentId = created.body.agent_id as string;
+  t.is((await api(b, 'PATCH', `/v1/agents/${agentId}`, { allowed_hostnames: ['*'], max_concurrency: 5 })).status, 200);
+  t.is((await api(a, 'PATCH', `/v1/agents/${agentId}/status`, { status: 'published' })).status, 200);
+
+  const connect = async (p: Proc) => {
+    const res = await fetch(`${p.url}/v1/public/agents/connect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ agent_id: agentId }) });
+    return { status: res.status, body: (await res.json()) as any, via: p };
+  };
+  const results = await Promise.all(Array.from({ length: 100 }, (_, i) => connect(i % 2 ? a : b)));
+  const admitted = results.filter((r) => r.status === 200);
+  const refused = results.filter((r) => r.status === 429);
+  t.is(admitted.length, 5, `${JSON.stringify(results.filter((r) => r.status !== 429 && r.status !== 200).map((r) => r.body))}\n${a.output}\n${b.output}`);
+  t.is(refused.length, 95, `${JSON.stringify([...new Set(results.map((r) => `${r.status} ${r.body.error_code} ${r.body.message}`))])}\n${(a.output + b.output).split("\n").filter((l) => l.includes("start failed")).slice(0, 3).join("\n")}`);
+  t.true(refused.every((r) => r.body.error_code === 'concurrency_limit' && r.body.retry_after_seconds >= 1));
+
+  // Kill -9 the process holding more of the sessions (both hold some unless the split was 5/0).
+  const heldBy = (p: Proc) => admitted.filter((r) => r.via === p).map((r) => r.body.session_id as string);
+  const [victim, survivor] = heldBy(a).length >= heldBy(b).length ? [a, b] : [b, a];
+  const lost = heldBy(victim);
+  t.true(lost.length >= 1);
+  killGroup(victim, 'SIGKILL');
+  await victim.exited;
+  const killedAt = Date.now();
+  t.is((await connect(survivor)).status, 429, 'right after the kill, the dead process still holds its leases');
+
+  // Its slots come back within one lease plus one reaper interval (plus slack for a loaded machine).
+  const bound = SESSION_LEASE.leaseMs + SESSION_LEASE.reaperIntervalMs;
+  const readmitted: any[] = [];
+  await eventually(async () => {
+    const r = await connect(survivor);
+    if (r.status === 200) readmitted.push(r.body);
+    return readmitted.length === lost.length;
+  }, bound + 10_000, 'the dead process to release its slots');
+  const freedAfter = Date.now() - killedAt;
+  t.log(`slots of the killed process admitted again after ${freedAfter} ms (bound ${bound} ms)`);
+  t.true(freedAfter >= SESSION_LEASE.leaseMs - SESSION_LEASE.heartbeatMs - 1000, 'not before the lease lapsed');
+  t.is((await connect(survivor)).status, 429, 'still exactly 5 live sessions');
+
+  const calls = await eventually(async () => {
+    const list = (await api(survivor, 'GET', `/v1/agents/${agentId}/calls?limit=100`)).body.data as any[];
+    return lost.every((id) => list.find((c) => c.session_id === id)?.status === 'failed') && list;
+  }, bound + 10_000, 'the reaper to fail the lost calls');
+  for (const id of lost) t.like(calls.find((c) => c.session_id === id), { status: 'failed', termination_reason: 'runner_lost', failure_reason: 'runner_lost' });
+  t.is(calls.length, 5 + readmitted.length, 'one call per admitted session');
+
+  // SIGTERM: the survivor ends its live sessions cleanly before exiting.
+  const live = [...heldBy(survivor), ...readmitted.map((r) => r.session_id as string)];
+  killGroup(survivor, 'SIGTERM');
+  t.is(await survivor.exited, 0);
+  const c = await startServer(database.url);
+  const after = (await api(c, 'GET', `/v1/agents/${agentId}/calls?limit=100`)).body.data as any[];
+  for (const id of live) t.like(after.find((x) => x.session_id === id), { status: 'completed', termination_reason: 'server_shutdown' });
+  t.is(after.filter((x) => x.status === 'active').length, 0);
+});
