@@ -127,9 +127,9 @@ test.serial('barge-in: the face turn is cancelled at once, late provider audio i
   await s.sayRealtime(userUtterance(200, 0));
   t.true(await until(() => fake.connections[0]!.truncates.length === 1, 3_000), 'a truncate was sent');
   const truncate = fake.connections[0]!.truncates[0]!;
-  const turnFrames = speechFrames(s).filter((f) => f.type === 'speech' || f.type === 'speech-start');
-  const playedMs = turnFrames.length * 40;
-  t.true(Math.abs(truncate.audio_end_ms - playedMs) <= 80, `audio_end_ms ${truncate.audio_end_ms} vs ${playedMs} ms played by the face`);
+  // What the user heard is what the output wrote to the sink (the face's paired audio, paced).
+  const playedMs = s.sink.audioMs;
+  t.true(Math.abs(truncate.audio_end_ms - playedMs) <= 60, `audio_end_ms ${truncate.audio_end_ms} vs ${playedMs} ms written by the output`);
   t.true(truncate.audio_end_ms >= 500 && truncate.audio_end_ms < 2_500, `${truncate.audio_end_ms} ms after ~1 s of playout`);
   t.true(truncate.itemAudioMs - truncate.audio_end_ms > 2_000, 'far less than the audio the provider sent');
   t.true(speechFrames(s).length >= framesBefore);
@@ -151,6 +151,24 @@ test.serial('barge-in: the face turn is cancelled at once, late provider audio i
   const heard = s.all().filter((f) => f.type === 'tts-text').map((f) => (f.type === 'tts-text' ? f.text : ''));
   t.is(heard.length, 1);
   t.true(heard[0]!.split(' ').length < long.split(' ').length, 'only the words played are reported heard');
+  await s.worker.end();
+});
+
+test.serial('an interruption from our side (e.g. a client request) cancels the provider response and truncates at the played position', async (t) => {
+  const long = Array.from({ length: 12 }, (_, i) => `clause${i} here`).join(' ');
+  const fake = await withFake(t, { replies: [long], audioChunkMs: 100, deltaIntervalMs: 60 });
+  const s = await session(t, fake);
+  t.true(await connected(fake));
+  s.say(userUtterance(300, 600));
+  t.true(await until(() => s.built.output.botSpeaking, 5_000));
+  await wait(600);
+  s.worker.interrupt();
+  t.true(await until(() => fake.connections[0]!.truncates.length === 1, 3_000));
+  const types = fake.connections[0]!.events.map((e) => e.type);
+  t.true(types.indexOf('response.cancel') >= 0 && types.indexOf('response.cancel') < types.indexOf('conversation.item.truncate'), 'cancel, then truncate');
+  const played = s.sink.audioMs;
+  t.true(Math.abs(fake.connections[0]!.truncates[0]!.audio_end_ms - played) <= 60, `${fake.connections[0]!.truncates[0]!.audio_end_ms} vs ${played} ms written by the output`);
+  t.true(fake.timeline.some((e) => e.kind === 'cancelled'));
   await s.worker.end();
 });
 
