@@ -109,10 +109,17 @@ export async function createServer(input: ServerInput, options: CreateServerOpti
   await services.generationJobs.failInterrupted();
   const sweepUploads = () => assets.sweepAbandonedUploads(new Date(Date.now() - config.uploadSessionTtlMs));
   await sweepUploads();
-  // Leftovers of a crashed process: half-assembled objects and idle-video work folders.
-  if (storage instanceof FilesystemStorage) await storage.sweepStaleTemporaries().catch((err) => logger.warn({ err }, 'storage temporaries sweep failed'));
-  await sweepStaleWorkDirs().catch((err) => logger.warn({ err }, 'generation work folder sweep failed'));
-  const sweepTimer = setInterval(() => void sweepUploads().catch((err) => logger.warn({ err }, 'upload sweep failed')), SERVER_DEFAULTS.uploadSweepIntervalMs);
+  // Leftovers of a crashed process (this one's predecessor, or a sibling sharing the storage):
+  // half-assembled objects and idle-video work folders. At start and with the hourly upload sweep.
+  const sweepLeftovers = async () => {
+    if (storage instanceof FilesystemStorage) await storage.sweepStaleTemporaries().catch((err) => logger.warn({ err }, 'storage temporaries sweep failed'));
+    await sweepStaleWorkDirs().catch((err) => logger.warn({ err }, 'generation work folder sweep failed'));
+  };
+  await sweepLeftovers();
+  const sweepTimer = setInterval(() => {
+    void sweepUploads().catch((err) => logger.warn({ err }, 'upload sweep failed'));
+    void sweepLeftovers();
+  }, SERVER_DEFAULTS.uploadSweepIntervalMs);
   sweepTimer.unref();
 
   const app = new Koa();
