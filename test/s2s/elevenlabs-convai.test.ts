@@ -22,15 +22,18 @@ async function withFake(t: ExecutionContext, options: ElevenLabsConvaiFakeOption
 
 const elAgent = (fields: Partial<S2SAgentRecord> = {}) => agentRecord({ sts_provider: 'elevenlabs-convai', sts_config_id: AGENT, ...fields });
 
-function session(t: ExecutionContext, fake: ElevenLabsConvaiFake, agent: S2SAgentRecord = elAgent(), extra: { apiKey?: string; reconnectAttempts?: number } = {}): Promise<S2SSession> {
-  return startS2SSession(t, agent, {
+async function session(t: ExecutionContext, fake: ElevenLabsConvaiFake, agent: S2SAgentRecord = elAgent(), extra: { apiKey?: string; reconnectAttempts?: number } = {}): Promise<S2SSession> {
+  current = await startS2SSession(t, agent, {
     plugin: createElevenLabsConvaiPlugin({ baseUrl: fake.baseUrl, connectTimeoutMs: 5_000, turnGapMs: 400 }),
     apiKey: extra.apiKey ?? fake.apiKey,
     reconnectAttempts: extra.reconnectAttempts,
   });
+  return current;
 }
 
-const connected = (fake: ElevenLabsConvaiFake, n = 1) => until(() => fake.connections.length >= n && fake.connections.at(-1)!.sent.includes('conversation_initiation_metadata'));
+let current: S2SSession | undefined;
+const connected = (fake: ElevenLabsConvaiFake, n = 1) =>
+  until(() => fake.connections.length >= n && fake.connections.at(-1)!.sent.includes('conversation_initiation_metadata') && (!current || current.built.s2s.live !== undefined));
 const botDone = (s: S2SSession, turns = 1) =>
   until(() => s.all().filter((f) => f.type === 'bot-stopped-speaking').length >= turns && !s.built.output.botSpeaking && s.all().filter((f) => f.type === 'tts-stopped').length >= turns, 15_000);
 

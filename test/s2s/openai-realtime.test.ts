@@ -19,16 +19,20 @@ async function withFake(t: ExecutionContext, options: OpenAIRealtimeFakeOptions 
   return fake;
 }
 
-function session(t: ExecutionContext, fake: OpenAIRealtimeFake, agent: S2SAgentRecord = agentRecord(), extra: { apiKey?: string; reconnectAttempts?: number; withFace?: boolean } = {}): Promise<S2SSession> {
-  return startS2SSession(t, agent, {
+async function session(t: ExecutionContext, fake: OpenAIRealtimeFake, agent: S2SAgentRecord = agentRecord(), extra: { apiKey?: string; reconnectAttempts?: number; withFace?: boolean } = {}): Promise<S2SSession> {
+  current = await startS2SSession(t, agent, {
     plugin: createOpenAIRealtimePlugin({ baseURL: fake.baseURL, tls: { ca: fake.ca }, connectTimeoutMs: 5_000 }),
     apiKey: extra.apiKey ?? fake.apiKey,
     reconnectAttempts: extra.reconnectAttempts,
     withFace: extra.withFace,
   });
+  return current;
 }
 
-const connected = (fake: OpenAIRealtimeFake, n = 1) => until(() => fake.connections.length >= n && fake.connections.at(-1)!.sent.includes('session.updated'));
+/** The fake sent session.updated for the n-th connection and the last session has it in hand. */
+let current: S2SSession | undefined;
+const connected = (fake: OpenAIRealtimeFake, n = 1) =>
+  until(() => fake.connections.length >= n && fake.connections.at(-1)!.sent.includes('session.updated') && (!current || current.built.s2s.live !== undefined));
 const botDone = (s: S2SSession) => until(() => s.all().some((f) => f.type === 'bot-stopped-speaking') && !s.built.output.botSpeaking, 15_000);
 
 test.serial('a user turn: transcripts arrive as frames and the provider audio comes out of the face lip-synced (each frame is the provider audio, offset within 40 ms)', async (t) => {
