@@ -7,62 +7,36 @@
  * cleanly (`server_shutdown`). Every process group is killed at the end.
  */
 import test from 'ava';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SESSION_LEASE } from '../../server/sessions/session-store.ts';
 import { createTestDatabase } from '../server/harness.ts';
 import { eventually } from './session-harness.ts';
+import { startServerProcess, type ServerProcess } from './server-process.ts';
 
-interface Proc {
-  child: ChildProcess;
-  url: string;
-  output: string;
-  exited: Promise<number | null>;
-}
+type Proc = ServerProcess;
 
 const procs: Proc[] = [];
 const dirs: string[] = [];
 let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
-
 const sharedStorage = mkdtempSync(join(tmpdir(), 'svc-multi-objects-'));
 dirs.push(sharedStorage);
 
 /** One server process; processes sharing a database share object storage too (docs/sessions.md). */
-function startServer(databaseUrl: string): Promise<Proc> {
+async function startServer(databaseUrl: string): Promise<Proc> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-multi-'));
   dirs.push(dataDir);
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
-    cwd: join(import.meta.dirname, '..', '..'),
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATABASE_URL: databaseUrl, SVC_DATA_DIR: dataDir, STORAGE_ROOT: sharedStorage, LOG_LEVEL: 'warn', SVC_ENCRYPTION_KEY: 'multi-process-test-key', SVC_SIGNING_SECRET: 'multi-process-signing', SVC_MAX_FACE_SESSIONS: '8' },
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const proc = await startServerProcess({
+    DATABASE_URL: databaseUrl, SVC_DATA_DIR: dataDir, STORAGE_ROOT: sharedStorage,
+    SVC_ENCRYPTION_KEY: 'multi-process-test-key', SVC_SIGNING_SECRET: 'multi-process-signing', SVC_MAX_FACE_SESSIONS: '8',
   });
-  const proc: Proc = { child, url: '', output: '', exited: new Promise((resolve) => child.once('exit', (code) => resolve(code))) };
   procs.push(proc);
-  return new Promise((resolve, reject) => {
-    const onData = (d: Buffer) => {
-      proc.output += d.toString();
-      const m = /svc server listening on (http:\/\/\S+)/.exec(proc.output);
-      if (m && !proc.url) {
-        proc.url = m[1]!;
-        // The first-start key line follows the listening lines; give it a moment to arrive.
-        setTimeout(() => resolve(proc), 200);
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (d: Buffer) => (proc.output += d.toString()));
-    void proc.exited.then((code) => reject(new Error(`server exited (${code}) before listening:\n${proc.output}`)));
-  });
+  return proc;
 }
 
 function killGroup(p: Proc, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-p.child.pid!, signal);
-  } catch {
-    // already gone
-  }
+  p.kill(signal);
 }
 
 test.after.always(async () => {
@@ -75,7 +49,7 @@ test.after.always(async () => {
 test('two processes on one PostgreSQL never over-admit; a killed process frees its slots within the lease bound', async (t) => {
   database = await createTestDatabase('multi_process');
   const a = await startServer(database.url);
-  const key = /^\s+(svc_\S+)\s*$/m.exec(a.output)?.[1];
+  const key = a.firstKey;
   t.truthy(key, `the first start prints a key:\n${a.output}`);
   const b = await startServer(database.url);
   const api = async (p: Proc, method: string, path: string, body?: unknown) => {

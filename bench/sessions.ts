@@ -1,0 +1,203 @@
+/**
+ * Live sessions as a visitor's client sees them: a real server process (`server/main.ts`, PGlite,
+ * offline engines, the human-portrait face at the session canvas 640x360) and headless WebRTC
+ * clients in this process (libwebrtc, the same library as the bot) going through the Session API.
+ *
+ * - connect_to_first_frame: connect request sent -> first avatar frame decoded at the client;
+ * - turn_ours: end of the visitor's speech -> first bot audio heard at the client, minus the
+ *   VAD's stop delay and the engines' own time (STT, LLM first token, TTS first audio) as the bot
+ *   reports them in its latency-report: what our pipeline, face, transport and the receiver's
+ *   jitter buffer add;
+ * - barge_in: the bot's user-started-speaking message at the client -> the last loud bot audio;
+ * - capacity: with N sessions live (each with a connected client), the client-side frame interval
+ *   jitter p99 (|interval - 40 ms|); the largest N whose p99 stays within 10 ms is what this
+ *   machine holds; REST GET p99 at 200 req/s while those sessions run.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { concat, silence } from '../core/audio.ts';
+import { LocalTTSService } from '../plugins/local/index.ts';
+import { RoomVisitor, waitFor } from '../test/agent/room-visitor.ts';
+import { startServerProcess, type ServerProcess } from '../test/sessions/server-process.ts';
+import { percentile, printJson, printTable } from './table.ts';
+
+const CONNECTS = 10;
+const TURNS = 10;
+const MAX_SESSIONS = 8;
+const WINDOW_MS = 5_000;
+const LOUD = 0.02;
+
+const voice = new LocalTTSService();
+async function speech(text: string): Promise<Int16Array> {
+  const parts: Int16Array[] = [];
+  for await (const e of voice.synthesize({ text, language: 'en', sampleRate: 16_000 })) if (e.type === 'audio') parts.push(e.pcm);
+  return concat([...parts, silence(200, 16_000)]);
+}
+
+interface Live {
+  visitor: RoomVisitor;
+  room: string;
+  frames: number[];
+}
+
+export async function run(): Promise<void> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-sessions-'));
+  let server: ServerProcess | undefined;
+  const live: Live[] = [];
+  try {
+    server = await startServerProcess({ SVC_DATA_DIR: dataDir, SVC_MAX_FACE_SESSIONS: String(MAX_SESSIONS + 2), DATABASE_URL: '' });
+    const key = server.firstKey!;
+    const api = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${server!.url}${path}`, { method, headers: { 'x-api-key': key, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+      return (await res.json().catch(() => undefined)) as any;
+    };
+    const agentId = (await api('POST', '/v1/agents', { title: 'bench' })).agent_id as string;
+    await api('PATCH', `/v1/agents/${agentId}`, { allowed_hostnames: ['*'], max_concurrency: -1, behaviour: { greeting: 'Hi.', greeting_mode: 'verbatim' } });
+    await api('PATCH', `/v1/agents/${agentId}/status`, { status: 'published' });
+
+    const open = async (): Promise<Live & { connectToFirstFrameMs: number }> => {
+      const t0 = performance.now();
+      const res = await fetch(`${server!.url}/v1/public/agents/connect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ agent_id: agentId }) });
+      const session = (await res.json()) as { room_url: string; token: string; error_code?: string };
+      if (!res.ok) throw new Error(`connect: ${res.status} ${JSON.stringify(session)}`);
+      const visitor = await RoomVisitor.join(session.room_url, session.token);
+      const entry: Live = { visitor, room: new URL(session.room_url).searchParams.get('room')!, frames: [] };
+      let first = 0;
+      visitor.onVideoFrame = () => {
+        const now = performance.now();
+        if (!first) first = now;
+        entry.frames.push(now);
+      };
+      if (!(await waitFor(() => first > 0, 20_000))) throw new Error('no frame within 20 s');
+      return { ...entry, connectToFirstFrameMs: first - t0 };
+    };
+    const close = async (l: Live) => {
+      l.visitor.close();
+      await fetch(`${server!.url}/v1/public/agents/connect/${l.room}`, { method: 'POST' });
+    };
+
+    // 1. Connect to first decoded frame, one session at a time.
+    const connects: number[] = [];
+    for (let i = 0; i < CONNECTS; i++) {
+      const l = await open();
+      connects.push(l.connectToFirstFrameMs);
+      await close(l);
+    }
+
+    // 2. Turns: end of the visitor's speech -> first bot audio at the client, and barge-in.
+    const turnTotal: number[] = [];
+    const turnOurs: number[] = [];
+    const bargeIn: number[] = [];
+    {
+      const l = await open();
+      live.push(l);
+      const v = l.visitor;
+      v.sendMessage({ type: 'client-ready', version: '1.0.0' });
+      await waitFor(() => v.ofType('transcript-turn').some((m) => m.owner === 'bot'), 20_000);
+      const question = await speech('What is your name?');
+      const joke = await speech('Tell me a joke');
+      const hello = await speech('Hello');
+      for (let i = 0; i < TURNS; i++) {
+        const reports = v.ofType('latency-report').length;
+        v.say(question);
+        await waitFor(() => !v.speaking, 10_000);
+        const spokeUntil = Date.now();
+        const heard = await waitFor(() => v.audioLevels.some((a) => a.at > spokeUntil && a.rms > LOUD) && v.ofType('latency-report').length > reports, 20_000);
+        if (!heard) continue;
+        const firstAudio = v.audioLevels.find((a) => a.at > spokeUntil && a.rms > LOUD)!.at;
+        const report = v.ofType('latency-report').at(-1)! as { stages: Record<string, number | null> };
+        const engines = ['vad_stop_ms', 'stt_ms', 'llm_ttfb_ms', 'tts_ttfb_ms'].reduce((sum, k) => sum + (report.stages[k] ?? 0), 0);
+        turnTotal.push(firstAudio - spokeUntil);
+        turnOurs.push(firstAudio - spokeUntil - engines);
+        await waitFor(() => v.ofType('bot-tts-stopped').length > reports + 1, 20_000);
+        await new Promise((r) => setTimeout(r, 300));
+      }
+      for (let i = 0; i < 5; i++) {
+        const mark = v.messages.length;
+        v.say(joke);
+        if (!(await waitFor(() => v.messages.slice(mark).some((m) => m.message.type === 'bot-started-speaking'), 20_000))) continue;
+        await new Promise((r) => setTimeout(r, 500));
+        const cutMark = v.messages.length;
+        v.say(hello);
+        if (!(await waitFor(() => v.messages.slice(cutMark).some((m) => m.message.type === 'user-started-speaking'), 10_000))) continue;
+        const cutAt = v.messages.slice(cutMark).find((m) => m.message.type === 'user-started-speaking')!.at;
+        await new Promise((r) => setTimeout(r, 1000));
+        const answerAt = v.messages.find((m) => m.at > cutAt && m.message.type === 'bot-started-speaking')?.at ?? cutAt + 1000;
+        const loud = v.audioLevels.filter((a) => a.at > cutAt && a.at < answerAt && a.rms > LOUD);
+        bargeIn.push(loud.length ? loud.at(-1)!.at - cutAt : 0);
+        await waitFor(() => !v.speaking, 5000);
+        await new Promise((r) => setTimeout(r, 1500));
+      }
+      await close(l);
+      live.pop();
+    }
+
+    // 3. Capacity: add sessions one by one; client-side jitter and REST p99 at 200 req/s with N live.
+    const capacity: Array<{ sessions: number; jitterP99: number; fps: number; restP99: number; restErrors: number }> = [];
+    for (let n = 1; n <= MAX_SESSIONS; n++) {
+      try {
+        live.push(await open());
+      } catch (err) {
+        console.log(`session ${n} could not start: ${(err as Error).message}`);
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+      for (const l of live) l.frames.length = 0;
+      const rest = await restLoad(`${server.url}/v1/agents/${agentId}`, key, 200, WINDOW_MS);
+      const jitters = live.flatMap((l) => l.frames.slice(1).map((t, i) => Math.abs(t - l.frames[i]! - 40)));
+      const fps = live.reduce((sum, l) => sum + l.frames.length, 0) / live.length / (WINDOW_MS / 1000);
+      capacity.push({ sessions: n, jitterP99: percentile(jitters, 99), fps, restP99: percentile(rest.latencies, 99), restErrors: rest.errors });
+      if (percentile(jitters, 99) > 10 && n >= 2 && capacity.at(-2)!.jitterP99 > 10) break;
+    }
+    const held = capacity.filter((c) => c.jitterP99 <= 10).reduce((m, c) => Math.max(m, c.sessions), 0);
+    const atHeld = capacity.find((c) => c.sessions === held);
+
+    printTable([
+      { figure: 'connect -> first frame (ms)', p50: percentile(connects, 50), p99: percentile(connects, 99), goal: 'p50 < 500, p99 < 1000' },
+      { figure: 'speech end -> first bot audio, total (ms)', p50: percentile(turnTotal, 50), p99: percentile(turnTotal, 99), goal: '' },
+      { figure: '  of which ours (engines subtracted)', p50: percentile(turnOurs, 50), p99: percentile(turnOurs, 99), goal: 'p99 < 30' },
+      { figure: 'barge-in -> bot audio stops at client (ms)', p50: percentile(bargeIn, 50), p99: percentile(bargeIn, 99), goal: '< 100' },
+    ]);
+    printTable(capacity.map((c) => ({ sessions: c.sessions, 'jitter p99 ms': c.jitterP99, 'fps/client': c.fps, 'REST p99 ms @200/s': c.restP99, 'REST errors': c.restErrors })));
+    printJson('sessions', {
+      connect_to_first_frame_p50_ms: percentile(connects, 50), connect_to_first_frame_p99_ms: percentile(connects, 99), connects: connects.length,
+      turn_total_p50_ms: percentile(turnTotal, 50), turn_total_p99_ms: percentile(turnTotal, 99),
+      turn_ours_p50_ms: percentile(turnOurs, 50), turn_ours_p99_ms: percentile(turnOurs, 99), turns: turnOurs.length,
+      barge_in_p50_ms: percentile(bargeIn, 50), barge_in_p99_ms: percentile(bargeIn, 99), barge_ins: bargeIn.length,
+      sessions_held_at_640x360: held, rest_get_p99_ms_at_held: atHeld?.restP99 ?? null,
+      capacity: capacity.map((c) => ({ n: c.sessions, jitter_p99_ms: Number(c.jitterP99.toFixed(1)), fps: Number(c.fps.toFixed(1)), rest_p99_ms: Number(c.restP99.toFixed(1)) })),
+    });
+  } finally {
+    for (const l of live) l.visitor.close();
+    server?.kill('SIGTERM');
+    const exited = await Promise.race([server?.exited, new Promise((r) => setTimeout(() => r('timeout'), 10_000))]);
+    if (exited === 'timeout') server?.kill('SIGKILL');
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** GET `url` at `rate` requests per second for `ms`; latencies of the answered ones. */
+async function restLoad(url: string, key: string, rate: number, ms: number): Promise<{ latencies: number[]; errors: number }> {
+  const latencies: number[] = [];
+  let errors = 0;
+  const pending: Promise<void>[] = [];
+  const start = performance.now();
+  for (let i = 0; i < (rate * ms) / 1000; i++) {
+    const due = start + (i * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const t0 = performance.now();
+    pending.push(
+      fetch(url, { headers: { 'x-api-key': key } })
+        .then(async (res) => {
+          await res.arrayBuffer();
+          if (res.ok) latencies.push(performance.now() - t0);
+          else errors++;
+        })
+        .catch(() => void errors++),
+    );
+  }
+  await Promise.all(pending);
+  return { latencies, errors };
+}
