@@ -174,7 +174,9 @@ export function createCapacityGate(options: CapacityGateOptions = {}): CapacityG
         lastRefusal = 'full';
         return null;
       }
-      if (overload().overloaded) {
+      // An idle gate admits regardless of load: with nothing running there is nothing to starve,
+      // and a start-up or request burst must not refuse the first visitor.
+      if (inUse > 0 && overload().overloaded) {
         refused.overloaded++;
         lastRefusal = 'overloaded';
         return null;
