@@ -73,7 +73,7 @@ export interface AppServer {
 /**
  * Builds the REST server: opens and migrates the database, seeds the catalogue, mounts every
  * resource router under /v1. Nothing listens until `listen()`, so other modules can first
- * mount their routers and attach an `upgrade` handler to `httpServer`.
+ * mount their routers and register upgrade paths on `httpServer` (`registerUpgrade`, http/upgrades.ts).
  */
 export async function createServer(input: ServerInput, options: CreateServerOptions = {}): Promise<AppServer> {
   const config = resolveConfig(input);
