@@ -105,6 +105,7 @@ async def test_a_25_fps_clock_with_a_jitter_buffer_and_underruns() -> None:
     assert all(v.rgb == RGB and (v.width, v.height) == (4, 2) for v in h.video)
     assert all(len(a.pcm) == 640 and a.sample_rate == 16_000 for a in h.audio), "before any TTS: 16 kHz"
     assert h.client.underruns == 1, "the buffer ran dry once and the clock stopped"
+    assert h.client.frames_played == 10
     h.push_idle(1)
     await h.ticks(3)
     assert len(h.audio) == 10, "after an underrun the jitter buffer refills first"
@@ -349,3 +350,16 @@ async def test_jpeg_pictures_are_decoded_to_rgb_or_passed_through_without_a_deco
                 pixel = np.frombuffer(v.rgb, dtype=np.uint8).reshape(8, 16, 3)[4, 8]
                 assert np.all(np.abs(pixel.astype(int) - [200, 30, 60]) < 12)
         await h.close()
+
+
+async def test_frames_buffered_before_the_first_tts_keep_the_rate_of_their_audio() -> None:
+    h = await Harness().start()
+    h.push_idle(5)  # buffered while the output rate is still unknown (16 kHz until the first TTS)
+    original = ramp(120, 24_000)
+    await h.client.say(original, 24_000)
+    h.push_speech(h.fake.sent, turn_id=1)
+    await h.ticks(12)
+    assert {a.sample_rate for a in h.audio} == {16_000, 24_000}
+    assert all(len(a.pcm) == a.sample_rate * 40 // 1000 for a in h.audio), "each frame's pcm is 40 ms at its rate"
+    assert np.array_equal(voiced(h.audio), original)
+    await h.close()

@@ -110,6 +110,8 @@ class _Buffered:
     rgb: asyncio.Future[bytes | None] | None
     #: Original-rate audio of this frame (silence unless it is speech).
     pcm: Int16Array
+    #: The rate of ``pcm`` (the output rate is only known once the first TTS audio came).
+    rate: int
 
 
 class SvcSTVClient:
@@ -183,6 +185,8 @@ class SvcSTVClient:
         self.underruns = 0
         #: Frames dropped to catch up with real time (diagnostics).
         self.dropped = 0
+        #: Ticks played so far: the number of audio frames handed to output_stream().
+        self.frames_played = 0
 
     @property
     def is_connected(self) -> bool:
@@ -380,7 +384,7 @@ class SvcSTVClient:
         pcm = turn.audio_for(frame.audio, rate, samples_out) if turn else np.zeros(samples_out, dtype=np.int16)
         if frame.final and frame.turn_id is not None:
             self._turns = [t for t in self._turns if t.server_turn_id != frame.turn_id]
-        self._buffer.append(_Buffered(frame, self._decode(frame), pcm))
+        self._buffer.append(_Buffered(frame, self._decode(frame), pcm, rate))
         # Re-sync: far behind real time, idle frames are the ones we can skip without losing speech.
         while len(self._buffer) > self._max_buffered:
             idle = next((b for b in self._buffer if b.frame.type == "idle"), None)
@@ -463,8 +467,10 @@ class SvcSTVClient:
         if speech and not self._speaking:
             self._speaking = True
             self._emit(STVEvent.BOT_STARTED_SPEAKING, {"turn_id": frame.turn_id})
-        rate = self._output_rate or SAMPLE_RATE
-        self._output.put_nowait(STVAudioFrame(pcm=pcm, sample_rate=rate, pts_ms=frame.pts_ms, frame_index=frame.index))
+        self._output.put_nowait(
+            STVAudioFrame(pcm=pcm, sample_rate=item.rate, pts_ms=frame.pts_ms, frame_index=frame.index)
+        )
+        self.frames_played += 1
         if frame.image is not None:
             self._output.put_nowait(
                 STVVideoFrame(

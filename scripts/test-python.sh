@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# `npm run test:python`: the Python client library (clients/python) in its own virtual environment,
+# clients/python/.venv (gitignored): created with python3 when missing, the package installed
+# (editable, with its [stv,test] extras) from the configured package index whenever pyproject.toml
+# changed, then `ruff check` and `pytest -q` (which also starts our real server, see
+# clients/python/tests/conftest.py). Exit status: non-zero on any failure, including no tests.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PKG="$ROOT/clients/python"
+VENV="$PKG/.venv"
+PYTHON="${PYTHON:-python3}"
+
+fail() {
+  echo "test:python: $*" >&2
+  exit 1
+}
+
+command -v "$PYTHON" >/dev/null 2>&1 ||
+  fail "python3 not found: install Python 3.10 or newer with venv (Debian/Ubuntu: apt-get install python3 python3-venv)"
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' ||
+  fail "$("$PYTHON" -V 2>&1) is too old: install Python 3.10 or newer (Debian/Ubuntu: apt-get install python3 python3-venv)"
+"$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1 ||
+  fail "$PYTHON cannot create virtual environments: install the venv module (Debian/Ubuntu: apt-get install python3-venv)"
+
+if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
+  rm -rf "$VENV"
+  "$PYTHON" -m venv "$VENV" >/dev/null ||
+    fail "could not create $VENV: install the venv module (Debian/Ubuntu: apt-get install python3-venv)"
+fi
+
+# Reinstall only when the package's metadata (or the venv's Python) changed: the install is editable.
+STAMP="$VENV/.svc-client-installed"
+WANT="$("$VENV/bin/python" -c 'import hashlib, sys; print(sys.version.split()[0], hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$PKG/pyproject.toml")"
+if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$WANT" ]; then
+  echo "test:python: installing clients/python[stv,test] into $VENV" >&2
+  # The public index may be unreachable on offline machines: fail over to the configured local index fast.
+  PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_RETRIES="${PIP_RETRIES:-0}" PIP_TIMEOUT="${PIP_TIMEOUT:-15}" \
+    "$VENV/bin/python" -m pip install --quiet -e "$PKG[stv,test]" ||
+    fail "pip could not install clients/python with its [stv,test] extras (see pip's output above)"
+  echo "$WANT" >"$STAMP"
+fi
+
+cd "$PKG"
+"$VENV/bin/python" -m ruff check --quiet . || fail "ruff found problems in clients/python (see above)"
+set +e
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider
+code=$?
+set -e
+[ "$code" -eq 5 ] && fail "pytest collected no tests in clients/python/tests"
+exit "$code"
