@@ -110,6 +110,15 @@ const round = (v: number) => Math.round(v * 10) / 10;
 const since = (a: number | null, b: number | null) => (a === null || b === null ? null : round(b - a));
 const offline = () => typeof navigator !== 'undefined' && navigator.onLine === false;
 
+/** The room name in an embedded room_url (`...?room=<name>`): what the release takes. */
+function roomOf(roomUrl: string): string | null {
+  try {
+    return new URL(roomUrl).searchParams.get('room');
+  } catch {
+    return null;
+  }
+}
+
 /** termination_reason of the bot's `session-ended` -> outcome. */
 function outcomeForEnding(reason: string): Outcome {
   switch (reason) {
@@ -157,7 +166,6 @@ export class Call {
   private readonly abort = new AbortController();
   private readonly timers = new Set<ReturnType<typeof setTimeout>>();
   private setupTimer: ReturnType<typeof setTimeout> | null = null;
-  private setupArmedAt = 0;
   private iceTimer: ReturnType<typeof setTimeout> | null = null;
   private sampler: ReturnType<typeof setInterval> | null = null;
   private queuing = false;
@@ -271,7 +279,6 @@ export class Call {
 
   private armSetupTimer(): void {
     if (this.setupTimer !== null) return;
-    this.setupArmedAt = performance.now();
     this.setupTimer = setTimeout(() => this.onSetupTimeout(), this.settings.setupTimeoutMs);
   }
 
@@ -285,7 +292,7 @@ export class Call {
     if (this.phase !== 'connect') return;
     const connectionState = this.host.connectionState;
     this.host.dispatch('ConnectionTimeout', {
-      duration_s: round((performance.now() - this.setupArmedAt) / 1000),
+      duration_s: this.settings.setupTimeoutMs / 1000,
       bot_state: this.host.botState,
       connection_state: connectionState,
     });
@@ -302,14 +309,20 @@ export class Call {
       this.connectAttempts++;
       this.marks.connectRequest = performance.now();
       let response: Response;
+      // Not aborted when the call ends meanwhile (hang-up, setup timeout): the server may admit
+      // the session anyway, and only the response names the room to release.
       try {
-        response = await fetch(`${endpoint}/v1/public/agents/connect`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body, signal: this.abort.signal, credentials: 'omit' });
+        response = await fetch(`${endpoint}/v1/public/agents/connect`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body, credentials: 'omit' });
       } catch {
         throw new CallFailure('network_error', offline() ? 'client_env' : 'unknown');
       }
-      this.httpStatus = response.status;
       const data = (await response.json().catch(() => null)) as Record<string, unknown> | null;
-      if (this.ended) throw new CallFailure('cancelled');
+      if (this.ended) {
+        const late = response.ok && data && isString(data.room_url) ? roomOf(data.room_url) : null;
+        if (late) this.release(late, 'fetch');
+        throw new CallFailure('cancelled');
+      }
+      this.httpStatus = response.status;
       if (response.ok) {
         this.marks.connectResponse = performance.now();
         if (this.queuing) this.leaveQueue();
@@ -357,11 +370,8 @@ export class Call {
 
   private async joinRoom(grant: SessionGrant): Promise<void> {
     this.sessionId = grant.session_id;
-    try {
-      this.roomName = new URL(grant.room_url).searchParams.get('room');
-    } catch {
-      throw new CallFailure('service_error');
-    }
+    this.roomName = roomOf(grant.room_url);
+    if (!this.roomName) throw new CallFailure('service_error');
     this.host.setConnectionState('connecting');
     let room: RoomConnection;
     try {

@@ -29,6 +29,8 @@ export interface WidgetServer extends TestServer {
   /** Creates and publishes an agent (allowed_hostnames `*` unless given); returns its id. */
   agent(fields?: Record<string, unknown>): Promise<string>;
   demoAgentId: string | null;
+  /** Rooms named by release requests (`POST /v1/public/agents/connect/{room}`) the server received, in order. */
+  readonly releases: string[];
 }
 
 export async function startWidgetServer(label = 'widget'): Promise<WidgetServer> {
@@ -37,12 +39,19 @@ export async function startWidgetServer(label = 'widget'): Promise<WidgetServer>
   const live = mountEmbeddedSessions(ts.server, rooms, {
     shutdownTimeoutMs: 5_000,
     providers: { stt: 'local', llm: 'local', vad: 'local', options: { 'stt:local': { phrases: [...DEFAULT_STT_PHRASES.en!, TOOL_PHRASE] } } },
-    runner: { tuning: { vadOptions: { stopMs: 500 } } },
+    runner: { tuning: { vadOptions: { stopMs: 500 } }, logger: { info: () => undefined, warn: () => undefined } },
   });
   const handle = ts as WidgetServer;
   const widget = mountWidget(ts.server, { demoAgentId: () => handle.demoAgentId });
   const stop = ts.stop.bind(ts);
+  // Observes (does not answer) the release requests reaching the server.
+  const releases: string[] = [];
+  ts.server.httpServer.on('request', (req) => {
+    const m = /^\/v1\/public\/agents\/connect\/([^/?]+)/.exec(req.url ?? '');
+    if (req.method === 'POST' && m) releases.push(decodeURIComponent(m[1]!));
+  });
   return Object.assign(handle, {
+    releases,
     rooms,
     live,
     widget,

@@ -1,0 +1,478 @@
+/**
+ * `<svc-agent>` in a real chromium against the real server: the widget script as served, the
+ * Session API admitting and releasing sessions, the BotRunner with the offline engines (espeak
+ * TTS, phrase STT, WebRTC VAD, rule-based responder) and the human-portrait face over embedded
+ * WebRTC. The visitor's microphone is chromium's fake capture device playing a WAV spoken by
+ * espeak. Nothing of ours is mocked. Time bounds only catch hangs; no timing goal is asserted.
+ *
+ * One chromium at a time (2-core machine): every test launches its own and closes it.
+ */
+import test, { type ExecutionContext } from 'ava';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Page } from 'playwright-core';
+import sharp from 'sharp';
+import { LocalTTSService } from '../../plugins/local/index.ts';
+import {
+  clickButton,
+  events,
+  launchBrowser,
+  RECORD_EVENTS,
+  speechWav,
+  startWidgetServer,
+  TOOL_PHRASE,
+  waitForEvent,
+  widgetView,
+  type RecordedEvent,
+  type WidgetBrowser,
+  type WidgetServer,
+} from './harness.ts';
+
+const GREETING = 'Hello, I am Ada.';
+const LONG_GREETING = 'Hello, I am Ada, your guide for this demonstration. I can tell you about our plans, our opening hours, the team behind the product, and how to get started in a few minutes.';
+const ELEMENT_EVENT_NAMES = [
+  'botIsSpeaking', 'ReceivedTranscriptTurn', 'ReceivedTranscriptUser', 'ReceivedTranscriptBot', 'ReceivedTranscriptBotPartial', 'BotTtsStopped',
+  'UserStartedSpeaking', 'UserStoppedSpeaking', 'ConnectionTimeout', 'UpdateBotState', 'UpdateConnectionState', 'UpdateQueuing',
+  'userSpeakingChanged', 'userVolume', 'botVolume',
+];
+const WINDOW_EVENT_NAMES = ['svcToolCall', 'LatencyReport', 'ConnectionTimingReport', 'SvcSessionOutcome'];
+
+let server: WidgetServer;
+let site: { url: string; close(): Promise<void> };
+let dir: string;
+const wavs: Record<string, string> = {};
+
+test.before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'svc-widget-test-'));
+  server = await startWidgetServer('widget_browser');
+  site = await startCustomerSite();
+  // The fake microphone plays these from the moment the widget opens it (the start click).
+  wavs.silent = await speechWav([60_000], dir, 'silent.wav');
+  wavs.question = await speechWav([9_000, 'What is your name?', 40_000], dir, 'question.wav');
+  wavs.bargeIn = await speechWav([7_000, 'What is your name?', 40_000], dir, 'barge-in.wav');
+  wavs.tool = await speechWav([6_000, TOOL_PHRASE, 40_000], dir, 'tool.wav');
+});
+
+test.after.always(async () => {
+  await site?.close();
+  await server?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** The customer's own site on another origin: a page that embeds the widget from the server, and an image for the agent preview. */
+async function startCustomerSite(): Promise<{ url: string; close(): Promise<void> }> {
+  const png = await sharp({ create: { width: 320, height: 240, channels: 3, background: { r: 40, g: 120, b: 200 } } }).png().toBuffer();
+  const http: Server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    if (url.pathname === '/preview.png') return void res.writeHead(200, { 'Content-Type': 'image/png' }).end(png);
+    if (url.pathname === '/page') {
+      const agent = url.searchParams.get('agent')!;
+      const api = url.searchParams.get('api')!;
+      const extra = url.searchParams.get('extra') ?? '';
+      const bg = url.searchParams.get('bg') ?? '#ffffff';
+      res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
+      res.end(`<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<script src="${api}/widget/latest/svc-agent.js"></script></head><body style="background:${bg};margin:16px">
+<svc-agent id="one" agent-id="${agent}" core-api-endpoint="${api}" ${extra}></svc-agent>
+${url.searchParams.get('two') ? `<svc-agent id="two" agent-id="${agent}" core-api-endpoint="${api}"></svc-agent>` : ''}
+</body></html>`);
+      return;
+    }
+    res.writeHead(404).end();
+  });
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+  return {
+    url,
+    close: () => new Promise<void>((resolve) => {
+      http.closeAllConnections();
+      http.close(() => resolve());
+    }),
+  };
+}
+
+async function open(browser: WidgetBrowser, url: string, t: ExecutionContext): Promise<Page> {
+  const page = await browser.context.newPage();
+  page.on('pageerror', (e) => t.log(`page error: ${e.message}`));
+  await page.addInitScript(RECORD_EVENTS);
+  await page.goto(url);
+  await page.waitForFunction(() => customElements.get('svc-agent') !== undefined);
+  return page;
+}
+
+const customerPage = (agentId: string, params: Record<string, string> = {}) =>
+  `${site.url}/page?${new URLSearchParams({ agent: agentId, api: server.url, ...params })}`;
+
+async function withBrowser<T>(t: ExecutionContext, options: Parameters<typeof launchBrowser>[0], run: (browser: WidgetBrowser) => Promise<T>): Promise<T> {
+  const browser = await launchBrowser(options);
+  try {
+    return await run(browser);
+  } finally {
+    await browser.close();
+  }
+}
+
+async function eventually<T>(check: () => Promise<T | undefined | false>, ms: number, what: string): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await check();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function callRecord(agentId: string, sessionId: string): Promise<any> {
+  const calls = await server.call('GET', `/v1/agents/${agentId}/calls?limit=100`);
+  return (calls.body.data as any[]).find((c) => c.session_id === sessionId);
+}
+
+/** Waits until the server ended the session's call (released, hung up, ...). */
+const callEnded = (agentId: string, sessionId: string, ms = 15_000) =>
+  eventually(async () => {
+    const c = await callRecord(agentId, sessionId);
+    return c && c.ended_at ? c : undefined;
+  }, ms, `the call record of ${sessionId} to end`);
+
+function outcomes(all: RecordedEvent[]) {
+  return all.filter((e) => e.name === 'SvcSessionOutcome').map((e) => e.detail);
+}
+
+/** Spec rule: the four window events on window only; everything else on the element, bubbling and composed. */
+function assertTargets(t: ExecutionContext, all: RecordedEvent[], elementIds: readonly string[] = ['one', 'agent']) {
+  for (const e of all) {
+    t.true(e.isCustom, `${e.name} is a CustomEvent`);
+    if (WINDOW_EVENT_NAMES.includes(e.name)) t.is(e.target, 'window', `${e.name} is dispatched on window`);
+    else {
+      t.true(ELEMENT_EVENT_NAMES.includes(e.name), `known event ${e.name}`);
+      t.true(elementIds.includes(e.target), `${e.name} is dispatched on the element (got ${e.target})`);
+      t.true(e.bubbles && e.composed, `${e.name} bubbles and is composed`);
+    }
+  }
+}
+
+/** The outcome detail has exactly the spec's keys (sessionId only once a session exists). */
+function assertOutcomeShape(t: ExecutionContext, d: any, hasSession: boolean) {
+  const keys = ['outcome', 'phase', 'faultDomain', 'agentId', 'instanceId', 'httpStatus', 'elapsedMs', 'widgetVersion', ...(hasSession ? ['sessionId'] : [])];
+  t.deepEqual(Object.keys(d).sort(), keys.sort());
+  t.true(['connect', 'session'].includes(d.phase));
+  t.true(['client_env', 'ojin', 'backend', 'unknown'].includes(d.faultDomain));
+  t.is(d.widgetVersion, '1.0.0');
+  t.regex(d.instanceId, /^[0-9a-f-]{36}$/);
+  t.true(Number.isInteger(d.elapsedMs) && d.elapsedMs >= 0);
+}
+
+test.serial('before the call: the public record gives the title and preview; the page embeds the widget from another origin', async (t) => {
+  const agentId = await server.agent({ title: 'Ada from Acme', preview_url: `${site.url}/preview.png` });
+  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+    const page = await open(browser, customerPage(agentId), t);
+    await page.waitForFunction(() => (document.querySelector('svc-agent') as HTMLElement).dataset.record === 'loaded');
+    const view = await widgetView(page);
+    t.is(view.title, 'Ada from Acme');
+    t.is(view.previewSrc, `${site.url}/preview.png`);
+    t.is(view.view, 'idle');
+    t.deepEqual(view.buttons, ['Start conversation']);
+    const shown = await page.$eval('svc-agent', (el) => {
+      const img = el.shadowRoot!.querySelector('.preview') as HTMLImageElement;
+      return { loaded: img.complete && img.naturalWidth === 320, visible: getComputedStyle(img).display !== 'none' && getComputedStyle(img).visibility !== 'hidden' };
+    });
+    t.deepEqual(shown, { loaded: true, visible: true }, 'the preview image is shown');
+    t.is(await page.evaluate('typeof window.SvcRoom'), 'undefined', 'the bundled room client defines nothing on the page');
+    t.deepEqual(await events(page), [], 'no events before the visitor acts');
+
+    // Keyboard: the start button is reachable with Tab and works with Enter.
+    await page.keyboard.press('Tab');
+    t.is(await page.evaluate(() => (document.activeElement?.shadowRoot?.activeElement as HTMLElement | null)?.textContent), 'Start conversation');
+    await page.keyboard.press('Enter');
+    const ok = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect outcome');
+    t.like(ok.detail, { outcome: 'success', phase: 'connect', faultDomain: 'unknown', agentId, httpStatus: 200 });
+    // Focus stays on a control when the start button goes away.
+    t.is(await page.evaluate(() => (document.activeElement?.shadowRoot?.activeElement as HTMLElement | null)?.textContent), 'Hang up');
+    await page.keyboard.press('Enter');
+    const ended = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'session outcome');
+    t.like(ended.detail, { outcome: 'ended_by_visitor', faultDomain: 'unknown', sessionId: ok.detail.sessionId });
+    const record = await callEnded(agentId, ok.detail.sessionId);
+    t.true(['client_hung_up', 'client_released'].includes(record.termination_reason), record.termination_reason);
+    assertTargets(t, await events(page));
+  });
+});
+
+test.serial('a full conversation: greeting heard, a question through the microphone, transcripts, speaking states, video frames, reports, hang-up', async (t) => {
+  const agentId = await server.agent({ behaviour: { greeting: GREETING } });
+  await withBrowser(t, { microphone: wavs.question }, async (browser) => {
+    const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
+    await page.waitForFunction(() => (document.querySelector('svc-agent') as HTMLElement).dataset.record === 'loaded');
+    await clickButton(page, 'Start conversation');
+    t.like((await widgetView(page)).buttons, ['Cancel']);
+    const connected = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect outcome');
+    assertOutcomeShape(t, connected.detail, true);
+    t.like(connected.detail, { outcome: 'success', phase: 'connect', faultDomain: 'unknown', agentId, httpStatus: 200 });
+    const sessionId = connected.detail.sessionId as string;
+
+    // The greeting: the bot speaks, its sound reaches the page's audio element (levels sampled from the received track).
+    await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'bot', 30_000, 'greeting turn');
+    const audio = await page.$eval('svc-agent', (el) => {
+      const a = el.shadowRoot!.querySelector('audio')!;
+      const v = el.shadowRoot!.querySelector('video')!;
+      const stream = a.srcObject as MediaStream | null;
+      return { paused: a.paused, muted: a.muted, tracks: stream?.getTracks().map((x) => `${x.kind}:${x.readyState}`), videoMuted: v.muted, playsInline: v.playsInline };
+    });
+    t.deepEqual(audio, { paused: false, muted: false, tracks: ['audio:live'], videoMuted: true, playsInline: true }, 'bot sound plays from the peer connection through the audio element; the video is muted and inline');
+    const frames1 = await videoSnapshot(page);
+    await new Promise((r) => setTimeout(r, 1500));
+    const frames2 = await videoSnapshot(page);
+    t.true(frames2.decoded > frames1.decoded + 10, `video frames keep arriving (${frames1.decoded} -> ${frames2.decoded})`);
+    t.true(frames1.width > 0 && frames1.height > 0, 'the avatar video has a size');
+
+    // The question (spoken by the fake microphone 9 s after the click) and the answer.
+    const userTurn = await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'user', 40_000, 'user turn');
+    t.deepEqual(userTurn.detail, { owner: 'user', text: 'What is your name?', final: true });
+    const answer = await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'bot' && e.detail.text !== GREETING, 40_000, 'answer turn');
+    t.regex(answer.detail.text, /assistant/i);
+    const latency = await waitForEvent(page, (e) => e.name === 'LatencyReport', 10_000, 'latency report');
+    const all = await events(page);
+    const speaking = all.filter((e) => e.name === 'botIsSpeaking').map((e) => e.detail.isSpeaking);
+    t.deepEqual(speaking.slice(0, 4), [true, false, true, false], 'botIsSpeaking true then false, for the greeting and the answer');
+
+    // Exact detail shapes.
+    const first = (name: string) => all.find((e) => e.name === name)!;
+    t.deepEqual(Object.keys(first('ReceivedTranscriptUser').detail).sort(), ['final', 'text', 'timestamp', 'user']);
+    t.is(first('ReceivedTranscriptUser').detail.text, 'What is your name?');
+    t.false(Number.isNaN(Date.parse(first('ReceivedTranscriptUser').detail.timestamp)));
+    t.deepEqual(Object.keys(first('ReceivedTranscriptBot').detail), ['text']);
+    t.deepEqual(Object.keys(first('ReceivedTranscriptBotPartial').detail).sort(), ['final', 'owner', 'text']);
+    t.like(first('ReceivedTranscriptBotPartial').detail, { owner: 'bot', final: false });
+    t.is(first('BotTtsStopped').detail, null);
+    t.is(first('UserStartedSpeaking').detail, null);
+    t.is(first('UserStoppedSpeaking').detail, null);
+    t.deepEqual(Object.keys(first('UpdateBotState').detail), ['botState']);
+    t.deepEqual(Object.keys(first('UpdateConnectionState').detail), ['connectionState']);
+    t.deepEqual(Object.keys(first('userSpeakingChanged').detail), ['isSpeaking']);
+    t.deepEqual(Object.keys(first('userVolume').detail), ['volume']);
+    t.deepEqual(Object.keys(first('botVolume').detail), ['volume']);
+    t.true(all.some((e) => e.name === 'botVolume' && e.detail.volume > 0.01), 'the bot is heard at the page (botVolume)');
+    t.true(all.some((e) => e.name === 'userVolume' && e.detail.volume > 0.01), 'the microphone is heard (userVolume)');
+    t.deepEqual(all.filter((e) => e.name === 'UpdateConnectionState').map((e) => e.detail.connectionState), ['requesting', 'connecting', 'connected', 'ready']);
+    const botStates = all.filter((e) => e.name === 'UpdateBotState').map((e) => e.detail.botState);
+    t.is(botStates[0], 'initializing');
+    for (const s of ['listening', 'speaking', 'thinking']) t.true(botStates.includes(s), `botState ${s} seen: ${botStates.join(',')}`);
+
+    const timing = all.find((e) => e.name === 'ConnectionTimingReport')!.detail;
+    t.like(timing, { sessionId, agentId, instanceId: connected.detail.instanceId, connectAttempts: 1 });
+    for (const mark of ['scriptStart', 'startClicked', 'microphoneReady', 'connectRequest', 'connectResponse', 'signallingJoined', 'iceConnected', 'firstVideoFrame', 'botReady']) {
+      t.is(typeof timing.marks[mark], 'number', `mark ${mark}`);
+    }
+    t.true(timing.marks.scriptStart <= timing.marks.startClicked && timing.marks.startClicked <= timing.marks.connectRequest && timing.marks.connectRequest <= timing.marks.connectResponse && timing.marks.connectResponse <= timing.marks.signallingJoined && timing.marks.signallingJoined <= timing.marks.iceConnected);
+    t.true(timing.durations.totalMs > 0);
+    t.log(`connection timing: ${JSON.stringify(timing.durations)}`);
+
+    t.like(latency.detail, { sessionId, agentId, instanceId: connected.detail.instanceId });
+    t.deepEqual(Object.keys(latency.detail.stages).sort(), ['avatarMs', 'llmTtfbMs', 'sttMs', 'ttsTtfbMs', 'vadStopMs']);
+    t.is(typeof latency.detail.userStoppedToBotAudioMs, 'number');
+    t.is(typeof latency.detail.userStoppedToBotAudioHeardMs, 'number', 'the page heard the answer after the visitor stopped');
+    t.log(`latency: ${JSON.stringify(latency.detail)}`);
+    t.is((await widgetView(page)).video, 'on');
+
+    await clickButton(page, 'Hang up');
+    const ended = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'session outcome');
+    assertOutcomeShape(t, ended.detail, true);
+    t.like(ended.detail, { outcome: 'ended_by_visitor', faultDomain: 'unknown', sessionId, instanceId: connected.detail.instanceId });
+    t.deepEqual(outcomes(await events(page)).map((o) => `${o.phase}:${o.outcome}`), ['connect:success', 'session:ended_by_visitor'], 'one outcome per phase');
+    const view = await widgetView(page);
+    t.like(view, { view: 'ended', video: 'off', status: 'The conversation has ended.' });
+    t.deepEqual(view.buttons, ['Start again']);
+    t.true(['client_hung_up', 'client_released'].includes((await callEnded(agentId, sessionId)).termination_reason));
+    assertTargets(t, await events(page));
+    await screenshot(page, 'docs/media/widget-ended.png');
+  });
+});
+
+async function spokenMs(text: string): Promise<number> {
+  const voice = new LocalTTSService();
+  let samples = 0;
+  for await (const e of voice.synthesize({ text, language: 'en', sampleRate: 16_000 })) if (e.type === 'audio') samples += e.pcm.length;
+  return Math.round(samples / 16);
+}
+
+async function videoSnapshot(page: Page): Promise<{ decoded: number; width: number; height: number }> {
+  return page.$eval('svc-agent', (el) => {
+    const v = el.shadowRoot!.querySelector('video')!;
+    return { decoded: v.getVideoPlaybackQuality().totalVideoFrames, width: v.videoWidth, height: v.videoHeight };
+  });
+}
+
+/** Screenshots of the widget's states for docs/media, only when SVC_WIDGET_SCREENSHOTS=1 (a normal run leaves the tree clean). */
+async function screenshot(page: Page, path: string, selector = 'svc-agent'): Promise<void> {
+  if (process.env.SVC_WIDGET_SCREENSHOTS !== '1') return;
+  const box = (await page.locator(selector).first().boundingBox())!;
+  await page.screenshot({ path, clip: { x: Math.max(0, box.x - 8), y: Math.max(0, box.y - 8), width: box.width + 16, height: box.height + 16 } });
+}
+
+test.serial('barge-in: the visitor talks over the greeting; the bot stops and answers', async (t) => {
+  const greetingMs = await spokenMs(LONG_GREETING);
+  const agentId = await server.agent({ behaviour: { greeting: LONG_GREETING } });
+  await withBrowser(t, { microphone: wavs.bargeIn }, async (browser) => {
+    const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
+    await clickButton(page, 'Start conversation');
+    const connected = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect outcome');
+    t.is(connected.detail.outcome, 'success');
+    await waitForEvent(page, (e) => e.name === 'botIsSpeaking' && e.detail.isSpeaking, 20_000, 'greeting starts');
+    // Screenshot of the speaking state while the greeting plays.
+    await screenshot(page, 'docs/media/widget-speaking.png');
+    const userTurn = await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'user', 40_000, 'user turn');
+    t.is(userTurn.detail.text, 'What is your name?');
+    await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'bot' && /assistant/i.test(e.detail.text), 40_000, 'answer');
+    const all = await events(page);
+    const started = all.find((e) => e.name === 'botIsSpeaking' && e.detail.isSpeaking)!;
+    const visitorSpoke = all.find((e) => e.name === 'userSpeakingChanged' && e.detail.isSpeaking)!;
+    const stopped = all.find((e) => e.name === 'BotTtsStopped')!;
+    const quiet = all.find((e) => e.name === 'botIsSpeaking' && !e.detail.isSpeaking)!;
+    t.true(started.at < visitorSpoke.at && visitorSpoke.at < stopped.at, 'the visitor spoke while the greeting played, then it stopped');
+    t.true(stopped.at - started.at < greetingMs - 2_000, `the greeting stopped after ${Math.round(stopped.at - started.at)} ms of its ${greetingMs} ms`);
+    t.true(quiet.at >= visitorSpoke.at, 'botIsSpeaking went false after the visitor started');
+    t.true(all.some((e) => e.name === 'UserStartedSpeaking'), 'the bot heard the visitor start');
+    t.true(all.filter((e) => e.name === 'botIsSpeaking').map((e) => e.detail.isSpeaking).join().startsWith('true,false,true'), 'then the bot spoke its answer');
+    const greetingTurn = all.find((e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'bot')!;
+    t.log(`greeting turn as reported by the bot: "${greetingTurn.detail.text}"`);
+    await clickButton(page, 'Hang up');
+    await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'session outcome');
+    assertTargets(t, await events(page), ['agent']);
+  });
+});
+
+test.serial('a refused microphone ends the attempt with mic_permission_denied (client_env), shown in plain words, no session', async (t) => {
+  const agentId = await server.agent({});
+  await withBrowser(t, { denyMicrophone: true }, async (browser) => {
+    const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
+    await clickButton(page, 'Start conversation');
+    const outcome = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 15_000, 'outcome');
+    assertOutcomeShape(t, outcome.detail, false);
+    t.like(outcome.detail, { outcome: 'mic_permission_denied', phase: 'connect', faultDomain: 'client_env', httpStatus: null, agentId });
+    const view = await widgetView(page);
+    t.is(view.view, 'error');
+    t.regex(view.status, /Microphone access is blocked/);
+    t.deepEqual(view.buttons, ['Try again']);
+    const calls = await server.call('GET', `/v1/agents/${agentId}/calls`);
+    t.is(calls.body.data.length, 0, 'no session was started');
+    t.deepEqual((await events(page)).map((e) => e.name), ['UpdateBotState', 'UpdateConnectionState', 'UpdateBotState', 'UpdateConnectionState', 'SvcSessionOutcome']);
+    await screenshot(page, 'docs/media/widget-error.png');
+  });
+});
+
+test.serial('two widgets on one page: distinct instanceIds; at max_concurrency the second waits in the queue (429) and is admitted after the first releases', async (t) => {
+  // A short session limit keeps retry_after_seconds (derived from the live session's hard end) small.
+  const agentId = await server.agent({ max_concurrency: 1, session_limit_seconds: 12, behaviour: { greeting: GREETING } });
+  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+    const page = await open(browser, customerPage(agentId, { two: '1' }), t);
+    await clickButton(page, 'Start conversation', '#one');
+    const first = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'connect', 40_000, 'first connects');
+    t.is(first.detail.outcome, 'success');
+    await clickButton(page, 'Start conversation', '#two');
+    await waitForEvent(page, (e) => e.name === 'UpdateQueuing' && e.target === 'two' && e.detail.queuing === true, 15_000, 'second queued');
+    const queuedView = await widgetView(page, '#two');
+    t.is(queuedView.view, 'queued');
+    t.deepEqual(queuedView.buttons, ['Cancel']);
+    await screenshot(page, 'docs/media/widget-queued.png', '#two');
+    await clickButton(page, 'Hang up', '#one');
+    const second = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'connect' && e.detail.instanceId !== first.detail.instanceId, 45_000, 'second admitted');
+    t.like(second.detail, { outcome: 'success', httpStatus: 200 });
+    t.not(second.detail.instanceId, first.detail.instanceId, 'each element has its own instanceId');
+    t.not(second.detail.sessionId, first.detail.sessionId);
+    const all = await events(page);
+    t.deepEqual(all.filter((e) => e.name === 'UpdateQueuing').map((e) => `${e.target}:${e.detail.queuing}`), ['two:true', 'two:false']);
+    const firstEnd = all.find((e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session')!;
+    t.like(firstEnd.detail, { outcome: 'ended_by_visitor', instanceId: first.detail.instanceId });
+    const timing = all.filter((e) => e.name === 'ConnectionTimingReport').map((e) => e.detail).find((d) => d.instanceId === second.detail.instanceId)!;
+    t.true(timing.connectAttempts >= 2, `${timing.connectAttempts} connect attempts`);
+    t.true(timing.durations.queuedMs > 0);
+    t.true(all.find((e) => e.name === 'UpdateQueuing' && !e.detail.queuing)!.at > firstEnd.at, 'admitted only after the first released');
+    await clickButton(page, 'Hang up', '#two');
+    await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session' && e.detail.instanceId === second.detail.instanceId, 10_000, 'second ends');
+    assertTargets(t, await events(page), ['one', 'two']);
+  });
+});
+
+test.serial('connection timeout: ConnectionTimeout with its detail, the widget resets to an error with retry, the session is released; retry connects', async (t) => {
+  const agentId = await server.agent({});
+  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+    // 0.05 s cannot cover the connect request (admission, room, bot start): the real setup overruns it.
+    const page = await open(browser, customerPage(agentId, { extra: 'connect-timeout="0.05"' }), t);
+    const before = server.releases.length;
+    await clickButton(page, 'Start conversation');
+    const timeout = await waitForEvent(page, (e) => e.name === 'ConnectionTimeout', 15_000, 'timeout');
+    t.deepEqual(Object.keys(timeout.detail).sort(), ['bot_state', 'connection_state', 'duration_s']);
+    t.is(timeout.detail.duration_s, 0.05, 'the setup timeout that was exceeded');
+    t.is(timeout.detail.connection_state, 'requesting');
+    t.is(timeout.detail.bot_state, 'initializing');
+    const outcome = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 5_000, 'outcome');
+    t.like(outcome.detail, { outcome: 'connection_timeout', phase: 'connect', faultDomain: 'ojin' });
+    const view = await widgetView(page);
+    t.like(view, { view: 'error', status: 'Connecting took too long. Please try again.' });
+    t.deepEqual(view.buttons, ['Try again']);
+    t.true((await events(page)).findIndex((e) => e.name === 'ConnectionTimeout') < (await events(page)).findIndex((e) => e.name === 'SvcSessionOutcome'));
+    // The connect request was admitted after the widget gave up: the widget releases that session when the answer arrives.
+    await eventually(async () => server.releases.length > before, 15_000, 'the late session to be released');
+    const calls = await eventually(async () => {
+      const list = (await server.call('GET', `/v1/agents/${agentId}/calls`)).body.data as any[];
+      return list.length === 1 && list[0].ended_at ? list : undefined;
+    }, 15_000, 'the late session to end');
+    t.is(calls[0].termination_reason, 'client_released');
+    // Retry with a normal timeout.
+    await page.$eval('svc-agent', (el) => el.removeAttribute('connect-timeout'));
+    await clickButton(page, 'Try again');
+    const retried = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.outcome === 'success', 40_000, 'retry connects');
+    t.is(retried.detail.instanceId, outcome.detail.instanceId, 'same element');
+    await clickButton(page, 'Hang up');
+    await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'ended');
+  });
+});
+
+test.serial('client tools: a client-mode tool call arrives as svcToolCall on window with parsed arguments; appendSystemContext sends while connected', async (t) => {
+  const agentId = await server.agent({
+    behaviour: { greeting: 'Hi.' },
+    tools: [{ type: 'function', enabled: true, function: { name: 'open_page', description: 'Opens a page of the site', parameters: { type: 'object', properties: { page: { type: 'string' } }, required: ['page'] } }, delivery: { mode: 'client' } }],
+  });
+  await withBrowser(t, { microphone: wavs.tool }, async (browser) => {
+    const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
+    t.false(await page.$eval('svc-agent', (el) => (el as any).appendSystemContext('too early')), 'nothing to send to before a call');
+    await clickButton(page, 'Start conversation');
+    await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect');
+    t.true(await page.$eval('svc-agent', (el) => (el as any).appendSystemContext('The visitor is on the pricing page.')));
+    t.is(await page.$eval('svc-agent', (el) => { try { (el as any).appendSystemContext('x'.repeat(4001)); return 'sent'; } catch (e) { return (e as Error).name; } }), 'RangeError');
+    const call = await waitForEvent(page, (e) => e.name === 'svcToolCall', 40_000, 'tool call');
+    t.is(call.target, 'window');
+    t.deepEqual(Object.keys(call.detail).sort(), ['arguments', 'function_name', 'tool_call_id']);
+    t.like(call.detail, { function_name: 'open_page', arguments: { page: 'pricing' } });
+    t.true(call.detail.tool_call_id.length > 0);
+    await clickButton(page, 'Hang up');
+    await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'ended');
+    t.is((await events(page, 'svcToolCall')).length, 1, 'delivered once');
+  });
+});
+
+test.serial('closing the tab releases the session (pagehide beacon); removing the element releases it too', async (t) => {
+  const agentId = await server.agent({ behaviour: { greeting: GREETING } });
+  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+    const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
+    await clickButton(page, 'Start conversation');
+    const connected = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect');
+    const before = server.releases.length;
+    await page.close({ runBeforeUnload: true });
+    const record = await callEnded(agentId, connected.detail.sessionId, 15_000);
+    t.true(['client_hung_up', 'client_released'].includes(record.termination_reason), `ended by the page going away (${record.termination_reason}), not by the departure timeout`);
+    await eventually(async () => server.releases.length > before, 10_000, 'the release request');
+    t.is(server.releases.length, before + 1, 'one release request (beacon) reached the server');
+
+    const page2 = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
+    await clickButton(page2, 'Start conversation');
+    const second = await waitForEvent(page2, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect');
+    await page2.$eval('svc-agent', (el) => el.remove());
+    const removed = await waitForEvent(page2, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'removed outcome');
+    t.like(removed.detail, { outcome: 'element_removed', faultDomain: 'unknown', sessionId: second.detail.sessionId });
+    const record2 = await callEnded(agentId, second.detail.sessionId, 15_000);
+    t.true(['client_hung_up', 'client_released'].includes(record2.termination_reason), record2.termination_reason);
+  });
+});
