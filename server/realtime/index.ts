@@ -15,12 +15,14 @@ export interface MountRealtimeOptions {
   readonly maxSessions?: number;
   /** Re-check period for keys revoked by another process (default 10 s; see API_KEY_REVOCATION). */
   readonly revocationCheckIntervalMs?: number;
+  /** Default `server.config.livekitAllowedRanges` (SVC_LIVEKIT_ALLOWED_RANGES). */
+  readonly livekitAllowedRanges?: readonly string[];
   readonly publishAvatar?: AvatarPublisher;
   /** Close connections silent for this long (default 5 min; clients ping to stay open). */
   readonly idleTimeoutMs?: number;
 }
 
-export function mountRealtime(server: Pick<AppServer, 'httpServer' | 'db' | 'storage' | 'registry' | 'services' | 'logger'> & { readonly config?: Pick<AppServer['config'], 'maxFaceSessions'> }, options: MountRealtimeOptions = {}): RealtimeEndpoint {
+export function mountRealtime(server: Pick<AppServer, 'httpServer' | 'db' | 'storage' | 'registry' | 'services' | 'logger'> & { readonly config?: Partial<Pick<AppServer['config'], 'maxFaceSessions' | 'livekitAllowedRanges'>> }, options: MountRealtimeOptions = {}): RealtimeEndpoint {
   const log = (event: string, details: Record<string, unknown>) => server.logger.info(details, event);
   return attachRealtime(server.httpServer, {
     registry: server.registry,
@@ -28,6 +30,7 @@ export function mountRealtime(server: Pick<AppServer, 'httpServer' | 'db' | 'sto
     capacityGate: options.capacityGate,
     maxSessions: options.maxSessions ?? server.config?.maxFaceSessions,
     publishAvatar: options.publishAvatar,
+    livekitAllowedRanges: options.livekitAllowedRanges ?? server.config?.livekitAllowedRanges,
     idleTimeoutMs: options.idleTimeoutMs,
     log,
   });

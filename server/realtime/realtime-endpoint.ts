@@ -75,11 +75,18 @@ export interface RealtimeResolver {
 export type AvatarPublisher = (
   frames: Observable<FaceFrame>,
   settings: WebRTCSettings,
+  /** The operator's SSRF exceptions for client-given LiveKit urls (SVC_LIVEKIT_ALLOWED_RANGES). */
+  extra?: { readonly livekitAllowedRanges?: readonly string[] },
 ) => Promise<{ readonly participantId: string; readonly room: string; close(): void | Promise<void> }>;
 
 export interface RealtimeEndpointOptions {
   /** Direct WebRTC publishing; without it, `webrtc` requests get a `webrtc_failed` error. */
   readonly publishAvatar?: AvatarPublisher;
+  /**
+   * Private ranges a client's LiveKit url may resolve to (SVC_LIVEKIT_ALLOWED_RANGES); nothing
+   * private by default (the webhook SSRF policy, with its own operator setting).
+   */
+  readonly livekitAllowedRanges?: readonly string[];
   readonly registry: Registry;
   readonly resolver: RealtimeResolver;
   readonly clock?: Clock;
@@ -155,7 +162,7 @@ export function attachRealtime(server: Server, options: RealtimeEndpointOptions)
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (url.pathname !== path) return; // another upgrade handler's path
     wss.handleUpgrade(req, socket, head, (ws) => {
-      const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, log, live, gate, limits, publishAvatar: options.publishAvatar });
+      const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, log, live, gate, limits, publishAvatar: options.publishAvatar, livekitAllowedRanges: options.livekitAllowedRanges ?? [] });
       void connection.open();
     });
   };
@@ -177,6 +184,7 @@ export function attachRealtime(server: Server, options: RealtimeEndpointOptions)
 interface ConnectionDeps {
   resolver: RealtimeResolver;
   publishAvatar: AvatarPublisher | undefined;
+  livekitAllowedRanges: readonly string[];
   modelFor(slug: string): FaceModel;
   clock: Clock;
   maxBuffered: number;
@@ -409,11 +417,14 @@ class RealtimeConnection {
     if (this.publication) return this.error('webrtc_failed', 'this session already publishes to a room', false);
     if (!this.deps.publishAvatar) return this.error('webrtc_failed', 'direct WebRTC is not available on this server', false);
     try {
-      const published = await this.deps.publishAvatar(session.frames, settings);
+      const published = await this.deps.publishAvatar(session.frames, settings, { livekitAllowedRanges: this.deps.livekitAllowedRanges });
       if (this.closed) return void published.close();
       this.publication = published;
       this.send({ type: 'webrtc_connected', participant_id: published.participantId, room: published.room });
     } catch (err) {
+      // The client sees the publisher's message (neutral for LiveKit: no network detail); the cause goes to the log.
+      const cause = err instanceof Error && err.cause !== undefined ? err.cause : undefined;
+      this.deps.log('realtime.webrtc_failed', { session_id: this.sessionId, error: err instanceof Error ? err.message : String(err), cause: cause instanceof Error ? cause.message : cause === undefined ? undefined : String(cause) });
       this.error('webrtc_failed', `could not publish to the room: ${err instanceof Error ? err.message : String(err)}`, false);
     }
   }

@@ -62,7 +62,7 @@ test('a LiveKit server that cannot be reached is a publish_failed RoomError', as
   const refusing = createServer((_req, res) => res.writeHead(401).end('unauthorized'));
   await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
   const { port } = refusing.address() as AddressInfo;
-  const error = await t.throwsAsync(publishAvatar(NEVER, { provider: 'livekit', url: `ws://127.0.0.1:${port}`, token: 'not-a-jwt' }), { instanceOf: RoomError });
+  const error = await t.throwsAsync(publishAvatar(NEVER, { provider: 'livekit', url: `ws://127.0.0.1:${port}`, token: 'not-a-jwt' }, { livekitAllowedRanges: ['127.0.0.1/32'] }), { instanceOf: RoomError });
   t.is(error!.code, 'publish_failed');
   refusing.close();
   await t.throwsAsync(publishAvatar(NEVER, { provider: 'livekit', url: 'http://example.invalid', token: 'x' }), { instanceOf: RoomError, message: /ws:\/\/ or wss:\/\// });

@@ -13,9 +13,16 @@ import { AccessToken, TrackSource as GrantSource, type VideoGrant } from 'liveki
 import { TrackSource } from '@livekit/protocol';
 import { RealClock } from '../../core/clock.ts';
 import { HumanFaceModel } from '../../plugins/face/index.ts';
+import { LIVEKIT_JOIN_FAILED } from '../../transports/livekit/index.ts';
 import { publishAvatar, RoomError } from '../../transports/webrtc/index.ts';
 import { startLiveKitServerFake, type FakeParticipant, type LiveKitServerFake } from '../fakes/livekit-server.ts';
 import { syntheticPhrase } from '../face/speech-signal.ts';
+
+/**
+ * The fake listens on loopback, which the SSRF policy refuses by default: these tests open it
+ * the way an operator would (SVC_LIVEKIT_ALLOWED_RANGES=127.0.0.0/8), not by weakening the default.
+ */
+const LOOPBACK = { livekitAllowedRanges: ['127.0.0.0/8'] } as const;
 
 // The tests run one at a time: with several LiveKit rooms publishing video at once in one process
 // on a loaded 2-core machine, the SDK's encoder sometimes delivered no decodable frame for 30 s.
@@ -67,7 +74,7 @@ test.serial('a face session published with publishAvatar arrives in the LiveKit 
   });
   const session = await new HumanFaceModel('human-portrait').openSession({ configuration: { width: 320, height: 240 } }, new RealClock());
   t.teardown(() => session.close());
-  const published = await publishAvatar(session.frames, { provider: 'livekit', url: fake.url, token: jwt });
+  const published = await publishAvatar(session.frames, { provider: 'livekit', url: fake.url, token: jwt }, LOOPBACK);
   t.teardown(() => published.close());
 
   t.is(published.participantId, `avatar-${room}`);
@@ -114,7 +121,7 @@ test.serial('when LiveKit deletes the room, publishing ends by itself and the fa
   const jwt = await token(fake, `avatar-${room}`, { roomJoin: true, room, canPublish: true });
   const session = await new HumanFaceModel('human-portrait').openSession({ configuration: { width: 320, height: 240 }, imageFormat: 'rgb' }, new RealClock());
   t.teardown(() => session.close());
-  const published = await publishAvatar(session.frames, { provider: 'livekit', url: fake.url, token: jwt });
+  const published = await publishAvatar(session.frames, { provider: 'livekit', url: fake.url, token: jwt }, LOOPBACK);
   t.teardown(() => published.close());
   const avatar = fake.participants[0]!;
   await until(() => avatar.media.videoFrames >= 5, 'decoded video frames').catch(async (error: Error) => {
@@ -132,10 +139,10 @@ test.serial('when LiveKit deletes the room, publishing ends by itself and the fa
 test.serial('a second publication with the same identity replaces the first, whose publishing ends', async (t) => {
   const fake = await startFake(t);
   const jwt = await token(fake, 'avatar-dup', { roomJoin: true, room: 'room-dup', canPublish: true });
-  const first = await publishAvatar(NEVER, { provider: 'livekit', url: fake.url, token: jwt });
+  const first = await publishAvatar(NEVER, { provider: 'livekit', url: fake.url, token: jwt }, LOOPBACK);
   t.teardown(() => first.close());
   await until(() => fake.participants[0]?.tracks.length === 1, 'the first audio track');
-  const second = await publishAvatar(NEVER, { provider: 'livekit', url: fake.url, token: jwt });
+  const second = await publishAvatar(NEVER, { provider: 'livekit', url: fake.url, token: jwt }, LOOPBACK);
   t.teardown(() => second.close());
   await within(first.ended, 'the replaced publication to end');
   t.is(fake.participants[0]!.leftBy, 'replaced');
@@ -150,9 +157,10 @@ test.serial('a bad token is refused by the LiveKit server at the upgrade and pub
   const wrongSecret = await token({ apiKey: fake.apiKey, apiSecret: 'another-secret-of-sufficient-length-000000' }, 'avatar-x', grant);
   const noJoin = await token(fake, 'avatar-y', { room: 'room-x', canPublish: true });
   for (const jwt of [wrongSecret, noJoin, 'not-a-jwt']) {
-    const error = await t.throwsAsync(publishAvatar(NEVER, { provider: 'livekit', url: fake.url, token: jwt }), { instanceOf: RoomError });
+    const error = await t.throwsAsync(publishAvatar(NEVER, { provider: 'livekit', url: fake.url, token: jwt }, LOOPBACK), { instanceOf: RoomError });
     t.is(error!.code, 'publish_failed');
-    t.regex(error!.message, /401/, 'the SDK explained the refusal through /rtc/validate');
+    t.is(error!.message, LIVEKIT_JOIN_FAILED, 'one neutral message: the refusal reason stays in the log');
+    t.regex(String((error!.cause as Error | undefined)?.message), /401/, 'the SDK explained the refusal through /rtc/validate (kept as the cause, for the log)');
   }
   t.deepEqual(fake.participants, [], 'nobody joined');
   const refusedRtc = fake.refusedUpgrades.filter((r) => r.path === '/rtc');

@@ -1,4 +1,5 @@
 /** Publishing a face session into a LiveKit room with @livekit/rtc-node. */
-export { publishToLiveKit, type LiveKitPublishOptions } from './livekit-publisher.ts';
+export { LIVEKIT_JOIN_FAILED, publishToLiveKit, type LiveKitPublishOptions } from './livekit-publisher.ts';
+export { LiveKitAddressRefused, liveKitAddressPolicy, resolveLiveKitTarget, startPinnedRelay, type LiveKitTarget, type PinnedRelay } from './livekit-address.ts';
 export { LiveKitMediaSink, LIVEKIT_MEDIA_DEFAULTS, toLiveKitAudioFrame, toLiveKitVideoFrame } from './livekit-media-sink.ts';
 export { LiveKitRoomProvider, LIVEKIT_ROOM_DEFAULTS, type LiveKitRoomProviderOptions } from './livekit-room-provider.ts';

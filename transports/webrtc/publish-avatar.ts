@@ -17,6 +17,8 @@ export type AvatarRoomSettings =
 export interface PublishAvatarContext extends FramePumpOptions {
   /** The embedded room provider of this server; without it `embedded` settings are refused. */
   readonly rooms?: RoomRegistry;
+  /** Private ranges a LiveKit url may resolve to despite the SSRF policy (SVC_LIVEKIT_ALLOWED_RANGES; none by default). */
+  readonly livekitAllowedRanges?: readonly string[];
 }
 
 function requireString(value: unknown, field: string): string {
@@ -50,6 +52,8 @@ export async function publishAvatar(frames: Observable<FaceFrame>, settings: Ava
 }
 
 /** `publishAvatar` bound to a server's context, in the shape the /realtime endpoint takes. */
-export function createAvatarPublisher(context: PublishAvatarContext): (frames: Observable<FaceFrame>, settings: AvatarRoomSettings) => Promise<PublishedAvatar> {
-  return (frames, settings) => publishAvatar(frames, settings, context);
+export function createAvatarPublisher(
+  context: PublishAvatarContext,
+): (frames: Observable<FaceFrame>, settings: AvatarRoomSettings, extra?: Pick<PublishAvatarContext, 'livekitAllowedRanges'>) => Promise<PublishedAvatar> {
+  return (frames, settings, extra) => publishAvatar(frames, settings, extra ? { ...context, ...extra } : context);
 }
