@@ -1,0 +1,122 @@
+/**
+ * Widget hosting on the real server: the script at /widget/latest and /widget/<version> with
+ * their cache headers, CORS, gzip, ETag revalidation and HEAD; the demo page at /; the rest of
+ * the server answering as before. Also the bundle's size (logged, documented in docs/widget.md).
+ */
+import test from 'ava';
+import { gunzipSync } from 'node:zlib';
+import { WIDGET_VERSION } from '../../clients/web/version.ts';
+import { buildWidget, mountWidget, WIDGET_CACHE, WIDGET_PATHS } from '../../server/widget/index.ts';
+import { startTestServer, type TestServer } from '../server/harness.ts';
+
+let ts: TestServer;
+let demoAgent: string | null = null;
+
+test.before(async () => {
+  ts = await startTestServer({ label: 'widget_serving' });
+  mountWidget(ts.server, { demoAgentId: async () => demoAgent });
+});
+
+test.after.always(async () => {
+  await ts?.stop();
+});
+
+test('the latest script: short cache revalidated by ETag, CORS, gzip when accepted', async (t) => {
+  const res = await fetch(`${ts.url}/widget/latest/svc-agent.js`, { headers: { 'accept-encoding': 'gzip' } });
+  t.is(res.status, 200);
+  t.is(res.headers.get('content-encoding'), 'gzip');
+  t.is(res.headers.get('content-type'), 'text/javascript; charset=utf-8');
+  t.is(res.headers.get('cache-control'), WIDGET_CACHE.latest);
+  t.is(res.headers.get('cache-control'), 'public, max-age=300, must-revalidate');
+  t.is(res.headers.get('access-control-allow-origin'), '*');
+  t.is(res.headers.get('cross-origin-resource-policy'), 'cross-origin');
+  t.is(res.headers.get('vary'), 'Accept-Encoding');
+  t.is(res.headers.get('x-widget-version'), WIDGET_VERSION);
+  const etag = res.headers.get('etag')!;
+  t.regex(etag, /^"[A-Za-z0-9_-]{22}"$/);
+  const script = Buffer.from(await res.arrayBuffer()).toString();
+  t.true(script.startsWith(`/* svc-agent ${WIDGET_VERSION}`), 'fetch decoded the gzip body');
+  t.true(script.includes('svc-agent'));
+
+  const again = await fetch(`${ts.url}/widget/latest/svc-agent.js`, { headers: { 'if-none-match': etag } });
+  t.is(again.status, 304, 'revalidation with the ETag');
+  t.is(again.headers.get('cache-control'), WIDGET_CACHE.latest);
+  t.is(await again.text(), '');
+});
+
+test('the versioned script is immutable and identical to latest; other versions are not served', async (t) => {
+  t.is(WIDGET_PATHS.versioned, `/widget/${WIDGET_VERSION}/svc-agent.js`);
+  const [latest, versioned] = await Promise.all([fetch(`${ts.url}${WIDGET_PATHS.latest}`), fetch(`${ts.url}${WIDGET_PATHS.versioned}`)]);
+  t.is(versioned.status, 200);
+  t.is(versioned.headers.get('cache-control'), 'public, max-age=31536000, immutable');
+  t.is(versioned.headers.get('access-control-allow-origin'), '*');
+  t.is(versioned.headers.get('etag'), latest.headers.get('etag'));
+  t.is(await versioned.text(), await latest.text());
+  const other = await fetch(`${ts.url}/widget/0.0.1/svc-agent.js`);
+  t.is(other.status, 404);
+  t.is((await other.json()).code, 'route_not_found', 'left to the REST server');
+});
+
+test('HEAD, CORS preflight, identity encoding, and methods that are not reads', async (t) => {
+  const head = await fetch(`${ts.url}${WIDGET_PATHS.latest}`, { method: 'HEAD', headers: { 'accept-encoding': 'identity' } });
+  t.is(head.status, 200);
+  t.is(await head.text(), '');
+  const b = await buildWidget();
+  t.is(Number(head.headers.get('content-length')), b.code.length, 'uncompressed when gzip is not accepted');
+  t.is(head.headers.get('content-encoding'), null);
+  const preflight = await fetch(`${ts.url}${WIDGET_PATHS.latest}`, { method: 'OPTIONS', headers: { origin: 'https://customer.example', 'access-control-request-method': 'GET' } });
+  t.is(preflight.status, 204);
+  t.is(preflight.headers.get('access-control-allow-origin'), '*');
+  const post = await fetch(`${ts.url}${WIDGET_PATHS.latest}`, { method: 'POST' });
+  t.is(post.status, 404, 'not the widget module\'s: the REST server answers');
+});
+
+test('the bundle: built deterministically, small, no framework; size logged', async (t) => {
+  const [a, b] = await Promise.all([buildWidget(), buildWidget()]);
+  t.is(a.etag, b.etag, 'same input, same bytes');
+  t.deepEqual(gunzipSync(a.gzip), a.code);
+  t.true(a.code.length < 60 * 1024, `${a.code.length} bytes minified`);
+  t.true(a.gzip.length < 20 * 1024, `${a.gzip.length} bytes gzipped`);
+  t.log(`svc-agent.js ${WIDGET_VERSION}: ${a.code.length} bytes minified, ${a.gzip.length} bytes gzipped`);
+  const text = a.code.toString();
+  t.false(text.includes('/work/'), 'no build paths in the output');
+  t.true(text.includes('customElements.define("svc-agent"') || /customElements\.define\("svc-agent"/.test(text));
+});
+
+test('the demo page embeds the widget for the demo agent, or explains how to pick one; query agent_id must be a UUID', async (t) => {
+  demoAgent = null;
+  let res = await fetch(`${ts.url}/`);
+  t.is(res.status, 200);
+  t.is(res.headers.get('content-type'), 'text/html; charset=utf-8');
+  t.is(res.headers.get('cache-control'), 'private, no-store');
+  let html = await res.text();
+  t.false(html.includes('<svc-agent id="agent"'));
+  t.true(html.includes('No demo agent is configured'));
+  t.true(html.includes(`src="${ts.url}/widget/latest/svc-agent.js"`));
+
+  demoAgent = '11111111-2222-4333-8444-555555555555';
+  html = await (await fetch(`${ts.url}/`)).text();
+  t.true(html.includes(`<svc-agent id="agent" agent-id="${demoAgent}" core-api-endpoint="${ts.url}"></svc-agent>`));
+
+  const other = '99999999-2222-4333-8444-555555555555';
+  html = await (await fetch(`${ts.url}/?agent_id=${other}`)).text();
+  t.true(html.includes(`agent-id="${other}"`), 'the query picks another agent');
+  html = await (await fetch(`${ts.url}/?agent_id=${encodeURIComponent('"><script>alert(1)</script>')}`)).text();
+  t.false(html.includes('<script>alert(1)'), 'anything but a UUID is ignored');
+  t.true(html.includes(`agent-id="${demoAgent}"`));
+
+  // {base_url} as the visitor reached it (a proxy's forwarded host and scheme).
+  html = await (await fetch(`${ts.url}/`, { headers: { 'x-forwarded-host': 'avatars.example.com', 'x-forwarded-proto': 'https' } })).text();
+  t.true(html.includes('core-api-endpoint="https://avatars.example.com"'));
+  t.true(html.includes('src="https://avatars.example.com/widget/latest/svc-agent.js"'));
+});
+
+test('the REST server is unchanged around the widget routes', async (t) => {
+  const spec = await fetch(`${ts.url}/v1/openapi.json`);
+  t.is(spec.status, 200);
+  const missing = await fetch(`${ts.url}/nothing-here`);
+  t.is(missing.status, 404);
+  t.is((await missing.json()).code, 'route_not_found');
+  const agents = await fetch(`${ts.url}/v1/agents`);
+  t.is(agents.status, 401);
+});
