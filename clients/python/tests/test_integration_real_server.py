@@ -57,7 +57,7 @@ async def until(predicate: Callable[[], bool], what: str, timeout: float = TIMEO
 
     try:
         await asyncio.wait_for(poll(), timeout)
-    except TimeoutError:
+    except asyncio.TimeoutError:
         raise AssertionError(f"timed out waiting for {what}") from None
 
 

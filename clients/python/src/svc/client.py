@@ -152,13 +152,13 @@ class SvcClient:
         except InvalidStatus as err:
             status = err.response.status_code
             raise SvcClientError("transport_error", f"WebSocket upgrade refused: HTTP {status}") from err
-        except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as err:
+        except (OSError, InvalidHandshake, InvalidURI, TimeoutError, asyncio.TimeoutError) as err:
             raise SvcClientError("transport_error", f"cannot connect to {self.url}: {err}") from err
         self._ready = loop.create_future()
         self._reader = asyncio.create_task(self._read(self._ws), name="svc-client-reader")
         try:
             return await asyncio.wait_for(asyncio.shield(self._ready), max(0.0, deadline - loop.time()))
-        except TimeoutError:
+        except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
             await self.close()
             raise SvcClientError("timeout", f"no session_ready within {self.connect_timeout} s") from None
         except BaseException:

@@ -9,7 +9,7 @@ utterance emits them.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 
@@ -30,7 +30,7 @@ class IdentityResampler:
         self.from_rate = self.to_rate = rate
 
     def process(self, pcm: Int16Array) -> Int16Array:
-        return pcm.copy()
+        return cast(Int16Array, pcm.copy())
 
     def flush(self) -> Int16Array:
         return np.zeros(0, dtype=np.int16)
@@ -76,7 +76,7 @@ class LinearResampler:
         if keep_from:
             self._buf = self._buf[keep_from:]
             self._dropped += keep_from
-        return np.clip(np.floor(out + 0.5), -32768, 32767).astype(np.int16)
+        return cast(Int16Array, np.clip(np.floor(out + 0.5), -32768, 32767).astype(np.int16))
 
 
 class SoxrResampler:

@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import inspect
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -161,7 +162,7 @@ class SvcSTVClient:
         self._max_buffered = max_buffered_frames
         self._on_handler_error = on_handler_error
         self._handlers: dict[STVEvent, list[Handler]] = {e: [] for e in STVEvent}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
         self._output: asyncio.Queue[STVOutput | None] = asyncio.Queue()
         self._buffer: deque[_Buffered] = deque()
         #: Utterances sent and not yet finished playing, oldest first.
@@ -199,7 +200,11 @@ class SvcSTVClient:
         that raises is reported to ``on_handler_error`` (default: logged) and never disturbs playback."""
         ev = STVEvent(event)
         self._handlers[ev].append(handler)
-        return lambda: self.remove_listener(ev, handler)
+
+        def remove() -> None:
+            self.remove_listener(ev, handler)
+
+        return remove
 
     def remove_listener(self, event: STVEvent | str, handler: Handler) -> None:
         with contextlib.suppress(ValueError):
@@ -221,14 +226,15 @@ class SvcSTVClient:
                 if inspect.isawaitable(result):
                     task = asyncio.ensure_future(result)
                     self._tasks.add(task)
-                    task.add_done_callback(lambda t, ev=event: self._handler_done(ev, t))
+                    task.add_done_callback(functools.partial(self._handler_done, event))
             except Exception as err:
                 self._handler_failed(event, err)
 
     def _handler_done(self, event: STVEvent, task: asyncio.Future[Any]) -> None:
-        self._tasks.discard(task)  # type: ignore[arg-type]
-        if not task.cancelled() and task.exception() is not None:
-            self._handler_failed(event, task.exception())  # type: ignore[arg-type]
+        self._tasks.discard(task)
+        err = None if task.cancelled() else task.exception()
+        if err is not None:
+            self._handler_failed(event, err)
 
     def _handler_failed(self, event: STVEvent, err: BaseException) -> None:
         if self._on_handler_error is not None:
@@ -507,4 +513,4 @@ def _to_mono(pcm: Int16Array, channels: int) -> Int16Array:
         raise ValueError("num_channels must be at least 1")
     n = len(pcm) // channels
     frames = pcm[: n * channels].reshape(n, channels).astype(np.int32)
-    return np.floor(frames.sum(axis=1) / channels + 0.5).astype(np.int16)
+    return cast(Int16Array, np.floor(frames.sum(axis=1) / channels + 0.5).astype(np.int16))
