@@ -109,6 +109,8 @@ export async function startS2SSession(
   });
   const outcome = worker.run();
   t.teardown(() => worker.cancel());
+  // The face is up (it loads its model on the first session) before the test speaks.
+  if (opts.withFace !== false) await until(() => sink.images.length > 0 || worker.finished, 30_000);
   // A frame crosses several links; each is listed once, where it was first seen.
   const all = () => [...new Map(observer.events.map((e) => [e.frame.id, e.frame] as const).reverse()).values()].reverse();
   return {
