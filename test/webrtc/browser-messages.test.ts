@@ -71,3 +71,33 @@ test.serial('only the current publisher can message the room; after it ends noth
   await new Promise((r) => setTimeout(r, 300));
   t.deepEqual(await page.evaluate(() => (window as any).__toolCalls), []);
 });
+
+test.serial('the page sends messages to the bot with room.sendMessage: they reach Room.clientMessages in order, tagged with the page', async (t) => {
+  const created = rooms.createRoom();
+  const room = rooms.get(created.room)!;
+  const received: { participantId: string; message: unknown }[] = [];
+  room.clientMessages.subscribe((m) => received.push(m));
+  const page = await browser.newPage(server.httpUrl);
+  t.true((await joinRoom(page, { url: server.signalUrl, room: created.room, token: created.subscriberToken })).ok);
+  const participantId = await page.evaluate(() => (window as any).__room.participantId as string);
+  const results = await page.evaluate(() => {
+    const r = (window as any).__room;
+    const sent = [r.sendMessage({ type: 'client-ready', version: '1.0.0', about: { library: 'test' } }), r.sendMessage({ type: 'hang-up' })];
+    let refused = '';
+    try {
+      r.sendMessage(['not', 'an', 'object']);
+    } catch (e) {
+      refused = (e as Error).name;
+    }
+    return { sent, refused };
+  });
+  t.deepEqual(results, { sent: [true, true], refused: 'TypeError' });
+  const deadline = Date.now() + 10_000;
+  while (received.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.deepEqual(received, [
+    { participantId, message: { type: 'client-ready', version: '1.0.0', about: { library: 'test' } } },
+    { participantId, message: { type: 'hang-up' } },
+  ]);
+  await page.evaluate(() => (window as any).__room.leave());
+  t.false(await page.evaluate(() => (window as any).__room.sendMessage({ type: 'hang-up' })), 'false once the page left');
+});
