@@ -476,3 +476,42 @@ test.serial('closing the tab releases the session (pagehide beacon); removing th
     t.true(['client_hung_up', 'client_released'].includes(record2.termination_reason), record2.termination_reason);
   });
 });
+
+test.serial('phone-sized viewport, light and dark pages: the card fits, text contrast is readable, controls are large enough', async (t) => {
+  const agentId = await server.agent({ title: 'Ada from Acme', preview_url: `${site.url}/preview.png` });
+  for (const scheme of ['light', 'dark'] as const) {
+    await withBrowser(t, { microphone: wavs.silent, viewport: { width: 360, height: 740 }, colorScheme: scheme }, async (browser) => {
+      const page = await open(browser, customerPage(agentId, { bg: scheme === 'dark' ? '#0b0b0f' : '#ffffff', extra: 'style="width:100%"' }), t);
+      await page.waitForFunction(() => (document.querySelector('svc-agent') as HTMLElement).dataset.record === 'loaded');
+      // A string: tsx's helpers (__name) do not exist in the page.
+      const m = (await page.evaluate(`(() => {
+        const el = document.querySelector('svc-agent');
+        const root = el.shadowRoot;
+        function rgb(c) { return (c.match(/[\\d.]+/g) || []).slice(0, 3).map(Number); }
+        function lum(c) {
+          const v = rgb(c).map(function (x) { const s = x / 255; return s <= 0.03928 ? s / 12.92 : Math.pow((s + 0.055) / 1.055, 2.4); });
+          return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2];
+        }
+        function ratio(a, b) { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); }
+        const card = root.querySelector('.card');
+        const bg = getComputedStyle(card).backgroundColor;
+        const title = root.querySelector('.title');
+        const start = root.querySelector('.start');
+        const box = el.getBoundingClientRect();
+        return {
+          width: box.width, right: box.right, viewport: window.innerWidth,
+          titleContrast: ratio(getComputedStyle(title).color, bg),
+          buttonContrast: ratio(getComputedStyle(start).color, getComputedStyle(start).backgroundColor),
+          buttonHeight: start.getBoundingClientRect().height,
+          cardBg: bg,
+        };
+      })()`)) as { width: number; right: number; viewport: number; titleContrast: number; buttonContrast: number; buttonHeight: number; cardBg: string };
+      t.log(`${scheme} page: card background ${m.cardBg}`);
+      t.true(m.right <= m.viewport, `${scheme}: the widget fits the ${m.viewport}px viewport (${m.width}px wide)`);
+      t.true(m.titleContrast >= 4.5, `${scheme}: title contrast ${m.titleContrast.toFixed(1)}:1 on ${m.cardBg}`);
+      t.true(m.buttonContrast >= 4.5, `${scheme}: start button contrast ${m.buttonContrast.toFixed(1)}:1`);
+      t.true(m.buttonHeight >= 44, `${scheme}: touch target ${m.buttonHeight}px`);
+      await screenshot(page, `docs/media/widget-idle-${scheme}.png`);
+    });
+  }
+});
