@@ -11,7 +11,7 @@
 import test from 'ava';
 import { facePlugin } from '../../plugins/face/index.ts';
 import { createCapacityGate } from '../../server/capacity/index.ts';
-import { mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
+import { attachRealtime, createRealtimeResolver, mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
 import { ApiKeys } from '../../server/services/api-keys.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
 import { connectRaw, isError, isReady, type Conn } from './ws-conn.ts';
@@ -115,4 +115,28 @@ test.serial('sessions take their place in the shared capacity gate: a lease held
   // The server released the closed session's lease.
   await gateHolds(1);
   t.is(gate.snapshot().inUse, 1);
+});
+
+test.serial('while the process is overloaded /realtime refuses new sessions with server_busy, below the count limit', async (t) => {
+  const loaded = createCapacityGate({ limit: 50, loadCheck: { windowMs: 1000, maxEventLoopUtilization: 0.5 } });
+  const overloadEndpoint = attachRealtime(ts.server.httpServer, { registry: ts.server.registry, resolver: createRealtimeResolver(ts.server), capacityGate: loaded, path: '/realtime-loaded' });
+  t.teardown(async () => {
+    await overloadEndpoint.close();
+    loaded.close();
+  });
+  const url = `${ts.url.replace(/^http/, 'ws')}/realtime-loaded?${CONFIG}`;
+  const first = connectRaw(url, { 'x-api-key': ts.keyA });
+  t.teardown(() => first.ws.close());
+  await first.next(isReady);
+  // Saturate the process (server and test share it) for longer than a load window.
+  const until = performance.now() + 1500;
+  let x = 0;
+  while (performance.now() < until) x += Math.sqrt(x + 1);
+  t.true(x > 0);
+  const second = connectRaw(url, { 'x-api-key': ts.keyA });
+  t.teardown(() => second.ws.close());
+  const busy = await second.next(isError('server_busy'));
+  t.regex(busy.type === 'error' ? busy.message : '', /overloaded/);
+  t.is((await second.closed).code, 4503);
+  t.like(loaded.snapshot(), { inUse: 1, refused: { overloaded: 1 } });
 });
