@@ -358,6 +358,34 @@ test.serial('the visitor barges in: the answer stops with bot-tts-stopped interr
   }
 });
 
+test.serial('a client-mode tool call reaches the page as a tool-call message, in its place in the turn', async (t) => {
+  const phrase = 'Call tool show product with sku 42';
+  const bot = runner({ providers: { stt: 'local', llm: 'local', vad: 'local', options: { 'stt:local': { phrases: [phrase, 'Thank you'] } } } });
+  const tools = [{
+    enabled: true,
+    type: 'function' as const,
+    function: { name: 'show_product', description: 'Shows a product', parameters: { type: 'object', properties: { sku: { type: 'string' } }, required: ['sku'], additionalProperties: false } },
+    delivery: { mode: 'client' as const },
+  }];
+  const s = await session(bot, agent({ starts_conversation: false, tools }));
+  const visitor = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
+  try {
+    visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
+    t.true(await waitFor(() => visitor.ofType('bot-state').some((m) => m.state === 'listening') && visitor.connectionState === 'connected', 15_000));
+    visitor.say(await speech(phrase));
+    t.true(await waitFor(() => visitor.ofType('tool-call').length === 1, 30_000), types(visitor).join(','));
+    const call = visitor.ofType('tool-call')[0]!;
+    t.like(call, { type: 'tool-call', function_name: 'show_product', arguments: { sku: '42' } });
+    t.regex(String(call.tool_call_id), /^call_local_/);
+    t.is(visitor.ofType('transcript-turn').find((m) => m.owner === 'user')?.text, phrase);
+    t.true(types(visitor).indexOf('transcript-turn') < types(visitor).indexOf('tool-call'), 'after the user turn that asked for it');
+  } finally {
+    await s.running.stop('client_released');
+    visitor.close();
+    rooms.closeRoom(s.room.room);
+  }
+});
+
 test.serial('the face session stops under the bot: pipeline_error', async (t) => {
   let face: import('../../processors/avatar/face-model.ts').FaceSession | undefined;
   const bot = runner({
