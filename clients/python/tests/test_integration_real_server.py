@@ -4,8 +4,13 @@ the real /realtime endpoint, API keys, model configs and the offline face model.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
+import wave
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -233,3 +238,58 @@ async def test_a_refused_webrtc_room_is_an_error_event_and_the_session_goes_on(r
         assert error["code"] == "webrtc_failed" and isinstance(error["message"], str) and error["fatal"] is False
         assert s.client.is_connected
         await until(lambda: s.count(STVEvent.FIRST_FRAME) == 1, "frames still flowing over the socket")
+
+
+async def test_credentials_and_endpoint_from_the_environment(
+    real_server: RealServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    monkeypatch.setenv("SVC_API_KEY", real_server.api_key)
+    monkeypatch.setenv("SVC_CONFIG_ID", "svc/human-portrait")  # the template alias
+    monkeypatch.setenv("SVC_WS_URL", real_server.http_url)  # {models_ws_url} form: ws:// and /realtime are derived
+    monkeypatch.delenv("SVC_REALTIME_URL", raising=False)
+    client = SvcSTVClient()
+    assert client.client.url == real_server.ws_url  # type: ignore[attr-defined]
+    deadline = time.monotonic() + BUSY_RETRY_S
+    while True:
+        try:
+            ready = await client.connect()
+            break
+        except SvcClientError as err:
+            if err.code != "server_busy" or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.5)
+        client = SvcSTVClient()
+    assert ready["model_variant_id"] == "svc/human-portrait/v1"
+    await client.close()
+
+
+def test_the_say_wav_example_runs(real_server: RealServer, tmp_path: Any) -> None:
+    rate = 22_050
+    speech = (np.sin(2 * np.pi * 200 * np.arange(rate // 2) / rate) * 9000).astype("<i2")
+    stereo = np.stack([speech, speech], axis=1).reshape(-1)
+    wav_path = tmp_path / "in.wav"
+    with wave.open(str(wav_path), "wb") as wav:
+        wav.setnchannels(2)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(stereo.tobytes())
+    env = {
+        **os.environ, "SVC_API_KEY": real_server.api_key, "SVC_CONFIG_ID": real_server.config_id,
+        "SVC_WS_URL": real_server.ws_url,
+    }
+    example = Path(__file__).resolve().parents[1] / "examples" / "say_wav.py"
+    for _ in range(int(BUSY_RETRY_S / 2)):
+        result = subprocess.run(
+            [sys.executable, str(example), str(wav_path), str(tmp_path / "out")],
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )
+        if "server_busy" not in result.stderr:
+            break
+        time.sleep(2)
+    assert result.returncode == 0, result.stderr
+    with wave.open(str(tmp_path / "out" / "played.wav"), "rb") as wav:
+        assert wav.getframerate() == rate
+        played = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
+    assert np.array_equal(played[played != 0], speech[speech != 0]), "the speech came back whole, in order"
+    assert len(list((tmp_path / "out").glob("frame-*.png"))) >= 10
