@@ -116,7 +116,7 @@ export function createElementClass(scriptStart: number) {
       return this.queued;
     }
 
-    /** The live (or last) call's session id; null before a session exists. */
+    /** The running call's session id; null before the connect request succeeded and after the call ended. */
     get sessionId(): string | null {
       return this.call?.sessionId ?? null;
     }
