@@ -82,7 +82,7 @@ export interface OpenAIRealtimeFake {
   /** Destroys every open realtime socket (a network drop). */
   dropAll(): void;
   /** Wall-clock times (performance.now) of the first delta of each response and of each cancel. */
-  readonly timeline: Array<{ kind: 'first-delta' | 'cancelled' | 'speech-started' | 'late-delta'; at: number; responseId: string }>;
+  readonly timeline: Array<{ kind: 'first-delta' | 'cancelled' | 'speech-started' | 'speech-stopped' | 'late-delta'; at: number; responseId: string }>;
   close(): Promise<void>;
 }
 
@@ -298,6 +298,7 @@ export async function startOpenAIRealtimeFake(options: OpenAIRealtimeFakeOptions
               if (td.interrupt_response !== false) cancelActive('turn_detected');
             } else {
               const item = userItem ?? id('item');
+              timeline.push({ kind: 'speech-stopped', at: performance.now(), responseId: '' });
               send({ type: 'input_audio_buffer.speech_stopped', audio_end_ms: e.atMs, item_id: item });
               send({ type: 'input_audio_buffer.committed', previous_item_id: lastItem, item_id: item });
               send({ type: names.itemAdded, previous_item_id: lastItem, item: { id: item, object: 'realtime.item', type: 'message', role: 'user', status: 'completed', content: [{ type: 'input_audio', transcript: null }] } });

@@ -1,0 +1,146 @@
+/**
+ * third_party bench: a whole S2S session (buildS2SPipeline, the OpenAI Realtime plugin through
+ * the SDK against the local realtime fake with a fixed response latency, the in-process
+ * human-portrait face at 640x360 JPEG, the output on a timed sink), on the real clock.
+ *
+ * - provider first audio -> first lip-synced frame: the fake sends its first audio delta ->
+ *   the sink receives the first speech frame's image (goal p50 < 100 ms; the face waits for
+ *   80 ms of audio before it starts a turn, which a provider sending faster than real time fills
+ *   in one delta);
+ * - provider interruption -> silence: the fake sends `speech_started` over a playing answer ->
+ *   the output clears the sink (no audio is written after it) (goal < 100 ms);
+ * - our overhead per turn: the fake's `speech_stopped` -> the first audio written to the sink,
+ *   minus the fake's fixed latency (SDK parsing, pipeline, face prebuffer and rendering).
+ *
+ * Run: `npm run bench -- third-party` (about 20 s).
+ */
+import { frame, PipelineWorker, RealClock, Registry } from '../core/index.ts';
+import type { ImagePayload } from '../core/frames.ts';
+import { buildS2SPipeline } from '../agent/s2s-pipeline.ts';
+import type { FaceModel } from '../processors/avatar/face-model.ts';
+import { facePlugin } from '../plugins/face/index.ts';
+import { createOpenAIRealtimePlugin } from '../plugins/openai-realtime/index.ts';
+import { MemoryMediaSink } from '../transports/media-sink.ts';
+import { startOpenAIRealtimeFake } from '../test/fakes/openai-realtime.ts';
+import { median, percentile, printJson, printTable } from './table.ts';
+
+const TURNS = 12;
+const BARGE_INS = 6;
+const FIXED_LATENCY_MS = 150;
+
+class TimedSink extends MemoryMediaSink {
+  readonly audioAt: number[] = [];
+  readonly speechImageAt: number[] = [];
+  clearedAt: number[] = [];
+  override writeAudio(pcm: Int16Array, sampleRate: number, ptsMs: number): void {
+    this.audioAt.push(performance.now());
+    super.writeAudio(pcm, sampleRate, ptsMs);
+  }
+  override writeImage(image: ImagePayload & { frameType?: string }, ptsMs: number): void {
+    if (image.frameType === 'speech-start') this.speechImageAt.push(performance.now());
+    super.writeImage(image, ptsMs);
+  }
+  override clear(): void {
+    this.clearedAt.push(performance.now());
+    super.clear();
+  }
+}
+
+const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+async function until(predicate: () => boolean, ms = 10_000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (!predicate() && Date.now() < end) await wait(2);
+  return predicate();
+}
+
+function utterance(speechMs: number, silenceMs: number): Int16Array {
+  const pcm = new Int16Array(((speechMs + silenceMs) * 16_000) / 1000);
+  for (let i = 0; i < (speechMs * 16_000) / 1000; i++) pcm[i] = Math.round(9000 * Math.sin((2 * Math.PI * 220 * i) / 16_000));
+  return pcm;
+}
+
+export async function run(): Promise<void> {
+  const fake = await startOpenAIRealtimeFake({ responseDelayMs: FIXED_LATENCY_MS });
+  const registry = new Registry().use(facePlugin).use(createOpenAIRealtimePlugin({ baseURL: fake.baseURL, tls: { ca: fake.ca } }));
+  const face = registry.create<FaceModel>('face', 'human-portrait');
+  const sink = new TimedSink();
+  const built = await buildS2SPipeline(
+    { agent_id: 'bench', mode: 'third_party', language: 'en', system_prompt: null, tts_provider: 'local', voice_id: null, starts_conversation: false, session_limit_seconds: 3600, behaviour: {}, advanced: {}, tools: [], sts_provider: 'openai-realtime', sts_config_id: null, provider_config: {} },
+    { registry, sink, apiKey: fake.apiKey, face: (clock) => face.openSession({ configuration: { width: 640, height: 360 }, imageFormat: 'jpeg' }, clock), logger: { info() {}, warn() {} } },
+  );
+  const worker = new PipelineWorker(built.pipeline, { clock: new RealClock(), heartbeatMs: null, idleTimeoutMs: null, ...built.workerOptions });
+  void worker.run();
+  const say = (pcm: Int16Array) => {
+    for (let i = 0; i < pcm.length; i += 320) worker.queueFrame(frame('input-audio', { pcm: pcm.subarray(i, i + 320), sampleRate: 16_000, channels: 1 }));
+  };
+  try {
+    await until(() => built.s2s.live !== undefined && sink.images.length > 0, 30_000);
+    const firstFrame: number[] = [];
+    const overhead: number[] = [];
+    const toSilence: number[] = [];
+    let audioAfterClear = 0;
+
+    // Turns played to the end.
+    fake.enqueue(...Array.from({ length: TURNS + 1 }, (_, i) => `Answer number ${i} is short`));
+    for (let turn = 0; turn <= TURNS; turn++) {
+      const deltas = fake.timeline.filter((e) => e.kind === 'first-delta').length;
+      const images = sink.speechImageAt.length;
+      const stops = fake.timeline.filter((e) => e.kind === 'speech-stopped').length;
+      const writes = sink.audioAt.length;
+      say(utterance(300, 600));
+      await until(() => sink.speechImageAt.length > images && fake.timeline.filter((e) => e.kind === 'first-delta').length > deltas);
+      await until(() => !built.output.botSpeaking && sink.audioAt.length > writes, 10_000);
+      await wait(300);
+      if (turn === 0) continue; // warm-up: the first speech frames compile the speech path
+      const delta = fake.timeline.filter((e) => e.kind === 'first-delta')[deltas]!.at;
+      const stop = fake.timeline.filter((e) => e.kind === 'speech-stopped')[stops]!.at;
+      firstFrame.push(sink.speechImageAt[images]! - delta);
+      overhead.push(sink.audioAt[writes]! - stop - FIXED_LATENCY_MS);
+    }
+
+    // Barge-ins over a long answer.
+    for (let b = 0; b < BARGE_INS; b++) {
+      fake.enqueue(Array.from({ length: 16 }, (_, i) => `phrase${i} goes on`).join(' '));
+      const clears = sink.clearedAt.length;
+      const starts = fake.timeline.filter((e) => e.kind === 'speech-started').length;
+      say(utterance(300, 600));
+      await until(() => built.output.botSpeaking);
+      await wait(700);
+      say(utterance(250, 600));
+      await until(() => sink.clearedAt.length > clears, 5_000);
+      const started = fake.timeline.filter((e) => e.kind === 'speech-started')[starts + 1]!.at;
+      const cleared = sink.clearedAt[clears]!;
+      toSilence.push(cleared - started);
+      await wait(200);
+      audioAfterClear += sink.audioAt.filter((t) => t > cleared + 1).length;
+      await until(() => !built.output.botSpeaking, 10_000);
+      await wait(700); // the answer to the barge-in plays out
+      await until(() => !built.output.botSpeaking, 10_000);
+    }
+
+    const row = (name: string, xs: number[], goal: string) => ({ figure: name, p50_ms: median(xs), p95_ms: percentile(xs, 95), max_ms: Math.max(...xs), n: xs.length, goal });
+    printTable([
+      row('provider first audio -> first lip-synced frame', firstFrame, 'p50 < 100 ms'),
+      row('provider interruption -> silence', toSilence, '< 100 ms'),
+      row(`our overhead per turn (over the fake's fixed ${FIXED_LATENCY_MS} ms)`, overhead, '-'),
+    ]);
+    printJson('third_party', {
+      provider: 'openai-realtime (fake over loopback TLS)',
+      first_audio_to_lipsynced_frame_p50_ms: +median(firstFrame).toFixed(1),
+      first_audio_to_lipsynced_frame_p95_ms: +percentile(firstFrame, 95).toFixed(1),
+      interruption_to_silence_p50_ms: +median(toSilence).toFixed(1),
+      interruption_to_silence_max_ms: +Math.max(...toSilence).toFixed(1),
+      audio_chunks_after_clear: audioAfterClear,
+      overhead_per_turn_p50_ms: +median(overhead).toFixed(1),
+      overhead_per_turn_p95_ms: +percentile(overhead, 95).toFixed(1),
+      fixed_provider_latency_ms: FIXED_LATENCY_MS,
+      turns: firstFrame.length,
+      barge_ins: toSilence.length,
+    });
+  } finally {
+    await worker.cancel();
+    await fake.close();
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await run();
