@@ -363,3 +363,28 @@ async def test_frames_buffered_before_the_first_tts_keep_the_rate_of_their_audio
     assert all(len(a.pcm) == a.sample_rate * 40 // 1000 for a in h.audio), "each frame's pcm is 40 ms at its rate"
     assert np.array_equal(voiced(h.audio), original)
     await h.close()
+
+
+async def test_an_utterance_sent_right_after_interrupt_plays_whole_despite_speech_still_in_flight() -> None:
+    h = await Harness().start()
+    first = ramp(1000, 16_000, start=100)
+    await h.client.say(first, 16_000)
+    h.push_idle(2)
+    h.push_speech(h.fake.sent, turn_id=1, count=5)
+    await h.ticks(4)
+    cut = h.client.frames_played
+    assert await h.client.interrupt() is True
+    second = (-ramp(300, 16_000, start=50)).astype(np.int16)
+    before = len(h.fake.sent)
+    await h.client.say(second, 16_000)  # before the server confirmed the cancel
+    assert h.fake.control == ["start_turn", "cancel", "start_turn"]
+    h.push_speech(h.fake.sent[:before], turn_id=1, count=4, skip=5)  # turn 1, already in flight
+    h.fake.push({"type": "turn_cancelled", "turn_id": 1, "had_speech": True})
+    h.push_speech(h.fake.sent[before:], turn_id=2)
+    h.push_idle(2)
+    await h.ticks(20)
+    assert np.array_equal(voiced(h.audio[cut:]), second)
+    assert [p for e, p in h.events if e == STVEvent.BOT_STARTED_SPEAKING] == [{"turn_id": 1}, {"turn_id": 2}]
+    with pytest.raises(RuntimeError):
+        await h.client.connect()
+    await h.close()

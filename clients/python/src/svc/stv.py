@@ -248,7 +248,10 @@ class SvcSTVClient:
     # ---- session --------------------------------------------------------------------------------
 
     async def connect(self) -> ServerMessage:
-        """Opens the session; returns ``session_ready`` (raises SvcClientError with the server's code)."""
+        """Opens the session; returns ``session_ready`` (raises SvcClientError with the server's code).
+        A client connects once; after a failed connect() or close(), create a new one."""
+        if self._player is not None:
+            raise RuntimeError("connect() was already called on this SvcSTVClient; create a new one")
         self.client.subscribe(self._on_message, self._shutdown)
         self._player = asyncio.create_task(self._play(), name="svc-stv-playback")
         try:
