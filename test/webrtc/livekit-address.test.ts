@@ -5,7 +5,12 @@
  * the real /realtime endpoint for the client's view.
  */
 import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer } from 'node:net';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import test from 'ava';
 import { NEVER } from 'rxjs';
 import { dispose } from '@livekit/rtc-node';
@@ -14,7 +19,7 @@ import { facePlugin } from '../../plugins/face/index.ts';
 import { mountRealtime } from '../../server/realtime/index.ts';
 import { mountRooms } from '../../server/rooms/mount.ts';
 import type { HostResolver } from '../../processors/tools/webhook-target.ts';
-import { LIVEKIT_JOIN_FAILED, publishToLiveKit } from '../../transports/livekit/index.ts';
+import { LIVEKIT_JOIN_FAILED, liveKitAddressPolicy, publishToLiveKit, resolveLiveKitTarget, startPinnedRelay } from '../../transports/livekit/index.ts';
 import { publishAvatar, RoomError } from '../../transports/webrtc/index.ts';
 import { startLiveKitServerFake, type LiveKitServerFake } from '../fakes/livekit-server.ts';
 import { connectRaw, isError, isReady } from '../realtime/ws-conn.ts';
@@ -142,4 +147,65 @@ test.serial('through /realtime: a webrtc message to a loopback LiveKit url gets 
       await ts.stop();
     }
   }
+});
+
+function selfSignedCertificate(host: string): { key: string; cert: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'livekit-tls-'));
+  try {
+    execFileSync('openssl', [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1',
+      '-subj', `/CN=${host}`, '-addext', `subjectAltName=DNS:${host}`,
+    ], { stdio: 'ignore' });
+    return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8') };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Sends one request head through the relay and returns what came back ('' when the relay hung up). */
+async function throughRelay(relayUrl: string, path: string): Promise<string> {
+  const { port } = new URL(relayUrl);
+  const { connect } = await import('node:net');
+  return new Promise((resolve) => {
+    const socket = connect(Number(port), '127.0.0.1');
+    let answer = '';
+    socket.on('data', (d) => (answer += d.toString('latin1')));
+    socket.on('error', () => undefined);
+    socket.on('close', () => resolve(answer));
+    socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`);
+  });
+}
+
+test.serial('wss:// through the relay: TLS to the pinned address, SNI and certificate check against the url host, the url Host header', async (t) => {
+  const host = 'livekit.tls.invalid';
+  const { key, cert } = selfSignedCertificate(host);
+  const seen: Array<{ servername: string | false | null; head: string }> = [];
+  const server = createTlsServer({ key, cert }, (socket: TLSSocket) => {
+    socket.once('data', (d) => {
+      seen.push({ servername: socket.servername, head: d.toString('latin1') });
+      socket.end('HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok');
+    });
+    socket.on('error', () => undefined);
+  });
+  const port = await listening(server, t);
+  const toLoopback: HostResolver = async () => [{ address: '127.0.0.1', family: 4 }];
+  const policy = liveKitAddressPolicy(['127.0.0.1/32']);
+
+  const target = await resolveLiveKitTarget(`wss://${host}:${port}/lk?region=x`, policy, toLoopback);
+  const relay = await startPinnedRelay(target, { ca: cert });
+  t.teardown(() => relay.close());
+  t.is(relay.url, `ws://127.0.0.1:${new URL(relay.url).port}/lk?region=x`, 'the SDK keeps the path and query, never sees the name');
+  t.regex(await throughRelay(relay.url, '/lk/rtc?access_token=t'), /200 OK/);
+  t.is(seen.length, 1);
+  t.is(seen[0]!.servername, host, 'SNI carried the url host');
+  t.regex(seen[0]!.head, new RegExp(`^GET /lk/rtc\\?access_token=t HTTP/1.1\r\nHost: ${host.replaceAll('.', '\\.')}:${port}\r\n`), 'Host is the url host, once');
+  t.notRegex(seen[0]!.head, /127\.0\.0\.1/);
+
+  // Same address, another name: the certificate does not match, the relay hangs up, nothing is served.
+  const wrong = await resolveLiveKitTarget(`wss://other.invalid:${port}`, policy, toLoopback);
+  const wrongRelay = await startPinnedRelay(wrong, { ca: cert });
+  t.teardown(() => wrongRelay.close());
+  t.is(await throughRelay(wrongRelay.url, '/rtc'), '');
+  t.is(seen.length, 1);
 });

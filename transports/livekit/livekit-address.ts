@@ -12,7 +12,7 @@
  * cannot move the connection, including the SDK's reconnects.
  */
 import { createServer, connect as netConnect, isIP, type Server, type Socket } from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
+import { connect as tlsConnect, rootCertificates } from 'node:tls';
 import { AddressPolicy } from '../../processors/tools/address-policy.ts';
 import { resolveWebhookTarget, systemResolver, type HostResolver } from '../../processors/tools/webhook-target.ts';
 
@@ -101,6 +101,8 @@ function withHost(head: Buffer, host: string): Buffer {
  */
 export async function startPinnedRelay(target: LiveKitTarget, options: PinnedRelayOptions = {}): Promise<PinnedRelay> {
   const maxHead = options.maxHeadBytes ?? 16 * 1024;
+  // Node's `ca` replaces the bundled roots, so extra CAs are appended to them.
+  const ca = options.ca === undefined ? undefined : [...rootCertificates, ...(typeof options.ca === 'string' ? [options.ca] : options.ca)];
   const sockets = new Set<Socket>();
   let connections = 0;
   let closed = false;
@@ -126,7 +128,7 @@ export async function startPinnedRelay(target: LiveKitTarget, options: PinnedRel
       const head = withHost(buffered.subarray(0, end), target.host);
       const rest = buffered.subarray(end);
       const upstream: Socket = target.tls
-        ? tlsConnect({ host: target.address, port: target.port, servername: isIP(target.hostname) ? undefined : target.hostname, ...(options.ca ? { ca: options.ca as string[] } : {}) })
+        ? tlsConnect({ host: target.address, port: target.port, servername: isIP(target.hostname) ? undefined : target.hostname, ...(ca ? { ca } : {}) })
         : netConnect({ host: target.address, port: target.port });
       track(upstream);
       const fail = () => {
