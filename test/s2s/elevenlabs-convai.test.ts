@@ -98,6 +98,25 @@ test.serial("barge-in: the interruption cancels the face at once; audio with eve
   await s.worker.end();
 });
 
+test.serial('with allow_interruption off, a provider interruption does not cut the face: what it holds plays out, the stale rest is not taken', async (t) => {
+  const long = Array.from({ length: 14 }, (_, i) => `part${i} more`).join(' ');
+  const fake = await withFake(t, { replies: [long, 'Sure'], audioChunkMs: 100, chunkIntervalMs: 60, lateAudioAfterInterruption: 3 });
+  const s = await session(t, fake, elAgent({ behaviour: { allow_interruption: false } }));
+  t.true(await connected(fake));
+  s.say(userUtterance(300, 600));
+  t.true(await until(() => s.built.output.botSpeaking, 5_000));
+  await wait(800);
+  await s.sayRealtime(userUtterance(300, 700));
+  t.true(await until(() => fake.connections[0]!.interruptions.length === 1, 3_000));
+  t.true(await botDone(s, 2), 'both turns end: the first is not left open');
+  t.false(s.all().some((f) => f.type === 'interruption'));
+  t.is(s.sink.clears, 0);
+  const fedFirst = s.built.playout.fedMs(`1/el-${fake.connections[0]!.interruptions[0]}`);
+  const fullMs = (fakeBotVoice(long, 16_000).length / 16_000) * 1000;
+  t.true(fedFirst > 0 && fedFirst < fullMs - 1_000, `the rest of the interrupted response was not taken (${Math.round(fedFirst)} of ${Math.round(fullMs)} ms)`);
+  await s.worker.end();
+});
+
 test.serial('the agent first message is spoken at the start; our agent fields are not sent without override_agent_settings', async (t) => {
   const agents = { [AGENT]: { name: 'Ada', firstMessage: 'Welcome back', outputFormat: 'pcm_16000', allowOverrides: false } };
   const fake = await withFake(t, { agents });
