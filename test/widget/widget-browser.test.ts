@@ -9,8 +9,9 @@
  */
 import test, { type ExecutionContext } from 'ava';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
@@ -514,4 +515,53 @@ test.serial('phone-sized viewport, light and dark pages: the card fits, text con
       await screenshot(page, `docs/media/widget-idle-${scheme}.png`);
     });
   }
+});
+
+test.serial('the server ends the session (session_limit_seconds): time_limit_reached, the ended view, nothing to release', async (t) => {
+  const agentId = await server.agent({ session_limit_seconds: 4, behaviour: { greeting: GREETING } });
+  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+    const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
+    const before = server.releases.length;
+    await clickButton(page, 'Start conversation');
+    const connected = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect');
+    t.is(connected.detail.outcome, 'success');
+    const ended = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 30_000, 'session end');
+    assertOutcomeShape(t, ended.detail, true);
+    t.like(ended.detail, { outcome: 'time_limit_reached', faultDomain: 'unknown', sessionId: connected.detail.sessionId });
+    const view = await widgetView(page);
+    t.like(view, { view: 'ended', status: 'The conversation reached its time limit.' });
+    t.deepEqual(view.buttons, ['Start again']);
+    t.is((await callEnded(agentId, connected.detail.sessionId)).termination_reason, 'session_limit_reached');
+    t.is(server.releases.length, before, 'the widget sent no release for a session the server ended');
+    const states = (await events(page)).filter((e) => e.name === 'UpdateBotState').map((e) => e.detail.botState);
+    t.is(states.at(-1), 'ended');
+  });
+});
+
+test.serial('the connection drops during a call: transport_lost; the widget releases the session', async (t) => {
+  const agentId = await server.agent({ behaviour: { greeting: GREETING } });
+  // Watches the signalling WebSocket's TCP connections (only to cut them, as a network drop would).
+  const sockets: Duplex[] = [];
+  const watch = (req: IncomingMessage, socket: Duplex) => {
+    if ((req.url ?? '').startsWith('/v1/rooms/signal')) sockets.push(socket);
+  };
+  server.server.httpServer.on('upgrade', watch);
+  t.teardown(() => void server.server.httpServer.off('upgrade', watch));
+  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+    const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
+    await clickButton(page, 'Start conversation');
+    const connected = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect');
+    t.is(sockets.length, 1);
+    const before = server.releases.length;
+    sockets[0]!.destroy();
+    const lost = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 30_000, 'transport lost');
+    t.like(lost.detail, { outcome: 'transport_lost', faultDomain: 'unknown', sessionId: connected.detail.sessionId });
+    const view = await widgetView(page);
+    t.like(view, { view: 'error', status: 'The connection was lost.' });
+    t.deepEqual(view.buttons, ['Try again']);
+    await eventually(async () => server.releases.length > before, 10_000, 'the release request');
+    const record = await callEnded(agentId, connected.detail.sessionId, 15_000);
+    t.log(`server ended the session with ${record.termination_reason}`);
+    t.true(['client_released', 'client_left'].includes(record.termination_reason));
+  });
 });
