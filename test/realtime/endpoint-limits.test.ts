@@ -16,7 +16,8 @@ let configId: string;
 
 test.before(async () => {
   ts = await startTestServer({ label: 'realtime_limits', plugins: [facePlugin] });
-  endpoint = mountRealtime(ts.server);
+  // Its tests run concurrently, each with sessions of its own: a count limit above the machine default (cores x 2).
+  endpoint = mountRealtime(ts.server, { maxSessions: 32 });
   const created = await ts.call('POST', '/v1/model-configs', {
     body: { title: 'limits portrait', model_variant_id: 'svc/human-portrait/v1', model_configurations: { width: 192, height: 128 } },
   });
