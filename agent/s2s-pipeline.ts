@@ -34,6 +34,7 @@ import { defaultToolLogger, prepareToolset, WebhookClient, type PreparedToolset,
 import { OutputTransport, type OutputOptions } from '../transports/output-transport.ts';
 import type { MediaSink } from '../transports/media-sink.ts';
 import type { AgentFaceFactory, AgentRuntimeRecord } from './agent-pipeline.ts';
+import type { SessionTaps } from './session-messages.ts';
 
 /** The Agent fields a third_party session reads on top of the common runtime record. */
 export type S2SAgentRecord = AgentRuntimeRecord & {
@@ -134,5 +135,28 @@ export async function buildS2SPipeline(agent: S2SAgentRecord, options: S2SPipeli
     playout,
     toolset,
     workerOptions: { allowInterruptions: allowInterruption },
+  };
+}
+
+/**
+ * The parts the bot runner's `SessionPipeline` needs from a third_party pipeline. The provider
+ * processor plays the roles the session message emitter taps separately in svc mode (VAD: user
+ * speaking; STT: transcripts; LLM: bot text, response start, TTFB; TTS: bot audio), so every
+ * tap but the avatar and the output names it.
+ */
+export function s2sSessionParts(built: S2SPipeline): {
+  readonly pipeline: Pipeline;
+  readonly workerOptions: { readonly allowInterruptions: boolean };
+  readonly taps: SessionTaps;
+  readonly vadStopMs: null;
+  appendSystemContext(text: string): void;
+} {
+  const name = built.s2s.name;
+  return {
+    pipeline: built.pipeline,
+    workerOptions: built.workerOptions,
+    taps: { vad: name, stt: name, llm: name, tts: name, avatar: built.avatar?.name, output: built.output.name },
+    vadStopMs: null,
+    appendSystemContext: (text) => built.s2s.appendSystemContext(text),
   };
 }

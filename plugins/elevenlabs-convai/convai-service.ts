@@ -164,6 +164,10 @@ class ConvaiConnection implements S2SConnection {
     if (this.ready && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify({ type: 'contextual_update', text }));
   }
 
+  addContext(text: string): void {
+    this.sendContext(text);
+  }
+
   sendAudio(pcm: Int16Array): void {
     if (!this.ready || this.closing || this.ws.readyState !== WebSocket.OPEN) return;
     this.ws.send(JSON.stringify({ user_audio_chunk: Buffer.from(int16ToBytes(pcm)).toString('base64') }));

@@ -173,6 +173,11 @@ class OpenAIRealtimeConnection implements S2SConnection {
     this.rt.send({ type: 'input_audio_buffer.append', audio: Buffer.from(int16ToBytes(pcm)).toString('base64') });
   }
 
+  addContext(text: string): void {
+    if (!this.ready || this.closing) return;
+    this.rt.send({ type: 'conversation.item.create', item: { type: 'message', role: 'system', content: [{ type: 'input_text', text }] } } as any);
+  }
+
   interrupted(turn: S2STurnRef, playedMs: number, cancelResponse: boolean): void {
     const state = this.responses.get(turn.turnId);
     if (state) state.cancelled = true;

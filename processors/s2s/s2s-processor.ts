@@ -71,6 +71,7 @@ export class S2SProcessor extends FrameProcessor {
   /** Set while an interruption we asked for is on its way; true when the provider already stopped. */
   private pendingBargeIn: { providerStopped: boolean } | undefined;
   private readonly history: S2SHistoryEntry[] = [];
+  private readonly context: string[] = [];
   /** Bumped per connection: turn keys are `<epoch>/<provider turn id>`. */
   private epoch = 0;
   private reconnecting = false;
@@ -84,6 +85,17 @@ export class S2SProcessor extends FrameProcessor {
 
   constructor(private readonly service: S2SService, private readonly options: S2SProcessorOptions) {
     super(options);
+  }
+
+  /**
+   * System context for later turns (the client's `append-system-context`): sent to the live
+   * connection, and again to any connection opened after a drop.
+   */
+  appendSystemContext(text: string): void {
+    const t = text.trim();
+    if (!t) return;
+    this.context.push(t);
+    this.connection?.addContext?.(t);
   }
 
   /** The live connection (tests, diagnostics). */
@@ -145,6 +157,7 @@ export class S2SProcessor extends FrameProcessor {
     }
     this.epoch++;
     this.connection = connection;
+    if (this.epoch > 1) for (const text of this.context) connection.addContext?.(text);
     this.subscription = connection.events.subscribe({
       next: (e) => this.onEvent(e),
       error: (err) => this.onDrop(err),

@@ -87,6 +87,11 @@ export interface S2SConnection {
    * generating.
    */
   interrupted(turn: S2STurnRef, playedMs: number, cancelResponse: boolean): void;
+  /**
+   * Adds system context for later turns without making the bot answer (the client's
+   * `append-system-context`). Optional: a provider without the notion drops it.
+   */
+  addContext?(text: string): void;
   /** Completes when closed by us; errors with an `S2SError` when the connection fails. */
   readonly events: Observable<S2SEvent>;
   close(): Promise<void>;

@@ -150,6 +150,16 @@ test.serial('override_agent_settings sends prompt, language, voice and greeting;
   t.regex(locked.errors()[0]!.message, /Override for field 'prompt' is not allowed/);
 });
 
+test.serial('appended system context is sent as a contextual_update', async (t) => {
+  const fake = await withFake(t);
+  const s = await session(t, fake);
+  t.true(await connected(fake));
+  s.built.s2s.appendSystemContext('The visitor is on the pricing page.');
+  t.true(await until(() => fake.connections[0]!.messages.some((m) => m.type === 'contextual_update')));
+  t.deepEqual(fake.connections[0]!.messages.filter((m) => m.type === 'contextual_update'), [{ type: 'contextual_update', text: 'The visitor is on the pricing page.' }]);
+  await s.worker.end();
+});
+
 test.serial('a refused key ends the session with sts_auth_failed; an unknown agent id with sts_config_not_found; the key is in no frame', async (t) => {
   const fake = await withFake(t);
   const key = 'xi-wrong-key-never-leaked';

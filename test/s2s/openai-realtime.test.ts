@@ -176,6 +176,21 @@ test.serial('an interruption from our side (e.g. a client request) cancels the p
   await s.worker.end();
 });
 
+test.serial('appended system context becomes a system item, without a response, and is re-sent after a reconnect', async (t) => {
+  const fake = await withFake(t);
+  const s = await session(t, fake, agentRecord(), { reconnectAttempts: 2 });
+  t.true(await connected(fake));
+  s.built.s2s.appendSystemContext('The visitor is on the pricing page.');
+  const systemItems = (i: number) => fake.connections[i]!.events.filter((e) => e.type === 'conversation.item.create' && e.item.role === 'system').map((e) => e.item.content[0].text);
+  t.true(await until(() => systemItems(0).length === 1));
+  t.deepEqual(systemItems(0), ['The visitor is on the pricing page.']);
+  t.false(fake.connections[0]!.events.some((e) => e.type === 'response.create'));
+  fake.dropAll();
+  t.true(await connected(fake, 2));
+  t.true(await until(() => systemItems(1).length === 1));
+  await s.worker.end();
+});
+
 test.serial('a refused key ends the session with sts_auth_failed, and the key appears in no frame', async (t) => {
   const fake = await withFake(t);
   const key = 'sk-wrong-key-should-never-leak-0000';
