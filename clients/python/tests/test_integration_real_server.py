@@ -199,11 +199,11 @@ async def test_streaming_tts_slower_than_real_time_plays_each_frame_with_its_own
         await s.client.start_turn()
         for _ in range(4):
             await s.client.send_tts_audio(tone(150), 16_000)  # 150 ms of speech, then a gap: the server waits
-            await asyncio.sleep(0.4)
+            await asyncio.sleep(0.6)
         await s.client.end_turn()
         await until(lambda: s.count(STVEvent.BOT_STOPPED_SPEAKING) == 1, "the end of the utterance")
         waits = [f for f in s.server_frames.values() if f.type == "speech" and not f.audio.any()]
-        assert len(waits) > 5, "the server waited for audio mid-turn"
+        assert len(waits) > 3, "the server waited for audio mid-turn"
         speech = [a for a in s.audio if s.server_frames[a.frame_index].is_speech]
         assert len(speech) > 10
         for a in speech:
@@ -220,9 +220,8 @@ async def test_interrupt_cuts_the_speech_and_the_next_utterance_plays_whole(real
         await until(lambda: s.count(STVEvent.INTERRUPTED) == 1, "the server's confirmation")
         assert s.payload(STVEvent.INTERRUPTED)["had_speech"] is True
         assert s.payload(STVEvent.BOT_STOPPED_SPEAKING) == {"interrupted": True}
-        await asyncio.sleep(0.3)
+        await until(lambda: len(s.audio) > cut + 10, "the clock to keep running after the interrupt")
         assert not voiced(s.audio[cut:]).any(), "nothing of the cancelled utterance plays after interrupt()"
-        assert len(s.audio) > cut, "the clock kept running"
         second = (-tone(600, hz=330)).astype(np.int16)
         await s.client.say(second, 16_000)
         await until(lambda: s.count(STVEvent.BOT_STOPPED_SPEAKING) == 2, "the second utterance")
