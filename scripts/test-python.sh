@@ -49,5 +49,5 @@ set +e
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider
 code=$?
 set -e
-[ "$code" -eq 5 ] && fail "pytest collected no tests in clients/python/tests"
+[ "$code" -eq 5 ] && fail "pytest ran no tests (exit 5) in clients/python/tests"
 exit "$code"

@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -34,6 +35,18 @@ class RealServer:
     api_key: str
     config_id: str
     """A small (256x192) human-portrait model config of the demo organization."""
+
+
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): SIGTERM when pytest itself dies, even by SIGKILL, so a
+    killed test run leaves no server behind. The fixture's own teardown is the normal path."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _free_port() -> int:
@@ -79,6 +92,7 @@ def real_server() -> Iterator[RealServer]:
         proc = subprocess.Popen(
             [str(TSX), "server/main.ts"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
