@@ -258,6 +258,15 @@ class BotSession implements RunningSession {
 
   private onSubscriberEvent(event: RoomSubscriberEvent): void {
     if (this.finishing) return;
+    try {
+      this.trackPresence(event);
+    } catch (error) {
+      // Never thrown back into the room (rxjs would report it as unhandled): the session ends instead.
+      void this.finish('pipeline_error', `presence handling failed: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  private trackPresence(event: RoomSubscriberEvent): void {
     switch (event.type) {
       case 'joined':
         this.visitors.set(event.participantId, 'none');
@@ -403,6 +412,7 @@ class BotSession implements RunningSession {
 
   private async teardown(reason: TerminationReason, detail: string | null): Promise<SessionOutcome> {
     for (const name of [...this.timers.keys()]) this.clearTimer(name);
+    this.emitter.flush();
     this.emitter.setState('ended');
     this.emitter.send({ type: 'session-ended', reason });
     this.emitter.close();
@@ -452,8 +462,13 @@ class BotSession implements RunningSession {
   // ---- helpers ----------------------------------------------------------------------------------
 
   private deliver(message: BotMessage): void {
-    if (this.publication?.sendMessage) this.publication.sendMessage(message as unknown as Readonly<Record<string, unknown>>);
-    else this.sentWithoutChannel++;
+    // Called from inside the pipeline (the observer): a failing send must not break it.
+    try {
+      if (this.publication?.sendMessage) this.publication.sendMessage(message as unknown as Readonly<Record<string, unknown>>);
+      else this.sentWithoutChannel++;
+    } catch (error) {
+      this.logger.warn({ session_id: this.sessionId, type: message.type, error: error instanceof Error ? error.message : String(error) }, 'session message not sent');
+    }
   }
 
   private timer(name: string, ms: number, fn: () => void): void {

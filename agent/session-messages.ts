@@ -7,8 +7,12 @@
  *   pushed by a known processor (the "taps": VAD, STT, LLM, TTS, avatar, output), so each event
  *   is seen once, at the point where it is true (speaking state from what the output actually
  *   played). Messages the pipeline itself addresses to the client (`client-message` frames: the
- *   aggregators' transcript turns, the dispatcher's client-mode tool calls) come in through
- *   `fromPipeline` (the runner's media sink), are completed (`final`, `turn_id`) and de-duplicated.
+ *   user aggregator's transcript turns, the dispatcher's client-mode tool calls) come in through
+ *   `fromPipeline` (the runner's media sink); user turns are completed (`final`, `turn_id`) and
+ *   de-duplicated. The bot's transcript turn is built here from the words the output played
+ *   (`tts-text`) and sent when the spoken turn ends (or is cut): the assistant aggregator's own
+ *   message travels upstream after the output and can be dropped when the pipeline ends right
+ *   after a farewell, so it is not used.
  * - Client -> bot: `parseClientMessage` checks a room `client_message` payload and returns a
  *   typed `ClientMessage` or a reason it was ignored; it never throws.
  */
@@ -108,21 +112,28 @@ export class SessionMessageEmitter implements FrameObserver {
       this.send(message as BotMessage);
       return;
     }
-    const owner = message.owner === 'user' ? 'user' : 'bot';
+    // The bot's turns are sent from what the output played (endBotTurn).
+    if (message.owner !== 'user') return;
     const text = typeof message.text === 'string' ? message.text.trim() : '';
     if (!text) return;
-    if (owner === 'user') {
-      this.turnId++;
-      this.stats.userTurns++;
-      if (this.pending && this.pending.turnId === null) this.pending.turnId = this.turnId;
-      if (this.botState === 'listening') this.setState('thinking');
-    } else {
-      this.stats.botTurns++;
-    }
+    this.turnId++;
+    this.stats.userTurns++;
+    if (this.pending && this.pending.turnId === null) this.pending.turnId = this.turnId;
+    if (this.botState === 'listening') this.setState('thinking');
+    this.sendTranscript('user', text);
+  }
+
+  /** The words of a bot turn still playing when the session ends (sent before `session-ended`). */
+  flush(): void {
+    if (this.botTurnOpen || this.botOutput) this.endBotTurn(true);
+  }
+
+  private sendTranscript(owner: 'user' | 'bot', text: string): void {
     const key = `${this.turnId}\u0000${owner}\u0000${text}`;
     if (key === this.lastTranscriptKey) return;
     this.lastTranscriptKey = key;
     this.stats.transcriptTurns++;
+    if (owner === 'bot') this.stats.botTurns++;
     this.send({ type: 'transcript-turn', owner, text, final: true, turn_id: this.turnId });
   }
 
@@ -215,10 +226,12 @@ export class SessionMessageEmitter implements FrameObserver {
   }
 
   private endBotTurn(interrupted: boolean): void {
+    const spoken = this.botOutput;
     this.botTurnOpen = false;
     this.botTurnOver = false;
     this.botOutput = '';
     this.send({ type: 'bot-tts-stopped', interrupted });
+    if (spoken) this.sendTranscript('bot', spoken);
   }
 
   /** The first bot audio after a committed user turn closes that turn's latency report. */

@@ -307,8 +307,8 @@ test.serial('session_limit_seconds ends the session with the farewell: session_l
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
     const outcome = await s.running.ended;
     t.is(outcome.terminationReason, 'session_limit_reached');
-    t.true(botTurns(visitor).some((m) => m.text === 'Time is up.'));
     t.true(await waitFor(() => visitor.ofType('session-ended')[0]?.reason === 'session_limit_reached', 2000));
+    t.true(botTurns(visitor).some((m) => m.text === 'Time is up.'), types(visitor).join(','));
     await nothingLeft(t, bot, s.embedded);
   } finally {
     visitor.close();

@@ -95,7 +95,14 @@ export class RoomAudioInput extends FrameProcessor {
 
   private listen(): void {
     if (this.subscription) return;
-    this.subscription = this.room.participantAudio.subscribe((audio) => this.onAudio(audio));
+    this.subscription = this.room.participantAudio.subscribe((audio) => {
+      // A throw here would surface as an unhandled rxjs error; a bad chunk is reported and dropped.
+      try {
+        this.onAudio(audio);
+      } catch (error) {
+        this.pushError(`room audio dropped: ${error instanceof Error ? error.message : String(error)}`, { code: 'input_audio_failed' });
+      }
+    });
     this.subscription.add(
       this.room.subscriberEvents.subscribe((event) => {
         if (event.type === 'left' && event.participantId === this.followed && this.fixedParticipant === undefined) {
