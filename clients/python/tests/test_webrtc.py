@@ -50,8 +50,18 @@ def test_endpoint_resolution() -> None:
     assert resolve_ws_url(env={"SVC_WS_URL": "https://models.example.com"}) == "wss://models.example.com/realtime"
     assert resolve_ws_url(env={"SVC_REALTIME_URL": "ws://h:1/realtime"}) == "ws://h:1/realtime"
     assert resolve_ws_url("wss://a/b/realtime", env={"SVC_WS_URL": "ws://ignored"}) == "wss://a/b/realtime"
-    for bad in ("ftp://x/realtime", "wss://x/realtime?api_key=k", "not a url"):
+    assert resolve_ws_url(env={"SVC_WS_URL": "models.example.com"}) == "wss://models.example.com/realtime"
+    for bad in ("ftp://x/realtime", "wss://x/realtime?api_key=k", "not a url", "wss://"):
         with pytest.raises(ValueError):
             resolve_ws_url(bad, env={})
     client = SvcClient("k", "svc/human-portrait", url="wss://m.example/realtime?region=eu")
     assert client.connect_url() == "wss://m.example/realtime?region=eu&config_id=svc%2Fhuman-portrait"
+
+
+def test_plain_ws_to_a_remote_host_warns(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="svc")
+    resolve_ws_url("ws://127.0.0.1:8080/realtime", env={})
+    resolve_ws_url("wss://models.example.com/realtime", env={})
+    assert caplog.records == []
+    resolve_ws_url("ws://models.example.com/realtime", env={})
+    assert len(caplog.records) == 1 and "wss://" in caplog.records[0].getMessage()

@@ -45,6 +45,7 @@ DEFAULT_KEEP_ALIVE_S: Final = 30.0
 #: Largest message accepted from the server: an RGB 1280x720 frame is 2.7 MB.
 MAX_INCOMING_BYTES: Final = 16 * 1024 * 1024
 _KEY_PARAMS: Final = frozenset({"api_key", "apikey", "key", "token"})
+_LOOPBACK: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 
 RealtimeMessage = ServerMessage | FrameOut
 MessageListener = Callable[[RealtimeMessage], None]
@@ -64,17 +65,22 @@ class SvcClientError(Exception):
 
 def resolve_ws_url(url: str | None = None, env: Mapping[str, str] | None = None) -> str:
     """The /realtime endpoint: ``url``, else ``SVC_WS_URL``, else ``SVC_REALTIME_URL`` (the name the
-    TypeScript client reads), else :data:`DEFAULT_WS_URL`. ``http(s)://`` becomes ``ws(s)://`` and a bare
-    ``{models_ws_url}`` gets ``/realtime`` appended. A URL carrying a key or token is refused."""
+    TypeScript client reads), else :data:`DEFAULT_WS_URL`. ``http(s)://`` becomes ``ws(s)://``, a host without
+    a scheme ``wss://``, and a bare ``{models_ws_url}`` gets ``/realtime`` appended. A URL carrying a key or
+    token is refused; plain ``ws://`` to a host other than loopback logs a warning."""
     environ = os.environ if env is None else env
-    base = url or environ.get("SVC_WS_URL") or environ.get("SVC_REALTIME_URL") or DEFAULT_WS_URL
+    base = (url or environ.get("SVC_WS_URL") or environ.get("SVC_REALTIME_URL") or DEFAULT_WS_URL).strip()
+    if "://" not in base:
+        base = f"wss://{base}"  # a bare host: the wss:// form
     parts = urlsplit(base)
     scheme = {"http": "ws", "https": "wss"}.get(parts.scheme.lower(), parts.scheme.lower())
-    if scheme not in ("ws", "wss") or not parts.netloc:
+    if scheme not in ("ws", "wss") or not parts.hostname or any(c.isspace() for c in base):
         raise ValueError(f"not a WebSocket URL: {base!r} (expected wss://host/realtime)")
     if any(k.lower() in _KEY_PARAMS for k, _ in parse_qsl(parts.query)):
         raise ValueError("never put an API key or token in the URL; the client sends the key in the X-API-Key header")
     path = parts.path if parts.path not in ("", "/") else "/realtime"
+    if scheme == "ws" and (parts.hostname or "") not in _LOOPBACK:
+        log.warning("svc: %s is not encrypted (ws://): the API key would travel in clear; use wss://", parts.netloc)
     return urlunsplit((scheme, parts.netloc, path, parts.query, ""))
 
 
