@@ -276,6 +276,42 @@ test.serial('stop(client_released) ends a live session cleanly and tells the vis
   }
 });
 
+test.serial('the greeting waits at most subscribeWaitMs for the connection, and clientReadyWaitMs for a client that never says client-ready', async (t) => {
+  const bot = runner({ timeouts: { subscribeWaitMs: 1500, clientReadyWaitMs: 1500 } });
+  // A page that says client-ready but whose peer connection never comes up.
+  const s = await session(bot);
+  const page = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken, { media: false });
+  try {
+    const readyAt = Date.now();
+    page.sendMessage({ type: 'client-ready', version: '1.0.0' });
+    t.true(await waitFor(() => page.ofType('bot-state').some((m) => m.state === 'listening'), 10_000));
+    const startedAfter = page.messages.find((m) => m.message.type === 'bot-state' && m.message.state === 'listening')!.at - readyAt;
+    t.true(startedAfter >= 1400, `started ${startedAfter} ms after client-ready`);
+    t.true(await waitFor(() => botTurns(page).length === 1, 20_000), 'the greeting is spoken anyway');
+    t.is(page.connectionState, 'none');
+  } finally {
+    await s.running.stop('client_released');
+    page.close();
+    rooms.closeRoom(s.room.room);
+  }
+  // A connected client that never says client-ready still gets its conversation.
+  const other = await session(bot);
+  const plain = await RoomVisitor.join(other.room.roomUrl, other.room.subscriberToken);
+  try {
+    t.true(await waitFor(() => plain.connectionState === 'connected', 15_000));
+    const connectedAt = Date.now();
+    t.true(await waitFor(() => botTurns(plain).length === 1, 20_000), 'greeted');
+    const greetedAfter = plain.messages.find((m) => m.message.type === 'bot-started-speaking')!.at - connectedAt;
+    t.true(greetedAfter >= 1000, `greeted ${greetedAfter} ms after connecting`);
+    t.true(plain.audibleMs(connectedAt) > 0);
+    t.is(plain.ofType('bot-ready').length, 0);
+    t.is((await other.running.stop('client_released')).metadata.client_ready, false);
+  } finally {
+    plain.close();
+    rooms.closeRoom(other.room.room);
+  }
+});
+
 test.serial('the agent hangs up (end_call): the farewell is heard, then session-ended agent_ended', async (t) => {
   const bot = runner();
   const s = await session(bot, agent({ starts_conversation: false, behaviour: { farewell_message: 'It was nice talking to you.' } }));

@@ -37,6 +37,7 @@ export class RoomVisitor {
   private chunksSent = 0;
   private closed = false;
   connectionState: RTCPeerConnectionState | 'none' = 'none';
+  private media = true;
   /** Each decoded picture (I420: the luma plane is the first width*height bytes), as it arrives. */
   onVideoFrame?: (frame: { width: number; height: number; data: Uint8Array }, at: number) => void;
   /** Each received 10 ms of the bot's audio, as it arrives. */
@@ -47,8 +48,10 @@ export class RoomVisitor {
     this.micTrack = this.mic.createTrack();
   }
 
-  static async join(url: string, token: string): Promise<RoomVisitor> {
+  /** `media: false`: a page whose peer connection never comes up (offers are not answered). */
+  static async join(url: string, token: string, options: { readonly media?: boolean } = {}): Promise<RoomVisitor> {
     const visitor = new RoomVisitor();
+    visitor.media = options.media ?? true;
     await visitor.connect(url, token);
     return visitor;
   }
@@ -94,7 +97,7 @@ export class RoomVisitor {
         this.messages.push({ at: Date.now(), message: m.message as Record<string, unknown> });
         return;
       case 'offer':
-        await this.answer(m.pc_id as string, m.sdp as string);
+        if (this.media) await this.answer(m.pc_id as string, m.sdp as string);
         return;
       case 'candidate':
         if (this.pc && m.candidate) await this.pc.addIceCandidate(m.candidate as RTCIceCandidateInit).catch(() => undefined);
