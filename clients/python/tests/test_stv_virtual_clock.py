@@ -388,3 +388,23 @@ async def test_an_utterance_sent_right_after_interrupt_plays_whole_despite_speec
     with pytest.raises(RuntimeError):
         await h.client.connect()
     await h.close()
+
+
+async def test_a_rate_change_mid_utterance_keeps_every_sample() -> None:
+    h = await Harness(resampler_factory=LinearResampler, output_sample_rate=48_000).start()
+    a, b = ramp(100, 24_000, start=100), ramp(100, 16_000, start=7000)
+    await h.client.start_turn()
+    await h.client.send_tts_audio(a, 24_000)
+    await h.client.send_tts_audio(b, 16_000)
+    await h.client.end_turn()
+    first = LinearResampler(24_000, 16_000)
+    expected_sent = np.concatenate([first.process(a), first.flush(), b])
+    assert np.array_equal(h.fake.sent, expected_sent), "the 24 kHz resampler's tail was sent before the 16 kHz audio"
+    up_a, up_b = LinearResampler(24_000, 48_000), LinearResampler(16_000, 48_000)
+    expected_local = np.concatenate([up_a.process(a), up_a.flush(), up_b.process(b), up_b.flush()])
+    h.push_speech(h.fake.sent, turn_id=1)
+    h.push_idle(2)
+    await h.ticks(15)
+    played = voiced(h.audio)
+    assert np.array_equal(played, expected_local[expected_local != 0])
+    await h.close()

@@ -296,17 +296,25 @@ class SvcSTVClient:
         if not self._turn_open:
             await self.start_turn()
         turn = self._turns[-1]
-        if self._to_server is None or self._to_server.from_rate != sample_rate:
+        # The rate changed mid-utterance: the previous resamplers' tails come first.
+        server_tail = local_tail = _EMPTY
+        if self._to_server is not None and self._to_server.from_rate != sample_rate:
+            server_tail, self._to_server = self._to_server.flush(), None
+        if self._to_output is not None and self._to_output.from_rate != sample_rate:
+            local_tail, self._to_output = self._to_output.flush(), None
+        if self._to_server is None:
             self._to_server = self._resampler_factory(sample_rate, SAMPLE_RATE)
-        to_server = self._to_server.process(mono)
+        to_server = _join(server_tail, self._to_server.process(mono))
         local = mono
         if sample_rate != self._output_rate:
-            if self._to_output is None or self._to_output.from_rate != sample_rate:
+            if self._to_output is None:
                 self._to_output = self._resampler_factory(sample_rate, self._output_rate)
             local = self._to_output.process(mono)
+        local = _join(local_tail, local)
         turn.sent.push(to_server)
         turn.original.push(local)
-        await self.client.send_audio(to_server)
+        if len(to_server):  # a resampler may hold everything back until more audio comes
+            await self.client.send_audio(to_server)
 
     async def end_turn(self) -> None:
         """No more audio for this utterance (flushes the resamplers, marks the end of turn)."""
@@ -506,6 +514,13 @@ class SvcSTVClient:
             self._player.cancel()
         self._output.put_nowait(None)
         self._emit(STVEvent.CLOSED, {})
+
+
+_EMPTY: Int16Array = np.zeros(0, dtype=np.int16)
+
+
+def _join(a: Int16Array, b: Int16Array) -> Int16Array:
+    return b if not len(a) else cast(Int16Array, np.concatenate([a, b]))
 
 
 def _to_mono(pcm: Int16Array, channels: int) -> Int16Array:
