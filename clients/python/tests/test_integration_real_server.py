@@ -152,6 +152,14 @@ async def test_low_level_client_frames_and_speech_round_trip(real_server: RealSe
                     return
 
     await asyncio.wait_for(read(), TIMEOUT_S)
+    assert await client.end() is True  # finish, then the server closes
+
+    async def rest() -> list[Any]:
+        return [m async for m in client.messages()]
+
+    tail = await asyncio.wait_for(rest(), TIMEOUT_S)
+    assert [m for m in tail if isinstance(m, dict)][-1]["type"] == "session_ended"
+    assert client.close_code == 1000 and not client.is_connected
     await client.close()
     assert [f.index for f in frames] == list(range(len(frames))), "frames 0, 1, 2... without gaps"
     assert all(f.pts_ms == f.index * 40 and len(f.audio) == 640 for f in frames)
