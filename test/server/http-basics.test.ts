@@ -243,14 +243,23 @@ test('NUL characters, bad percent-encoding and odd keys are 400s, never 500s', a
   t.is(({} as Record<string, unknown>).polluted, undefined);
 });
 
-test('without a configured public base URL, signed URLs and the OpenAPI server use the address the client called', async (t) => {
-  const viaProxy = await s.call('GET', '/v1/assets?source=template', { headers: { 'x-forwarded-host': 'avatars.example.test', 'x-forwarded-proto': 'https' } });
-  t.true(viaProxy.body.data[0].asset_url.startsWith('https://avatars.example.test/v1/storage/objects/'));
-  const doc = await s.call('GET', '/v1/openapi.json', { key: null, headers: { 'x-forwarded-host': 'avatars.example.test', 'x-forwarded-proto': 'https' } });
-  t.deepEqual(doc.body.servers, [{ url: 'https://avatars.example.test/v1' }]);
-  const direct = await s.call('GET', '/v1/assets?source=template');
-  t.true(direct.body.data[0].asset_url.startsWith(`${s.url}/v1/storage/`));
+test('without a configured public base URL, signed URLs and the OpenAPI server use the address the client called; forwarded headers are ignored unless a proxy is trusted', async (t) => {
+  const forwarded = { 'x-forwarded-host': 'avatars.example.test', 'x-forwarded-proto': 'https' };
+  const direct = await s.call('GET', '/v1/assets?source=template', { headers: forwarded });
+  t.true(direct.body.data[0].asset_url.startsWith(`${s.url}/v1/storage/`), 'X-Forwarded-* from anyone is not trusted by default');
   t.is((await fetch(direct.body.data[0].asset_url)).status, 200);
+  const doc = await s.call('GET', '/v1/openapi.json', { key: null, headers: forwarded });
+  t.deepEqual(doc.body.servers, [{ url: `${s.url}/v1` }]);
+
+  const proxied = await startTestServer({ label: 'http_proxy', config: { trustProxy: true } });
+  try {
+    const viaProxy = await proxied.call('GET', '/v1/assets?source=template', { headers: forwarded });
+    t.true(viaProxy.body.data[0].asset_url.startsWith('https://avatars.example.test/v1/storage/objects/'));
+    const proxiedDoc = await proxied.call('GET', '/v1/openapi.json', { key: null, headers: forwarded });
+    t.deepEqual(proxiedDoc.body.servers, [{ url: 'https://avatars.example.test/v1' }]);
+  } finally {
+    await proxied.stop();
+  }
 });
 
 test('deeply nested JSON is refused with 400 (64 levels at most), moderate nesting is fine', async (t) => {
