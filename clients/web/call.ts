@@ -76,6 +76,8 @@ export interface CallHost {
   setQueuing(queuing: boolean): void;
   setMicrophonePending(pending: boolean): void;
   setBotSpeaking(speaking: boolean): void;
+  /** The browser refused to play the bot's sound (no user gesture): the element offers a button. */
+  setSoundBlocked(blocked: boolean): void;
   showVideo(): void;
   callEnded(call: Call, end: CallEnd): void;
 }
@@ -411,7 +413,13 @@ export class Call {
       // browsers' echo cancellation removes from the microphone (Web Audio playback is not).
       audio.srcObject = new MediaStream([track]);
       audio.muted = false;
-      const play = () => void audio.play().catch(() => undefined);
+      const play = () =>
+        void audio.play().then(
+          () => this.phase !== 'done' && this.host.setSoundBlocked(false),
+          (err: unknown) => {
+            if ((err as { name?: string })?.name === 'NotAllowedError' && this.phase !== 'done') this.host.setSoundBlocked(true);
+          },
+        );
       play();
       audio.addEventListener('canplay', play, { once: true });
       this.audioAttached = true;
@@ -705,6 +713,7 @@ export class Call {
       if (phase === 'session') this.host.dispatch('userSpeakingChanged', { isSpeaking: false });
     }
     this.setBotSpeaking(false);
+    this.host.setSoundBlocked(false);
     this.host.setBotState(phase === 'session' ? 'ended' : 'disconnected');
     this.host.setConnectionState('disconnected');
     this.emitOutcome(outcome, phase, faultDomain);

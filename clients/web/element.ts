@@ -80,6 +80,11 @@ export function createElementClass(scriptStart: number) {
       this.view.muteButton.addEventListener('click', () => {
         this.muted = !this.muted;
       });
+      // A click is the gesture the browser wanted: start the sound (and the level analysis).
+      this.view.soundButton.addEventListener('click', () => {
+        void this.audioContext?.resume().catch(() => undefined);
+        void this.view.audio.play().then(() => this.view.setSoundBlocked(false), () => undefined);
+      });
     }
 
     connectedCallback(): void {
@@ -254,6 +259,7 @@ export function createElementClass(scriptStart: number) {
           el.botSpeaking = speaking;
           el.refresh();
         },
+        setSoundBlocked: (blocked) => el.view.setSoundBlocked(blocked),
         showVideo: () => el.view.setVideoShown(true),
         callEnded: (call, end) => el.callEnded(call, end),
       };

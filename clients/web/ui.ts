@@ -55,6 +55,7 @@ const MARKUP = `<div class="card" part="card" data-view="idle" data-video="off">
 <button type="button" class="start" part="start-button">Start conversation</button>
 <button type="button" class="mute" part="mute-button" aria-pressed="false" hidden>Mute</button>
 <button type="button" class="hangup" part="hangup-button" hidden>Hang up</button>
+<button type="button" class="sound-on" part="sound-button" hidden>Turn on sound</button>
 </div>
 </div>
 <audio class="sound" autoplay></audio>
@@ -85,7 +86,10 @@ export class WidgetView {
   readonly startButton: HTMLButtonElement;
   readonly muteButton: HTMLButtonElement;
   readonly hangupButton: HTMLButtonElement;
+  /** Shown when the browser refused to start the bot's sound without a gesture. */
+  readonly soundButton: HTMLButtonElement;
   private current: View = 'idle';
+  private soundBlocked = false;
 
   constructor(private readonly root: ShadowRoot) {
     const style = document.createElement('style');
@@ -104,6 +108,7 @@ export class WidgetView {
     this.startButton = q('.start');
     this.muteButton = q('.mute');
     this.hangupButton = q('.hangup');
+    this.soundButton = q('.sound-on');
     this.preview.addEventListener('error', () => this.preview.classList.add('none'));
   }
 
@@ -138,6 +143,7 @@ export class WidgetView {
     this.muteButton.hidden = !live;
     this.hangupButton.hidden = !(live || pending);
     this.hangupButton.textContent = live ? 'Hang up' : 'Cancel';
+    this.soundButton.hidden = !(this.soundBlocked && (live || pending));
     if (!live && !pending) this.setVideoShown(false);
     // Keep keyboard focus inside the widget when the focused button disappears.
     if (focused instanceof HTMLButtonElement && focused.hidden) {
@@ -148,6 +154,11 @@ export class WidgetView {
 
   setVideoShown(shown: boolean): void {
     this.card.dataset.video = shown ? 'on' : 'off';
+  }
+
+  setSoundBlocked(blocked: boolean): void {
+    this.soundBlocked = blocked;
+    this.show(this.current, this.status.textContent ?? undefined);
   }
 
   setMuted(muted: boolean): void {

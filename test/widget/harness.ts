@@ -84,7 +84,7 @@ export interface WidgetBrowser {
  * One chromium (at most one at a time on this machine). `microphone`: a WAV the fake capture device
  * plays from the moment getUserMedia opens it (looped); `denyMicrophone`: the permission is refused.
  */
-export async function launchBrowser(options: { microphone?: string; denyMicrophone?: boolean; viewport?: { width: number; height: number }; colorScheme?: 'light' | 'dark' } = {}): Promise<WidgetBrowser> {
+export async function launchBrowser(options: { microphone?: string; denyMicrophone?: boolean; viewport?: { width: number; height: number }; colorScheme?: 'light' | 'dark'; autoplayPolicy?: string } = {}): Promise<WidgetBrowser> {
   const profile = mkdtempSync(join(tmpdir(), 'svc-widget-chromium-'));
   const args = [
     '--headless',
@@ -99,6 +99,7 @@ export async function launchBrowser(options: { microphone?: string; denyMicropho
   if (options.denyMicrophone) args.push('--deny-permission-prompts');
   else args.push('--use-fake-ui-for-media-stream');
   if (options.microphone) args.push(`--use-file-for-fake-audio-capture=${options.microphone}`);
+  if (options.autoplayPolicy) args.push(`--autoplay-policy=${options.autoplayPolicy}`);
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM_PATH,
     headless: true,
