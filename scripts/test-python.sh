@@ -23,6 +23,13 @@ command -v "$PYTHON" >/dev/null 2>&1 ||
 "$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1 ||
   fail "$PYTHON cannot create virtual environments: install the venv module (Debian/Ubuntu: apt-get install python3-venv)"
 
+# Several checkouts' test runs may share this tree: one at a time sets the venv up and type-checks
+# (the lock is on this script itself, so no lock file is left behind); the tests then run in parallel.
+if command -v flock >/dev/null 2>&1; then
+  exec 9<"${BASH_SOURCE[0]}"
+  flock 9
+fi
+
 if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
   rm -rf "$VENV"
   "$PYTHON" -m venv "$VENV" >/dev/null ||
@@ -45,6 +52,7 @@ cd "$PKG"
 "$VENV/bin/python" -m ruff check --quiet . || fail "ruff found problems in clients/python (see above)"
 "$VENV/bin/python" -m mypy --cache-dir "$VENV/.mypy_cache" >/dev/null ||
   { "$VENV/bin/python" -m mypy --cache-dir "$VENV/.mypy_cache" | tail -n 20; fail "mypy (strict, Python 3.10) found type errors in clients/python/src"; }
+if command -v flock >/dev/null 2>&1; then flock -u 9; fi
 set +e
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider
 code=$?
