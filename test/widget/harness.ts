@@ -29,8 +29,8 @@ export interface WidgetServer extends TestServer {
   /** Creates and publishes an agent (allowed_hostnames `*` unless given); returns its id. */
   agent(fields?: Record<string, unknown>): Promise<string>;
   demoAgentId: string | null;
-  /** Rooms named by release requests (`POST /v1/public/agents/connect/{room}`) the server received, in order. */
-  readonly releases: string[];
+  /** Release requests (`POST /v1/public/agents/connect/{room}`) the server received, in order, with the browser's `Sec-Fetch-Mode` (`no-cors`: a beacon; `cors`: fetch). */
+  readonly releases: { room: string; mode: string | undefined }[];
 }
 
 export async function startWidgetServer(label = 'widget'): Promise<WidgetServer> {
@@ -45,10 +45,10 @@ export async function startWidgetServer(label = 'widget'): Promise<WidgetServer>
   const widget = mountWidget(ts.server, { demoAgentId: () => handle.demoAgentId });
   const stop = ts.stop.bind(ts);
   // Observes (does not answer) the release requests reaching the server.
-  const releases: string[] = [];
+  const releases: { room: string; mode: string | undefined }[] = [];
   ts.server.httpServer.on('request', (req) => {
     const m = /^\/v1\/public\/agents\/connect\/([^/?]+)/.exec(req.url ?? '');
-    if (req.method === 'POST' && m) releases.push(decodeURIComponent(m[1]!));
+    if (req.method === 'POST' && m) releases.push({ room: decodeURIComponent(m[1]!), mode: req.headers['sec-fetch-mode'] as string | undefined });
   });
   return Object.assign(handle, {
     releases,

@@ -465,7 +465,8 @@ test.serial('closing the tab releases the session (pagehide beacon); removing th
     const record = await callEnded(agentId, connected.detail.sessionId, 15_000);
     t.true(['client_hung_up', 'client_released'].includes(record.termination_reason), `ended by the page going away (${record.termination_reason}), not by the departure timeout`);
     await eventually(async () => server.releases.length > before, 10_000, 'the release request');
-    t.is(server.releases.length, before + 1, 'one release request (beacon) reached the server');
+    t.is(server.releases.length, before + 1, 'one release request reached the server');
+    t.is(server.releases.at(-1)!.mode, 'no-cors', 'sent with navigator.sendBeacon');
 
     const page2 = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
     await clickButton(page2, 'Start conversation');
@@ -474,6 +475,7 @@ test.serial('closing the tab releases the session (pagehide beacon); removing th
     const removed = await waitForEvent(page2, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'removed outcome');
     t.like(removed.detail, { outcome: 'element_removed', faultDomain: 'unknown', sessionId: second.detail.sessionId });
     const record2 = await callEnded(agentId, second.detail.sessionId, 15_000);
+    t.is(server.releases.at(-1)!.mode, 'cors', 'released with fetch (keepalive)');
     t.true(['client_hung_up', 'client_released'].includes(record2.termination_reason), record2.termination_reason);
   });
 });
