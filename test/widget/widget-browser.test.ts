@@ -275,6 +275,10 @@ test.serial('a full conversation: greeting heard, a question through the microph
     t.is(typeof latency.detail.userStoppedToBotAudioMs, 'number');
     t.is(typeof latency.detail.userStoppedToBotAudioHeardMs, 'number', 'the page heard the answer after the visitor stopped');
     t.log(`latency: ${JSON.stringify(latency.detail)}`);
+    // Observation for the record (not asserted): bot-started-speaking for the answer -> first loud botVolume sample.
+    const answerStart = all.filter((e) => e.name === 'botIsSpeaking' && e.detail.isSpeaking)[1];
+    const loud = answerStart && all.find((e) => e.name === 'botVolume' && e.at > answerStart.at && e.detail.volume > 0.01);
+    if (answerStart && loud) t.log(`bot-started-speaking -> audible at the page: ${Math.round(loud.at - answerStart.at)} ms (100 ms sampling)`);
     t.is((await widgetView(page)).video, 'on');
 
     await clickButton(page, 'Hang up');
