@@ -571,3 +571,30 @@ test.serial('the connection drops during a call: transport_lost; the widget rele
     t.true(['client_released', 'client_left'].includes(record.termination_reason));
   });
 });
+
+test.serial('Session API refusals become outcomes in plain words: unknown agent, unpublished agent, hostname not allowed', async (t) => {
+  const unpublished = await server.agent({});
+  await server.call('PATCH', `/v1/agents/${unpublished}/status`, { body: { status: 'unpublished' } });
+  const foreign = await server.agent({ allowed_hostnames: ['shop.example.com'] });
+  const unknown = '00000000-0000-4000-8000-000000000000';
+  const cases = [
+    { agentId: unknown, outcome: 'agent_unavailable', httpStatus: 404, text: 'This agent is not available right now.', record: 'This agent is not available.' },
+    { agentId: unpublished, outcome: 'agent_unavailable', httpStatus: 403, text: 'This agent is not available right now.', record: 'This agent is not available.' },
+    { agentId: foreign, outcome: 'not_allowed', httpStatus: 403, text: 'This agent cannot be used on this website.', record: '' },
+  ];
+  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+    for (const c of cases) {
+      const page = await open(browser, customerPage(c.agentId), t);
+      await page.waitForFunction(() => ['loaded', 'unavailable'].includes((document.querySelector('svc-agent') as HTMLElement).dataset.record ?? ''));
+      t.is((await widgetView(page)).status, c.record, `before the call (${c.outcome} ${c.httpStatus})`);
+      await clickButton(page, 'Start conversation');
+      const outcome = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 15_000, 'outcome');
+      assertOutcomeShape(t, outcome.detail, false);
+      t.like(outcome.detail, { outcome: c.outcome, phase: 'connect', faultDomain: 'backend', httpStatus: c.httpStatus, agentId: c.agentId });
+      const view = await widgetView(page);
+      t.like(view, { view: 'error', status: c.text });
+      t.deepEqual(view.buttons, ['Try again']);
+      await page.close();
+    }
+  });
+});
