@@ -32,7 +32,7 @@ import type { FramePumpOptions } from '../transports/webrtc/avatar-frame-pump.ts
 import type { PublishedAvatar } from '../transports/webrtc/embedded-publisher.ts';
 import { publishAvatar } from '../transports/webrtc/publish-avatar.ts';
 import { RoomAudioInput } from '../transports/webrtc/room-audio-input.ts';
-import type { Room, RoomClientMessage, RoomSubscriberEvent } from '../transports/webrtc/room.ts';
+import type { RoomClientMessage, RoomSubscriberEvent } from '../transports/webrtc/room.ts';
 import type { RoomRegistry } from '../transports/webrtc/room-registry.ts';
 import type { AgentPipelineOptions, AgentRuntimeRecord, ProviderChoice } from './agent-pipeline.ts';
 import {
@@ -126,7 +126,6 @@ class BotSession implements RunningSession {
   private readonly timeouts: SessionTimeouts;
   private readonly logger: ToolLogger;
   private emitter: SessionMessageEmitter;
-  private room: Room | undefined;
   private pipeline: SessionPipeline | undefined;
   private input: RoomAudioInput | undefined;
   private worker: PipelineWorker | undefined;
@@ -149,7 +148,6 @@ class BotSession implements RunningSession {
   private droppedClientMessages = 0;
   private idleTimedOut = false;
   private roomClosedUnderUs = false;
-  private sentWithoutChannel = 0;
 
   constructor(
     private readonly session: SessionStart,
@@ -182,7 +180,6 @@ class BotSession implements RunningSession {
     }
     const room = this.options.rooms.get(avatarRoom.room);
     if (!room || room.closed) throw new Error(`room ${avatarRoom.room} is not open`);
-    this.room = room;
 
     const sink: MediaSink = {
       // The room gets the face session's frames (picture + the audio that plays with it)
@@ -464,8 +461,7 @@ class BotSession implements RunningSession {
   private deliver(message: BotMessage): void {
     // Called from inside the pipeline (the observer): a failing send must not break it.
     try {
-      if (this.publication?.sendMessage) this.publication.sendMessage(message as unknown as Readonly<Record<string, unknown>>);
-      else this.sentWithoutChannel++;
+      this.publication?.sendMessage?.(message as unknown as Readonly<Record<string, unknown>>);
     } catch (error) {
       this.logger.warn({ session_id: this.sessionId, type: message.type, error: error instanceof Error ? error.message : String(error) }, 'session message not sent');
     }
