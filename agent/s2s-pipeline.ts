@@ -3,7 +3,7 @@
  * runs the conversation, we add the face. Same result shape as `buildAgentPipeline` (pipeline,
  * workerOptions, avatar, output, behaviours, toolset), so the bot runner runs both modes alike:
  *
- *   input audio -> S2SProcessor -> ConversationBehaviours (duration limits) -> [avatar] -> output -> PlayoutMeter
+ *   input audio -> S2SProcessor -> (tap points) -> ConversationBehaviours (duration limits) -> [avatar] -> output -> PlayoutMeter
  *
  * | Agent field | where it acts in third_party mode |
  * | --- | --- |
@@ -25,6 +25,7 @@
  */
 import type { Registry } from '../core/registry.ts';
 import { Pipeline } from '../core/pipeline.ts';
+import { PassThroughProcessor } from '../core/processor.ts';
 import { AvatarProcessor } from '../processors/avatar/avatar-processor.ts';
 import { ConversationBehaviours } from '../processors/behaviours/conversation-behaviours.ts';
 import { PlayoutLedger, PlayoutMeter } from '../processors/s2s/playout.ts';
@@ -61,6 +62,11 @@ export interface S2SPipelineOptions {
 export interface S2SPipeline {
   readonly pipeline: Pipeline;
   readonly s2s: S2SProcessor;
+  /**
+   * Where each role's frames are pushed: user speaking state (the provider processor), user
+   * transcripts, bot text (`llm-text`, response start/end), bot audio (`tts-audio`).
+   */
+  readonly taps: { readonly userSpeech: string; readonly transcripts: string; readonly botText: string; readonly botAudio: string };
   readonly behaviours: ConversationBehaviours;
   readonly avatar: AvatarProcessor | undefined;
   readonly output: OutputTransport;
@@ -125,10 +131,18 @@ export async function buildS2SPipeline(agent: S2SAgentRecord, options: S2SPipeli
   const face = options.face;
   const avatar = face ? new AvatarProcessor((clock) => face(clock, { maxDimension })) : undefined;
   const output = new OutputTransport(options.sink, options.tuning?.outputOptions);
-  const chain = [s2s, behaviours, ...(avatar ? [avatar] : []), output, new PlayoutMeter(playout)];
+  // One point per role the svc pipeline splits across processors (STT, LLM, TTS), so observers
+  // that read frames by the processor that pushed them (the session message emitter) find each.
+  const taps = {
+    transcripts: new PassThroughProcessor({ name: `${s2s.name}:transcripts` }),
+    botText: new PassThroughProcessor({ name: `${s2s.name}:bot-text` }),
+    botAudio: new PassThroughProcessor({ name: `${s2s.name}:bot-audio` }),
+  };
+  const chain = [s2s, taps.transcripts, taps.botText, taps.botAudio, behaviours, ...(avatar ? [avatar] : []), output, new PlayoutMeter(playout)];
   return {
     pipeline: new Pipeline(chain, { name: 'S2SPipeline' }),
     s2s,
+    taps: { userSpeech: s2s.name, transcripts: taps.transcripts.name, botText: taps.botText.name, botAudio: taps.botAudio.name },
     behaviours,
     avatar,
     output,
@@ -139,10 +153,8 @@ export async function buildS2SPipeline(agent: S2SAgentRecord, options: S2SPipeli
 }
 
 /**
- * The parts the bot runner's `SessionPipeline` needs from a third_party pipeline. The provider
- * processor plays the roles the session message emitter taps separately in svc mode (VAD: user
- * speaking; STT: transcripts; LLM: bot text, response start, TTFB; TTS: bot audio), so every
- * tap but the avatar and the output names it.
+ * The parts the bot runner's `SessionPipeline` needs from a third_party pipeline: the provider
+ * processor stands for the VAD, the tap points after it for STT, LLM and TTS.
  */
 export function s2sSessionParts(built: S2SPipeline): {
   readonly pipeline: Pipeline;
@@ -151,11 +163,11 @@ export function s2sSessionParts(built: S2SPipeline): {
   readonly vadStopMs: null;
   appendSystemContext(text: string): void;
 } {
-  const name = built.s2s.name;
+  const t = built.taps;
   return {
     pipeline: built.pipeline,
     workerOptions: built.workerOptions,
-    taps: { vad: name, stt: name, llm: name, tts: name, avatar: built.avatar?.name, output: built.output.name },
+    taps: { vad: t.userSpeech, stt: t.transcripts, llm: t.botText, tts: t.botAudio, avatar: built.avatar?.name, output: built.output.name },
     vadStopMs: null,
     appendSystemContext: (text) => built.s2s.appendSystemContext(text),
   };

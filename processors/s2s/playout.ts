@@ -23,6 +23,12 @@ interface LedgerTurn {
 export class PlayoutLedger {
   private readonly turns: LedgerTurn[] = [];
   private playing: LedgerTurn | undefined;
+  private readonly listeners: Array<(turnId: string) => void> = [];
+
+  /** `fn` runs each time a speech frame of a turn has played (after the ledger counted it). */
+  onPlayed(fn: (turnId: string) => void): void {
+    this.listeners.push(fn);
+  }
 
   /** `ms` more audio of `turnId` went to the face. */
   fed(turnId: string, ms: number): void {
@@ -48,6 +54,7 @@ export class PlayoutLedger {
     const turn = this.playing;
     if (!turn) return;
     turn.playedMs += Math.max(0, Math.min(ms, turn.fedMs - turn.playedMs));
+    for (const fn of this.listeners) fn(turn.turnId);
   }
 
   /** Audio of `turnId` the user heard so far (ms). */

@@ -6,9 +6,9 @@
  * | provider event | frames |
  * | --- | --- |
  * | user speech start / stop | `user-started-speaking` / `user-stopped-speaking` (both ways) |
- * | user transcript | `transcription` (interim and final) |
+ * | user transcript | `transcription` (interim and final); a final one also as the client's `transcript-turn` |
  * | bot turn | `llm-response-start`, `tts-started`, `tts-audio`..., `tts-stopped`, `llm-response-end` |
- * | bot words as produced | `llm-text`; the words heard, once the turn has played: `tts-text` |
+ * | bot words as produced | `llm-text`; the words heard, as the output plays them: `tts-text` |
  * | barge-in | `interruption-request` upstream (the worker interrupts everyone) |
  * | usage | `metrics` (usage counters; TTFB = user stopped -> first bot audio) |
  * | failure | `error` with code `sts_<S2SErrorCode>`, fatal when the session cannot go on |
@@ -39,6 +39,11 @@ export const S2S_DEFAULTS = {
   reconnectAttempts: 2,
   /** Transcript turns replayed into a new connection (where the provider accepts history). */
   historyTurns: 20,
+  /**
+   * Speaking rate used to place the heard words of a turn the provider is still sending (no
+   * word timings come with speech-to-speech audio); about 15 characters per second of speech.
+   */
+  charsPerSecond: 15,
 } as const;
 
 export interface S2SProcessorOptions extends ProcessorOptions {
@@ -59,7 +64,8 @@ interface BotTurn {
   cancelled: boolean;
   text: string;
   finalText: string | undefined;
-  heardReported: boolean;
+  /** Words of the turn already reported heard (`tts-text`). */
+  wordsReported: number;
 }
 
 export class S2SProcessor extends FrameProcessor {
@@ -77,7 +83,9 @@ export class S2SProcessor extends FrameProcessor {
   private reconnecting = false;
   private closed = false;
   private readonly abort = new AbortController();
-  private readonly metrics = ProcessorMetrics.for(this.name, () => this.clock, (f) => this.push(f), () => this.startFrame?.enableMetrics ?? false);
+  // Metrics go upstream to the worker: downstream, taps that read the svc LLM/TTS latency stages
+  // would take the provider's first-audio time for theirs.
+  private readonly metrics = ProcessorMetrics.for(this.name, () => this.clock, (f) => this.push(f, 'upstream'), () => this.startFrame?.enableMetrics ?? false);
   /** Reconnections performed (diagnostics, tests). */
   reconnects = 0;
   /** Provider audio dropped because its turn was interrupted (diagnostics, tests). */
@@ -85,6 +93,7 @@ export class S2SProcessor extends FrameProcessor {
 
   constructor(private readonly service: S2SService, private readonly options: S2SProcessorOptions) {
     super(options);
+    options.playout.onPlayed((key) => this.reportProgress(key));
   }
 
   /**
@@ -121,20 +130,15 @@ export class S2SProcessor extends FrameProcessor {
 
   protected override process(f: Frame, direction: Direction): void {
     if (direction === 'upstream') {
-      if (f.type === 'bot-stopped-speaking') this.reportHeardTurns();
       return this.push(f, direction);
     }
     switch (f.type) {
       case 'input-audio':
         this.sendAudio(f.pcm, f.sampleRate, f.channels);
         break;
-      case 'interruption': {
-        // The interruption goes first: words reported after it are not dropped by it downstream.
-        const heard = this.cutPlayingTurns();
-        this.push(f, direction);
-        for (const text of heard) this.push(frame('tts-text', { text }));
-        return;
-      }
+      case 'interruption':
+        this.cutPlayingTurns();
+        break;
       default:
         break;
     }
@@ -251,8 +255,12 @@ export class S2SProcessor extends FrameProcessor {
         return;
       case 'user-transcript':
         if (!e.text.trim()) return;
-        if (e.final) this.remember({ role: 'user', text: e.text.trim() });
         this.push(frame('transcription', { text: e.text, final: e.final, language: this.options.connect.language, timestampMs: this.clock.now() }));
+        if (e.final) {
+          // The user's committed turn, as the user aggregator reports it in svc mode.
+          this.remember({ role: 'user', text: e.text.trim() });
+          this.push(frame('client-message', { message: { type: 'transcript-turn', owner: 'user', text: e.text.trim() } }));
+        }
         return;
       case 'bot-turn-started':
         this.turnFor(e.turn);
@@ -304,7 +312,7 @@ export class S2SProcessor extends FrameProcessor {
     const key = this.keyOf(ref);
     let turn = this.turns.get(key);
     if (!turn) {
-      turn = { key, ref, started: false, ended: false, cancelled: false, text: '', finalText: undefined, heardReported: false };
+      turn = { key, ref, started: false, ended: false, cancelled: false, text: '', finalText: undefined, wordsReported: 0 };
       this.turns.set(key, turn);
       if (this.turns.size > 32) this.turns.delete(this.turns.keys().next().value!);
     } else if (ref.itemId && !turn.ref.itemId) {
@@ -341,6 +349,8 @@ export class S2SProcessor extends FrameProcessor {
     this.current = undefined;
     turn.ended = true;
     if (turn.started && !turn.cancelled) {
+      // Everything may have played already (a provider slower than real time).
+      this.reportProgress(turn.key);
       this.push(frame('tts-stopped', { contextId: turn.key }));
       this.push(frame('llm-response-end', { responseId: turn.key }));
     }
@@ -363,8 +373,7 @@ export class S2SProcessor extends FrameProcessor {
   }
 
   /** The worker's interruption reached us: cut every playing turn and tell the provider what was heard. */
-  private cutPlayingTurns(): string[] {
-    const heard: string[] = [];
+  private cutPlayingTurns(): void {
     const providerStopped = this.pendingBargeIn?.providerStopped ?? false;
     this.pendingBargeIn = undefined;
     const playout = this.options.playout;
@@ -376,42 +385,53 @@ export class S2SProcessor extends FrameProcessor {
       turn.cancelled = true;
       const playedMs = Math.round(playout.playedMs(id));
       this.connection?.interrupted(turn.ref, playedMs, !providerStopped && !turn.ended);
-      const text = this.heardText(turn, playedMs / Math.max(1, playout.fedMs(id)));
-      if (text) heard.push(text);
+      // The words already reported as heard are all the user gets of this turn.
+      if (turn.wordsReported) this.remember({ role: 'assistant', text: this.words(turn).slice(0, turn.wordsReported).join(' ') });
     }
     if (this.current?.cancelled) this.current = undefined;
     playout.cancelled();
     this.metrics.reset();
-    return heard;
   }
 
   // ---- what the user heard ----------------------------------------------------------------------
 
-  /** After the output stopped speaking: turns whose audio has fully played are reported heard. */
-  private reportHeardTurns(): void {
+  /**
+   * Called as the output plays a speech frame of `key`: the words of the turn the user has heard
+   * by now go on as `tts-text`, as the output reports words in svc mode (so the session's bot
+   * transcript is what was played). Providers give no word timings for speech-to-speech audio,
+   * so the position is estimated: once the provider has sent the whole turn, as the share of its
+   * audio played; before that, at `S2S_DEFAULTS.charsPerSecond` of played audio, never past the
+   * text received.
+   */
+  private reportProgress(key: string): void {
+    const turn = this.turns.get(key);
+    if (!turn || !turn.started || turn.cancelled) return;
+    const words = this.words(turn);
+    if (turn.wordsReported >= words.length) return;
     const playout = this.options.playout;
-    for (const turn of this.turns.values()) {
-      if (!turn.started || !turn.ended || turn.cancelled || turn.heardReported) continue;
-      if (playout.playedMs(turn.key) + 40 < playout.fedMs(turn.key)) continue;
-      const text = this.heardText(turn, 1);
-      if (text) this.push(frame('tts-text', { text }));
+    const played = playout.playedMs(key);
+    const fed = playout.fedMs(key);
+    let heard: number;
+    if (turn.ended) {
+      heard = played + 40 >= fed ? words.length : Math.floor((words.length * played) / Math.max(1, fed));
+    } else {
+      const chars = (played / 1000) * S2S_DEFAULTS.charsPerSecond;
+      heard = 0;
+      for (let n = 0, end = 0; n < words.length; n++) {
+        end += words[n]!.length + (n ? 1 : 0);
+        if (end > chars) break;
+        heard = n + 1;
+      }
     }
+    if (heard <= turn.wordsReported) return;
+    const text = words.slice(turn.wordsReported, heard).join(' ');
+    turn.wordsReported = heard;
+    if (heard === words.length && turn.ended) this.remember({ role: 'assistant', text: words.join(' ') });
+    this.push(frame('tts-text', { text }));
   }
 
-  /**
-   * The words of `turn` the user heard (sent on as `tts-text`): all of them for a turn played to
-   * its end; for a cut turn, the share of words matching the share of audio played (providers
-   * give no word timings for speech-to-speech output, so this is an estimate).
-   */
-  private heardText(turn: BotTurn, fraction: number): string | undefined {
-    if (turn.heardReported) return undefined;
-    turn.heardReported = true;
-    const words = (turn.finalText ?? turn.text).trim().split(/\s+/).filter(Boolean);
-    const heard = fraction >= 1 ? words : words.slice(0, Math.floor(words.length * Math.max(0, fraction)));
-    if (!heard.length) return undefined;
-    const text = heard.join(' ');
-    this.remember({ role: 'assistant', text });
-    return text;
+  private words(turn: BotTurn): string[] {
+    return (turn.finalText ?? turn.text).trim().split(/\s+/).filter(Boolean);
   }
 
   private remember(entry: S2SHistoryEntry): void {

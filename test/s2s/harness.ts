@@ -5,7 +5,7 @@
  * hear; helpers compare what the face played with what the provider sent.
  */
 import type { ExecutionContext } from 'ava';
-import { frame, PipelineWorker, RealClock, Registry, resample, RecordingObserver, type Frame, type FrameOf, type Plugin } from '../../core/index.ts';
+import { frame, PipelineWorker, RealClock, Registry, resample, RecordingObserver, type Frame, type FrameObserver, type FrameOf, type Plugin } from '../../core/index.ts';
 import { buildS2SPipeline, type S2SAgentRecord, type S2SPipeline } from '../../agent/s2s-pipeline.ts';
 import type { FaceModel } from '../../processors/avatar/face-model.ts';
 import { facePlugin } from '../../plugins/face/index.ts';
@@ -84,10 +84,28 @@ const face = faceRegistry.create<FaceModel>('face', 'human-portrait');
 export async function startS2SSession(
   t: ExecutionContext,
   agent: S2SAgentRecord,
-  opts: { plugin: Plugin; apiKey: string; serviceOptions?: Record<string, unknown>; reconnectAttempts?: number; reconnectBaseMs?: number; withFace?: boolean },
+  opts: {
+    plugin: Plugin;
+    apiKey: string;
+    serviceOptions?: Record<string, unknown>;
+    reconnectAttempts?: number;
+    reconnectBaseMs?: number;
+    withFace?: boolean;
+    /** Extra observers (built after the pipeline, e.g. a session message emitter on its taps). */
+    observers?: (built: S2SPipeline) => FrameObserver[];
+    /** Receives the client messages the output delivers. */
+    onMessage?: (message: Readonly<Record<string, unknown>>) => void;
+  },
 ): Promise<S2SSession> {
   const registry = new Registry().use(facePlugin).use(opts.plugin);
   const sink = new MemoryMediaSink();
+  if (opts.onMessage) {
+    const onMessage = opts.onMessage;
+    sink.sendMessage = (message) => {
+      sink.messages.push(message);
+      onMessage(message);
+    };
+  }
   const logger = new CapturingLogger();
   const built = await buildS2SPipeline(agent, {
     registry,
@@ -104,7 +122,7 @@ export async function startS2SSession(
     audioOutSampleRate: 16_000,
     heartbeatMs: null,
     idleTimeoutMs: null,
-    observers: [observer],
+    observers: [observer, ...(opts.observers?.(built) ?? [])],
     ...built.workerOptions,
   });
   const outcome = worker.run();
@@ -137,15 +155,22 @@ export async function startS2SSession(
   };
 }
 
+/** The bot words reported heard (`tts-text`, as the output plays them), joined. */
+export function heardText(s: S2SSession): string {
+  return s.all().filter((f) => f.type === 'tts-text').map((f) => (f.type === 'tts-text' ? f.text : '')).join(' ');
+}
+
 /** The speech frames the avatar emitted (audio with its image's pts and type), in order. */
 export function speechFrames(s: S2SSession): Array<{ pts: number; type: string; audio: Int16Array }> {
   const out = s.outOf(s.built.avatar!.name);
   const frames: Array<{ pts: number; type: string; audio: Int16Array }> = [];
-  for (let i = 0; i < out.length; i++) {
-    const f = out[i]!;
+  let image: Frame | undefined;
+  for (const f of out) {
+    if (f.type === 'output-image') image = f;
     if (f.type !== 'output-audio') continue;
-    const img = out[i - 1];
-    frames.push({ pts: f.pts ?? -1, type: img?.type === 'output-image' ? String(img.frameType) : '?', audio: f.pcm });
+    // Its picture is the last image emitted, with the same pts (other frames may pass in between).
+    const paired = image?.type === 'output-image' && image.pts === f.pts ? image : undefined;
+    frames.push({ pts: f.pts ?? -1, type: paired?.type === 'output-image' ? String(paired.frameType) : '?', audio: f.pcm });
   }
   return frames;
 }
