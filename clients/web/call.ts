@@ -220,6 +220,8 @@ export class Call {
   async run(): Promise<void> {
     try {
       this.checkSupport();
+      // A missing agent-id or core-api-endpoint is the embedder's mistake: nothing is asked of the visitor.
+      if (!this.settings.agentId || !this.settings.endpoint) throw new CallFailure('agent_unavailable');
       this.host.setBotState('initializing');
       this.host.setConnectionState('requesting');
       await this.openMicrophone();
