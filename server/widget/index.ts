@@ -47,7 +47,7 @@ export interface MountedWidget {
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-type WidgetServerParts = Pick<AppServer, 'httpServer' | 'logger' | 'baseUrl'> & { readonly config?: { readonly publicBaseUrl?: string | undefined } };
+type WidgetServerParts = Pick<AppServer, 'httpServer' | 'logger' | 'baseUrl'> & { readonly config?: { readonly publicBaseUrl?: string | undefined; readonly trustProxy?: boolean } };
 
 /**
  * Mounts the widget routes on the server's HTTP server. Koa composes its middleware when the
@@ -137,10 +137,13 @@ export function mountWidget(server: WidgetServerParts, options: MountWidgetOptio
     res.end(req.method === 'HEAD' ? undefined : body);
   };
 
-  /** {base_url} as the visitor reached it (the configured public address wins), like the REST API's. */
+  /**
+   * {base_url} as the visitor reached it, like the REST API's: the configured public address wins;
+   * X-Forwarded-Host/-Proto count only when the operator declared a proxy (`trustProxy`).
+   */
   const baseUrlOf = (req: IncomingMessage): string => {
     if (server.config?.publicBaseUrl) return server.config.publicBaseUrl;
-    const first = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v)?.split(',')[0]?.trim();
+    const first = (v: string | string[] | undefined) => (server.config?.trustProxy ? (Array.isArray(v) ? v[0] : v)?.split(',')[0]?.trim() : undefined);
     const host = first(req.headers['x-forwarded-host']) ?? req.headers.host;
     const proto = first(req.headers['x-forwarded-proto']) ?? ((req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http');
     return host && /^[A-Za-z0-9.\-:[\]]+$/.test(host) ? `${proto === 'https' ? 'https' : 'http'}://${host}` : server.baseUrl();

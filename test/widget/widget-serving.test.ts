@@ -105,8 +105,17 @@ test('the demo page embeds the widget for the demo agent, or explains how to pic
   t.false(html.includes('<script>alert(1)'), 'anything but a UUID is ignored');
   t.true(html.includes(`agent-id="${demoAgent}"`));
 
-  // {base_url} as the visitor reached it (a proxy's forwarded host and scheme).
+  // {base_url} as the visitor reached it; forwarded headers are ignored unless the operator declared a proxy.
   html = await (await fetch(`${ts.url}/`, { headers: { 'x-forwarded-host': 'avatars.example.com', 'x-forwarded-proto': 'https' } })).text();
+  t.true(html.includes(`core-api-endpoint="${ts.url}"`));
+  t.false(html.includes('avatars.example.com'));
+});
+
+test('behind a declared proxy (trustProxy), the demo page uses the forwarded host and scheme', async (t) => {
+  const proxied = await startTestServer({ label: 'widget_proxy', config: { trustProxy: true } });
+  t.teardown(() => proxied.stop());
+  mountWidget(proxied.server, { demoAgentId: () => '11111111-2222-4333-8444-555555555555' });
+  const html = await (await fetch(`${proxied.url}/`, { headers: { 'x-forwarded-host': 'avatars.example.com', 'x-forwarded-proto': 'https' } })).text();
   t.true(html.includes('core-api-endpoint="https://avatars.example.com"'));
   t.true(html.includes('src="https://avatars.example.com/widget/latest/svc-agent.js"'));
 });
