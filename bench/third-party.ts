@@ -111,9 +111,11 @@ export async function run(): Promise<void> {
       const started = fake.timeline.filter((e) => e.kind === 'speech-started')[starts + 1]!.at;
       const cleared = sink.clearedAt[clears]!;
       toSilence.push(cleared - started);
-      await wait(200);
-      audioAfterClear += sink.audioAt.filter((t) => t > cleared + 1).length;
       await until(() => !built.output.botSpeaking, 10_000);
+      await wait(700);
+      // Audio written after the clear and before the answer to the barge-in starts: the cut turn leaking.
+      const nextTurn = sink.speechImageAt.find((t) => t > cleared) ?? Infinity;
+      audioAfterClear += sink.audioAt.filter((t) => t > cleared + 1 && t < nextTurn - 1).length;
       await wait(700); // the answer to the barge-in plays out
       await until(() => !built.output.botSpeaking, 10_000);
     }
