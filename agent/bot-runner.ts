@@ -201,6 +201,7 @@ class BotSession implements RunningSession {
         return this.face;
       },
       tuning: { vadOptions: tuning.vadOptions, sttOptions: tuning.sttOptions, ttsOptions: tuning.ttsOptions, outputOptions: tuning.outputOptions },
+      stsApiKey: this.session.stsApiKey ?? null,
     });
     this.pipeline = pipeline;
     this.emitter = this.createEmitter(pipeline);

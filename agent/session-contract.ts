@@ -63,6 +63,11 @@ export interface SessionStart {
   readonly clientUserRef: string | null;
   /** The room the server created for this session (embedded or LiveKit). */
   readonly room: AvatarRoom;
+  /**
+   * `third_party` agents: the speech-to-speech provider's key, decrypted for this session only
+   * (it goes to the provider plugin and nowhere else: no log, no frame, no client message).
+   */
+  readonly stsApiKey?: string | null;
 }
 
 /** How a session ended, as the runner saw it (the server writes it into the call record). */

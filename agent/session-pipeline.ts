@@ -1,13 +1,15 @@
 /**
  * The pipeline of one session, whatever the agent's mode: `svc` agents get the voice pipeline
  * of agent-pipeline.ts (VAD -> STT -> LLM -> TTS -> avatar -> output); `third_party` agents get a
- * speech-to-speech pipeline (agent/s2s-pipeline.ts, not there yet). The bot runner only sees
+ * speech-to-speech pipeline (agent/s2s-pipeline.ts: the provider runs the conversation, we add
+ * the face). The bot runner only sees
  * `SessionPipeline`: the processor to run, the worker options, where the message emitter taps
  * frames, and how to add system context.
  */
 import type { FrameProcessor } from '../core/processor.ts';
 import { VAD_DEFAULTS } from '../processors/vad/vad-processor.ts';
 import { buildAgentPipeline, type AgentPipeline, type AgentPipelineOptions, type AgentRuntimeRecord } from './agent-pipeline.ts';
+import { buildS2SPipeline, s2sSessionParts, type S2SAgentRecord } from './s2s-pipeline.ts';
 import type { SessionTaps } from './session-messages.ts';
 
 export interface SessionPipeline {
@@ -31,7 +33,12 @@ export class SessionPipelineUnavailable extends Error {
   }
 }
 
-export async function buildSessionPipeline(agent: AgentRuntimeRecord, options: AgentPipelineOptions): Promise<SessionPipeline> {
+export interface SessionPipelineOptions extends AgentPipelineOptions {
+  /** `third_party`: the provider key, decrypted for this session (SessionStart.stsApiKey). */
+  readonly stsApiKey?: string | null;
+}
+
+export async function buildSessionPipeline(agent: AgentRuntimeRecord, options: SessionPipelineOptions): Promise<SessionPipeline> {
   switch (agent.mode) {
     case 'svc': {
       const voice = await buildAgentPipeline(agent, options);
@@ -51,9 +58,22 @@ export async function buildSessionPipeline(agent: AgentRuntimeRecord, options: A
         voice,
       };
     }
-    case 'third_party':
-      // Seam for agent/s2s-pipeline.ts (another engineer's): build it here and map it onto SessionPipeline.
-      throw new SessionPipelineUnavailable('third_party', 'third_party agents need the speech-to-speech pipeline (agent/s2s-pipeline.ts), which this build does not have yet');
+    case 'third_party': {
+      const record = agent as S2SAgentRecord;
+      const slug = record.sts_provider ?? '';
+      const built = await buildS2SPipeline(record, {
+        registry: options.registry,
+        sink: options.sink,
+        apiKey: options.stsApiKey ?? '',
+        ...(options.face ? { face: options.face } : {}),
+        session: options.session,
+        // Deployment settings of the provider plugin, like the other kinds' (`sts:<slug>`).
+        ...(options.providers.options?.[`sts:${slug}`] ? { serviceOptions: options.providers.options[`sts:${slug}`] } : {}),
+        ...(options.logger ? { logger: options.logger } : {}),
+        ...(options.tuning?.outputOptions ? { tuning: { outputOptions: options.tuning.outputOptions } } : {}),
+      });
+      return s2sSessionParts(built);
+    }
     default: {
       const mode: never = agent.mode;
       throw new SessionPipelineUnavailable(String(mode), `unknown agent mode ${JSON.stringify(mode)}`);

@@ -21,6 +21,8 @@ import { facePlugin } from '../../plugins/face/index.ts';
 import { localPlugin, LocalTTSService } from '../../plugins/local/index.ts';
 import { EmbeddedRoomProvider, RoomRegistry, type AvatarRoom } from '../../transports/webrtc/index.ts';
 import { RoomVisitor, waitFor } from './room-visitor.ts';
+import { createOpenAIRealtimePlugin } from '../../plugins/openai-realtime/index.ts';
+import { startOpenAIRealtimeFake } from '../fakes/openai-realtime.ts';
 
 const registry = new Registry().use(localPlugin).use(facePlugin);
 const faceModel = registry.create<FaceModel>('face', 'human-portrait', {});
@@ -442,8 +444,44 @@ test.serial('a session that cannot start rejects and leaves nothing in the room'
   await t.throwsAsync(noFace.start({ sessionId: 's_x', callId: 'c', agent: agent(), clientUserRef: null, room }), { message: 'face model unavailable' });
   t.is(rooms.get(room.room)!.publisherId, null);
   await t.throwsAsync(runner().start({ sessionId: 's_y', callId: 'c', agent: agent({ tts_provider: 'nope' }), clientUserRef: null, room }), { message: /no tts plugin named "nope"/ });
-  await t.throwsAsync(runner().start({ sessionId: 's_z', callId: 'c', agent: agent({ mode: 'third_party' }), clientUserRef: null, room }), { message: /third_party/ });
+  await t.throwsAsync(runner().start({ sessionId: 's_z', callId: 'c', agent: agent({ mode: 'third_party' }), clientUserRef: null, room }), { message: /no sts_provider/ });
   t.is(rooms.get(room.room)!.publisherId, null);
   rooms.closeRoom(room.room);
   await t.throwsAsync(runner().start({ sessionId: 's_w', callId: 'c', agent: agent(), clientUserRef: null, room }), { message: /not open/ });
+});
+
+test.serial('a third_party agent: the provider greets after client-ready and answers the visitor; the same messages and endings', async (t) => {
+  const fake = await startOpenAIRealtimeFake({ replies: ['Welcome, I am Ada.', 'Sunny and warm all day.'], userTranscripts: ['what is the weather'] });
+  t.teardown(() => fake.close());
+  const s2sRegistry = new Registry().use(localPlugin).use(facePlugin).use(createOpenAIRealtimePlugin({ baseURL: fake.baseURL, tls: { ca: fake.ca } }));
+  const bot = runner({ registry: s2sRegistry });
+  const room = await provider.createRoom();
+  const record = { ...agent({ mode: 'third_party', behaviour: { greeting: 'Welcome, I am Ada.' } }), sts_provider: 'openai-realtime', sts_config_id: null, provider_config: {} };
+  const running = await bot.start({ sessionId: `s_${room.room}`, callId: 'c1', agent: record, clientUserRef: null, room, stsApiKey: fake.apiKey });
+  const visitor = await RoomVisitor.join(room.roomUrl, room.subscriberToken);
+  try {
+    t.true(await waitFor(() => visitor.connectionState === 'connected', 15_000));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    t.is(fake.connections.length, 0, 'the provider is not connected before client-ready');
+    visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
+    t.true(await waitFor(() => botTurns(visitor).length >= 1, 20_000), types(visitor).join(','));
+    t.like(botTurns(visitor)[0], { text: 'Welcome, I am Ada.', turn_id: 0 });
+    // A tone burst is speech to the fake's energy detector.
+    const burst = new Int16Array(16_000 * 1.1);
+    for (let i = 0; i < 16_000 * 0.5; i++) burst[i] = Math.round(9000 * Math.sin((2 * Math.PI * 220 * i) / 16_000));
+    visitor.say(burst);
+    t.true(await waitFor(() => botTurns(visitor).length >= 2, 20_000), types(visitor).join(','));
+    t.like(visitor.ofType('transcript-turn').find((m) => m.owner === 'user'), { text: 'what is the weather', turn_id: 1 });
+    t.like(botTurns(visitor)[1], { text: 'Sunny and warm all day.', turn_id: 1 });
+    t.is(visitor.ofType('latency-report')[0]?.turn_id, 1);
+    visitor.sendMessage({ type: 'hang-up' });
+    const outcome = await running.ended;
+    t.is(outcome.terminationReason, 'client_hung_up');
+    t.like(outcome.metadata, { user_turns: 1, latency_turns: 1 });
+    await nothingLeft(t, bot, rooms.get(room.room)!);
+    t.true(JSON.stringify(visitor.messages).indexOf(fake.apiKey) < 0, 'the provider key never reaches the page');
+  } finally {
+    visitor.close();
+    rooms.closeRoom(room.room);
+  }
 });
