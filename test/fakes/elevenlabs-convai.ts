@@ -85,6 +85,8 @@ export interface ElevenLabsConvaiFake {
   enqueue(...replies: string[]): void;
   setFaults(f: { dropAfterChunks?: number; malformedAt?: number; lateAudioAfterInterruption?: number }): void;
   dropAll(): void;
+  /** The agent asks the client to run a client tool (on every open conversation). */
+  sendToolCall(toolName: string, parameters?: Record<string, unknown>): void;
   readonly timeline: Array<{ kind: 'first-audio' | 'interruption'; at: number; eventId: number }>;
   close(): Promise<void>;
 }
@@ -100,6 +102,7 @@ export async function startElevenLabsConvaiFake(options: ElevenLabsConvaiFakeOpt
   const timeline: ElevenLabsConvaiFake['timeline'] = [];
   const signatures = new Map<string, string>();
   const live = new Set<WebSocket>();
+  let toolSeq = 0;
   const sockets = new Set<Socket>();
   let faults = { lateAudioAfterInterruption: options.lateAudioAfterInterruption ?? 0, dropAfterChunks: options.dropAfterChunks, malformedAt: options.malformedAt };
   const wss = new WebSocketServer({ noServer: true });
@@ -288,6 +291,9 @@ export async function startElevenLabsConvaiFake(options: ElevenLabsConvaiFakeOpt
     setFaults: (f) => void (faults = { ...faults, ...f }),
     dropAll: () => {
       for (const ws of live) ws.terminate();
+    },
+    sendToolCall: (toolName, parameters = {}) => {
+      for (const ws of live) ws.send(JSON.stringify({ type: 'client_tool_call', client_tool_call: { tool_name: toolName, tool_call_id: `call_${++toolSeq}`, parameters, event_id: 1000 + toolSeq } }));
     },
     close: () =>
       new Promise<void>((resolve) => {

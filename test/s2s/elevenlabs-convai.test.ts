@@ -213,6 +213,20 @@ test.serial('a malformed message is skipped: the turn plays on', async (t) => {
   await s.worker.end();
 });
 
+test.serial('a client tool call from the ElevenLabs agent is answered with an error result and never dispatched', async (t) => {
+  const fake = await withFake(t);
+  const tools = [{ tool_id: 't1', enabled: true, type: 'function' as const, function: { name: 'lookup', description: 'd', parameters: { properties: {} } }, delivery: { mode: 'client' as const } }];
+  const s = await session(t, fake, elAgent({ tools: tools as any }));
+  t.true(await connected(fake));
+  fake.sendToolCall('lookup', { q: 'x' });
+  t.true(await until(() => fake.connections[0]!.messages.some((m) => m.type === 'client_tool_result')));
+  t.like(fake.connections[0]!.messages.find((m) => m.type === 'client_tool_result'), { tool_call_id: 'call_1', is_error: true });
+  t.like(s.errors()[0], { fatal: false, code: 'sts_tool_call_refused' });
+  t.false(s.all().some((f) => f.type === 'tool-calls' || f.type === 'tool-call-in-progress' || (f.type === 'client-message' && f.message.type === 'tool-call')));
+  t.deepEqual(s.built.toolset.definitions, []);
+  await s.worker.end();
+});
+
 test.serial('verify answers valid for a good key and agent, invalid for a refused key or an unknown agent', async (t) => {
   const fake = await withFake(t);
   const registry = new Registry().use(createElevenLabsConvaiPlugin({ baseUrl: fake.baseUrl }));

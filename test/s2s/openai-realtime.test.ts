@@ -283,6 +283,16 @@ test.serial('tools saved on a third_party agent are never offered nor dispatched
   await s.worker.end();
 });
 
+test.serial('the session limit ends the session (max_duration) and closes the provider connection', async (t) => {
+  const fake = await withFake(t);
+  const s = await session(t, fake, agentRecord({ session_limit_seconds: 1 }));
+  const outcome: any = await s.outcome;
+  t.like(outcome, { how: 'ended', reason: 'max_duration' });
+  t.true(await until(() => fake.connections.length === 1 && fake.connections[0]!.sent.includes('session.updated')));
+  // The provider socket is closed by us once the session ended.
+  t.true(await until(() => (process as any).getActiveResourcesInfo().filter((r: string) => r === 'TLSWrap').length === 0, 3_000));
+});
+
 test.serial('verify answers valid for a good key, and invalid for a refused key or an unknown model', async (t) => {
   const fake = await withFake(t);
   const plugin = createOpenAIRealtimePlugin({ baseURL: fake.baseURL, verifyTimeoutMs: 2_000 });
