@@ -10,7 +10,7 @@ import { WebhookClient } from '../../processors/tools/index.ts';
 import { EmbeddedRoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { AppServer } from '../app.ts';
 import type { MountedRooms } from '../rooms/mount.ts';
-import { createSessionFaceOpener, type SessionFaceAgent } from './agent-face.ts';
+import { createSessionFaceOpener } from './agent-face.ts';
 import type { BotCapacity, LiveSessions } from './live-sessions.ts';
 import { mountSessions, type MountSessionsOptions } from './mount.ts';
 
@@ -34,7 +34,7 @@ export function mountEmbeddedSessions(server: AppServer, rooms: MountedRooms, op
     registry: server.registry,
     providers: options.providers ?? providersFromEnv(),
     rooms: rooms.rooms,
-    openFace: (agent, clock, limits) => openFace(agent as unknown as SessionFaceAgent, clock, limits),
+    openFace: (agent, clock, limits) => openFace(agent, clock, limits),
     webhooks: new WebhookClient({ allowedRanges: server.config.webhookAllowedRanges }),
     ...options.runner,
   });

@@ -159,8 +159,11 @@ export class LiveSessions {
 
     let agent: AgentRuntimeRecord;
     try {
-      agent = await this.options.agents.get({ organizationId: admission.organizationId, apiKeyId: 'session', createdBy: 'session' }, row.agent_id);
-      local.running = await this.options.runner.start({ sessionId, callId, agent, clientUserRef: request.clientUserRef, room });
+      const principal = { organizationId: admission.organizationId, apiKeyId: 'session', createdBy: 'session' };
+      agent = await this.options.agents.get(principal, row.agent_id);
+      // A third_party agent's provider key is decrypted here, for this session's provider only.
+      const stsApiKey = agent.mode === 'third_party' ? (await this.options.agents.providerKey(principal, row.agent_id)).apiKey : null;
+      local.running = await this.options.runner.start({ sessionId, callId, agent, clientUserRef: request.clientUserRef, room, stsApiKey });
     } catch (err) {
       this.log.error({ err, sessionId }, 'bot start failed');
       await this.finish(local, { terminationReason: 'bot_start_failed', failureDetail: (err as Error).message, participantCount: 0, metadata: {} });
