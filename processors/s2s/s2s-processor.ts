@@ -66,6 +66,8 @@ interface BotTurn {
   finalText: string | undefined;
   /** Words of the turn already reported heard (`tts-text`). */
   wordsReported: number;
+  /** In the history replayed after a reconnect. */
+  remembered: boolean;
 }
 
 export class S2SProcessor extends FrameProcessor {
@@ -312,7 +314,7 @@ export class S2SProcessor extends FrameProcessor {
     const key = this.keyOf(ref);
     let turn = this.turns.get(key);
     if (!turn) {
-      turn = { key, ref, started: false, ended: false, cancelled: false, text: '', finalText: undefined, wordsReported: 0 };
+      turn = { key, ref, started: false, ended: false, cancelled: false, text: '', finalText: undefined, wordsReported: 0, remembered: false };
       this.turns.set(key, turn);
       if (this.turns.size > 32) this.turns.delete(this.turns.keys().next().value!);
     } else if (ref.itemId && !turn.ref.itemId) {
@@ -386,7 +388,10 @@ export class S2SProcessor extends FrameProcessor {
       const playedMs = Math.round(playout.playedMs(id));
       this.connection?.interrupted(turn.ref, playedMs, !providerStopped && !turn.ended);
       // The words already reported as heard are all the user gets of this turn.
-      if (turn.wordsReported) this.remember({ role: 'assistant', text: this.words(turn).slice(0, turn.wordsReported).join(' ') });
+      if (turn.wordsReported && !turn.remembered) {
+        turn.remembered = true;
+        this.remember({ role: 'assistant', text: this.words(turn).slice(0, turn.wordsReported).join(' ') });
+      }
     }
     if (this.current?.cancelled) this.current = undefined;
     playout.cancelled();
@@ -407,7 +412,7 @@ export class S2SProcessor extends FrameProcessor {
     const turn = this.turns.get(key);
     if (!turn || !turn.started || turn.cancelled) return;
     const words = this.words(turn);
-    if (turn.wordsReported >= words.length) return;
+    if (turn.wordsReported >= words.length) return this.rememberPlayed(turn, words);
     const playout = this.options.playout;
     const played = playout.playedMs(key);
     const fed = playout.fedMs(key);
@@ -426,8 +431,15 @@ export class S2SProcessor extends FrameProcessor {
     if (heard <= turn.wordsReported) return;
     const text = words.slice(turn.wordsReported, heard).join(' ');
     turn.wordsReported = heard;
-    if (heard === words.length && turn.ended) this.remember({ role: 'assistant', text: words.join(' ') });
     this.push(frame('tts-text', { text }));
+    if (heard === words.length) this.rememberPlayed(turn, words);
+  }
+
+  /** A turn played to its end goes into the history replayed after a reconnect, once. */
+  private rememberPlayed(turn: BotTurn, words: readonly string[]): void {
+    if (!turn.ended || turn.remembered || !words.length) return;
+    turn.remembered = true;
+    this.remember({ role: 'assistant', text: words.join(' ') });
   }
 
   private words(turn: BotTurn): string[] {
