@@ -50,7 +50,7 @@ export class OpenAIRealtimeS2SService implements S2SService {
     const client = new OpenAI({ apiKey: o.apiKey, baseURL: this.options.baseURL ?? process.env.OPENAI_BASE_URL ?? undefined, maxRetries: 0 });
     const timeoutMs = this.options.connectTimeoutMs ?? OPENAI_REALTIME_SESSION_DEFAULTS.connectTimeoutMs;
     const rt = await OpenAIRealtimeWS.create(client, { model, options: { ca: this.options.tls?.ca, handshakeTimeout: timeoutMs } });
-    const connection = new OpenAIRealtimeConnection(rt, model);
+    const connection = new OpenAIRealtimeConnection(rt);
     try {
       await connection.open(sessionUpdate(o), o, timeoutMs);
     } catch (err) {
@@ -113,7 +113,7 @@ class OpenAIRealtimeConnection implements S2SConnection {
   private lastError: { code?: string; message: string } | undefined;
   private setup: { resolve: () => void; reject: (e: unknown) => void; stage: 'created' | 'updated' } | undefined;
 
-  constructor(private readonly rt: OpenAIRealtimeWS, private readonly model: string) {
+  constructor(private readonly rt: OpenAIRealtimeWS) {
     rt.on('event', (event: any) => this.onEvent(event));
     // The SDK reports socket errors, unparseable messages and `error` events here.
     rt.on('error', (err: any) => {
@@ -340,10 +340,5 @@ class OpenAIRealtimeConnection implements S2SConnection {
     const state = this.responses.get(e.response_id);
     if (state && !state.ref.itemId && typeof e.item_id === 'string') state.ref.itemId = e.item_id;
     return state;
-  }
-
-  /** For diagnostics. */
-  get modelName(): string {
-    return this.model;
   }
 }
