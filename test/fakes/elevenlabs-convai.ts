@@ -87,7 +87,7 @@ export interface ElevenLabsConvaiFake {
   dropAll(): void;
   /** The agent asks the client to run a client tool (on every open conversation). */
   sendToolCall(toolName: string, parameters?: Record<string, unknown>): void;
-  readonly timeline: Array<{ kind: 'first-audio' | 'interruption'; at: number; eventId: number }>;
+  readonly timeline: Array<{ kind: 'first-audio' | 'interruption' | 'speech-stopped'; at: number; eventId: number }>;
   close(): Promise<void>;
 }
 
@@ -251,6 +251,7 @@ export async function startElevenLabsConvaiFake(options: ElevenLabsConvaiFakeOpt
             timeline.push({ kind: 'interruption', at: performance.now(), eventId: response!.eventId });
             send({ type: 'interruption', interruption_event: { event_id: response!.eventId } });
           } else if (e.type === 'stop') {
+            timeline.push({ kind: 'speech-stopped', at: performance.now(), eventId });
             send({ type: 'user_transcript', user_transcription_event: { user_transcript: userTranscripts.shift() ?? 'hello', event_id: ++eventId } });
             respond(replies.shift() ?? 'You said something.', cfg.responseDelayMs);
           }
