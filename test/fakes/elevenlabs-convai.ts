@@ -85,6 +85,8 @@ export interface ElevenLabsConvaiFake {
   enqueue(...replies: string[]): void;
   setFaults(f: { dropAfterChunks?: number; malformedAt?: number; lateAudioAfterInterruption?: number }): void;
   dropAll(): void;
+  /** Sends raw text on every open conversation (malformed or unexpected messages). */
+  injectRaw(text: string): void;
   /** The agent asks the client to run a client tool (on every open conversation). */
   sendToolCall(toolName: string, parameters?: Record<string, unknown>): void;
   readonly timeline: Array<{ kind: 'first-audio' | 'interruption' | 'speech-stopped'; at: number; eventId: number }>;
@@ -292,6 +294,9 @@ export async function startElevenLabsConvaiFake(options: ElevenLabsConvaiFakeOpt
     setFaults: (f) => void (faults = { ...faults, ...f }),
     dropAll: () => {
       for (const ws of live) ws.terminate();
+    },
+    injectRaw: (text) => {
+      for (const ws of live) ws.send(text);
     },
     sendToolCall: (toolName, parameters = {}) => {
       for (const ws of live) ws.send(JSON.stringify({ type: 'client_tool_call', client_tool_call: { tool_name: toolName, tool_call_id: `call_${++toolSeq}`, parameters, event_id: 1000 + toolSeq } }));

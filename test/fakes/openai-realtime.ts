@@ -79,6 +79,8 @@ export interface OpenAIRealtimeFake {
   readonly restRequests: Array<{ method: string; path: string; token: string | null }>;
   enqueue(...replies: string[]): void;
   setFaults(faults: { lateDeltasAfterCancel?: number; dropAfterDeltas?: number; malformedAt?: number }): void;
+  /** Sends raw text on every open realtime socket (malformed or unexpected messages). */
+  injectRaw(text: string): void;
   /** Destroys every open realtime socket (a network drop). */
   dropAll(): void;
   /** Wall-clock times (performance.now) of the first delta of each response and of each cancel. */
@@ -357,6 +359,9 @@ export async function startOpenAIRealtimeFake(options: OpenAIRealtimeFakeOptions
     setFaults: (f) => void (faults = { ...faults, ...f }),
     dropAll: () => {
       for (const ws of live) ws.terminate();
+    },
+    injectRaw: (text) => {
+      for (const ws of live) ws.send(text);
     },
     close: async () => {
       for (const ws of live) ws.terminate();

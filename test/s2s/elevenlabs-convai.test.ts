@@ -227,6 +227,25 @@ test.serial('a client tool call from the ElevenLabs agent is answered with an er
   await s.worker.end();
 });
 
+test.serial('unexpected and malformed messages of every shape never end the conversation', async (t) => {
+  const fake = await withFake(t, { replies: [REPLY] });
+  const s = await session(t, fake);
+  t.true(await connected(fake));
+  for (const raw of [
+  'null', '42', '"text"', '[]', '{}', '{"type":5}', '{"type":"audio"}', '{"type":"audio","audio_event":{"audio_base_64":5,"event_id":"x"}}',
+  '{"type":"audio","audio_event":{"audio_base_64":"AAAA"}}', '{"type":"interruption"}', '{"type":"interruption","interruption_event":{"event_id":"abc"}}',
+  '{"type":"agent_response","agent_response_event":{"agent_response":7}}', '{"type":"user_transcript","user_transcription_event":null}',
+  '{"type":"ping"}', '{"type":"vad_score","vad_score_event":{"vad_score":"high"}}', '{"type":"client_tool_call"}',
+  '{"type":"error"}', '{"type":"conversation_initiation_metadata"}', '{"type":"brand_new_event","x":{}}', '{"type":"audio",',
+]) fake.injectRaw(raw);
+  s.say(userUtterance(300, 600));
+  t.true(await botDone(s));
+  t.is(heardText(s), REPLY);
+  t.deepEqual(s.errors().filter((e) => e.fatal), []);
+  t.is(fake.connections.length, 1);
+  await s.worker.end();
+});
+
 test.serial('verify answers valid for a good key and agent, invalid for a refused key or an unknown agent', async (t) => {
   const fake = await withFake(t);
   const registry = new Registry().use(createElevenLabsConvaiPlugin({ baseUrl: fake.baseUrl }));

@@ -275,6 +275,29 @@ test.serial('a malformed provider message is skipped: the turn plays on', async 
   await s.worker.end();
 });
 
+test.serial('unexpected and malformed messages of every shape never end the session', async (t) => {
+  const fake = await withFake(t, { replies: [REPLY] });
+  const s = await session(t, fake);
+  t.true(await connected(fake));
+  for (const raw of [
+  'null', '42', '"text"', '[]', '{}', '{"type":5}', '{"type":"response.output_audio.delta"}',
+  '{"type":"response.output_audio.delta","response_id":"nope","delta":"AAAA"}',
+  '{"type":"response.output_audio.delta","response_id":null,"delta":12}',
+  '{"type":"response.created","response":null}', '{"type":"response.created"}',
+  '{"type":"response.done","response":{"id":"x","usage":{"input_tokens":"many"}}}',
+  '{"type":"error"}', '{"type":"error","error":null}',
+  '{"type":"conversation.item.input_audio_transcription.completed","transcript":{"a":1}}',
+  '{"type":"input_audio_buffer.speech_started"}', '{"type":"unknown.event","x":[1,2]}',
+  '{"type":"response.output_item.added","item":null}', '\u0000\u0001binaryish', '{"type":"session.updated"',
+]) fake.injectRaw(raw);
+  s.say(userUtterance(300, 600));
+  t.true(await botDone(s));
+  t.is(heardText(s), REPLY);
+  t.deepEqual(s.errors().filter((e) => e.fatal), []);
+  t.is(fake.connections.length, 1, 'no reconnect was needed');
+  await s.worker.end();
+});
+
 test.serial('beta event names (response.audio.delta, response.audio_transcript.delta) are accepted', async (t) => {
   const fake = await withFake(t, { beta: true, replies: ['beta voice here'] });
   const s = await session(t, fake);
