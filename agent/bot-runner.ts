@@ -141,6 +141,8 @@ class BotSession implements RunningSession {
   private clientReady = false;
   private conversationStarted = false;
   private fatalError: string | null = null;
+  /** The fatal error's code (e.g. a provider's `sts_auth_failed`), recorded as the call's failure_reason. */
+  private fatalCode: string | null = null;
   private finishing: Promise<SessionOutcome> | undefined;
   private startedAt = 0;
   private firstFrameAt: number | null = null;
@@ -321,7 +323,10 @@ class BotSession implements RunningSession {
       worker.events$.subscribe((event) => {
         if (event.type === 'error') {
           const f = event.frame;
-          if (f.fatal) this.fatalError ??= f.message;
+          if (f.fatal) {
+            this.fatalError ??= f.message;
+            if (f.code) this.fatalCode ??= f.code;
+          }
           this.emitter.send({ type: 'error', code: f.code ?? 'pipeline_error', message: f.message, fatal: f.fatal });
         } else if (event.type === 'idle-timeout') {
           this.idleTimedOut = true;
@@ -433,6 +438,7 @@ class BotSession implements RunningSession {
     const outcome: SessionOutcome = {
       terminationReason: reason,
       failureDetail: detail,
+      ...(reason === 'pipeline_error' && this.fatalCode ? { failureCode: this.fatalCode } : {}),
       participantCount: this.peakVisitors,
       metadata: {
         turns: stats.transcriptTurns,

@@ -6,6 +6,7 @@ import { facePlugin } from '../../plugins/face/index.ts';
 import { localPlugin } from '../../plugins/local/index.ts';
 import { mountRooms, type MountedRooms, type MountRoomsOptions } from '../../server/rooms/mount.ts';
 import { mountEmbeddedSessions, type EmbeddedSessions, type EmbeddedSessionsOptions } from '../../server/sessions/embedded-sessions.ts';
+import type { Plugin } from '../../core/registry.ts';
 import type { ServerInput } from '../../server/app.ts';
 import { startTestServer, type Call, type TestServer } from '../server/harness.ts';
 
@@ -22,9 +23,9 @@ export interface SessionTestServer extends TestServer {
 
 export async function startSessionServer(
   label: string,
-  options: { sessions?: EmbeddedSessionsOptions; rooms?: MountRoomsOptions; pglite?: boolean; config?: Partial<ServerInput> } = {},
+  options: { sessions?: EmbeddedSessionsOptions; rooms?: MountRoomsOptions; pglite?: boolean; config?: Partial<ServerInput>; plugins?: Plugin[] } = {},
 ): Promise<SessionTestServer> {
-  const ts = await startTestServer({ label, plugins: [localPlugin, facePlugin], ...(options.pglite === undefined ? {} : { pglite: options.pglite }), ...(options.config ? { config: options.config } : {}) });
+  const ts = await startTestServer({ label, plugins: [localPlugin, facePlugin, ...(options.plugins ?? [])], ...(options.pglite === undefined ? {} : { pglite: options.pglite }), ...(options.config ? { config: options.config } : {}) });
   const rooms = mountRooms(ts.server, options.rooms ?? {});
   const live = mountEmbeddedSessions(ts.server, rooms, { shutdownTimeoutMs: 5_000, ...options.sessions });
   const stop = ts.stop.bind(ts);
