@@ -1,13 +1,14 @@
 import { pino } from 'pino';
 import { Registry } from '../core/registry.ts';
 import { createServer } from './app.ts';
-import { bootstrapDemo } from './bootstrap-demo.ts';
+import { bootstrapDemo, ensureDemoAgent } from './bootstrap-demo.ts';
 import { loadDefaultPlugins } from './default-plugins.ts';
 import { loadConfigFromEnv } from './env-config.ts';
 import { mountRealtime } from './realtime/index.ts';
 import { mountRooms } from './rooms/mount.ts';
 import { createCapacityGate } from './capacity/index.ts';
 import { mountEmbeddedSessions } from './sessions/embedded-sessions.ts';
+import { mountWidget } from './widget/index.ts';
 
 /** `npm start`: the REST API on PORT (default 8080), embedded PGlite unless DATABASE_URL is set. */
 const config = (() => {
@@ -32,11 +33,17 @@ const rooms = mountRooms(server);
 const capacity = createCapacityGate({ limit: server.config.maxFaceSessions });
 const realtime = mountRealtime(server, { publishAvatar: rooms.publishAvatar, capacityGate: capacity });
 const sessions = mountEmbeddedSessions(server, rooms, { capacity });
+let demoAgentId: string | null = null;
+mountWidget(server, { demoAgentId: () => demoAgentId });
 const { url } = await server.listen().catch((err: Error) => {
   process.stderr.write(`svc server cannot listen on ${config.host}:${config.port}: ${err.message}\n`);
   process.exit(1);
 });
 const demo = await bootstrapDemo(server.services.organizations, server.services.apiKeys);
+demoAgentId = await ensureDemoAgent(server, demo !== null).catch((err: Error) => {
+  logger.warn({ err }, 'the demo agent could not be prepared; the demo page has no agent');
+  return null;
+});
 
 const lines = [
   `svc server listening on ${url}`,
@@ -49,6 +56,8 @@ const lines = [
   `  Realtime:   ${url.replace(/^http/, 'ws')}/realtime?config_id=svc/human-portrait  (face models; X-API-Key header)`,
   `  WebRTC:     ${url.replace(/^http/, 'ws')}/v1/rooms/signal  (embedded rooms; browser client ${url}/v1/rooms/client.js)`,
   `  Sessions:   POST ${url}/v1/public/agents/connect  (Session API)`,
+  `  Widget:     ${url}/widget/latest/svc-agent.js  (<svc-agent agent-id="..." core-api-endpoint="${url}">)`,
+  `  Demo page:  ${url}/${demoAgentId ? '  (talk to the demo agent in your browser)' : '  (no demo agent: add ?agent_id=<a published agent>)'}`,
 ];
 if (demo) {
   lines.push(

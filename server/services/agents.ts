@@ -15,7 +15,12 @@ import { TEMPLATE_ORGANIZATION } from './organizations.ts';
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** A hostname with optional port, `*.` wildcard subdomains, or `*` for every origin. */
-const HOSTNAME_RE = /^(\*|(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*(:\d{1,5})?)$/i;
+/**
+ * An `allowed_hostnames` entry: `*`, a DNS name or IPv4 address, or an IPv6 address in brackets.
+ * The Session API compares the Origin's hostname with entries exactly (docs/sessions.md), so
+ * wildcard prefixes (`*.example.com`) and ports, which could never match, are refused.
+ */
+const HOSTNAME_RE = /^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]{2,45}\])$/i;
 
 // One round trip returns the page as JSON text built by PostgreSQL and the total as a scalar
 // subquery (`count(*) over()` made PostgreSQL fetch and sort every agent of the organization for
@@ -187,7 +192,7 @@ export class Agents {
       throw fieldError('preview_url', 'must be an http(s) URL or an asset id (UUID)');
     }
     for (const [i, host] of (fields.allowed_hostnames ?? []).entries()) {
-      if (!HOSTNAME_RE.test(host)) throw fieldError(`allowed_hostnames/${i}`, `"${host}" is not a hostname (no scheme or path; "*" allows every origin)`);
+      if (!HOSTNAME_RE.test(host)) throw fieldError(`allowed_hostnames/${i}`, `"${host}" is not a hostname (no scheme, port, path or wildcard prefix: entries match the Origin's hostname exactly; "*" allows every origin)`);
     }
     if (fields.provider_config && Buffer.byteLength(JSON.stringify(fields.provider_config)) > AGENT_LIMITS.providerConfigMaxBytes) {
       throw fieldError('provider_config', `exceeds ${AGENT_LIMITS.providerConfigMaxBytes} bytes`);
