@@ -82,13 +82,14 @@ test('finish frees the slot and ends the call exactly once; a release is request
 
 test('a lapsed lease is reaped: the slot is free again and the call failed with runner_lost; live leases are renewed, not reaped', async (t) => {
   const agentId = await publishedAgent({ max_concurrency: 2 });
-  const dead = new SessionStore(s.server.db, 'dead-process', { leaseMs: 300 });
+  const dead = new SessionStore(s.server.db, 'dead-process');
   const alive = new SessionStore(s.server.db, 'live-process', { leaseMs: 60_000 });
   const lost = await dead.admit(request(agentId, 1));
   const kept = await alive.admit(request(agentId, 2));
   if (!lost.admitted || !kept.admitted) return t.fail('not admitted');
   t.like(await alive.admit(request(agentId, 3)), { admitted: false, reason: 'concurrency_limit' });
-  await new Promise((r) => setTimeout(r, 500));
+  // The dead process stops renewing: its lease runs out (moved into the past rather than waited for).
+  await s.server.db('agent_sessions').where('session_id', lost.sessionId).update({ lease_expires_at: s.server.db.raw(`now() - interval '1 second'`) });
   // The lapsed lease no longer counts even before a reaper ran.
   const third = await alive.admit(request(agentId, 4));
   t.true(third.admitted);
