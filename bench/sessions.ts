@@ -10,8 +10,11 @@
  *   jitter buffer add;
  * - barge_in: the bot's user-started-speaking message at the client -> the last loud bot audio;
  * - capacity: with N sessions live (each with a connected client), the client-side frame interval
- *   jitter p99 (|interval - 40 ms|); the largest N whose p99 stays within 10 ms is what this
- *   machine holds; REST GET p99 at 200 req/s while those sessions run.
+ *   jitter p99 (|interval - 40 ms|) and frames per second per client; REST GET p99 at 200 req/s
+ *   while those sessions run. The receiving client adds jitter of its own (libwebrtc's receive
+ *   jitter buffer and decoder hand frames to JavaScript in bursts: about 30 ms p99 with a single
+ *   session on a quiet machine), so a session count is "held" when every client gets >= 24 fps
+ *   and the jitter p99 stays within 10 ms of the single-session figure.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,12 +30,14 @@ const TURNS = 10;
 const MAX_SESSIONS = 8;
 const WINDOW_MS = 5_000;
 const LOUD = 0.02;
+/** Silence after each utterance (the microphone keeps sending silence after it anyway). */
+const TAIL_MS = 200;
 
 const voice = new LocalTTSService();
 async function speech(text: string): Promise<Int16Array> {
   const parts: Int16Array[] = [];
   for await (const e of voice.synthesize({ text, language: 'en', sampleRate: 16_000 })) if (e.type === 'audio') parts.push(e.pcm);
-  return concat([...parts, silence(200, 16_000)]);
+  return concat([...parts, silence(TAIL_MS, 16_000)]);
 }
 
 interface Live {
@@ -102,7 +107,8 @@ export async function run(): Promise<void> {
         const reports = v.ofType('latency-report').length;
         v.say(question);
         await waitFor(() => !v.speaking, 10_000);
-        const spokeUntil = Date.now();
+        // The speech itself ended TAIL_MS before the microphone queue ran dry.
+        const spokeUntil = Date.now() - TAIL_MS;
         const heard = await waitFor(() => v.audioLevels.some((a) => a.at > spokeUntil && a.rms > LOUD) && v.ofType('latency-report').length > reports, 20_000);
         if (!heard) continue;
         const firstAudio = v.audioLevels.find((a) => a.at > spokeUntil && a.rms > LOUD)!.at;
@@ -148,9 +154,16 @@ export async function run(): Promise<void> {
       const jitters = live.flatMap((l) => l.frames.slice(1).map((t, i) => Math.abs(t - l.frames[i]! - 40)));
       const fps = live.reduce((sum, l) => sum + l.frames.length, 0) / live.length / (WINDOW_MS / 1000);
       capacity.push({ sessions: n, jitterP99: percentile(jitters, 99), fps, restP99: percentile(rest.latencies, 99), restErrors: rest.errors });
-      if (percentile(jitters, 99) > 10 && n >= 2 && capacity.at(-2)!.jitterP99 > 10) break;
+      const baseline = capacity[0]!.jitterP99;
+      const ok = (c: (typeof capacity)[number]) => c.fps >= 24 && c.jitterP99 <= baseline + 10;
+      if (!ok(capacity.at(-1)!) && capacity.length >= 2 && !ok(capacity.at(-2)!)) break;
     }
-    const held = capacity.filter((c) => c.jitterP99 <= 10).reduce((m, c) => Math.max(m, c.sessions), 0);
+    const baseline = capacity[0]?.jitterP99 ?? NaN;
+    let held = 0;
+    for (const c of capacity) {
+      if (c.fps >= 24 && c.jitterP99 <= baseline + 10) held = c.sessions;
+      else break;
+    }
     const atHeld = capacity.find((c) => c.sessions === held);
 
     printTable([
@@ -165,7 +178,7 @@ export async function run(): Promise<void> {
       turn_total_p50_ms: percentile(turnTotal, 50), turn_total_p99_ms: percentile(turnTotal, 99),
       turn_ours_p50_ms: percentile(turnOurs, 50), turn_ours_p99_ms: percentile(turnOurs, 99), turns: turnOurs.length,
       barge_in_p50_ms: percentile(bargeIn, 50), barge_in_p99_ms: percentile(bargeIn, 99), barge_ins: bargeIn.length,
-      sessions_held_at_640x360: held, rest_get_p99_ms_at_held: atHeld?.restP99 ?? null,
+      sessions_held_at_640x360: held, client_jitter_baseline_p99_ms: baseline, rest_get_p99_ms_at_held: atHeld?.restP99 ?? null,
       capacity: capacity.map((c) => ({ n: c.sessions, jitter_p99_ms: Number(c.jitterP99.toFixed(1)), fps: Number(c.fps.toFixed(1)), rest_p99_ms: Number(c.restP99.toFixed(1)) })),
     });
   } finally {
