@@ -5,22 +5,41 @@
  * never reaches the visitor; a refused key ends the session `failed` with the provider's code.
  */
 import test from 'ava';
+import { createElevenLabsConvaiPlugin } from '../../plugins/elevenlabs-convai/index.ts';
 import { createOpenAIRealtimePlugin } from '../../plugins/openai-realtime/index.ts';
 import { RoomVisitor, waitFor } from '../agent/room-visitor.ts';
+import { startElevenLabsConvaiFake, type ElevenLabsConvaiFake } from '../fakes/elevenlabs-convai.ts';
 import { startOpenAIRealtimeFake, type OpenAIRealtimeFake } from '../fakes/openai-realtime.ts';
 import { eventually, roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
 
+const EL_AGENT = 'agent_fake_ada';
+const LONG = Array.from({ length: 14 }, (_, i) => `sentence${i} word`).join(' ');
 let fake: OpenAIRealtimeFake;
+let el: ElevenLabsConvaiFake;
 let s: SessionTestServer;
 
 test.before(async () => {
   fake = await startOpenAIRealtimeFake({ replies: ['Welcome aboard, I am Ada.', 'Sunny and warm all day.'], userTranscripts: ['what is the weather'] });
-  s = await startSessionServer('session_third_party', { plugins: [createOpenAIRealtimePlugin({ baseURL: fake.baseURL, tls: { ca: fake.ca } })] });
+  el = await startElevenLabsConvaiFake({
+    agents: { [EL_AGENT]: { name: 'Ada', firstMessage: 'Hi, this is the ElevenLabs Ada.', outputFormat: 'pcm_22050', allowOverrides: false } },
+    replies: ['Happy to help with that'], userTranscripts: ['can you help me'],
+  });
+  s = await startSessionServer('session_third_party', {
+    plugins: [createOpenAIRealtimePlugin({ baseURL: fake.baseURL, tls: { ca: fake.ca } }), createElevenLabsConvaiPlugin({ baseUrl: el.baseUrl, connectTimeoutMs: 5_000, turnGapMs: 400 })],
+  });
 });
 test.after.always(async () => {
   await s?.stop();
   await fake?.close();
+  await el?.close();
 });
+
+/** A tone burst followed by silence: speech to the fakes' energy detectors. */
+function burst(toneMs: number, silenceMs: number): Int16Array {
+  const pcm = new Int16Array(((toneMs + silenceMs) * 16_000) / 1000);
+  for (let i = 0; i < (toneMs * 16_000) / 1000; i++) pcm[i] = Math.round(9000 * Math.sin((2 * Math.PI * 220 * i) / 16_000));
+  return pcm;
+}
 
 async function thirdPartyAgent(apiKey: string): Promise<string> {
   return s.agent({ mode: 'third_party', sts_provider: 'openai-realtime', sts_api_key: apiKey, provider_config: {}, behaviour: { greeting: 'Welcome aboard, I am Ada.' } });
@@ -42,9 +61,7 @@ test.serial('a third_party session: the provider greets and answers through our 
     t.true(await waitFor(() => botTurns().length >= 1, 20_000));
     t.is(botTurns()[0]!.text, 'Welcome aboard, I am Ada.');
     t.true(visitor.audibleMs(readyAt) > 300, 'the provider audio is heard through the room');
-    const burst = new Int16Array(16_000 * 1.1);
-    for (let i = 0; i < 16_000 * 0.5; i++) burst[i] = Math.round(9000 * Math.sin((2 * Math.PI * 220 * i) / 16_000));
-    visitor.say(burst);
+    visitor.say(burst(500, 600));
     t.true(await waitFor(() => botTurns().length >= 2, 20_000));
     t.like(visitor.ofType('transcript-turn').find((m) => m.owner === 'user'), { text: 'what is the weather' });
     t.is(botTurns()[1]!.text, 'Sunny and warm all day.');
@@ -81,4 +98,72 @@ test.serial('a refused provider key ends the session failed with the provider co
   } finally {
     visitor.close();
   }
+});
+
+test.serial('barge-in in a third_party session: the face is cut, the page hears the cut, and OpenAI gets the truncation at the played position', async (t) => {
+  const agentId = await thirdPartyAgent(fake.apiKey);
+  const res = await s.connect({ agent_id: agentId });
+  t.is(res.status, 200, res.text);
+  const visitor = await RoomVisitor.join(res.body.room_url, res.body.token);
+  const connectionsBefore = fake.connections.length;
+  try {
+    await waitFor(() => visitor.connectionState === 'connected', 20_000);
+    visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
+    const botTurns = () => visitor.ofType('transcript-turn').filter((m) => m.owner === 'bot');
+    t.true(await waitFor(() => botTurns().length >= 1, 20_000), 'the greeting');
+    fake.enqueue(LONG);
+    visitor.say(burst(400, 700));
+    const before = visitor.messages.length;
+    t.true(await waitFor(() => visitor.messages.slice(before).some((m) => m.message.type === 'bot-started-speaking'), 20_000), 'the long answer starts');
+    await new Promise((r) => setTimeout(r, 1200));
+    visitor.say(burst(400, 700));
+    const connection = fake.connections[connectionsBefore]!;
+    t.true(await waitFor(() => connection.truncates.length >= 1, 10_000), 'a truncate reached the provider');
+    const truncate = connection.truncates[0]!;
+    t.true(truncate.audio_end_ms > 300 && truncate.itemAudioMs - truncate.audio_end_ms > 1000, `played ${truncate.audio_end_ms} of ${truncate.itemAudioMs} ms`);
+    t.true(await waitFor(() => visitor.ofType('bot-tts-stopped').some((m) => m.interrupted === true), 10_000), 'the page is told the turn was cut');
+    const cutTurn = botTurns().at(-1)!;
+    t.true(String(cutTurn.text).split(' ').length < LONG.split(' ').length, `the cut turn lists only words played: ${cutTurn.text}`);
+    t.true(LONG.startsWith(String(cutTurn.text)));
+    await s.release(roomOf(res.body.room_url));
+  } finally {
+    visitor.close();
+  }
+});
+
+test.serial('an ElevenLabs Conversational AI agent through the Session API: its first message and answer through our face', async (t) => {
+  const agentId = await s.agent({ mode: 'third_party', sts_provider: 'elevenlabs-convai', sts_config_id: EL_AGENT, sts_api_key: el.apiKey, provider_config: {} });
+  const res = await s.connect({ agent_id: agentId });
+  t.is(res.status, 200, res.text);
+  const visitor = await RoomVisitor.join(res.body.room_url, res.body.token);
+  try {
+    await waitFor(() => visitor.connectionState === 'connected', 20_000);
+    const readyAt = Date.now();
+    visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
+    const botTurns = () => visitor.ofType('transcript-turn').filter((m) => m.owner === 'bot');
+    t.true(await waitFor(() => botTurns().length >= 1, 20_000), JSON.stringify(visitor.messages.map((m) => m.message.type)));
+    t.is(botTurns()[0]!.text, 'Hi, this is the ElevenLabs Ada.');
+    t.true(visitor.audibleMs(readyAt) > 300);
+    visitor.say(burst(500, 700));
+    t.true(await waitFor(() => botTurns().length >= 2, 20_000));
+    t.like(visitor.ofType('transcript-turn').find((m) => m.owner === 'user'), { text: 'can you help me' });
+    t.is(botTurns()[1]!.text, 'Happy to help with that');
+    t.false(JSON.stringify(visitor.messages).includes(el.apiKey));
+    await s.release(roomOf(res.body.room_url));
+  } finally {
+    visitor.close();
+  }
+});
+
+test.serial('verify-provider answers for both providers through the REST API, with the stored keys', async (t) => {
+  const openai = await thirdPartyAgent(fake.apiKey);
+  t.like((await s.call('POST', `/v1/agents/${openai}/verify-provider`)).body, { valid: true, provider: 'openai-realtime' });
+  const openaiBad = await thirdPartyAgent('sk-wrong');
+  const bad = (await s.call('POST', `/v1/agents/${openaiBad}/verify-provider`)).body;
+  t.like(bad, { valid: false, provider: 'openai-realtime' });
+  t.is(typeof bad.error, 'string');
+  const eleven = await s.agent({ mode: 'third_party', sts_provider: 'elevenlabs-convai', sts_config_id: EL_AGENT, sts_api_key: el.apiKey });
+  t.like((await s.call('POST', `/v1/agents/${eleven}/verify-provider`)).body, { valid: true, provider: 'elevenlabs-convai' });
+  const unknownAgent = await s.agent({ mode: 'third_party', sts_provider: 'elevenlabs-convai', sts_config_id: 'agent_nobody', sts_api_key: el.apiKey });
+  t.like((await s.call('POST', `/v1/agents/${unknownAgent}/verify-provider`)).body, { valid: false, provider: 'elevenlabs-convai' });
 });
