@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import test from 'ava';
 import {
   ProtocolError,
@@ -7,24 +8,86 @@ import {
   encodeFrameOut,
   parseClientMessage,
   REALTIME_LIMITS,
+  type FrameOutMessage,
   type RealtimeErrorCode,
 } from '../../transports/realtime/protocol.ts';
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 const fromHex = (h: string) => new Uint8Array(Buffer.from(h.replace(/\s+/g, ''), 'hex'));
 
+/** The golden bytes both languages read (the Python client's tests/test_protocol.py reads the same file). */
+interface FrameVector {
+  name: string;
+  hex: string;
+  type: FrameOutMessage['type'];
+  final: boolean;
+  index: number;
+  pts_ms: number;
+  turn_id: number | null;
+  width: number;
+  height: number;
+  image_format: FrameOutMessage['imageFormat'];
+  image: string | null;
+  audio: number[];
+}
+const fixture = JSON.parse(readFileSync(new URL('../../protocol/fixtures/realtime-frames.json', import.meta.url), 'utf8')) as {
+  audio_in: Array<{ name: string; hex: string; sequence: number; end_of_turn: boolean; pcm: number[] }>;
+  frame_out: FrameVector[];
+  frame_out_decode_only: FrameVector[];
+  malformed_audio_in: Array<{ name: string; hex: string; code: RealtimeErrorCode }>;
+  malformed_frame_out: Array<{ name: string; hex: string; code: RealtimeErrorCode }>;
+};
+const frameOf = (v: FrameVector): FrameOutMessage => ({
+  type: v.type,
+  final: v.final,
+  index: v.index,
+  ptsMs: v.pts_ms,
+  turnId: v.turn_id,
+  width: v.width,
+  height: v.height,
+  imageFormat: v.image_format,
+  image: v.image === null ? undefined : fromHex(v.image),
+  audio: new Int16Array(v.audio),
+});
+const vector = <T extends { name: string }>(list: T[], name: string): T => {
+  const found = list.find((v) => v.name === name);
+  if (!found) throw new Error(`protocol/fixtures/realtime-frames.json has no vector named ${name}`);
+  return found;
+};
+
+test('the shared fixture: every vector encodes to its golden bytes and decodes to its values', (t) => {
+  t.true(fixture.audio_in.length >= 1 && fixture.frame_out.length >= 2, 'the fixture holds vectors');
+  for (const v of fixture.audio_in) {
+    const bytes = encodeAudioIn(new Int16Array(v.pcm), v.sequence, v.end_of_turn);
+    t.is(hex(bytes), hex(fromHex(v.hex)), v.name);
+    t.deepEqual(decodeAudioIn(fromHex(v.hex)), { sequence: v.sequence, endOfTurn: v.end_of_turn, pcm: new Int16Array(v.pcm) }, v.name);
+  }
+  for (const v of fixture.frame_out) {
+    t.is(hex(encodeFrameOut(frameOf(v))), hex(fromHex(v.hex)), v.name);
+    t.deepEqual(decodeFrameOut(fromHex(v.hex)), frameOf(v), v.name);
+  }
+  for (const v of fixture.frame_out_decode_only) t.deepEqual(decodeFrameOut(fromHex(v.hex)), frameOf(v), v.name);
+});
+
+test('the shared fixture: every malformed vector is refused with its code', (t) => {
+  t.true(fixture.malformed_audio_in.length >= 4 && fixture.malformed_frame_out.length >= 6, 'the fixture holds vectors');
+  for (const v of fixture.malformed_audio_in) {
+    t.is(t.throws(() => decodeAudioIn(fromHex(v.hex)), { instanceOf: ProtocolError }, v.name)?.code, v.code, v.name);
+  }
+  for (const v of fixture.malformed_frame_out) {
+    t.is(t.throws(() => decodeFrameOut(fromHex(v.hex)), { instanceOf: ProtocolError }, v.name)?.code, v.code, v.name);
+  }
+});
+
 test('audio-in messages encode to the documented bytes (golden)', (t) => {
+  const golden = vector(fixture.audio_in, 'two samples, sequence 5, end of turn').hex;
   const bytes = encodeAudioIn(new Int16Array([1, -2]), 5, true);
-  t.is(hex(bytes), '0101010005000000' + '0100feff');
+  t.is(hex(bytes), hex(fromHex(golden)));
   t.deepEqual(decodeAudioIn(bytes), { sequence: 5, endOfTurn: true, pcm: new Int16Array([1, -2]) });
 });
 
 test('frame-out messages encode to the documented bytes (golden)', (t) => {
-  const golden = `
-    02 01 02 03  02 01 00 00  50 28 00 00  03 00 00 00
-    80 02 68 01  02 00 00 00  02 00 00 00
-    ff d8
-    05 00 ff ff`;
+  const golden = vector(fixture.frame_out, 'final speech frame with a 2-byte JPEG and two samples').hex;
   const message = {
     type: 'speech' as const,
     final: true,
@@ -48,10 +111,7 @@ test('a frame without an image round-trips with image absent and turn id null', 
 
 test('decoding audio refuses malformed and oversized messages with typed errors', (t) => {
   const cases: Array<[Uint8Array, RealtimeErrorCode]> = [
-    [new Uint8Array([1, 1, 0]), 'malformed_message'],
-    [fromHex('0201000000000000'), 'malformed_message'],
-    [fromHex('0109000000000000'), 'malformed_message'],
-    [fromHex('010100000000000001'), 'malformed_message'],
+    ...fixture.malformed_audio_in.map((v): [Uint8Array, RealtimeErrorCode] => [fromHex(v.hex), v.code]),
     [new Uint8Array(REALTIME_LIMITS.maxMessageBytes + 1).fill(1), 'frame_too_large'],
   ];
   const longAudio = encodeAudioIn(new Int16Array(16_001), 0);
@@ -94,10 +154,7 @@ test('webrtc settings are validated: embedded room + token, or a ws(s) LiveKit u
 });
 
 test('an idle RGB frame without its image encodes to the documented bytes (golden): flag bit 1 clear, length 0, format 1', (t) => {
-  const golden = `
-    02 01 00 00  07 00 00 00  18 01 00 00  00 00 00 00
-    00 05 d0 02  00 00 00 00  01 00 01 00
-    00 80`;
+  const golden = vector(fixture.frame_out, 'idle RGB frame without its image: flag bit 1 clear, length 0, format 1').hex;
   const message = { type: 'idle' as const, final: false, index: 7, ptsMs: 280, turnId: null, width: 1280, height: 720, imageFormat: 'rgb' as const, image: undefined, audio: new Int16Array([-32768]) };
   t.is(hex(encodeFrameOut(message)), hex(fromHex(golden)));
   t.deepEqual(decodeFrameOut(fromHex(golden)), message);
