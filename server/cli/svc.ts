@@ -1,44 +1,163 @@
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { SERVER_DEFAULTS } from '../config.ts';
 import { closeDatabase, openDatabase } from '../db/connect.ts';
 import { migrateToLatest } from '../db/migrate.ts';
-import { loadConfigFromEnv } from '../env-config.ts';
 import { ApiKeys } from '../services/api-keys.ts';
-import { join } from 'node:path';
 
-const USAGE = `usage:
-  svc keys create --org NAME --name LABEL   create a key (printed once)
-  svc keys list --org NAME                   list keys (prefix only)
-  svc keys revoke ID                         revoke a key
-Uses DATABASE_URL, or the embedded database in SVC_DATA_DIR (default .data).`;
+const DATABASE_NOTE = `Database: DATABASE_URL (PostgreSQL) when set, else the embedded database in
+$SVC_DATA_DIR/pglite (SVC_DATA_DIR defaults to .data, relative to the current folder). Every command
+says which database it uses (on stderr). An embedded database is never created silently: when
+there is none at that place (usually a different SVC_DATA_DIR or folder than the server's), the
+command stops; pass --create to create a new, empty one there.`;
 
-/** The CLI standing in for the dashboard's API Keys section. Returns the exit code. */
-export async function runCli(argv: string[], out: (line: string) => void = console.log, env = process.env): Promise<number> {
-  const { positionals, values } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: { org: { type: 'string' }, name: { type: 'string' }, json: { type: 'boolean' } },
-  });
+const USAGE = `usage: svc <command> [options]
+
+  svc keys create --org NAME --name LABEL [--json] [--create]   create a key (printed once)
+  svc keys list --org NAME [--json]                              list keys (prefix only)
+  svc keys revoke ID                                             revoke a key
+  svc help [command], svc <command> --help                       help
+
+${DATABASE_NOTE}`;
+
+const HELP: Record<string, string> = {
+  keys: `usage: svc keys <create|list|revoke> [options]
+
+  create --org NAME --name LABEL [--json] [--create]   create an API key for organization NAME
+  list --org NAME [--json]                             list the organization's keys (prefix only)
+  revoke ID                                            revoke the key with id ID
+
+svc keys <command> --help for one command.
+
+${DATABASE_NOTE}`,
+  'keys create': `usage: svc keys create --org NAME --name LABEL [--json] [--create]
+
+Creates an API key for organization NAME (created if new) labelled LABEL and prints it once:
+store it, it cannot be shown again. --json prints {api_key_id, key, prefix, name, organization, ...}.
+--create: create the embedded database if there is none (see below).
+
+${DATABASE_NOTE}`,
+  'keys list': `usage: svc keys list --org NAME [--json]
+
+Lists the keys of organization NAME: id, prefix, label, creation and revocation dates (never the key).
+
+${DATABASE_NOTE}`,
+  'keys revoke': `usage: svc keys revoke ID
+
+Revokes the key with id ID (a UUID, as printed by create and list). A running server stops
+accepting it within its key cache time (about a second); /realtime sessions of that key end
+within 10 s. Exit status 1 when there was no active key with that id.
+
+${DATABASE_NOTE}`,
+};
+
+const OPTIONS = {
+  org: { type: 'string' },
+  name: { type: 'string' },
+  json: { type: 'boolean' },
+  create: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/** Where the CLI's database is, and how it is shown to the user (no password). */
+export function describeDatabase(env: NodeJS.ProcessEnv): { databaseUrl: string | undefined; pgliteDir: string; label: string } {
+  const databaseUrl = env.DATABASE_URL || undefined;
+  const pgliteDir = resolve(env.SVC_DATA_DIR || SERVER_DEFAULTS.dataDir, 'pglite');
+  if (!databaseUrl) return { databaseUrl, pgliteDir, label: `embedded database in ${pgliteDir}` };
+  let label = 'PostgreSQL (DATABASE_URL)';
+  try {
+    const url = new URL(databaseUrl);
+    label = `PostgreSQL ${url.username ? `${decodeURIComponent(url.username)}@` : ''}${url.host}${url.pathname} (DATABASE_URL)`;
+  } catch {
+    // not a URL (a libpq keyword string): say only where it comes from
+  }
+  return { databaseUrl, pgliteDir, label };
+}
+
+/** True when `dir` holds an embedded (PGlite) database: PostgreSQL's data folder marker. */
+export function embeddedDatabaseExists(dir: string): boolean {
+  return existsSync(join(dir, 'PG_VERSION'));
+}
+
+/**
+ * The CLI standing in for the dashboard's API Keys section. Returns the exit code: 0 done,
+ * 1 refused or failed (the reason printed), 2 bad usage (the usage printed).
+ * `out` receives the results (stdout), `note` what the CLI tells about itself (stderr).
+ */
+export async function runCli(
+  argv: string[],
+  out: (line: string) => void = console.log,
+  env: NodeJS.ProcessEnv = process.env,
+  note: (line: string) => void = (line) => process.stderr.write(line + '\n'),
+): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
+  } catch (err) {
+    out(`svc: ${(err as Error).message.replace(/\. To specify a positional argument.*$/s, '')}`);
+    out(`\n${USAGE}`);
+    return 2;
+  }
+  const { positionals, values } = parsed;
+  if (positionals[0] === 'help') {
+    const topic = positionals.slice(1, 3).join(' ');
+    out(HELP[topic] ?? USAGE);
+    return topic && !HELP[topic] ? 2 : 0;
+  }
   const [group, command, arg] = positionals;
-  if (group !== 'keys' || !command) {
-    out(USAGE);
+  if (values.help) {
+    const topic = [group, command].filter(Boolean).join(' ');
+    if (!topic) {
+      out(USAGE);
+      return 0;
+    }
+    if (HELP[topic]) {
+      out(HELP[topic]);
+      return 0;
+    }
+    out(`svc: no command "${topic}"\n\n${USAGE}`);
+    return 2;
+  }
+  if (group !== 'keys') {
+    out(group ? `svc: no command "${group}"\n\n${USAGE}` : USAGE);
+    return 2;
+  }
+  if (!command) {
+    out(HELP.keys!);
+    return 2;
+  }
+  if (!['create', 'list', 'revoke'].includes(command)) {
+    out(`svc: no command "keys ${command}"\n\n${HELP.keys}`);
     return 2;
   }
   const problem =
     command === 'create' && (!values.org || !values.name) ? 'keys create needs --org NAME and --name LABEL'
     : command === 'list' && !values.org ? 'keys list needs --org NAME'
-    : command === 'revoke' && (!arg || !/^[0-9a-f-]{36}$/i.test(arg)) ? 'keys revoke needs a key id'
-    : !['create', 'list', 'revoke'].includes(command) ? USAGE
+    : command === 'revoke' && (!arg || !/^[0-9a-f-]{36}$/i.test(arg)) ? 'keys revoke needs a key id (a UUID, from svc keys list)'
     : null;
   if (problem) {
-    out(problem);
+    out(`svc: ${problem}\n\n${HELP[`keys ${command}`]}`);
     return 2;
   }
-  const config = loadConfigFromEnv(env);
+
+  const where = describeDatabase(env);
+  note(`svc: using the ${where.label}`);
+  if (!where.databaseUrl && !embeddedDatabaseExists(where.pgliteDir)) {
+    if (!values.create) {
+      out(
+        `svc: there is no embedded database in ${where.pgliteDir}. The server you run may use another ` +
+          `SVC_DATA_DIR (or folder) or DATABASE_URL: set the same here. To create a new, empty database there, add --create.`,
+      );
+      return 1;
+    }
+    note(`svc: creating a new embedded database in ${where.pgliteDir}`);
+  }
   let db;
   try {
-    db = openDatabase({ databaseUrl: config.databaseUrl, pgliteDir: join(config.dataDir, 'pglite') });
+    db = openDatabase({ databaseUrl: where.databaseUrl, pgliteDir: where.pgliteDir });
   } catch (err) {
-    out(`cannot open the database: ${(err as Error).message}`);
+    out(`svc: cannot open the ${where.label}: ${(err as Error).message}`);
     return 1;
   }
   try {
@@ -56,12 +175,12 @@ export async function runCli(argv: string[], out: (line: string) => void = conso
       else for (const k of list) out(`${k.api_key_id}  ${k.prefix}...  ${k.name}  created ${k.created_at}${k.revoked_at ? `  REVOKED ${k.revoked_at}` : ''}`);
       return 0;
     }
-    if (command === 'revoke') {
-      const done = await keys.revoke(arg!);
-      out(done ? `Revoked ${arg}.` : `No active key ${arg}.`);
-      return done ? 0 : 1;
-    }
-    return 2;
+    const done = await keys.revoke(arg!);
+    out(done ? `Revoked ${arg}.` : `No active key ${arg}.`);
+    return done ? 0 : 1;
+  } catch (err) {
+    out(`svc: ${(err as Error).message}`);
+    return 1;
   } finally {
     await closeDatabase(db);
   }

@@ -1,10 +1,11 @@
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runCli } from '../../server/cli/svc.ts';
 import { API_KEY_CACHE } from '../../server/services/api-keys.ts';
+import { startServerProcess } from '../sessions/server-process.ts';
 import { createTestDatabase, SECRETS, startTestServer } from './harness.ts';
 
 const env = (databaseUrl: string) => ({ DATABASE_URL: databaseUrl, SVC_ENCRYPTION_KEY: SECRETS.encryptionKey, SVC_SIGNING_SECRET: SECRETS.signingSecret });
@@ -51,22 +52,116 @@ test('bad CLI usage exits 2 with usage text', async (t) => {
   t.regex(out.join('\n'), /usage:/);
 });
 
-test('npx svc (bin/svc.js) runs the CLI through tsx against the embedded database', async (t) => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'svc-bin-'));
+/** `npx svc ...` as a user runs it: bin/svc.js in a child process. */
+function svc(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['bin/svc.js', ...args], { cwd: ROOT, env: { ...process.env, DATABASE_URL: '', ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const ROOT = join(import.meta.dirname, '..', '..');
+const NO_STACK = /\n\s+at |Error:|node:internal/;
+
+function tempDir(t: { teardown(fn: () => void): void }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-cli-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+test('npx svc --help and every command\'s --help print usage and exit 0, without a stack trace', async (t) => {
+  const dataDir = tempDir(t);
+  const cases: [string[], RegExp][] = [
+    [['--help'], /^usage: svc <command>/],
+    [['-h'], /^usage: svc <command>/],
+    [['help'], /^usage: svc <command>/],
+    [['keys', '--help'], /^usage: svc keys <create\|list\|revoke>/],
+    [['keys', 'create', '--help'], /^usage: svc keys create --org NAME --name LABEL/],
+    [['keys', 'list', '--help'], /^usage: svc keys list --org NAME/],
+    [['keys', 'revoke', '--help'], /^usage: svc keys revoke ID/],
+    [['help', 'keys', 'revoke'], /^usage: svc keys revoke ID/],
+  ];
+  for (const [args, usage] of cases) {
+    const r = await svc(args, { SVC_DATA_DIR: dataDir });
+    t.is(r.code, 0, `${args.join(' ')}: ${r.stdout}${r.stderr}`);
+    t.regex(r.stdout, usage, args.join(' '));
+    t.regex(r.stdout, /never created silently/, `${args.join(' ')} explains the database choice`);
+    t.notRegex(r.stdout + r.stderr, NO_STACK, args.join(' '));
+  }
+  t.false(existsSync(join(dataDir, 'pglite')), 'help opens no database');
+});
+
+test('unknown commands and options: one clear line, usage, exit 2, no stack trace', async (t) => {
+  const dataDir = tempDir(t);
+  for (const args of [['--bogus'], ['keys', 'create', '--org', 'a', '--name', 'b', '--nmae', 'c'], ['keys', 'rotate'], ['frobnicate'], ['keys', 'create', '--org']]) {
+    const r = await svc(args, { SVC_DATA_DIR: dataDir });
+    t.is(r.code, 2, args.join(' '));
+    t.regex(r.stdout, /^svc: /, args.join(' '));
+    t.regex(r.stdout, /usage: svc/, args.join(' '));
+    t.notRegex(r.stdout + r.stderr, NO_STACK, args.join(' '));
+  }
+});
+
+test('a forgotten SVC_DATA_DIR: the CLI names its database and refuses to create one unless --create', async (t) => {
+  const dataDir = tempDir(t);
+  const pglite = join(dataDir, 'pglite');
+  const refused = await svc(['keys', 'create', '--org', 'acme', '--name', 'ci'], { SVC_DATA_DIR: dataDir });
+  t.is(refused.code, 1);
+  t.is(refused.stderr.trim(), `svc: using the embedded database in ${pglite}`);
+  t.regex(refused.stdout, new RegExp(`no embedded database in ${pglite.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}.*SVC_DATA_DIR.*--create`, 's'));
+  t.notRegex(refused.stdout, /svc_[A-Za-z0-9_-]{43}/, 'no key printed');
+  t.false(existsSync(pglite), 'nothing created');
+  t.false(existsSync(join(dataDir, 'secrets.json')), 'no secrets generated either');
+  t.is((await svc(['keys', 'list', '--org', 'acme'], { SVC_DATA_DIR: dataDir })).code, 1);
+  t.false(existsSync(pglite));
+
+  const created = await svc(['keys', 'create', '--org', 'acme', '--name', 'ci', '--create'], { SVC_DATA_DIR: dataDir });
+  t.is(created.code, 0, created.stdout + created.stderr);
+  t.regex(created.stderr, /creating a new embedded database/);
+  const key = /svc_[A-Za-z0-9_-]{43}/.exec(created.stdout)?.[0];
+  t.truthy(key);
+  // From now on the database exists: no --create needed, nothing said about creating.
+  const listed = await svc(['keys', 'list', '--org', 'acme'], { SVC_DATA_DIR: dataDir });
+  t.is(listed.code, 0);
+  t.regex(listed.stdout, /ci/);
+  t.notRegex(listed.stderr, /creating/);
+  t.false(listed.stdout.includes(key!));
+});
+
+test('PostgreSQL: the CLI names the database without its password', async (t) => {
+  const db = await createTestDatabase('cli_pg');
   try {
-    const run = (args: string[]) =>
-      new Promise<{ code: number | null; stdout: string }>((resolve) => {
-        const child = spawn(process.execPath, ['bin/svc.js', ...args], { env: { ...process.env, DATABASE_URL: '', SVC_DATA_DIR: dataDir } });
-        let stdout = '';
-        child.stdout.on('data', (d) => (stdout += d));
-        child.on('close', (code) => resolve({ code, stdout }));
-      });
-    const created = await run(['keys', 'create', '--org', 'bin-org', '--name', 'from bin']);
-    t.is(created.code, 0);
-    t.regex(created.stdout, /svc_[A-Za-z0-9_-]{43}/);
-    const listed = await run(['keys', 'list', '--org', 'bin-org']);
-    t.regex(listed.stdout, /from bin/);
+    const url = new URL(db.url);
+    url.password = 'sekrit-password';
+    const r = await svc(['keys', 'list', '--org', 'nobody'], { DATABASE_URL: db.url });
+    t.is(r.code, 0, r.stdout + r.stderr);
+    t.is(r.stderr.trim(), `svc: using the PostgreSQL ${decodeURIComponent(new URL(db.url).username)}@${new URL(db.url).host}${new URL(db.url).pathname} (DATABASE_URL)`);
+    const withPassword = await svc(['keys', 'list', '--org', 'nobody'], { DATABASE_URL: url.toString() });
+    t.false(withPassword.stderr.includes('sekrit-password'));
   } finally {
-    rmSync(dataDir, { recursive: true, force: true });
+    await db.drop();
+  }
+});
+
+test('with npm start running on the embedded database: the CLI on the same SVC_DATA_DIR says it is in use; on another it refuses to create a second one', async (t) => {
+  const serverDir = tempDir(t);
+  const otherDir = tempDir(t);
+  const server = await startServerProcess({ DATABASE_URL: '', SVC_DATA_DIR: serverDir, LOG_LEVEL: 'silent' });
+  try {
+    const same = await svc(['keys', 'create', '--org', 'acme', '--name', 'second'], { SVC_DATA_DIR: serverDir });
+    t.is(same.code, 1);
+    t.regex(same.stdout, /the embedded database is in use by process \d+/);
+    t.notRegex(same.stdout + same.stderr, NO_STACK);
+    const other = await svc(['keys', 'create', '--org', 'acme', '--name', 'second'], { SVC_DATA_DIR: otherDir });
+    t.is(other.code, 1);
+    t.regex(other.stdout, /no embedded database in .*--create/s);
+    t.false(existsSync(join(otherDir, 'pglite')));
+  } finally {
+    server.kill('SIGKILL');
+    await server.exited;
   }
 });
