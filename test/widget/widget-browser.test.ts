@@ -17,6 +17,8 @@ import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import sharp from 'sharp';
 import { LocalTTSService } from '../../plugins/local/index.ts';
+import { createCapacityGate } from '../../server/capacity/index.ts';
+import { mintConnectToken } from '../../server/sessions/connect-auth.ts';
 import {
   clickButton,
   events,
@@ -55,6 +57,7 @@ test.before(async () => {
   wavs.question = await speechWav([9_000, 'What is your name?', 40_000], dir, 'question.wav');
   wavs.bargeIn = await speechWav([7_000, 'What is your name?', 40_000], dir, 'barge-in.wav');
   wavs.tool = await speechWav([6_000, TOOL_PHRASE, 40_000], dir, 'tool.wav');
+  wavs.twice = await speechWav([9_000, 'What is your name?', 14_000, 'What is your name?', 40_000], dir, 'twice.wav');
 });
 
 test.after.always(async () => {
@@ -597,5 +600,112 @@ test.serial('Session API refusals become outcomes in plain words: unknown agent,
       t.deepEqual(view.buttons, ['Try again']);
       await page.close();
     }
+  });
+});
+
+test.serial('appendSystemContext changes a later answer: the same question is answered in English, then in French after "Always respond in French."', async (t) => {
+  const agentId = await server.agent({ behaviour: { greeting: GREETING } });
+  await withBrowser(t, { microphone: wavs.twice }, async (browser) => {
+    const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
+    await clickButton(page, 'Start conversation');
+    const connected = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect outcome');
+    t.is(connected.detail.outcome, 'success');
+    // The first answer is being generated (its text arrived) before the context is appended.
+    const firstUser = await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'user', 40_000, 'first question');
+    t.is(firstUser.detail.text, 'What is your name?');
+    const firstText = await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptBot' && e.at > firstUser.at, 20_000, 'first answer text');
+    t.true(await page.$eval('svc-agent', (el) => (el as any).appendSystemContext('Always respond in French.')), 'sent');
+    const userTurns = async () => (await events(page)).filter((e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'user');
+    const secondUser = await eventually(async () => (await userTurns())[1], 40_000, 'the second question');
+    t.is(secondUser.detail.text, 'What is your name?', 'the same question again');
+    const botTurnsAfter = (after: number) => events(page).then((all) => all.filter((e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'bot' && e.at > after));
+    const firstAnswer = (await botTurnsAfter(firstUser.at))[0]!;
+    t.true(firstAnswer.at < secondUser.at, 'the first answer ended before the second question');
+    const secondAnswer = await eventually(async () => (await botTurnsAfter(secondUser.at))[0], 40_000, 'the second answer');
+    t.log(`before: "${firstAnswer.detail.text}" (first chunk "${firstText.detail.text}"); after: "${secondAnswer.detail.text}"`);
+    t.regex(firstAnswer.detail.text, /\bI am\b.*\boffline\b/i, 'the first answer is in English');
+    t.notRegex(firstAnswer.detail.text, /Je suis|remplaçant|hors ligne/i);
+    t.regex(secondAnswer.detail.text, /Je suis|remplaçant|hors ligne/i, 'the later answer follows the appended context (French)');
+    await clickButton(page, 'Hang up');
+    await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'ended');
+  });
+});
+
+test.serial('auth_enabled agents: the auth-token attribute is sent as auth_token; missing or wrong tokens are not_allowed; a token for this visitor connects', async (t) => {
+  const agentId = await server.agent({ behaviour: { greeting: GREETING } });
+  const enabled = await server.call('PATCH', `/v1/agents/${agentId}`, { body: { auth_enabled: true } });
+  t.is(enabled.status, 200);
+  const secret = enabled.body.auth_secret as string;
+  t.is(typeof secret, 'string');
+  const good = mintConnectToken(secret, agentId, { clientUserRef: 'visitor-1' });
+  const forAnother = mintConnectToken(secret, agentId, { clientUserRef: 'visitor-2' });
+  const wrongSecret = mintConnectToken('not-the-secret', agentId, { clientUserRef: 'visitor-1' });
+  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+    for (const [label, extra] of [
+      ['no token', 'client-user-ref="visitor-1"'],
+      ['a token for another visitor', `client-user-ref="visitor-1" auth-token="${forAnother}"`],
+      ['a token minted with another secret', `client-user-ref="visitor-1" auth-token="${wrongSecret}"`],
+    ] as const) {
+      const page = await open(browser, customerPage(agentId, { extra }), t);
+      await clickButton(page, 'Start conversation');
+      const outcome = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 15_000, `outcome with ${label}`);
+      assertOutcomeShape(t, outcome.detail, false);
+      t.like(outcome.detail, { outcome: 'not_allowed', phase: 'connect', faultDomain: 'backend', httpStatus: 403 }, label);
+      t.like(await widgetView(page), { view: 'error', status: 'This agent cannot be used on this website.' });
+      await page.close();
+    }
+    t.is((await server.call('GET', `/v1/agents/${agentId}/calls`)).body.data.length, 0, 'no session for a refused token');
+    const page = await open(browser, customerPage(agentId, { extra: `client-user-ref="visitor-1" auth-token="${good}"` }), t);
+    await clickButton(page, 'Start conversation');
+    const ok = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect with the token');
+    t.like(ok.detail, { outcome: 'success', phase: 'connect', httpStatus: 200 });
+    const record = await callRecord(agentId, ok.detail.sessionId);
+    t.is(record.client_user_ref, 'visitor-1', 'client-user-ref sent with the token it is bound to');
+    await clickButton(page, 'Hang up');
+    await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'ended');
+  });
+});
+
+test.serial('503 server_busy (this server has no capacity) queues like a 429: UpdateQueuing, the queued view, admitted after a release; queue-timeout gives up with faultDomain ojin', async (t) => {
+  const agentId = await server.agent({ max_concurrency: -1, behaviour: { greeting: GREETING } });
+  server.capacity = createCapacityGate({ limit: 1, loadCheck: false });
+  t.teardown(() => void (server.capacity = server.defaultCapacity));
+  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+    const page = await open(browser, customerPage(agentId, { two: '1' }), t);
+    const busy: { status: number; retryAfter: string | null; body: any }[] = [];
+    page.on('response', (res) => {
+      if (res.url().endsWith('/v1/public/agents/connect') && res.status() === 503) void res.json().then((body) => busy.push({ status: res.status(), retryAfter: res.headers()['retry-after'] ?? null, body }), () => undefined);
+    });
+    await clickButton(page, 'Start conversation', '#one');
+    const first = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'connect', 40_000, 'first connects');
+    t.is(first.detail.outcome, 'success');
+    await clickButton(page, 'Start conversation', '#two');
+    await waitForEvent(page, (e) => e.name === 'UpdateQueuing' && e.target === 'two' && e.detail.queuing === true, 15_000, 'second queued');
+    t.is((await widgetView(page, '#two')).view, 'queued');
+    await eventually(async () => busy.length > 0, 5_000, 'the 503 answer seen by the page');
+    t.like(busy[0], { status: 503, body: { error_code: 'server_busy' } });
+    t.is(typeof busy[0]!.body.retry_after_seconds, 'number');
+    t.truthy(busy[0]!.retryAfter, 'Retry-After header');
+
+    // Another page whose queue-timeout is shorter than the server's retry_after gives up at once: ojin (this service's capacity).
+    const impatient = await open(browser, customerPage(agentId, { extra: 'queue-timeout="2"' }), t);
+    await clickButton(impatient, 'Start conversation');
+    const gaveUp = await waitForEvent(impatient, (e) => e.name === 'SvcSessionOutcome', 15_000, 'queue timeout');
+    assertOutcomeShape(t, gaveUp.detail, false);
+    t.like(gaveUp.detail, { outcome: 'queue_timeout', phase: 'connect', faultDomain: 'ojin', httpStatus: 503 });
+    t.deepEqual((await events(impatient, 'UpdateQueuing')).map((e) => e.detail.queuing), [true, false]);
+    await impatient.close();
+
+    await clickButton(page, 'Hang up', '#one');
+    const second = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'connect' && e.detail.instanceId !== first.detail.instanceId, 45_000, 'second admitted');
+    t.like(second.detail, { outcome: 'success', httpStatus: 200 });
+    const all = await events(page);
+    t.deepEqual(all.filter((e) => e.name === 'UpdateQueuing').map((e) => `${e.target}:${e.detail.queuing}`), ['two:true', 'two:false']);
+    const firstEnd = all.find((e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session')!;
+    t.true(all.find((e) => e.name === 'UpdateQueuing' && !e.detail.queuing)!.at > firstEnd.at, 'admitted only after the first released its capacity');
+    const timing = all.filter((e) => e.name === 'ConnectionTimingReport').map((e) => e.detail).find((d) => d.instanceId === second.detail.instanceId)!;
+    t.true(timing.connectAttempts >= 2, `${timing.connectAttempts} connect attempts`);
+    await clickButton(page, 'Hang up', '#two');
+    await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session' && e.detail.instanceId === second.detail.instanceId, 10_000, 'second ends');
   });
 });

@@ -1,0 +1,153 @@
+/**
+ * The browser side of the widget tests and bench: a real Debian chromium (playwright-core) whose
+ * fake microphone plays a WAV spoken by the offline espeak TTS, and helpers that read the
+ * widget's events from the page. No server code is imported here (the bench runs the server in
+ * a process of its own).
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { concat, silence } from '../../core/audio.ts';
+import { LocalTTSService } from '../../plugins/local/index.ts';
+
+export const CHROMIUM_PATH = '/usr/bin/chromium';
+
+export interface WidgetBrowser {
+  readonly context: BrowserContext;
+  newPage(url: string): Promise<Page>;
+  close(): Promise<void>;
+}
+
+/**
+ * One chromium (at most one at a time on this machine). `microphone`: a WAV the fake capture device
+ * plays from the moment getUserMedia opens it (looped); `denyMicrophone`: the permission is refused.
+ */
+export async function launchBrowser(options: { microphone?: string; denyMicrophone?: boolean; viewport?: { width: number; height: number }; colorScheme?: 'light' | 'dark'; autoplayPolicy?: string } = {}): Promise<WidgetBrowser> {
+  const profile = mkdtempSync(join(tmpdir(), 'svc-widget-chromium-'));
+  const args = [
+    '--headless',
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+    '--no-first-run',
+    '--use-fake-device-for-media-stream',
+  ];
+  if (options.denyMicrophone) args.push('--deny-permission-prompts');
+  else args.push('--use-fake-ui-for-media-stream');
+  if (options.microphone) args.push(`--use-file-for-fake-audio-capture=${options.microphone}`);
+  if (options.autoplayPolicy) args.push(`--autoplay-policy=${options.autoplayPolicy}`);
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM_PATH,
+    headless: true,
+    args,
+    viewport: options.viewport ?? { width: 1000, height: 800 },
+    colorScheme: options.colorScheme ?? 'light',
+  });
+  return {
+    context,
+    async newPage(url) {
+      const page = await context.newPage();
+      await page.goto(url);
+      return page;
+    },
+    async close() {
+      await context.close();
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A mono 16-bit WAV of `parts`: numbers are silence in ms, strings are spoken by espeak. */
+export async function speechWav(parts: readonly (string | number)[], dir: string, name: string): Promise<string> {
+  const voice = new LocalTTSService();
+  const rate = 16_000;
+  const chunks: Int16Array[] = [];
+  for (const part of parts) {
+    if (typeof part === 'number') chunks.push(silence(part, rate));
+    else for await (const e of voice.synthesize({ text: part, language: 'en', sampleRate: rate })) if (e.type === 'audio') chunks.push(e.pcm);
+  }
+  const pcm = concat(chunks);
+  const header = Buffer.alloc(44);
+  header.write('RIFF', 0);
+  header.writeUInt32LE(36 + pcm.byteLength, 4);
+  header.write('WAVE', 8);
+  header.write('fmt ', 12);
+  header.writeUInt32LE(16, 16);
+  header.writeUInt16LE(1, 20);
+  header.writeUInt16LE(1, 22);
+  header.writeUInt32LE(rate, 24);
+  header.writeUInt32LE(rate * 2, 28);
+  header.writeUInt16LE(2, 32);
+  header.writeUInt16LE(16, 34);
+  header.write('data', 36);
+  header.writeUInt32LE(pcm.byteLength, 40);
+  const path = join(dir, name);
+  writeFileSync(path, Buffer.concat([header, Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength)]));
+  return path;
+}
+
+/** Every widget event, recorded in the page with its target (`element` id or `window`) and whether it bubbled/composed. */
+export const RECORD_EVENTS = `
+(() => {
+  const names = ['botIsSpeaking','ReceivedTranscriptTurn','ReceivedTranscriptUser','ReceivedTranscriptBot','ReceivedTranscriptBotPartial','BotTtsStopped','UserStartedSpeaking','UserStoppedSpeaking','ConnectionTimeout','UpdateBotState','UpdateConnectionState','UpdateQueuing','userSpeakingChanged','userVolume','botVolume','svcToolCall','LatencyReport','ConnectionTimingReport','SvcSessionOutcome'];
+  window.__events = [];
+  for (const name of names) {
+    window.addEventListener(name, (e) => {
+      const t = e.target;
+      window.__events.push({
+        name, detail: e.detail === undefined ? '__undefined__' : JSON.parse(JSON.stringify(e.detail)),
+        target: t === window ? 'window' : (t && t.id) || (t && t.tagName) || String(t),
+        bubbles: e.bubbles, composed: e.composed, isCustom: e instanceof CustomEvent, at: performance.now(),
+      });
+    });
+  }
+})();
+`;
+
+export interface RecordedEvent {
+  readonly name: string;
+  readonly detail: any;
+  readonly target: string;
+  readonly bubbles: boolean;
+  readonly composed: boolean;
+  readonly isCustom: boolean;
+  readonly at: number;
+}
+
+export async function events(page: Page, name?: string): Promise<RecordedEvent[]> {
+  const all = (await page.evaluate('window.__events')) as RecordedEvent[];
+  return name ? all.filter((e) => e.name === name) : all;
+}
+
+export async function waitForEvent(page: Page, predicate: (e: RecordedEvent) => boolean, ms = 30_000, what = 'event'): Promise<RecordedEvent> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const found = (await events(page)).find(predicate);
+    if (found) return found;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; saw ${(await events(page)).filter((e) => !/Volume$/.test(e.name)).map((e) => e.name + (e.name === 'SvcSessionOutcome' ? ':' + e.detail.outcome : '')).join(', ')}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The widget's visible state from its shadow DOM. */
+export async function widgetView(page: Page, selector = 'svc-agent'): Promise<{ view: string; video: string; title: string; status: string; buttons: string[]; previewSrc: string | null }> {
+  return page.$eval(selector, (el) => {
+    const root = el.shadowRoot!;
+    const card = root.querySelector('.card') as HTMLElement;
+    return {
+      view: card.dataset.view!,
+      video: card.dataset.video!,
+      title: root.querySelector('.title')!.textContent!,
+      status: root.querySelector('.status')!.textContent!,
+      buttons: [...root.querySelectorAll('button')].filter((b) => !(b as HTMLButtonElement).hidden).map((b) => b.textContent!),
+      previewSrc: (root.querySelector('.preview') as HTMLImageElement).getAttribute('src'),
+    };
+  });
+}
+
+export async function clickButton(page: Page, label: string, selector = 'svc-agent'): Promise<void> {
+  await page.locator(selector).getByRole('button', { name: label, exact: true }).click();
+}
