@@ -21,7 +21,7 @@ async function renderCost(model: HumanFaceModel, width: number, height: number) 
   const raw: number[] = [], jpeg: number[] = [];
   for (let i = 0; i < 110; i++) {
     const t0 = performance.now();
-    const f = source.nextFrame();
+    const f = await source.nextFrame();
     const t1 = performance.now();
     await encodeJpeg(f, 80);
     const t2 = performance.now();
@@ -38,7 +38,7 @@ async function avOffset(model: HumanFaceModel) {
   source.endTurn();
   const env: number[] = [], gap: number[] = [], frames: FaceFrame[] = [];
   for (;;) {
-    const f = source.nextFrame();
+    const f = await source.nextFrame();
     env.push(rmsEnvelope(f.audio)); gap.push(source.lastMouthGapPx); frames.push(f);
     if (f.final) break;
   }
@@ -52,7 +52,7 @@ async function avOffset(model: HumanFaceModel) {
     const [a, b, c] = [rs[best - 1]!, rs[best]!, rs[best + 1]!];
     frac = (a - c) / (2 * (a - 2 * b + c) || 1);
   }
-  const rig = source.renderer.rig;
+  const rig = source.geometry;
   const side = Math.round(Math.min(rig.height, 1.9 * rig.faceHeight));
   const face = { left: Math.max(0, Math.round(rig.headCentre.x - side / 2)), top: Math.max(0, Math.round(rig.headCentre.y - side * 0.45)), side };
   return { offsetMs: (lags[best]! + frac) * 40, r: rs[best]!, frames, face };

@@ -22,7 +22,7 @@ export async function run(): Promise<void> {
   const costs: number[] = [];
   for (let i = 0; i < 70; i++) {
     const t0 = performance.now();
-    const f = source.nextFrame();
+    const f = await source.nextFrame();
     await encodeJpeg(f, 80);
     if (i >= 10) costs.push(performance.now() - t0);
   }

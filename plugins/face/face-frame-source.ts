@@ -2,11 +2,16 @@
  * The clock-free session core: turns of queued speech in, one frame per `nextFrame()` out.
  * Frame n carries audio samples [n*640, n*640+640) of what is playing, so audio and video stay
  * paired by construction.
+ *
+ * `nextFrame()` decides the frame synchronously when called (turn state, audio window, the
+ * animator's pose: cheap, on the caller's thread) and resolves once its picture is rasterised
+ * by the `FaceRaster` (inline, or on a render worker thread; see render-pool.ts).
  */
 import type { FaceFrame, FaceFrameSource, FaceFrameType, FaceTurnOptions } from '../../processors/avatar/face-model.ts';
 import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
 import { analyseWindow, FaceAnimator } from './face-animator.ts';
-import type { FaceRenderer } from './face-renderer.ts';
+import type { FacePose } from './face-pose.ts';
+import type { FaceGeometry, FaceRaster } from './face-raster.ts';
 import { visemeFor, type VisemeHint } from './visemes.ts';
 import type { PhonemeTiming } from '../../core/frames.ts';
 
@@ -40,16 +45,22 @@ export class HumanFaceFrameSource implements FaceFrameSource {
   private readonly animator: FaceAnimator;
   /** Mouth gap (px, mesh) of the last rendered frame: lets tests and benches measure lip sync. */
   lastMouthGapPx = 0;
-  /** Ring of reusable RGB buffers (see `recycleImages`); empty: every frame gets a new buffer. */
-  private imageRing: Uint8Array[] = [];
+  /**
+   * Ring of reusable RGB buffers (see `recycleImages`); empty: every frame gets a new buffer.
+   * A slot is empty while its buffer is out being rendered into (transferred to a worker).
+   */
+  private imageRing: (Uint8Array | undefined)[] = [];
   private ringNext = 0;
+  private closed = false;
 
-  constructor(readonly renderer: FaceRenderer, animator: FaceAnimator) {
+  constructor(readonly raster: FaceRaster, animator: FaceAnimator) {
     this.animator = animator;
   }
 
-  get width(): number { return this.renderer.width; }
-  get height(): number { return this.renderer.height; }
+  get width(): number { return this.raster.width; }
+  get height(): number { return this.raster.height; }
+  /** Where the face sits on the canvas (for crops). */
+  get geometry(): FaceGeometry { return this.raster.geometry; }
   get busy(): boolean { return this.turns.length > 0 || this.fading !== null; }
 
   /**
@@ -62,6 +73,14 @@ export class HumanFaceFrameSource implements FaceFrameSource {
   recycleImages(frames: number): void {
     this.imageRing = Array.from({ length: Math.max(0, Math.floor(frames)) }, () => new Uint8Array(this.width * this.height * 3));
     this.ringNext = 0;
+  }
+
+  /** Frees the renderer (and its render-worker state). Frames requested afterwards reject. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.imageRing = [];
+    this.raster.close();
   }
 
   startTurn(options?: FaceTurnOptions): void {
@@ -94,7 +113,7 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     return had;
   }
 
-  nextFrame(): FaceFrame {
+  nextFrame(): Promise<FaceFrame> {
     let type: FaceFrameType = 'idle';
     let final = false;
     let turnId: number | null = null;
@@ -136,19 +155,26 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     const current = audio ? analyseWindow(audio) : speaking ? analyseWindow(undefined) : undefined;
     const next = turn && speaking ? analyseWindow(this.peek(turn)) : undefined;
     const pose = this.animator.step(current, next, speaking, fadeRate, viseme);
-    const target = this.imageRing.length ? this.imageRing[this.ringNext++ % this.imageRing.length] : undefined;
-    const rgb = this.renderer.render(pose, target);
-    this.lastMouthGapPx = this.renderer.mouthGapPx();
     const index = this.index++;
-    return {
+    return this.rasterise(pose, {
       index,
       ptsMs: index * FACE_TIMING.frameDurationMs,
       type,
       final,
       turnId,
-      image: { width: this.width, height: this.height, format: 'rgb', data: rgb },
       audio: audio ?? new Int16Array(SPF),
-    };
+    });
+  }
+
+  private async rasterise(pose: FacePose, frame: Omit<FaceFrame, 'image'>): Promise<FaceFrame> {
+    const ring = this.imageRing;
+    const slot = ring.length ? this.ringNext++ % ring.length : -1;
+    const target = slot >= 0 ? ring[slot] : undefined;
+    if (slot >= 0) ring[slot] = undefined;
+    const { image, mouthGapPx } = await this.raster.render(pose, target);
+    if (slot >= 0 && ring === this.imageRing) ring[slot] = image;
+    this.lastMouthGapPx = mouthGapPx;
+    return { ...frame, image: { width: this.width, height: this.height, format: 'rgb', data: image } };
   }
 
   /** The phoneme sounding at `sample` of the turn, as a mouth-shape hint. */

@@ -1,7 +1,9 @@
 /**
  * Drives a frame source from a Clock at exactly 25 fps. Frame n is due at
  * `startedAtMs + n * 40` (absolute targets, so timer lateness never accumulates into drift);
- * it is rendered `renderLeadMs` before its due time and emitted at it.
+ * it is rendered `renderLeadMs` before its due time and emitted at it. The frame's content is
+ * decided when its render starts; the picture itself may be rasterised on a render worker
+ * thread (render-pool.ts) while the event loop carries on.
  */
 import sharp from 'sharp';
 import { Subject, type Observable } from 'rxjs';
@@ -69,6 +71,7 @@ export class ClockedFaceSession implements FaceSession {
     if (this.closed) return;
     this.closed = true;
     this.clock.clearTimeout(this.timer);
+    this.source.close?.();
     this.subject.complete();
     this.ending?.();
   }
@@ -87,7 +90,8 @@ export class ClockedFaceSession implements FaceSession {
     if (this.closed) return;
     try {
       const cancels = this.cancels;
-      let frame = this.source.nextFrame();
+      let frame = await this.source.nextFrame();
+      if (this.closed) return;
       if (this.imageFormat === 'jpeg') frame = await encodeJpeg(frame, this.jpegQuality);
       const wait = this.dueMs(frame.index) - this.clock.now();
       if (wait > 0) await this.clock.sleep(wait);
@@ -103,6 +107,8 @@ export class ClockedFaceSession implements FaceSession {
     } catch (err) {
       if (this.closed) return;
       this.closed = true;
+      this.clock.clearTimeout(this.timer);
+      this.source.close?.();
       this.subject.error(err);
       this.ending?.();
     }

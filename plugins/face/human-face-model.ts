@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { Clock } from '../../core/clock.ts';
+import { VirtualClock, type Clock } from '../../core/clock.ts';
 import type {
   FaceFrameSource, FaceLandmarks, FaceModel, FaceModelDescriptor, FaceReference, FaceSession, FaceSessionConfig,
 } from '../../processors/avatar/face-model.ts';
@@ -12,9 +12,10 @@ import { resolveFaceOptions, validateFaceConfiguration, type FaceVariantSlug } f
 import { FaceAnimator } from './face-animator.ts';
 import { HumanFaceFrameSource } from './face-frame-source.ts';
 import { FaceReferenceCache, sharedFaceReferenceCache } from './face-reference-cache.ts';
-import { FaceRenderer } from './face-renderer.ts';
+import { InlineFaceRaster, type FaceRaster } from './face-raster.ts';
 import { buildFaceRig } from './face-rig.ts';
 import { ClockedFaceSession } from './face-session.ts';
+import { sharedFaceRenderPool, type FaceRenderPool } from './render-pool.ts';
 import { faceDescriptor } from './variants.ts';
 
 /** The bundled default face: a NASA public-domain astronaut portrait (credited in the README). */
@@ -25,7 +26,23 @@ export interface HumanFaceModelOptions {
   readonly defaultFaceImagePath?: string;
   /** Landmark/decoded-image cache. Default: the process-wide one. */
   readonly referenceCache?: FaceReferenceCache;
+  /**
+   * Render worker threads: `0` rasterises on the calling thread (as before the pool existed);
+   * absent: the process-wide pool (`SVC_FACE_RENDER_THREADS`, default max(1, cores - 1));
+   * n > 0: the process-wide pool of n threads.
+   */
+  readonly renderThreads?: number;
+  /** A pool of one's own instead of the process-wide one (tests, embedding). */
+  readonly renderPool?: FaceRenderPool;
 }
+
+/**
+ * Sessions on a `VirtualClock` render inline: virtual time moves only when advanced and never
+ * waits for another thread, so a worker's answer would land after its frame's due time.
+ */
+const rendersInline = (clock: Clock) => clock instanceof VirtualClock;
+
+const unclosedSources = new FinalizationRegistry<FaceRaster>((raster) => raster.close());
 
 export class HumanFaceModel implements FaceModel {
   readonly descriptor: FaceModelDescriptor;
@@ -45,18 +62,30 @@ export class HumanFaceModel implements FaceModel {
     return (await this.cache.prepare(image, landmarks)).reference;
   }
 
-  async openSource(config: FaceSessionConfig = {}): Promise<HumanFaceFrameSource> {
+  async openSource(config: FaceSessionConfig = {}, placement: { readonly inline?: boolean } = {}): Promise<HumanFaceFrameSource> {
     const options = resolveFaceOptions(this.variant, config.configuration);
     const ref = config.referenceImage;
     const bytes = ref === undefined ? this.defaultFaceImage() : ref instanceof Uint8Array ? ref : ref.image;
     const { reference, rgb } = await this.cache.prepare(bytes, ref instanceof Uint8Array || ref === undefined ? undefined : ref.landmarks);
-    const rig = await buildFaceRig(rgb, reference.landmarks, options);
+    const pool = placement.inline ? null : this.renderPool();
+    const raster: FaceRaster = pool
+      ? await pool.open(rgb, reference.landmarks, options)
+      : new InlineFaceRaster(await buildFaceRig(rgb, reference.landmarks, options));
     const seed = options.seed ?? Number.parseInt(reference.landmarks.imageSha256.slice(0, 8), 16);
-    return new HumanFaceFrameSource(new FaceRenderer(rig), new FaceAnimator(options, seed));
+    const source = new HumanFaceFrameSource(raster, new FaceAnimator(options, seed));
+    // A source nobody closes (benches, offline renders) frees its worker state once collected.
+    if (raster.threaded) unclosedSources.register(source, raster, source);
+    return source;
+  }
+
+  /** The pool this model renders on, or null to render inline. */
+  renderPool(): FaceRenderPool | null {
+    if (this.options.renderPool) return this.options.renderPool;
+    return this.options.renderThreads === undefined ? sharedFaceRenderPool() : sharedFaceRenderPool(this.options.renderThreads);
   }
 
   async openSession(config: FaceSessionConfig | undefined, clock: Clock): Promise<FaceSession> {
-    const source: FaceFrameSource = await this.openSource(config);
+    const source: FaceFrameSource = await this.openSource(config, { inline: rendersInline(clock) });
     const quality = resolveFaceOptions(this.variant, config?.configuration).jpegQuality;
     return new ClockedFaceSession(source, clock, config?.imageFormat ?? 'jpeg', quality);
   }

@@ -48,5 +48,10 @@ export { ClockedFaceSession, encodeJpeg } from './face-session.ts';
 export { FaceReferenceCache, sharedFaceReferenceCache } from './face-reference-cache.ts';
 export { FaceApiLandmarkDetector, type LandmarkDetector, type RgbImage } from './landmark-detector.ts';
 export { FaceRenderer } from './face-renderer.ts';
+export { InlineFaceRaster, type FaceGeometry, type FaceRaster, type RasterResult } from './face-raster.ts';
+export {
+  FaceRenderPool, FaceRenderError, WorkerFaceRaster, RENDER_POOL_DEFAULTS, configuredRenderThreads, defaultRenderThreads,
+  sharedFaceRenderPool, shutdownFaceRenderPools, type FaceRenderPoolOptions,
+} from './render-pool.ts';
 export { DEFAULT_FACE_IMAGE_PATH } from './human-face-model.ts';
 export { visemeFor, type VisemeHint } from './visemes.ts';

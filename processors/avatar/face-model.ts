@@ -108,13 +108,19 @@ export interface FaceFrameSource {
   cancel(): boolean;
   /** Whether speech is playing, queued or fading out. */
   readonly busy: boolean;
-  /** Renders the next frame (RGB) and advances the model by 40 ms. */
-  nextFrame(): FaceFrame;
+  /**
+   * Advances the model by 40 ms and renders that frame (RGB). What the frame shows and plays is
+   * decided when it is called (turn calls made before it count, later ones do not); the picture
+   * may be rendered on another thread, so it resolves later. Calls resolve in order.
+   */
+  nextFrame(): Promise<FaceFrame>;
   /**
    * Optional: render into a ring of `frames` reused buffers (an image is valid until `frames`
    * more frames are rendered), for consumers done with each image at once.
    */
   recycleImages?(frames: number): void;
+  /** Optional: frees the source's renderer (a render worker's state). Frames afterwards reject. */
+  close?(): void;
 }
 
 export interface FaceSession {

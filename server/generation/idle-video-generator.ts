@@ -66,7 +66,7 @@ export class FaceIdleVideoGenerator implements IdleVideoGenerator {
           ffmpeg.kill('SIGKILL');
           throw new Error('generation aborted');
         }
-        const frame = source.nextFrame();
+        const frame = await source.nextFrame();
         if (!ffmpeg.stdin.write(frame.image.data)) {
           const waited = await Promise.race([new Promise<'drained'>((r) => ffmpeg.stdin.once('drain', () => r('drained'))), gone]);
           if (waited === 'exited') break;
@@ -77,6 +77,7 @@ export class FaceIdleVideoGenerator implements IdleVideoGenerator {
       if (code !== 0) throw new Error(`ffmpeg failed (${code}): ${stderr.trim().slice(0, 500)}`);
       return { data: await readFile(out), contentType: 'video/mp4', name: `idle-${face}.mp4` };
     } finally {
+      source.close?.();
       await rm(dir, { recursive: true, force: true });
     }
   }

@@ -60,7 +60,7 @@ test('idle frames never freeze: consecutive idle frames differ in every 3 s wind
   let prev: Uint8Array | undefined;
   const changed: boolean[] = [];
   for (let i = 0; i < 250; i++) {
-    const f = source.nextFrame();
+    const f = await source.nextFrame();
     t.is(f.type, 'idle');
     if (prev) changed.push(!Buffer.from(prev).equals(Buffer.from(f.image.data)));
     prev = f.image.data;
@@ -79,7 +79,7 @@ test('mouth opening (mesh inner-lip gap) follows the speech envelope, r > 0.7', 
   source.endTurn();
   const env: number[] = [], gap: number[] = [];
   for (;;) {
-    const f = source.nextFrame();
+    const f = await source.nextFrame();
     if (f.type === 'speech' || f.type === 'speech-start') {
       env.push(rmsEnvelope(f.audio));
       gap.push(source.lastMouthGapPx);
@@ -95,10 +95,10 @@ test('mouth opening (mesh inner-lip gap) follows the speech envelope, r > 0.7', 
 test('cancel fades to idle within 200 ms and drops queued speech', async (t) => {
   const source = await portrait.openSource({ configuration: SMALL });
   source.pushAudio(syntheticPhrase(12));
-  for (let i = 0; i < 10; i++) source.nextFrame();
+  for (let i = 0; i < 10; i++) await source.nextFrame();
   t.true(source.cancel());
   const after: FaceFrame[] = [];
-  for (let i = 0; i < 20; i++) after.push(source.nextFrame());
+  for (let i = 0; i < 20; i++) after.push(await source.nextFrame());
   const fade = after.filter((f) => f.type === 'fade-out');
   t.true(fade.length * 40 <= 200);
   t.true(fade.at(-1)!.final);
@@ -151,7 +151,7 @@ test('phoneme timings close the lips on bilabials even while the audio is loud',
     source.pushAudio(tone);
     source.endTurn();
     const gaps: number[] = [];
-    for (let i = 0; i < Math.ceil(tone.length / 640); i++) { source.nextFrame(); gaps.push(source.lastMouthGapPx); }
+    for (let i = 0; i < Math.ceil(tone.length / 640); i++) { await source.nextFrame(); gaps.push(source.lastMouthGapPx); }
     return gaps;
   };
   const plain = await run();
@@ -167,7 +167,7 @@ test('human-presence plays a turn through the same interface', async (t) => {
   source.pushAudio(syntheticPhrase(8));
   source.endTurn();
   const types = new Set<string>();
-  for (let i = 0; i < 60; i++) types.add(source.nextFrame().type);
+  for (let i = 0; i < 60; i++) types.add((await source.nextFrame()).type);
   t.true(types.has('speech-start') && types.has('speech'));
 });
 

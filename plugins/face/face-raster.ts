@@ -1,0 +1,75 @@
+/**
+ * The expensive half of a frame: a pose in, an RGB picture out. The cheap half (turn queue,
+ * audio windows, the animator's pose) stays with the frame source on the caller's thread; the
+ * raster runs either inline (`InlineFaceRaster`) or on a render worker thread
+ * (`render-pool.ts`), with identical pixels: both run the same `FaceRenderer` on the same rig.
+ */
+import type { FacePose } from './face-pose.ts';
+import { FaceRenderer } from './face-renderer.ts';
+import type { FaceRig } from './face-rig.ts';
+
+/** Rig metrics the caller may need without holding the rig (crops, overlays). Canvas pixels. */
+export interface FaceGeometry {
+  readonly width: number;
+  readonly height: number;
+  readonly faceWidth: number;
+  readonly faceHeight: number;
+  readonly headCentre: { readonly x: number; readonly y: number };
+  readonly mouthCentre: { readonly x: number; readonly y: number };
+}
+
+export interface RasterResult {
+  /** width * height * 3 RGB bytes: `target` (its memory, possibly a new view on it) when one was given. */
+  readonly image: Uint8Array;
+  /** Inner-lip gap (px) at the mouth centre of the rendered mesh (lip-sync measurements). */
+  readonly mouthGapPx: number;
+}
+
+export interface FaceRaster {
+  readonly width: number;
+  readonly height: number;
+  readonly geometry: FaceGeometry;
+  /** Whether renders leave the calling thread. */
+  readonly threaded: boolean;
+  /**
+   * Renders `pose` into `target` when given (overwritten; a threaded raster transfers its buffer,
+   * so `target` is unusable until the promise settles and the picture is `image`), else into a
+   * new buffer. Renders of one raster complete in call order.
+   */
+  render(pose: FacePose, target?: Uint8Array): Promise<RasterResult>;
+  /** Frees the rig (and its worker-side state). Renders after it reject. */
+  close(): void;
+}
+
+export function rigGeometry(rig: FaceRig): FaceGeometry {
+  return {
+    width: rig.width, height: rig.height, faceWidth: rig.faceWidth, faceHeight: rig.faceHeight,
+    headCentre: { ...rig.headCentre }, mouthCentre: { ...rig.mouthCentre },
+  };
+}
+
+/** Renders on the calling thread (option `renderThreads: 0`, virtual clocks). */
+export class InlineFaceRaster implements FaceRaster {
+  readonly renderer: FaceRenderer;
+  readonly geometry: FaceGeometry;
+  readonly threaded = false;
+  private closed = false;
+
+  constructor(rig: FaceRig) {
+    this.renderer = new FaceRenderer(rig);
+    this.geometry = rigGeometry(rig);
+  }
+
+  get width(): number { return this.renderer.width; }
+  get height(): number { return this.renderer.height; }
+
+  async render(pose: FacePose, target?: Uint8Array): Promise<RasterResult> {
+    if (this.closed) throw new Error('face raster is closed');
+    const image = this.renderer.render(pose, target);
+    return { image, mouthGapPx: this.renderer.mouthGapPx() };
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+}

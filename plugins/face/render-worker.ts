@@ -1,0 +1,66 @@
+/**
+ * A face render worker thread (started by `render-pool.ts` through render-worker-boot.mjs).
+ * It keeps one `FaceRenderer` per session key: built from the decoded reference, its landmarks
+ * and the session options (the same `buildFaceRig` as inline rendering), and renders poses
+ * into the buffer the main thread transferred, then transfers it back.
+ *
+ * In:  {t:'open', key, req, image, landmarks, options} | {t:'render', key, req, pose, target}
+ *      | {t:'close', key}
+ * Out: {t:'opened', req, geometry} | {t:'rendered', req, image, gap} | {t:'failed', req, message, name}
+ */
+import { parentPort } from 'node:worker_threads';
+import type { FaceLandmarks } from '../../processors/avatar/face-model.ts';
+import type { FaceOptions } from './configuration.ts';
+import type { FacePose } from './face-pose.ts';
+import { rigGeometry } from './face-raster.ts';
+import { FaceRenderer } from './face-renderer.ts';
+import { buildFaceRig } from './face-rig.ts';
+import type { RgbImage } from './landmark-detector.ts';
+
+export type RenderWorkerRequest =
+  | { t: 'open'; key: number; req: number; image: RgbImage; landmarks: FaceLandmarks; options: FaceOptions }
+  | { t: 'render'; key: number; req: number; pose: FacePose; target: ArrayBuffer | null }
+  | { t: 'close'; key: number };
+
+export type RenderWorkerReply =
+  | { t: 'opened'; req: number; geometry: ReturnType<typeof rigGeometry> }
+  | { t: 'rendered'; req: number; image: ArrayBuffer; gap: number }
+  | { t: 'failed'; req: number; message: string; name: string };
+
+const port = parentPort!;
+const renderers = new Map<number, FaceRenderer>();
+/** Opens still building their rig: a close that arrives first cancels the open. */
+const opening = new Set<number>();
+
+const fail = (req: number, err: unknown) => {
+  const e = err instanceof Error ? err : new Error(String(err));
+  port.postMessage({ t: 'failed', req, message: e.message, name: e.name } satisfies RenderWorkerReply);
+};
+
+port.on('message', (msg: RenderWorkerRequest) => {
+  if (msg.t === 'open') {
+    opening.add(msg.key);
+    buildFaceRig(msg.image, msg.landmarks, msg.options).then(
+      (rig) => {
+        if (!opening.delete(msg.key)) return fail(msg.req, new Error('face session closed while it opened'));
+        renderers.set(msg.key, new FaceRenderer(rig));
+        port.postMessage({ t: 'opened', req: msg.req, geometry: rigGeometry(rig) } satisfies RenderWorkerReply);
+      },
+      (err: unknown) => { opening.delete(msg.key); fail(msg.req, err); },
+    );
+  } else if (msg.t === 'render') {
+    const renderer = renderers.get(msg.key);
+    if (!renderer) return fail(msg.req, new Error(`no face renderer for session ${msg.key} on this worker`));
+    try {
+      const out = renderer.render(msg.pose, msg.target ? new Uint8Array(msg.target) : undefined);
+      // `out` spans its whole buffer (the transferred target, or a fresh copy of the base canvas).
+      const image = out.buffer as ArrayBuffer;
+      port.postMessage({ t: 'rendered', req: msg.req, image, gap: renderer.mouthGapPx() } satisfies RenderWorkerReply, [image]);
+    } catch (err) {
+      fail(msg.req, err);
+    }
+  } else if (msg.t === 'close') {
+    opening.delete(msg.key);
+    renderers.delete(msg.key);
+  }
+});

@@ -1,0 +1,198 @@
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { RealClock } from '../../core/clock.ts';
+import type { FaceFrame } from '../../processors/avatar/face-model.ts';
+import {
+  configuredRenderThreads, DEFAULT_FACE_IMAGE_PATH, defaultRenderThreads, FaceReferenceCache, FaceRenderError, FaceRenderPool, HumanFaceModel,
+  resolveFaceOptions, sharedFaceRenderPool, WorkerFaceRaster, type HumanFaceFrameSource,
+} from '../../plugins/face/index.ts';
+import { syntheticPhrase } from './speech-signal.ts';
+
+const SMALL = { width: 320, height: 180 };
+const cache = new FaceReferenceCache();
+const inline = new HumanFaceModel('human-portrait', { referenceCache: cache, renderThreads: 0 });
+const pooled = new HumanFaceModel('human-portrait', { referenceCache: cache });
+
+/** Idle frames, a spoken phrase, a cancel in the middle of the next one, then idle again. */
+async function script(source: HumanFaceFrameSource, frames = 70): Promise<Array<{ frame: FaceFrame; gap: number }>> {
+  const out: Array<{ frame: FaceFrame; gap: number }> = [];
+  const take = async () => {
+    const frame = await source.nextFrame();
+    out.push({ frame: { ...frame, image: { ...frame.image, data: frame.image.data.slice() } }, gap: source.lastMouthGapPx });
+  };
+  for (let i = 0; i < 5; i++) await take();
+  source.pushAudio(syntheticPhrase(4));
+  source.endTurn();
+  for (let i = 0; i < 35; i++) await take();
+  source.pushAudio(syntheticPhrase(6));
+  for (let i = 0; i < 10; i++) await take();
+  source.cancel();
+  while (out.length < frames) await take();
+  return out;
+}
+
+function sameFrames(t: import('ava').ExecutionContext, a: Array<{ frame: FaceFrame; gap: number }>, b: Array<{ frame: FaceFrame; gap: number }>) {
+  t.is(a.length, b.length);
+  let differing = 0;
+  a.forEach((x, i) => {
+    const y = b[i]!;
+    t.is(x.frame.index, y.frame.index);
+    t.is(x.frame.type, y.frame.type);
+    t.deepEqual(Array.from(x.frame.audio), Array.from(y.frame.audio));
+    t.is(x.gap, y.gap);
+    if (!Buffer.from(x.frame.image.data).equals(Buffer.from(y.frame.image.data))) differing++;
+  });
+  t.is(differing, 0, `${differing} of ${a.length} pictures differ`);
+}
+
+test('a source renders the same pixels through a render worker as inline (byte-identical), with or without reused buffers', async (t) => {
+  const a = await inline.openSource({ configuration: { ...SMALL, seed: 11 } });
+  const b = await pooled.openSource({ configuration: { ...SMALL, seed: 11 } });
+  const c = await pooled.openSource({ configuration: { ...SMALL, seed: 11 } });
+  c.recycleImages(2); // buffers go to the worker and come back every frame
+  t.false(a.raster.threaded);
+  t.true(b.raster.threaded && c.raster.threaded);
+  const [ra, rb, rc] = await Promise.all([script(a), script(b), script(c)]);
+  t.true(ra.some((f) => f.frame.type === 'speech') && ra.some((f) => f.frame.type === 'fade-out'));
+  t.true(ra.some((f) => f.gap > 3), 'the mouth opened');
+  sameFrames(t, ra, rb);
+  sameFrames(t, ra, rc);
+  for (const s of [a, b, c]) s.close();
+  await t.throwsAsync(b.nextFrame(), { message: /closed/ });
+});
+
+test('sessions spread over several workers render at once, each as inline', async (t) => {
+  const pool = new FaceRenderPool({ threads: 2, idleShutdownMs: 60_000 });
+  t.teardown(() => pool.close());
+  const model = new HumanFaceModel('human-presence', { referenceCache: cache, renderPool: pool });
+  const reference = new HumanFaceModel('human-presence', { referenceCache: cache, renderThreads: 0 });
+  const seeds = [1, 2, 3];
+  const sources = await Promise.all(seeds.map((seed) => model.openSource({ configuration: { ...SMALL, seed } })));
+  t.is(pool.workerCount, 2);
+  t.deepEqual(pool.describe().map((w) => w.sessions).sort(), [1, 2]);
+  const threads = new Set(sources.map((s) => (s.raster as WorkerFaceRaster).threadId));
+  t.is(threads.size, 2);
+  const rendered = await Promise.all(sources.map((s) => script(s, 55)));
+  for (const [i, seed] of seeds.entries()) {
+    const expected = await script(await reference.openSource({ configuration: { ...SMALL, seed } }), 55);
+    sameFrames(t, expected, rendered[i]!);
+  }
+  for (const s of sources) s.close();
+  t.is(pool.sessionCount, 0);
+});
+
+test('a worker crash fails only the sessions on it; the next session gets a new worker', async (t) => {
+  const pool = new FaceRenderPool({ threads: 2, idleShutdownMs: 60_000 });
+  t.teardown(() => pool.close());
+  const model = new HumanFaceModel('human-portrait', { referenceCache: cache, renderPool: pool });
+  const clock = new RealClock();
+  const a = await model.openSession({ configuration: SMALL, imageFormat: 'rgb' }, clock);
+  const b = await model.openSession({ configuration: SMALL, imageFormat: 'jpeg' }, clock);
+  t.teardown(() => { a.close(); b.close(); });
+  const [wa, wb] = pool.describe();
+  t.truthy(wa && wb);
+  const seen = { a: 0, b: 0 };
+  let failure: unknown;
+  a.frames.subscribe({ next: () => void seen.a++, error: (err) => { failure = err; } });
+  b.frames.subscribe({ next: () => void seen.b++, error: (err) => t.fail(`the other session failed: ${String(err)}`) });
+  const until = async (ok: () => boolean, ms = 20_000) => { const end = Date.now() + ms; while (!ok() && Date.now() < end) await clock.sleep(20); return ok(); };
+  t.true(await until(() => seen.a >= 3 && seen.b >= 3));
+  // Sessions are placed on an idle worker first: a opened first, on the first worker.
+  await pool.killWorker(wa!.threadId);
+  t.true(await until(() => failure !== undefined), 'the session on the killed worker errored');
+  t.true(failure instanceof FaceRenderError, String(failure));
+  t.regex((failure as Error).message, /exited/);
+  const bBefore = seen.b;
+  t.true(await until(() => seen.b >= bBefore + 10), 'the session on the other worker kept its frames coming');
+  t.is(pool.crashes, 1);
+  t.is(pool.workerCount, 1);
+  const c = await model.openSession({ configuration: SMALL, imageFormat: 'rgb' }, clock);
+  t.teardown(() => c.close());
+  let cFrames = 0;
+  c.frames.subscribe(() => void cFrames++);
+  t.true(await until(() => cFrames >= 3));
+  t.is(pool.workerCount, 2, 'the dead worker was replaced');
+});
+
+test('a reference the worker cannot build a rig from fails that open only; the worker stays up', async (t) => {
+  const pool = new FaceRenderPool({ threads: 1, idleShutdownMs: 60_000 });
+  t.teardown(() => pool.close());
+  const good = await pooled.prepareReference(new Uint8Array(readFileSync(DEFAULT_FACE_IMAGE_PATH)));
+  const options = resolveFaceOptions('human-portrait', SMALL);
+  // Decoded image bytes that do not match their declared size (a corrupt cache entry, say).
+  const err = await t.throwsAsync(pool.open({ width: 512, height: 512, data: new Uint8Array(1000) }, good.landmarks, options));
+  t.true(err instanceof FaceRenderError, String(err));
+  t.is(pool.crashes, 0);
+  t.is(pool.workerCount, 1);
+  const model = new HumanFaceModel('human-portrait', { referenceCache: cache, renderPool: pool });
+  const source = await model.openSource({ referenceImage: good, configuration: SMALL });
+  t.is((await source.nextFrame()).image.data.byteLength, SMALL.width * SMALL.height * 3);
+  source.close();
+});
+
+test('workers stop after the last session closes, and at once on close(); sessions still open fail', async (t) => {
+  const pool = new FaceRenderPool({ threads: 2, idleShutdownMs: 300 });
+  const model = new HumanFaceModel('human-portrait', { referenceCache: cache, renderPool: pool });
+  const clock = new RealClock();
+  const s1 = await model.openSession({ configuration: SMALL, imageFormat: 'rgb' }, clock);
+  const s2 = await model.openSession({ configuration: SMALL, imageFormat: 'rgb' }, clock);
+  t.is(pool.workerCount, 2);
+  await clock.sleep(200);
+  s1.close();
+  await clock.sleep(600);
+  t.is(pool.workerCount, 2, 'a session is still open');
+  s2.close();
+  t.is(pool.sessionCount, 0);
+  const end = Date.now() + 5000;
+  while (pool.workerCount > 0 && Date.now() < end) await clock.sleep(50);
+  t.is(pool.workerCount, 0);
+
+  const s3 = await model.openSession({ configuration: SMALL, imageFormat: 'rgb' }, clock);
+  t.is(pool.workerCount, 1);
+  let error: unknown;
+  let completed = false;
+  s3.frames.subscribe({ error: (e) => { error = e; }, complete: () => { completed = true; } });
+  await pool.close();
+  t.is(pool.workerCount, 0);
+  const until = Date.now() + 5000;
+  while (error === undefined && !completed && Date.now() < until) await clock.sleep(20);
+  t.true(error instanceof FaceRenderError, String(error));
+  await t.throwsAsync(model.openSource({ configuration: SMALL }), { instanceOf: FaceRenderError, message: /closed/ });
+});
+
+test('the shared pool never keeps a process alive: a script that leaves a source open exits by itself', async (t) => {
+  const module = new URL('../../plugins/face/index.ts', import.meta.url).href;
+  const code = `
+    const { HumanFaceModel } = await import(${JSON.stringify(module)});
+    const source = await new HumanFaceModel('human-portrait').openSource({ configuration: { width: 256, height: 144 } });
+    const frame = await source.nextFrame();
+    console.log(source.raster.threaded, frame.image.data.length);
+  `;
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], {
+    cwd: fileURLToPath(new URL('../..', import.meta.url)), stdio: ['ignore', 'pipe', 'pipe'], detached: true,
+  });
+  let out = '', err = '';
+  child.stdout.on('data', (c) => (out += c));
+  child.stderr.on('data', (c) => (err += c));
+  const timer = setTimeout(() => { try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ } }, 60_000);
+  const [code_, signal] = await new Promise<[number | null, string | null]>((resolve) => child.once('exit', (c, s) => resolve([c, s])));
+  clearTimeout(timer);
+  t.is(signal, null, `killed after 60 s: the process did not exit (${err.trim()})`);
+  t.is(code_, 0, err);
+  t.is(out.trim(), `true ${256 * 144 * 3}`);
+});
+
+test('SVC_FACE_RENDER_THREADS: a count, 0 for inline, refused when not a small integer', (t) => {
+  t.is(configuredRenderThreads({}), defaultRenderThreads());
+  t.is(defaultRenderThreads(2), 1);
+  t.is(defaultRenderThreads(1), 1);
+  t.is(defaultRenderThreads(8), 7);
+  t.is(configuredRenderThreads({ SVC_FACE_RENDER_THREADS: '3' }), 3);
+  t.is(configuredRenderThreads({ SVC_FACE_RENDER_THREADS: '0' }), 0);
+  t.is(sharedFaceRenderPool(0), null);
+  for (const bad of ['-1', 'two', '1.5', '65']) {
+    t.throws(() => configuredRenderThreads({ SVC_FACE_RENDER_THREADS: bad }), { instanceOf: RangeError, message: /SVC_FACE_RENDER_THREADS/ });
+  }
+});
