@@ -3,11 +3,14 @@
  * synchronized audio and video out, events, barge-in re-sync.
  */
 import test from 'ava';
+import { Resampler, concat } from '../../core/audio.ts';
+import { VirtualClock } from '../../core/clock.ts';
 import { facePlugin } from '../../plugins/face/index.ts';
 import { mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
 import { SvcSTVClient, type STVAudioFrame, type STVEventName, type STVOutput } from '../../transports/realtime/stv-client.ts';
 import { SvcClient, SvcClientError } from '../../transports/realtime/svc-client.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
+import { delay } from './ws-conn.ts';
 
 let ts: TestServer;
 let endpoint: RealtimeEndpoint;
@@ -100,5 +103,67 @@ test.serial('interrupt(): true while speaking, then the stream re-syncs on silen
   t.true(audio.slice(lastSpeech + 1).length >= 20, 'the clock kept running: silent frames after the barge-in');
   t.is(interrupted.length, 1);
   t.false(client.interrupt(), 'nothing left to interrupt');
+  client.close();
+});
+
+const voiced = (audio: STVAudioFrame[]) => audio.flatMap((a) => Array.from(a.pcm)).filter((v) => v !== 0);
+
+test.serial('frames buffered before the first TTS audio are reported at 16 kHz, the rate of their samples', async (t) => {
+  // A virtual playback clock: the real server's idle frames pile up in the jitter buffer until the test advances it.
+  const clock = new VirtualClock(1_000);
+  const client = new SvcSTVClient({ apiKey: ts.keyA, configId, url, clock });
+  t.teardown(() => client.close());
+  let received = 0;
+  client.client.messages$.subscribe((m) => void (m.type === 'frame' && received++));
+  const stopped: unknown[] = [];
+  client.on('BOT_STOPPED_SPEAKING', (p) => void stopped.push(p));
+  const out: STVOutput[] = [];
+  const pump = (async () => {
+    for await (const o of client.outputStream()) out.push(o);
+  })();
+  await client.connect();
+  const deadline = Date.now() + 15_000;
+  while (received < 4 && Date.now() < deadline) await delay(10);
+  t.true(received >= 4, 'idle frames arrived before any TTS audio');
+  const sent = ramp(400);
+  client.say(sent, 24_000);
+  while (stopped.length === 0 && Date.now() < deadline) {
+    await clock.advance(40);
+    await delay(5);
+  }
+  t.is(stopped.length, 1, 'the utterance played to its end');
+  const audio = out.filter((o): o is STVAudioFrame => o.kind === 'audio');
+  t.true(audio.length >= 4);
+  t.deepEqual(audio.slice(0, 4).map((a) => a.sampleRate), [16_000, 16_000, 16_000, 16_000], 'the frames buffered before say()');
+  for (const a of audio) t.is(a.pcm.length, (a.sampleRate * 40) / 1000, `frame ${a.frameIndex}: 40 ms at the rate it reports`);
+  t.true(audio.some((a) => a.sampleRate === 24_000));
+  t.deepEqual(voiced(audio), Array.from(sent), 'the 24 kHz speech, whole and in order');
+  client.close();
+  await pump;
+});
+
+test.serial('a TTS rate change mid-utterance and endTurn() flush the output-copy resampler: every sample plays', async (t) => {
+  const client = new SvcSTVClient({ apiKey: ts.keyA, configId, url, outputSampleRate: 48_000 });
+  t.teardown(() => client.close());
+  const stopped: unknown[] = [];
+  client.on('BOT_STOPPED_SPEAKING', (p) => void stopped.push(p));
+  await client.connect();
+  const a = ramp(200, 24_000);
+  const b = Int16Array.from(ramp(200, 16_000), (v) => -v);
+  client.startTurn();
+  client.sendTtsAudio(a, 24_000);
+  client.sendTtsAudio(b, 16_000);
+  client.endTurn();
+  const out = await collect(client, () => stopped.length > 0);
+  // What the client must play: each part resampled to 48 kHz on its own, tails included.
+  const upA = new Resampler(24_000, 48_000);
+  const upB = new Resampler(16_000, 48_000);
+  const expected = concat([upA.process(a), upA.flush(), upB.process(b), upB.flush()]);
+  t.is(expected.length, 9_600 * 2, '200 ms + 200 ms at 48 kHz');
+  const audio = out.filter((o): o is STVAudioFrame => o.kind === 'audio');
+  t.true(audio.every((a) => a.sampleRate === 48_000 && a.pcm.length === 1_920));
+  const played = voiced(audio);
+  t.is(played.length, Array.from(expected).filter((v) => v !== 0).length, 'no sample lost at the rate change or the end of the turn');
+  t.deepEqual(played, Array.from(expected).filter((v) => v !== 0));
   client.close();
 });

@@ -9,7 +9,7 @@
  */
 import sharp from 'sharp';
 import { RealClock, type Clock, type TimerHandle } from '../../core/clock.ts';
-import { Resampler, toMono } from '../../core/audio.ts';
+import { concat, Resampler, toMono } from '../../core/audio.ts';
 import { AsyncQueue } from './async-queue.ts';
 import { SvcClient, type SvcClientOptions } from './svc-client.ts';
 import { LocalTurn } from './turn-audio.ts';
@@ -70,9 +70,13 @@ interface Buffered {
   readonly rgb: Promise<Uint8Array | undefined>;
   /** Original-rate audio of this frame (silence unless it is speech). */
   readonly pcm: Int16Array;
+  /** The rate of `pcm`: frames buffered before the first TTS audio carry 16 kHz silence. */
+  readonly rate: number;
 }
 
 const isSpeech = (f: FrameOutMessage) => f.type === 'speech' || f.type === 'speech-start';
+const EMPTY: Int16Array = new Int16Array(0);
+const join = (a: Int16Array, b: Int16Array): Int16Array => (a.length === 0 ? b : concat([a, b]));
 
 export class SvcSTVClient {
   readonly client: SvcClient;
@@ -166,16 +170,28 @@ export class SvcSTVClient {
     this.outputRate ??= sampleRate;
     if (!this.turnOpen) this.startTurn();
     const turn = this.turns.at(-1)!;
-    if (!this.toServer || this.toServer.fromRate !== sampleRate) this.toServer = new Resampler(sampleRate, 16_000);
-    const toServer = this.toServer.process(mono);
+    // The rate changed mid-utterance: the previous resamplers' tails come first, so no sample is lost.
+    let serverTail: Int16Array = EMPTY;
+    let localTail: Int16Array = EMPTY;
+    if (this.toServer && this.toServer.fromRate !== sampleRate) {
+      serverTail = this.toServer.flush();
+      this.toServer = undefined;
+    }
+    if (this.toOutput && this.toOutput.fromRate !== sampleRate) {
+      localTail = this.toOutput.flush();
+      this.toOutput = undefined;
+    }
+    this.toServer ??= new Resampler(sampleRate, 16_000);
+    const toServer = join(serverTail, this.toServer.process(mono));
     turn.sent.push(toServer);
-    this.client.sendAudio(toServer);
+    // A resampler may hold everything back until more audio comes: nothing to send then.
+    if (toServer.length > 0) this.client.sendAudio(toServer);
     let local = mono;
     if (sampleRate !== this.outputRate) {
-      if (!this.toOutput || this.toOutput.fromRate !== sampleRate) this.toOutput = new Resampler(sampleRate, this.outputRate);
+      this.toOutput ??= new Resampler(sampleRate, this.outputRate);
       local = this.toOutput.process(mono);
     }
-    turn.original.push(local);
+    turn.original.push(join(localTail, local));
   }
 
   endTurn(): void {
@@ -184,11 +200,14 @@ export class SvcSTVClient {
     const turn = this.turns.at(-1)!;
     const tail = this.toServer?.flush() ?? new Int16Array(0);
     turn.sent.push(tail);
+    // The output copy's resampler holds the last few samples back too.
+    if (this.toOutput) turn.original.push(this.toOutput.flush());
     turn.ended = true;
     // An utterance without audio never shows on the server: nothing will ever play it.
     if (!turn.hasAudio) this.turns.pop();
     this.client.sendAudio(tail, true);
     this.toServer = undefined;
+    this.toOutput = undefined;
   }
 
   /** One-shot: a whole utterance. */
@@ -210,6 +229,7 @@ export class SvcSTVClient {
     this.turns = [];
     this.turnOpen = false;
     this.toServer = undefined;
+    this.toOutput = undefined;
     if (this.speaking) {
       this.speaking = false;
       this.emit('BOT_STOPPED_SPEAKING', { interrupted: true });
@@ -243,7 +263,7 @@ export class SvcSTVClient {
         ? Promise.resolve(frame.image)
         : sharp(frame.image).removeAlpha().raw().toBuffer().then((b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength), () => undefined)
       : Promise.resolve(undefined);
-    this.buffer.push({ frame, rgb, pcm });
+    this.buffer.push({ frame, rgb, pcm, rate });
     // Re-sync: far behind real time, idle frames are the ones we can skip without losing speech.
     const max = this.options.maxBufferedFrames ?? STV_DEFAULTS.maxBufferedFrames;
     while (this.buffer.length > max) {
@@ -279,7 +299,6 @@ export class SvcSTVClient {
 
   private onTick(): void {
     const next = this.buffer.shift();
-    const rate = this.outputRate ?? 16_000;
     if (!next) {
       // Underrun: stop the clock and wait for the jitter buffer to refill.
       this.underruns++;
@@ -305,7 +324,7 @@ export class SvcSTVClient {
         this.speaking = true;
         this.emit('BOT_STARTED_SPEAKING', { turn_id: frame.turnId });
       }
-      this.output.push({ kind: 'audio', pcm, sampleRate: rate, ptsMs: frame.ptsMs, frameIndex: frame.index });
+      this.output.push({ kind: 'audio', pcm, sampleRate: next.rate, ptsMs: frame.ptsMs, frameIndex: frame.index });
       if (rgb) this.output.push({ kind: 'video', rgb, width: frame.width, height: frame.height, ptsMs: frame.ptsMs, frameIndex: frame.index, frameType: frame.type });
       if (frame.final && this.speaking && epoch === this.epoch) {
         this.speaking = false;
