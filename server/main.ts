@@ -9,11 +9,33 @@ import { mountRooms } from './rooms/mount.ts';
 import { createCapacityGate } from './capacity/index.ts';
 import { mountEmbeddedSessions } from './sessions/embedded-sessions.ts';
 import { mountWidget } from './widget/index.ts';
+import { mountOperations, Readiness } from './health/index.ts';
+import { createServerMetrics, metricsAccessFromEnv } from './metrics/metrics.ts';
+import { registerUpgrade } from './http/upgrades.ts';
+import type { FaceModel } from '../processors/avatar/face-model.ts';
+
+/**
+ * How long SIGTERM waits for live sessions to end cleanly (`server_shutdown`: the visitor is told,
+ * the call recorded, the room closed) before the process exits anyway (docs/operations.md).
+ */
+const SHUTDOWN = {
+  graceMs: 10_000,
+  /** Past grace + this, the process exits 1 whatever is still closing (a stuck database, ...). */
+  backstopMs: 10_000,
+} as const;
+
+function shutdownGraceMs(env: NodeJS.ProcessEnv): number {
+  const raw = env.SVC_SHUTDOWN_GRACE_MS?.trim();
+  if (!raw) return SHUTDOWN.graceMs;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 0) throw new Error(`SVC_SHUTDOWN_GRACE_MS must be a whole number of milliseconds, got ${JSON.stringify(raw)}`);
+  return n;
+}
 
 /** `npm start`: the REST API on PORT (default 8080), embedded PGlite unless DATABASE_URL is set. */
-const config = (() => {
+const { config, metricsAccess, graceMs } = (() => {
   try {
-    return loadConfigFromEnv();
+    return { config: loadConfigFromEnv(), metricsAccess: metricsAccessFromEnv(), graceMs: shutdownGraceMs(process.env) };
   } catch (err) {
     process.stderr.write(`svc server configuration error: ${(err as Error).message}\n`);
     process.exit(1);
@@ -32,9 +54,26 @@ const rooms = mountRooms(server);
 // One capacity gate per process: /realtime face sessions and Session API bots share the cores.
 const capacity = createCapacityGate({ limit: server.config.maxFaceSessions });
 const realtime = mountRealtime(server, { publishAvatar: rooms.publishAvatar, capacityGate: capacity });
-const sessions = mountEmbeddedSessions(server, rooms, { capacity });
+const sessions = mountEmbeddedSessions(server, rooms, { capacity, shutdownTimeoutMs: graceMs });
 let demoAgentId: string | null = null;
 mountWidget(server, { demoAgentId: () => demoAgentId });
+// /healthz, /readyz, /metrics; mounted last so that every request is timed.
+const readiness = new Readiness({ db: server.db, logger });
+const metrics = createServerMetrics({
+  router: server.router,
+  sessions: () => sessions.sessions.stats(),
+  realtime: () => ({ live: realtime.activeSessions, refusals: realtime.refusals() }),
+  capacity,
+});
+mountOperations(server, { readiness, metrics, access: metricsAccess, logger });
+// The face engine loads once in the background (decoder, landmarks, rig of the default face):
+// /readyz says `face_engine: loading` until it has, and the first face session does not pay for it.
+readiness.trackFaceEngine(
+  (async () => {
+    const source = await registry.create<FaceModel>('face', 'human-portrait').openSource();
+    (source as { close?: () => void }).close?.();
+  })(),
+);
 const { url } = await server.listen().catch((err: Error) => {
   process.stderr.write(`svc server cannot listen on ${config.host}:${config.port}: ${err.message}\n`);
   process.exit(1);
@@ -58,6 +97,7 @@ const lines = [
   `  Sessions:   POST ${url}/v1/public/agents/connect  (Session API)`,
   `  Widget:     ${url}/widget/latest/svc-agent.js  (<svc-agent agent-id="..." core-api-endpoint="${url}">)`,
   `  Demo page:  ${url}/${demoAgentId ? '  (talk to the demo agent in your browser)' : '  (no demo agent: add ?agent_id=<a published agent>)'}`,
+  `  Health:     ${url}/healthz, ${url}/readyz;  metrics ${url}/metrics (${metricsAccess.mode === 'off' ? 'off: SVC_METRICS' : metricsAccess.mode === 'token' ? 'Authorization: Bearer SVC_METRICS_TOKEN' : 'public'})`,
 ];
 if (demo) {
   lines.push(
@@ -69,16 +109,52 @@ if (demo) {
 }
 process.stdout.write(lines.join('\n') + '\n');
 
+/**
+ * SIGTERM / SIGINT, in this order: /readyz answers 503 (`shutdown: draining`); new sessions and
+ * face connections are refused (connect: `server_busy` "shutting down"; /realtime: HTTP 503);
+ * live sessions are ended with `server_shutdown` (each tells its visitor and records its call)
+ * and face sessions closed (1001), all given up to SVC_SHUTDOWN_GRACE_MS together; then the
+ * rooms, the HTTP server and the database close, and the process exits 0. A second signal
+ * exits at once (128 + signal number). Past the grace plus SHUTDOWN.backstopMs: exit 1.
+ */
+let shuttingDown = false;
+const flushLog = () => {
+  try {
+    logDestination.flushSync();
+  } catch {
+    // not writable (yet): nothing to flush
+  }
+};
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    // Live sessions end first (each tells its visitor and records its call), then the sockets.
-    void sessions
-      .close()
-      .then(() => realtime.close())
+  process.on(signal, () => {
+    if (shuttingDown) {
+      process.stderr.write(`svc server: second ${signal} during shutdown: exiting now\n`);
+      flushLog();
+      process.exit(128 + (signal === 'SIGINT' ? 2 : 15));
+    }
+    shuttingDown = true;
+    logger.info({ signal, graceMs }, 'shutting down: unready, refusing new sessions, ending live ones');
+    readiness.drain();
+    const endingSessions = sessions.close(); // refuses new connects at once, ends live sessions (bounded by graceMs)
+    const endingFaces = realtime.close(); // unregisters /realtime and closes its sessions (1001)
+    registerUpgrade(server.httpServer, '/realtime', (_req, socket) => {
+      const body = JSON.stringify({ code: 'server_busy', message: 'this server is shutting down; retry on another' });
+      socket.end(`HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 5\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    });
+    const backstop = setTimeout(() => {
+      process.stderr.write(`svc server: shutdown still not finished ${graceMs + SHUTDOWN.backstopMs} ms after ${signal}: exiting 1\n`);
+      flushLog();
+      process.exit(1);
+    }, graceMs + SHUTDOWN.backstopMs);
+    backstop.unref();
+    void Promise.allSettled([endingSessions, endingFaces])
       .then(() => rooms.close())
       .then(() => server.close())
+      .then(() => capacity.close())
+      .catch((err: unknown) => logger.error({ err }, 'shutdown step failed'))
       .finally(() => {
-        logDestination.flushSync();
+        logger.info({ signal }, 'shut down');
+        flushLog();
         process.exit(0);
       });
   });

@@ -22,3 +22,9 @@ const source: Knex.MigrationSource<string> = {
 export async function migrateToLatest(db: Knex): Promise<void> {
   await db.migrate.latest({ migrationSource: source, tableName: 'knex_migrations' });
 }
+
+/** Migrations this code knows that the database has not applied (readiness: server/health). */
+export async function pendingMigrations(db: Knex): Promise<string[]> {
+  const applied = new Set((await db('knex_migrations').select('name')).map((r: { name: string }) => r.name));
+  return Object.keys(MIGRATIONS).filter((name) => !applied.has(name));
+}

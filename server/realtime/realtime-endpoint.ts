@@ -106,6 +106,8 @@ export interface RealtimeEndpointOptions {
 
 export interface RealtimeEndpoint {
   readonly activeSessions: number;
+  /** Connections refused before `session_ready` (a fatal error), by error code; for metrics. */
+  refusals(): Readonly<Record<string, number>>;
   close(): Promise<void>;
 }
 
@@ -148,6 +150,8 @@ export function attachRealtime(server: Server, options: RealtimeEndpointOptions)
   const wss = new WebSocketServer({ noServer: true, maxPayload: REALTIME_ENDPOINT_DEFAULTS.hardMaxPayloadBytes });
   const models = new Map<string, FaceModel>();
   const live = new Set<RealtimeConnection>();
+  const refusals: Record<string, number> = {};
+  const refused = (code: RealtimeErrorCode) => void (refusals[code] = (refusals[code] ?? 0) + 1);
 
   const modelFor = (slug: string): FaceModel => {
     let model = models.get(slug);
@@ -162,7 +166,7 @@ export function attachRealtime(server: Server, options: RealtimeEndpointOptions)
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (url.pathname !== path) return; // another upgrade handler's path
     wss.handleUpgrade(req, socket, head, (ws) => {
-      const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, log, live, gate, limits, publishAvatar: options.publishAvatar, livekitAllowedRanges: options.livekitAllowedRanges ?? [] });
+      const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, log, live, refused, gate, limits, publishAvatar: options.publishAvatar, livekitAllowedRanges: options.livekitAllowedRanges ?? [] });
       void connection.open();
     });
   };
@@ -172,6 +176,7 @@ export function attachRealtime(server: Server, options: RealtimeEndpointOptions)
     get activeSessions() {
       return live.size;
     },
+    refusals: () => ({ ...refusals }),
     async close() {
       unregisterUpgrade();
       for (const c of [...live]) c.shutdown('server shutting down');
@@ -191,6 +196,7 @@ interface ConnectionDeps {
   gate: CapacityGate;
   limits: RealtimeLimits;
   live: Set<RealtimeConnection>;
+  refused(code: RealtimeErrorCode): void;
   log(event: string, details: Record<string, unknown>): void;
 }
 
@@ -199,6 +205,7 @@ class RealtimeConnection {
   private frames: Subscription | undefined;
   private readonly sessionId = randomUUID();
   private closed = false;
+  private ready = false;
   private queuedAudioMs = 0;
   private controlWindowStart = 0;
   private controlCount = 0;
@@ -304,6 +311,7 @@ class RealtimeConnection {
         protocol_version: 1,
       };
       this.send(ready);
+      this.ready = true;
       this.deps.log('realtime.session_ready', { session_id: this.sessionId, principal: principal.principal, config_id: resolved.configId });
     } catch (err) {
       if (err instanceof FaceModelError) return this.fail(err.code === 'invalid_configuration' ? 'invalid_configuration' : 'internal_error', err.message);
@@ -438,6 +446,7 @@ class RealtimeConnection {
   }
 
   private fail(code: RealtimeErrorCode, message: string): void {
+    if (!this.ready && !this.closed) this.deps.refused(code);
     this.error(code, message, true);
     this.ws.close(CLOSE_CODES[code] ?? 1008, code);
     this.shutdown(code);

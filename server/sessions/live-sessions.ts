@@ -63,6 +63,18 @@ interface LocalSession {
   finished: Promise<void> | null;
 }
 
+/** What `LiveSessions.stats()` reports (server/metrics turns it into Prometheus series). */
+export interface LiveSessionStats {
+  /** Sessions this process runs now. */
+  readonly live: number;
+  /** Connect requests that got a session (since start). */
+  readonly started: number;
+  /** Connect requests that got an error, by its `error_code` (`internal_error`: anything unexpected). */
+  readonly refused: Readonly<Record<string, number>>;
+  /** Sessions of this process that ended, by `termination_reason`. */
+  readonly ended: Readonly<Record<string, number>>;
+}
+
 export const SESSION_RETRY = {
   /** `retry_after_seconds` of `server_busy`: load changes quickly; a queueing widget checks again soon. */
   serverBusySeconds: 5,
@@ -82,6 +94,7 @@ export class LiveSessions {
   private readonly timers: NodeJS.Timeout[] = [];
   private closing = false;
   private readonly log: Logger;
+  private readonly counts = { started: 0, refused: {} as Record<string, number>, ended: {} as Record<string, number> };
 
   constructor(private readonly options: LiveSessionsOptions) {
     this.store = new SessionStore(options.db, options.runnerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`, options.lease);
@@ -108,7 +121,24 @@ export class LiveSessions {
     return this.local.size;
   }
 
+  /** Counters for metrics; reading them changes nothing. */
+  stats(): LiveSessionStats {
+    return { live: this.local.size, started: this.counts.started, refused: { ...this.counts.refused }, ended: { ...this.counts.ended } };
+  }
+
   async connect(request: ConnectRequest): Promise<SessionGrant> {
+    try {
+      const grant = await this.admitAndStart(request);
+      this.counts.started++;
+      return grant;
+    } catch (err) {
+      const code = err instanceof SessionError ? err.code : 'internal_error';
+      this.counts.refused[code] = (this.counts.refused[code] ?? 0) + 1;
+      throw err;
+    }
+  }
+
+  private async admitAndStart(request: ConnectRequest): Promise<SessionGrant> {
     if (this.closing) throw new SessionError('server_busy', 'this server is shutting down', SESSION_RETRY.serverBusySeconds);
     if (!UUID_RE.test(request.agentId)) throw new SessionError('agent_not_found', `agent ${request.agentId} not found`);
     const row = await this.options.agents.findById(request.agentId);
@@ -207,6 +237,7 @@ export class LiveSessions {
 
   private finish(local: LocalSession, outcome: SessionOutcome): Promise<void> {
     local.finished ??= (async () => {
+      this.counts.ended[outcome.terminationReason] = (this.counts.ended[outcome.terminationReason] ?? 0) + 1;
       try {
         await this.store.finish(local.sessionId, local.callId, {
           terminationReason: outcome.terminationReason,

@@ -1,0 +1,162 @@
+/**
+ * Prometheus metrics (`GET /metrics`, prom-client): every series is documented in
+ * docs/operations.md. Per server: HTTP request durations by route pattern and status, the
+ * Session API's live sessions, admissions, refusals and endings, /realtime face sessions and
+ * refusals, the capacity gate. Per process (registered once, shared by every server in the
+ * process): prom-client's default `process_*` and `nodejs_*` series, event-loop lag among them.
+ *
+ * Counts kept by the modules themselves (`LiveSessions.stats()`, `RealtimeEndpoint.refusals()`,
+ * `CapacityGate.snapshot()`) are read at scrape time: measuring costs nothing between scrapes.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type Router from '@koa/router';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { CapacityGate } from '../capacity/capacity-gate.ts';
+import type { LiveSessionStats } from '../sessions/live-sessions.ts';
+
+/** Who may read `/metrics` (`SVC_METRICS`, `SVC_METRICS_TOKEN`); see metricsAccessFromEnv. */
+export type MetricsAccess = { readonly mode: 'off' } | { readonly mode: 'public' } | { readonly mode: 'token'; readonly token: string };
+
+export const METRICS = {
+  /** Shortest accepted SVC_METRICS_TOKEN. */
+  minTokenLength: 16,
+  /** Request duration buckets (seconds). */
+  httpBuckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  /** Session API refusal codes always present (0 until seen). */
+  sessionRefusals: ['invalid_request', 'agent_not_found', 'agent_unpublished', 'auth_failed', 'server_busy', 'concurrency_limit', 'room_creation_failed', 'orchestrator_error', 'internal_error'],
+  /** /realtime refusal codes always present (0 until seen). */
+  faceRefusals: ['auth_failed', 'unknown_config', 'server_busy', 'invalid_configuration', 'internal_error'],
+} as const;
+
+export class MetricsConfigError extends Error {}
+
+/**
+ * `SVC_METRICS`: `off`, `token` (needs `SVC_METRICS_TOKEN`, sent as `Authorization: Bearer`) or
+ * `public`. Unset: `token` when `SVC_METRICS_TOKEN` is set, else `off`. Anything else throws.
+ */
+export function metricsAccessFromEnv(env: NodeJS.ProcessEnv = process.env): MetricsAccess {
+  const mode = (env.SVC_METRICS ?? '').trim().toLowerCase();
+  const token = (env.SVC_METRICS_TOKEN ?? '').trim();
+  if (mode === '') return token ? tokenAccess(token) : { mode: 'off' };
+  if (mode === 'off') return { mode: 'off' };
+  if (mode === 'public') return { mode: 'public' };
+  if (mode === 'token') {
+    if (!token) throw new MetricsConfigError('SVC_METRICS=token needs SVC_METRICS_TOKEN (the bearer token scrapers send)');
+    return tokenAccess(token);
+  }
+  throw new MetricsConfigError(`SVC_METRICS must be off, token or public, got ${JSON.stringify(env.SVC_METRICS)}`);
+}
+
+function tokenAccess(token: string): MetricsAccess {
+  if (token.length < METRICS.minTokenLength) throw new MetricsConfigError(`SVC_METRICS_TOKEN must be at least ${METRICS.minTokenLength} characters`);
+  if (!/^[\x21-\x7e]+$/.test(token)) throw new MetricsConfigError('SVC_METRICS_TOKEN must be printable ASCII without spaces');
+  return { mode: 'token', token };
+}
+
+/** What the metrics read at scrape time; each is optional (a server without sessions has none). */
+export interface MetricsSources {
+  /** The REST router: request routes are labelled with its path patterns. */
+  readonly router?: Pick<Router, 'match'>;
+  readonly sessions?: () => LiveSessionStats;
+  readonly realtime?: () => { readonly live: number; readonly refusals: Readonly<Record<string, number>> };
+  readonly capacity?: Pick<CapacityGate, 'snapshot'>;
+}
+
+export interface ServerMetrics {
+  readonly registry: Registry;
+  /** Times one HTTP request (call when it arrives); recorded when its response closes. */
+  observe(req: IncomingMessage, res: ServerResponse): void;
+  /** The exposition text (this server's series, then the process's). */
+  scrape(): Promise<string>;
+  readonly contentType: string;
+}
+
+let processRegistry: Registry | undefined;
+
+/** prom-client's default series (CPU, memory, GC, handles, event-loop lag), once per process. */
+function processMetrics(): Registry {
+  if (!processRegistry) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry, eventLoopMonitoringPrecision: 10 });
+  }
+  return processRegistry;
+}
+
+const FIXED_ROUTES = new Set(['/', '/healthz', '/readyz', '/metrics']);
+const WIDGET_ROUTE = /^\/widget\/[^/]+\/svc-agent\.js$/;
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
+/** A bounded label for a request: the router's path pattern, a fixed path, or `unmatched`. */
+export function routeLabel(router: Pick<Router, 'match'> | undefined, method: string, url: string | undefined): string {
+  const q = (url ?? '/').indexOf('?');
+  const path = q === -1 ? (url ?? '/') : (url ?? '/').slice(0, q);
+  if (FIXED_ROUTES.has(path)) return path;
+  if (WIDGET_ROUTE.test(path)) return '/widget/:version/svc-agent.js';
+  if (router) {
+    const layers = router.match(path, method === 'HEAD' ? 'GET' : method).pathAndMethod;
+    for (let i = layers.length - 1; i >= 0; i--) {
+      const layer = layers[i]!;
+      if (layer.methods.length && typeof layer.path === 'string') return layer.path;
+    }
+  }
+  return 'unmatched';
+}
+
+/** Sets a labelled counter from counts kept elsewhere (the `always` labels appear with 0). */
+function setCounts(counter: Counter<string>, label: string, counts: Readonly<Record<string, number>>, always: readonly string[]): void {
+  counter.reset();
+  for (const key of always) counter.inc({ [label]: key }, 0);
+  for (const [key, value] of Object.entries(counts)) counter.inc({ [label]: key }, value);
+}
+
+export function createServerMetrics(sources: MetricsSources): ServerMetrics {
+  const registry = new Registry();
+  const registers = [registry];
+  const http = new Histogram({
+    name: 'svc_http_request_duration_seconds',
+    help: 'HTTP requests: time from the request to the end of its response, by method, route pattern and status (499: the client hung up).',
+    labelNames: ['method', 'route', 'status'],
+    buckets: [...METRICS.httpBuckets],
+    registers,
+  });
+
+  if (sources.sessions) {
+    const read = sources.sessions;
+    new Gauge({ name: 'svc_sessions_live', help: 'Session API sessions (bots) this process runs now.', registers, collect() { this.set(read().live); } });
+    new Counter({ name: 'svc_sessions_started_total', help: 'Connect requests that got a session.', registers, collect() { this.reset(); this.inc(read().started); } });
+    new Counter({ name: 'svc_session_admissions_refused_total', help: 'Connect requests answered with an error, by error_code.', labelNames: ['reason'], registers, collect() { setCounts(this, 'reason', read().refused, METRICS.sessionRefusals); } });
+    new Counter({ name: 'svc_sessions_ended_total', help: "This process's sessions that ended, by termination_reason.", labelNames: ['reason'], registers, collect() { setCounts(this, 'reason', read().ended, ['server_shutdown']); } });
+  }
+
+  if (sources.realtime) {
+    const read = sources.realtime;
+    new Gauge({ name: 'svc_face_sessions_live', help: '/realtime face sessions open now.', registers, collect() { this.set(read().live); } });
+    new Counter({ name: 'svc_face_sessions_refused_total', help: '/realtime connections closed with a fatal error before session_ready, by error code.', labelNames: ['code'], registers, collect() { setCounts(this, 'code', read().refusals, METRICS.faceRefusals); } });
+  }
+
+  if (sources.capacity) {
+    const gate = sources.capacity;
+    new Gauge({ name: 'svc_capacity_in_use', help: 'Capacity gate: weight of the leases held (face sessions and bots).', registers, collect() { this.set(gate.snapshot().inUse); } });
+    new Gauge({ name: 'svc_capacity_limit', help: 'Capacity gate: the limit (SVC_MAX_FACE_SESSIONS, default cores x 2).', registers, collect() { this.set(gate.snapshot().limit); } });
+    new Gauge({ name: 'svc_capacity_overloaded', help: 'Capacity gate: 1 while the load check refuses new work.', registers, collect() { this.set(gate.snapshot().overloaded ? 1 : 0); } });
+    new Gauge({ name: 'svc_capacity_event_loop_utilization', help: 'Capacity gate: event-loop utilization over its load window (0..1).', registers, collect() { this.set(gate.snapshot().eventLoopUtilization ?? 0); } });
+    new Counter({ name: 'svc_capacity_refusals_total', help: 'Capacity gate: leases refused, by reason (full: at the limit; overloaded: the load check).', labelNames: ['reason'], registers, collect() { setCounts(this, 'reason', gate.snapshot().refused, ['full', 'overloaded']); } });
+  }
+
+  const defaults = processMetrics();
+  return {
+    registry,
+    contentType: registry.contentType,
+    observe(req, res) {
+      const started = performance.now();
+      res.once('close', () => {
+        const method = METHODS.has(req.method ?? '') ? req.method! : 'OTHER';
+        const status = res.writableFinished ? String(res.statusCode) : '499';
+        http.observe({ method, route: routeLabel(sources.router, method, req.url), status }, (performance.now() - started) / 1000);
+      });
+    },
+    async scrape() {
+      return (await registry.metrics()) + '\n' + (await defaults.metrics());
+    },
+  };
+}
