@@ -1,8 +1,14 @@
 /**
  * Avatar bench: render cost, lip-sync offset, emitter jitter, cancel latency, first frame, and
  * a contact sheet + MP4 of a spoken phrase (docs/media/). Run: `npx tsx bench/avatar.ts`.
+ * Renders go through the face render pool (`render_threads` workers); with
+ * `SVC_FACE_RENDER_THREADS=0` they run inline on the main thread, as before the pool.
+ * `render_ms_*` is the time until a frame's picture is back (a worker round trip when
+ * threaded); `main_thread_ms_per_frame_720p` is the event-loop time a 720p JPEG session costs
+ * per frame (`performance.eventLoopUtilization` over the measured speech).
  */
 import { execFileSync } from 'node:child_process';
+import { performance as nodePerformance } from 'node:perf_hooks';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import sharp from 'sharp';
 import { RealClock } from '../core/clock.ts';
@@ -11,6 +17,7 @@ import { encodeJpeg, HumanFaceModel } from '../plugins/face/index.ts';
 import { pearson, rmsEnvelope, syntheticPhrase } from '../test/face/speech-signal.ts';
 import { measureRealtime } from './realtime.ts';
 
+const eventLoopUtilization = nodePerformance.eventLoopUtilization.bind(nodePerformance);
 const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
@@ -78,15 +85,20 @@ async function realtime(model: HumanFaceModel) {
   session.endTurn();
   await clock.sleep((warmup.length / 16_000) * 1000 + 800); // played and faded out
   measureFrom = lateness.length;
+  const elu0 = eventLoopUtilization();
   pushedAt = clock.now();
   session.pushAudio(phrase);
   await clock.sleep(5000);
   cancelAt = clock.now();
   session.cancel();
   await clock.sleep(1500);
+  // Main-thread (event loop) time per frame: what the face session leaves on the loop that
+  // also serves the API (the pose, JPEG encode set-up, emission; plus the raster when inline).
+  const elu = eventLoopUtilization(elu0);
+  const measuredFrames = lateness.length - measureFrom;
   session.close();
   const jitter = lateness.slice(measureFrom).map((l) => Math.abs(l));
-  return { jitterP99: percentile(jitter, 99), firstFrameMs: firstSpeechAt - pushedAt, cancelToIdleMs: idleAfterCancel - cancelAt };
+  return { jitterP99: percentile(jitter, 99), firstFrameMs: firstSpeechAt - pushedAt, cancelToIdleMs: idleAfterCancel - cancelAt, mainMsPerFrame: elu.active / measuredFrames };
 }
 
 async function media(frames: FaceFrame[], face: { left: number; top: number; side: number }) {
@@ -116,6 +128,7 @@ async function media(frames: FaceFrame[], face: { left: number; top: number; sid
 
 export async function run(): Promise<Record<string, unknown>> {
   const model = new HumanFaceModel('human-portrait');
+  const pool = model.renderPool();
   // The playback clock first, in a fresh heap: the lip-sync run below keeps every 720p frame
   // (for the MP4), and the garbage collection that causes would be charged to the clock.
   const rt = await realtime(model);
@@ -126,6 +139,7 @@ export async function run(): Promise<Record<string, unknown>> {
   const wrote = await media(av.frames, av.face);
   const result = {
     bench: 'avatar',
+    render_threads: pool?.threads ?? 0,
     render_ms_720p: +hd.raw.toFixed(2),
     render_jpeg_ms_720p: +hd.jpeg.toFixed(2),
     render_ms_360p: +sd.raw.toFixed(2),
@@ -133,6 +147,7 @@ export async function run(): Promise<Record<string, unknown>> {
     av_offset_ms: +av.offsetMs.toFixed(1),
     av_correlation: +av.r.toFixed(3),
     frame_jitter_p99_ms: +rt.jitterP99.toFixed(2),
+    main_thread_ms_per_frame_720p: +rt.mainMsPerFrame.toFixed(2),
     first_frame_ms_inprocess: +rt.firstFrameMs.toFixed(1),
     first_frame_ms_realtime: +percentile(remote.firstFrame, 50).toFixed(1),
     cancel_to_idle_ms: +rt.cancelToIdleMs.toFixed(1),
