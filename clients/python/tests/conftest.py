@@ -6,6 +6,7 @@ end of the session."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -77,13 +78,15 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         return
 
 
-@pytest.fixture(scope="session")
-def real_server() -> Iterator[RealServer]:
+@contextlib.contextmanager
+def start_real_server(label: str = "svc-pyclient-") -> Iterator[tuple[RealServer, subprocess.Popen[bytes]]]:
+    """Our server in a subprocess (own process group, killed as a whole at the end) with a small
+    human-portrait model config; yields it and its process (a test may kill it)."""
     if not (REPO / "server" / "main.ts").is_file():
         pytest.skip("not inside the svc repository: no server to test against")
     if not TSX.exists():
         pytest.fail(f"{TSX} is missing: run `npm ci` in {REPO}")
-    data_dir = tempfile.mkdtemp(prefix="svc-pyclient-")
+    data_dir = tempfile.mkdtemp(prefix=label)
     log_path = Path(data_dir) / "server.out"
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PORT", "HOST", "SVC_DATA_DIR")}
@@ -117,7 +120,28 @@ def real_server() -> Iterator[RealServer]:
         )
         with urllib.request.urlopen(request, timeout=30) as response:
             config_id = json.load(response)["model_config_id"]
-        yield RealServer(http_url=http_url, ws_url=f"ws://127.0.0.1:{port}/realtime", api_key=key, config_id=config_id)
+        ws_url = f"ws://127.0.0.1:{port}/realtime"
+        yield RealServer(http_url=http_url, ws_url=ws_url, api_key=key, config_id=config_id), proc
     finally:
         _stop(proc)
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def kill_server(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to the server's whole process group: it dies mid-session without closing anything."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(os.getpgid(proc.pid), signal.SIGKILL)
+    proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def real_server() -> Iterator[RealServer]:
+    with start_real_server() as (server, _):
+        yield server
+
+
+@pytest.fixture
+def doomed_server() -> Iterator[tuple[RealServer, subprocess.Popen[bytes]]]:
+    """A server of its own for a test that kills it."""
+    with start_real_server("svc-pyclient-doomed-") as started:
+        yield started

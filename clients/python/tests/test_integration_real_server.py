@@ -4,7 +4,9 @@ the real /realtime endpoint, API keys, model configs and the offline face model.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -27,7 +29,7 @@ from svc import (
     WebRTCSettings,
 )
 
-from .conftest import RealServer
+from .conftest import RealServer, kill_server
 from .helpers import ramp
 
 TIMEOUT_S = 30
@@ -300,3 +302,117 @@ def test_the_say_wav_example_runs(real_server: RealServer, tmp_path: Any) -> Non
         played = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
     assert np.array_equal(played[played != 0], speech[speech != 0]), "the speech came back whole, in order"
     assert len(list((tmp_path / "out").glob("frame-*.png"))) >= 10
+
+
+async def test_a_server_killed_mid_session_is_an_error_then_closed_never_a_hang(
+    doomed_server: tuple[RealServer, subprocess.Popen[bytes]],
+) -> None:
+    server, proc = doomed_server
+    low, _ = await open_client(server)
+    async with Session(server, output_sample_rate=16_000) as s:
+        await s.client.say(tone(5000), 16_000)
+        await until(lambda: s.count(STVEvent.BOT_STARTED_SPEAKING) == 1, "speech")
+        kill_server(proc)  # SIGKILL: no close frame, no goodbye
+        # Bounds that only catch a hang: the loss is seen as soon as the kernel resets the sockets.
+        await asyncio.wait_for(s.pump, TIMEOUT_S)
+        names = [e.value for e, _ in s.events]
+        assert names[-2:] == ["ERROR", "CLOSED"] and names.count("CLOSED") == 1
+        error = s.events[-2][1]
+        assert error["code"] == "connection_lost" and error["fatal"] is True, error
+        assert not s.client.is_connected
+        with pytest.raises(SvcClientError) as err:
+            await s.client.say(tone(200), 16_000)
+        assert err.value.code == "closed"
+        assert await s.client.interrupt() is False
+    rest = await asyncio.wait_for(_drain(low), TIMEOUT_S)
+    assert isinstance(rest[-1], dict) and rest[-1]["code"] == "connection_lost", rest[-1:]
+    assert not low.is_connected and low.close_code == 1006
+    with pytest.raises(SvcClientError) as err:
+        await low.send_audio(tone(40))
+    assert err.value.code == "not_connected"
+    await low.close()
+
+
+async def _drain(client: SvcClient) -> list[Any]:
+    return [m async for m in client.messages()]
+
+
+def _probe(path: Path) -> dict[str, Any]:
+    """Streams and duration of a media file: ffprobe when installed (a reader independent of the
+    writer), else PyAV."""
+    ffprobe = shutil.which("ffprobe")
+    if ffprobe:
+        out = subprocess.run(
+            [ffprobe, "-v", "error", "-count_frames", "-show_streams", "-show_format", "-of", "json", str(path)],
+            capture_output=True, text=True, timeout=60, check=True,
+        ).stdout
+        info = json.loads(out)
+        return {
+            "duration": float(info["format"]["duration"]),
+            "streams": [
+                {"type": s["codec_type"], "codec": s["codec_name"], "width": s.get("width"), "height": s.get("height"),
+                 "sample_rate": int(s["sample_rate"]) if "sample_rate" in s else None, "channels": s.get("channels"),
+                 "frames": int(s.get("nb_read_frames", 0)), "duration": float(s.get("duration", 0))}
+                for s in info["streams"]
+            ],
+        }
+    import av
+
+    with av.open(str(path)) as c:
+        streams = []
+        for s in c.streams:
+            frames = sum(1 for _ in c.decode(s)) if s.type == "video" else 0
+            c.seek(0)
+            streams.append({
+                "type": s.type, "codec": s.codec_context.name, "width": getattr(s, "width", None),
+                "height": getattr(s, "height", None), "sample_rate": getattr(s, "sample_rate", None) or None,
+                "channels": getattr(s, "channels", None), "frames": frames,
+                "duration": float(s.duration * s.time_base) if s.duration else 0.0,
+            })
+        return {"duration": float(c.duration / 1_000_000), "streams": streams}
+
+
+def test_the_mp4_example_speaks_a_wav_into_a_video_with_sound(real_server: RealServer, tmp_path: Any) -> None:
+    av = pytest.importorskip("av", reason="the MP4 example needs PyAV (the [test] extra installs it)")
+    rate, seconds = 22_050, 1.2
+    t = np.arange(int(rate * seconds)) / rate
+    speech = (np.sin(2 * np.pi * 220 * t) * 9000).astype("<i2")
+    wav_path = tmp_path / "speech.wav"
+    with wave.open(str(wav_path), "wb") as wav:
+        wav.setnchannels(2)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(np.stack([speech, speech], axis=1).reshape(-1).tobytes())
+    env = {
+        **os.environ, "SVC_API_KEY": real_server.api_key, "SVC_CONFIG_ID": real_server.config_id,
+        "SVC_WS_URL": real_server.ws_url,
+    }
+    example = Path(__file__).resolve().parents[3] / "examples" / "python" / "speak_wav.py"
+    mp4 = tmp_path / "out.mp4"
+    for _ in range(int(BUSY_RETRY_S / 2)):
+        result = subprocess.run(
+            [sys.executable, str(example), str(wav_path), str(mp4)],
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180,
+        )
+        if "server_busy" not in result.stderr:
+            break
+        time.sleep(2)
+    assert result.returncode == 0, result.stderr
+    info = _probe(mp4)
+    video = [s for s in info["streams"] if s["type"] == "video"]
+    audio = [s for s in info["streams"] if s["type"] == "audio"]
+    assert len(video) == 1 and len(audio) == 1, info
+    assert (video[0]["codec"], video[0]["width"], video[0]["height"]) == ("h264", 256, 192)
+    assert (audio[0]["codec"], audio[0]["sample_rate"], audio[0]["channels"]) == ("aac", rate, 1)
+    # The speech is all there, plus the idle frames around it (how many depends on the machine: a loose bound).
+    assert seconds + 0.2 <= info["duration"] < seconds + 30, info
+    frames = video[0]["frames"]
+    assert abs(frames / 25 - info["duration"]) <= 0.12, f"{frames} frames at 25 fps for {info['duration']} s"
+    assert f"{frames} frames" in result.stdout
+    # The sound track carries the speech: decoded, as many loud samples as the WAV had (AAC is lossy).
+    with av.open(str(mp4)) as c:
+        decoded = np.concatenate([f.to_ndarray().reshape(-1) for f in c.decode(audio=0)])
+    if decoded.dtype.kind == "f":
+        decoded = decoded * 32768
+    loud = int(np.sum(np.abs(decoded) > 3000))
+    assert 0.8 * np.sum(np.abs(speech) > 3000) <= loud <= 1.2 * np.sum(np.abs(speech) > 3000) + rate * 0.05

@@ -121,6 +121,10 @@ class SvcClient:
         self._ready: asyncio.Future[ServerMessage] | None = None
         self._sequence = 0
         self._closed = False
+        #: close() was called: the connection ending is ours, not a loss.
+        self._closing = False
+        #: A fatal error (from the server or the transport) was already reported.
+        self._fatal_reported = False
         #: The ``session_ready`` message while the session is live.
         self.session_ready: ServerMessage | None = None
         self.close_code: int | None = None
@@ -225,8 +229,16 @@ class SvcClient:
                 if isinstance(message, dict):
                     await self._on_control(message)
                 self._dispatch(message)
-        except ConnectionClosed:
-            pass
+        except ConnectionClosed as err:
+            # The socket went away under a live session (server killed, network lost, no close frame,
+            # or an error close the server did not explain): say so before the close.
+            code = ws.close_code
+            if not self._closing and not self._fatal_reported and code not in (1000, 1001):
+                how = "without a close frame" if code is None or code == 1006 else f"with code {code}"
+                self._dispatch({
+                    "type": "error", "code": "connection_lost",
+                    "message": f"connection lost: the socket closed {how} ({err})", "fatal": True,
+                })
         except Exception as err:  # a transport fault: report it like the TypeScript client does
             self._dispatch(
                 {"type": "error", "code": "internal_error", "message": f"transport error: {err}", "fatal": True}
@@ -254,6 +266,8 @@ class SvcClient:
                 self._ready.set_exception(SvcClientError(str(message.get("code")), str(message.get("message"))))
 
     def _dispatch(self, message: RealtimeMessage) -> None:
+        if isinstance(message, dict) and message.get("type") == "error" and message.get("fatal"):
+            self._fatal_reported = True
         if self._queue is not None:
             self._queue.put_nowait(message)
         for on_message, _ in list(self._listeners):
@@ -308,7 +322,7 @@ class SvcClient:
     async def send_audio(self, pcm16k: Any, end_of_turn: bool = False) -> None:
         """Sends 16 kHz mono int16 PCM (split into messages of at most 1 s); ``end_of_turn`` ends the
         turn after the last chunk. Raises :class:`SvcClientError` (``not_connected``) when closed."""
-        samples = as_int16(pcm16k)
+        samples = as_int16(pcm16k, "send_audio() PCM (16 kHz mono)")
         chunks = [samples[i : i + MAX_AUDIO_CHUNK_SAMPLES] for i in range(0, len(samples), MAX_AUDIO_CHUNK_SAMPLES)]
         if not chunks:
             chunks = [samples]
@@ -317,8 +331,11 @@ class SvcClient:
             messages.append(encode_audio_in(chunk, self._sequence, end_of_turn and i == len(chunks) - 1))
             self._sequence += 1
         ws = self._ws
-        if ws is None or ws.state is not State.OPEN:
-            raise SvcClientError("not_connected", "not connected")
+        if ws is None:
+            raise SvcClientError("not_connected", "send_audio() before connect()")
+        if ws.state is not State.OPEN:
+            why = f"({ws.close_code} {ws.close_reason or ''})".replace(" )", ")") if ws.close_code else ""
+            raise SvcClientError("not_connected", f"send_audio() on a closed connection {why}".rstrip())
         try:
             for message in messages:
                 await ws.send(message)
@@ -342,6 +359,7 @@ class SvcClient:
         return await self.send({"type": "ping"} if t is None else {"type": "ping", "t": t})
 
     async def close(self) -> None:
+        self._closing = True
         if self._ws is not None:
             await self._ws.close(1000, "client closed")
         if self._reader is not None:

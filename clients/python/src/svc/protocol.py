@@ -19,6 +19,7 @@ Binary messages, all integers little-endian::
 
 from __future__ import annotations
 
+import array
 import json
 import struct
 from dataclasses import dataclass, field
@@ -80,18 +81,46 @@ class ProtocolError(ValueError):
         self.code = code
 
 
-def as_int16(pcm: Any) -> Int16Array:
-    """Accepts a numpy array, ``array('h')``, a sequence of ints, or little-endian s16 bytes."""
+def int16_samples(pcm: Any) -> Int16Array:
+    """int16 samples of any shape from a numpy ``int16`` array, ``array('h')``, a sequence of ints in
+    the int16 range, or little-endian s16 bytes. Anything else raises a clear ``TypeError`` (wrong
+    dtype: float audio is not silently truncated, int32 is not silently wrapped) or ``ValueError``."""
     if isinstance(pcm, (bytes, bytearray, memoryview)):
         raw = bytes(pcm)
         if len(raw) % 2:
-            raise ValueError("PCM bytes must be whole 16-bit samples")
+            raise ValueError(f"PCM bytes must be whole 16-bit samples, got {len(raw)} bytes")
         return np.frombuffer(raw, dtype="<i2").astype(np.int16)
+    if isinstance(pcm, np.ndarray):
+        if pcm.dtype != np.int16:
+            hint = " (float audio in [-1, 1]: (x * 32767).astype(np.int16))" if pcm.dtype.kind == "f" else ""
+            raise TypeError(f"PCM must be int16 samples, got a numpy array of {pcm.dtype}{hint}")
+        return pcm
+    if isinstance(pcm, array.array):
+        if pcm.typecode != "h":
+            raise TypeError(f"PCM must be int16 samples, got array('{pcm.typecode}'); use array('h')")
+        return np.frombuffer(pcm, dtype=np.int16)
+    if isinstance(pcm, str) or not hasattr(pcm, "__len__"):
+        kind = type(pcm).__name__
+        raise TypeError(f"PCM must be int16 samples (numpy int16 array, array('h'), bytes or ints), got {kind}")
     arr = np.asarray(pcm)
-    if arr.dtype != np.int16:
-        if arr.size and not np.issubdtype(arr.dtype, np.integer):
-            raise TypeError(f"PCM must be int16 samples, got {arr.dtype}")
-        arr = arr.astype(np.int16)
+    if arr.size == 0:
+        return np.zeros(arr.shape, dtype=np.int16)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"PCM must be int16 samples, got {arr.dtype} values")
+    if int(arr.min()) < -32768 or int(arr.max()) > 32767:
+        raise ValueError("PCM samples must be in the int16 range [-32768, 32767]")
+    return arr.astype(np.int16)
+
+
+def as_int16(pcm: Any, what: str = "PCM") -> Int16Array:
+    """Mono int16 samples as a 1-D array (see :func:`int16_samples` for what is accepted). A
+    multi-channel array (shape ``(n, 2)``...) raises ``ValueError``: mono is required here."""
+    arr = int16_samples(pcm)
+    if arr.ndim > 1 and not (arr.ndim == 2 and arr.shape[1] == 1):
+        raise ValueError(
+            f"{what} must be mono, got an array of shape {arr.shape}; average the channels first "
+            "(SvcSTVClient.send_tts_audio(pcm, rate, num_channels=2) does that for interleaved audio)"
+        )
     return arr.reshape(-1)
 
 
@@ -155,7 +184,7 @@ class AudioIn:
 
 
 def encode_audio_in(pcm: Any, sequence: int, end_of_turn: bool = False) -> bytes:
-    samples = as_int16(pcm)
+    samples = as_int16(pcm, "audio-in PCM (16 kHz)")
     header = _AUDIO_HEADER.pack(AUDIO_IN_KIND, PROTOCOL_VERSION, 1 if end_of_turn else 0, sequence & 0xFFFFFFFF)
     return header + samples.astype("<i2", copy=False).tobytes()
 

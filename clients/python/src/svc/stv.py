@@ -24,11 +24,20 @@ from typing import Any, Literal, Protocol, TypeVar, cast
 
 import numpy as np
 
-from .client import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_KEEP_ALIVE_S, RealtimeMessage, SvcClient
+from .client import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_KEEP_ALIVE_S, RealtimeMessage, SvcClient, SvcClientError
 from .clock import Clock, LoopClock
 from .credentials import resolve_credentials
 from .decode import Decoder, default_decoder
-from .protocol import FRAME_MS, SAMPLE_RATE, FrameOut, FrameType, ImageFormat, Int16Array, ServerMessage, as_int16
+from .protocol import (
+    FRAME_MS,
+    SAMPLE_RATE,
+    FrameOut,
+    FrameType,
+    ImageFormat,
+    Int16Array,
+    ServerMessage,
+    int16_samples,
+)
 from .resample import Resampler, make_resampler
 from .sync import LocalTurn
 from .webrtc import WebRTCSettings
@@ -281,16 +290,35 @@ class SvcSTVClient:
 
     # ---- input ----------------------------------------------------------------------------------
 
+    def _check_open(self, operation: str) -> None:
+        """Input after close() (or after the connection was lost) is a caller error, never silently dropped."""
+        if self._closed:
+            raise SvcClientError(
+                "closed", f"{operation}() after the session closed; create a new SvcSTVClient and connect() it"
+            )
+        if self._player is None:
+            raise SvcClientError("not_connected", f"{operation}() before connect()")
+
     async def start_turn(self) -> None:
         """Starts an utterance (ends an open one first); call once per utterance."""
+        self._check_open("start_turn")
         await self.end_turn()
         self._turn_open = True
         self._turns.append(LocalTurn())
         await self.client.start_turn()
 
     async def send_tts_audio(self, pcm: Any, sample_rate: int, num_channels: int = 1) -> None:
-        """Queues TTS audio: int16 at any rate, mono or interleaved multi-channel (averaged to mono)."""
-        mono = _to_mono(as_int16(pcm), num_channels)
+        """Queues TTS audio: int16 at any rate, mono or multi-channel (averaged to mono): interleaved
+        1-D samples, or an array of shape ``(frames, num_channels)``. Raises ``TypeError`` for samples
+        that are not int16, ``ValueError`` for a bad rate or channel layout, and
+        :class:`~svc.client.SvcClientError` once the session is closed."""
+        mono = _to_mono(int16_samples(pcm), num_channels)
+        if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, np.integer)) or not (
+            1_000 <= sample_rate <= 384_000
+        ):
+            raise ValueError(f"sample_rate must be an integer number of Hz in [1000, 384000], got {sample_rate!r}")
+        sample_rate = int(sample_rate)
+        self._check_open("send_tts_audio")
         if self._output_rate is None:
             self._output_rate = sample_rate
         if not self._turn_open:
@@ -318,6 +346,7 @@ class SvcSTVClient:
 
     async def end_turn(self) -> None:
         """No more audio for this utterance (flushes the resamplers, marks the end of turn)."""
+        self._check_open("end_turn")
         if not self._turn_open:
             return
         self._turn_open = False
@@ -336,6 +365,7 @@ class SvcSTVClient:
 
     async def say(self, pcm: Any, sample_rate: int, num_channels: int = 1) -> None:
         """One-shot: a whole utterance (``start_turn()`` + ``send_tts_audio()`` + ``end_turn()``)."""
+        _to_mono(int16_samples(pcm), num_channels)  # bad input fails before a turn is opened
         await self.start_turn()
         await self.send_tts_audio(pcm, sample_rate, num_channels)
         await self.end_turn()
@@ -524,11 +554,29 @@ def _join(a: Int16Array, b: Int16Array) -> Int16Array:
 
 
 def _to_mono(pcm: Int16Array, channels: int) -> Int16Array:
-    """Averages interleaved channels into mono (rounded like the TypeScript client)."""
+    """Mono from interleaved 1-D samples or a ``(frames, channels)`` array: channels are averaged
+    (rounded like the TypeScript client). A layout that does not match ``channels`` raises ValueError."""
+    if isinstance(channels, bool) or not isinstance(channels, (int, np.integer)) or channels < 1:
+        raise ValueError(f"num_channels must be an integer of at least 1, got {channels!r}")
+    if pcm.ndim == 2:
+        if pcm.shape[1] != channels:
+            raise ValueError(
+                f"pcm has shape {pcm.shape} ({pcm.shape[1]} channels) but num_channels={channels}: "
+                f"pass num_channels={pcm.shape[1]} (channels are averaged to mono)"
+            )
+        frames = pcm
+    elif pcm.ndim <= 1:
+        flat = pcm.reshape(-1)
+        if channels == 1:
+            return flat
+        if len(flat) % channels:
+            raise ValueError(
+                f"{len(flat)} interleaved samples are not whole frames of {channels} channels"
+            )
+        frames = flat.reshape(-1, channels)
+    else:
+        raise ValueError(f"pcm must be 1-D (interleaved) or (frames, channels), got shape {pcm.shape}")
     if channels == 1:
-        return pcm
-    if channels < 1:
-        raise ValueError("num_channels must be at least 1")
-    n = len(pcm) // channels
-    frames = pcm[: n * channels].reshape(n, channels).astype(np.int32)
-    return cast(Int16Array, np.floor(frames.sum(axis=1) / channels + 0.5).astype(np.int16))
+        return frames.reshape(-1)
+    total = frames.astype(np.int32).sum(axis=1)
+    return cast(Int16Array, np.floor(total / channels + 0.5).astype(np.int16))
