@@ -2,7 +2,7 @@
 # `npm run test:python`: the Python client library (clients/python) in its own virtual environment,
 # clients/python/.venv (gitignored): created with python3 when missing, the package installed
 # (editable, with its [stv,test] extras) from the configured package index whenever pyproject.toml
-# changed, then `ruff check`, `mypy` (strict, on src) and `pytest -q` (which also starts our real server, see
+# changed, then `ruff check`, `mypy` (strict, on src and examples/python) and `pytest -q` (which also starts our real server, see
 # clients/python/tests/conftest.py). Exit status: non-zero on any failure, including no tests.
 set -euo pipefail
 
@@ -49,9 +49,13 @@ if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$WANT" ]; then
 fi
 
 cd "$PKG"
-"$VENV/bin/python" -m ruff check --quiet . || fail "ruff found problems in clients/python (see above)"
+# The examples (examples/python) are checked with the package's own settings.
+EXAMPLES="$ROOT/examples/python"
+"$VENV/bin/python" -m ruff check --quiet . "$EXAMPLES" || fail "ruff found problems in clients/python or examples/python (see above)"
 "$VENV/bin/python" -m mypy --cache-dir "$VENV/.mypy_cache" >/dev/null ||
   { "$VENV/bin/python" -m mypy --cache-dir "$VENV/.mypy_cache" | tail -n 20; fail "mypy (strict, Python 3.10) found type errors in clients/python/src"; }
+"$VENV/bin/python" -m mypy --cache-dir "$VENV/.mypy_cache" --strict --python-version 3.10 "$EXAMPLES" >/dev/null ||
+  { "$VENV/bin/python" -m mypy --cache-dir "$VENV/.mypy_cache" --strict --python-version 3.10 "$EXAMPLES" | tail -n 20; fail "mypy (strict, Python 3.10) found type errors in examples/python"; }
 if command -v flock >/dev/null 2>&1; then flock -u 9; fi
 set +e
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider
