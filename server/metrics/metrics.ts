@@ -23,7 +23,7 @@ export const METRICS = {
   /** Request duration buckets (seconds). */
   httpBuckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
   /** Session API refusal codes always present (0 until seen). */
-  sessionRefusals: ['invalid_request', 'agent_not_found', 'agent_unpublished', 'auth_failed', 'server_busy', 'concurrency_limit', 'room_creation_failed', 'orchestrator_error', 'internal_error'],
+  sessionRefusals: ['agent_not_found', 'agent_unpublished', 'auth_failed', 'server_busy', 'concurrency_limit', 'room_creation_failed', 'orchestrator_error', 'internal_error'],
   /** /realtime refusal codes always present (0 until seen). */
   faceRefusals: ['auth_failed', 'unknown_config', 'server_busy', 'invalid_configuration', 'internal_error'],
 } as const;
