@@ -4,6 +4,7 @@
 # (editable, with its [stv,test] extras) from the configured package index whenever pyproject.toml
 # changed, then `ruff check`, `mypy` (strict, on src and examples/python) and `pytest -q` (which also starts our real server, see
 # clients/python/tests/conftest.py). Exit status: non-zero on any failure, including no tests.
+# `scripts/test-python.sh --setup` stops after the venv and the install (used by bench/python-client.ts).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -46,6 +47,11 @@ if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$WANT" ]; then
     "$VENV/bin/python" -m pip install --quiet -e "$PKG[stv,test]" ||
     fail "pip could not install clients/python with its [stv,test] extras (see pip's output above)"
   echo "$WANT" >"$STAMP"
+fi
+
+# `--setup`: only the venv and the install (what bench/python-client.ts needs), no checks or tests.
+if [ "${1:-}" = "--setup" ]; then
+  exit 0
 fi
 
 cd "$PKG"
