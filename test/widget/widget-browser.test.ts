@@ -57,6 +57,7 @@ test.before(async () => {
   wavs.question = await speechWav([9_000, 'What is your name?', 40_000], dir, 'question.wav');
   wavs.bargeIn = await speechWav([7_000, 'What is your name?', 40_000], dir, 'barge-in.wav');
   wavs.tool = await speechWav([6_000, TOOL_PHRASE, 40_000], dir, 'tool.wav');
+  wavs.loop = await speechWav([9_000, 'What is your name?', 9_000], dir, 'loop.wav');
   wavs.twice = await speechWav([9_000, 'What is your name?', 14_000, 'What is your name?', 40_000], dir, 'twice.wav');
 });
 
@@ -187,10 +188,23 @@ test.serial('before the call: the public record gives the title and preview; the
     t.is(await page.evaluate('typeof window.SvcRoom'), 'undefined', 'the bundled room client defines nothing on the page');
     t.deepEqual(await events(page), [], 'no events before the visitor acts');
 
+    // The connect request is held in the browser (as a slow network would) until the connecting view was checked.
+    let letThrough!: () => void;
+    const held = new Promise<void>((resolve) => (letThrough = resolve));
+    await page.route(`${server.url}/v1/public/agents/connect`, async (route) => {
+      await held;
+      await route.continue();
+    });
     // Keyboard: the start button is reachable with Tab and works with Enter.
     await page.keyboard.press('Tab');
     t.is(await page.evaluate(() => (document.activeElement?.shadowRoot?.activeElement as HTMLElement | null)?.textContent), 'Start conversation');
     await page.keyboard.press('Enter');
+    await page.waitForFunction(() => (document.querySelector('svc-agent')!.shadowRoot!.querySelector('.card') as HTMLElement).dataset.view === 'connecting');
+    const connecting = await widgetView(page);
+    t.like(connecting, { view: 'connecting', status: 'Connecting…', video: 'off', previewSrc: `${site.url}/preview.png` });
+    t.deepEqual(connecting.buttons, ['Cancel']);
+    await screenshot(page, 'docs/media/widget-connecting.png');
+    letThrough();
     const ok = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect outcome');
     t.like(ok.detail, { outcome: 'success', phase: 'connect', faultDomain: 'unknown', agentId, httpStatus: 200 });
     // Focus stays on a control when the start button goes away.
@@ -707,5 +721,34 @@ test.serial('503 server_busy (this server has no capacity) queues like a 429: Up
     t.true(timing.connectAttempts >= 2, `${timing.connectAttempts} connect attempts`);
     await clickButton(page, 'Hang up', '#two');
     await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session' && e.detail.instanceId === second.detail.instanceId, 10_000, 'second ends');
+  });
+});
+
+test.serial('mute: a muted microphone sends silence (the bot hears nothing of a spoken question); unmuted, the same question is heard', async (t) => {
+  const agentId = await server.agent({ behaviour: { greeting: GREETING } });
+  await withBrowser(t, { microphone: wavs.loop }, async (browser) => {
+    const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
+    // Muted before the call: no race with the question, spoken 9 s after the microphone opens (and again each 19 s loop).
+    await page.$eval('svc-agent', (el) => void ((el as any).muted = true));
+    await clickButton(page, 'Start conversation');
+    const connected = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect outcome');
+    t.is(connected.detail.outcome, 'success');
+    t.deepEqual((await widgetView(page)).buttons, ['Unmute', 'Hang up']);
+    const micOpen = (await waitForEvent(page, (e) => e.name === 'ConnectionTimingReport', 5_000, 'timing')).detail.marks.microphoneReady as number;
+    // Past the end of the first question (9 s + 1.3 s) with margin, in the page's clock.
+    await page.waitForFunction((until) => performance.now() > until, micOpen + 13_000, { timeout: 30_000 });
+    const muted = await events(page);
+    t.false(muted.some((e) => e.name === 'UserStartedSpeaking' || (e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'user')), 'the bot heard nothing while muted');
+    const volumes = muted.filter((e) => e.name === 'userVolume');
+    t.true(volumes.length > 50 && volumes.every((e) => e.detail.volume === 0), 'userVolume is 0 while muted');
+    await clickButton(page, 'Unmute');
+    t.is(await page.$eval('svc-agent', (el) => (el as any).muted), false);
+    t.is(await page.$eval('svc-agent', (el) => el.shadowRoot!.querySelector('.mute')!.getAttribute('aria-pressed')), 'false');
+    const heard = await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'user', 40_000, 'the question after unmuting');
+    t.is(heard.detail.text, 'What is your name?');
+    t.true(heard.at > micOpen + 19_000, 'heard from the second loop of the question');
+    t.true((await events(page, 'userVolume')).some((e) => e.detail.volume > 0.01), 'the microphone level is back');
+    await clickButton(page, 'Hang up');
+    await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'ended');
   });
 });
