@@ -6,19 +6,57 @@
  * the video alive between turns; they carry images only, so the output does not take silence
  * for speech.
  *
+ * Words as played. The face plays a turn's audio later than the TTS made it (a TTS streams
+ * faster than real time; the face plays 40 ms per frame), so a chunk's words are not passed on
+ * when the chunk arrives: each word is placed on the turn's audio timeline (its timing from the
+ * TTS, shifted by the audio of the turn before its chunk; words without usable timings are
+ * spread evenly over their chunk's audio) and released, as an empty `tts-audio` carrying it,
+ * just before the `output-audio` of the speech frame that plays its first sample. The output
+ * transport (the playback clock) then reports it as `tts-text` when it writes that frame's
+ * audio. Which audio a speech frame plays is read from the frame itself: the next samples of
+ * the turn when they match what was fed, nothing when the face ran dry (an underrun frame is
+ * silent). An interruption drops the words not yet released, so the assistant's context and
+ * the transcript hold only what was heard; a turn that plays to its end releases all its words
+ * with its last frame, before the held `tts-stopped`.
+ *
  * The face session is in-process (a FaceModel from the registry) or remote (over /realtime);
  * the processor only sees the FaceSession contract. `tts-stopped` is held until the turn's
  * last frame has been emitted, so the output stops "speaking" when the face does.
  */
 import type { Subscription } from 'rxjs';
 import { Resampler } from '../../core/audio.ts';
-import { frame, type Direction, type Frame, type PhonemeTiming } from '../../core/frames.ts';
+import { frame, type Direction, type Frame, type PhonemeTiming, type WordTiming } from '../../core/frames.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
 import type { Clock } from '../../core/clock.ts';
 import { FACE_TIMING, type FaceFrame, type FaceSession } from './face-model.ts';
 
 /** Opens a face session on the pipeline's clock (in-process model or remote client). */
 export type FaceSessionFactory = (clock: Clock) => Promise<FaceSession>;
+
+const SAMPLES_PER_MS = FACE_TIMING.audioSampleRate / 1000;
+
+/** A word waiting for the speech frame that plays its first sample. */
+interface PendingWord {
+  readonly word: string;
+  /** Position of its first sample in the turn's 16 kHz audio. */
+  readonly atSample: number;
+}
+
+/**
+ * One turn as fed to the face: the audio not yet played (to recognise it in the frames) and the
+ * words not yet released. Turns are played by the face in the order they were started.
+ */
+interface PlayoutTurn {
+  /** Audio fed and not yet matched to a played frame, oldest first (16 kHz). */
+  readonly unplayed: Int16Array[];
+  fedSamples: number;
+  playedSamples: number;
+  readonly words: PendingWord[];
+  /** The face's id for this turn, once its first speech frame was seen. */
+  faceTurnId: number | null;
+  /** No more audio will be fed (the face ends it once its audio has played). */
+  ended: boolean;
+}
 
 export class AvatarProcessor extends FrameProcessor {
   private session: FaceSession | undefined;
@@ -31,8 +69,12 @@ export class AvatarProcessor extends FrameProcessor {
   /** Turn whose speech frames are playing; after an interruption its late frames are muted. */
   private playingTurn: number | null = null;
   private cancelledTurn: number | null = null;
+  /** Turns fed to the face whose words are not all released yet, in play order. */
+  private readonly playout: PlayoutTurn[] = [];
   /** Frames emitted (diagnostics, benchmarks). */
   framesOut = 0;
+  /** Speech frames whose audio did not match what was fed (a face that alters audio); counted as played. */
+  unmatchedFrames = 0;
 
   constructor(private readonly openSession: FaceSessionFactory, options: ProcessorOptions = {}) {
     super(options);
@@ -58,21 +100,25 @@ export class AvatarProcessor extends FrameProcessor {
     if (direction === 'upstream') return this.push(f, direction);
     switch (f.type) {
       case 'tts-started':
-        this.session?.startTurn();
-        this.turnOpen = true;
-        this.turnMs = 0;
+        this.startTurn();
         break;
       case 'tts-audio':
-        this.feed(f.pcm, f.sampleRate, f.channels, f.phonemes);
-        // The words travel on: the output learns what was said from the paired frames' timing.
-        if (f.words?.length) this.push(frame('tts-audio', { pcm: new Int16Array(0), sampleRate: f.sampleRate, channels: 1, words: f.words }));
+        this.feed(f.pcm, f.sampleRate, f.channels, f.phonemes, f.words);
         return;
       case 'tts-stopped':
         if (this.turnOpen) {
+          this.flushResampler();
           this.turnOpen = false;
           this.session?.endTurn();
-          this.heldStop = f;
-          return;
+          const turn = this.playout.at(-1);
+          if (turn) turn.ended = true;
+          if (turn && turn.fedSamples > 0) {
+            this.heldStop = f;
+            return;
+          }
+          // A turn without audio (its synthesis failed): the face plays nothing, so no last
+          // frame would ever release the stop. Its words (if any) were never heard.
+          if (turn) this.playout.splice(this.playout.indexOf(turn), 1);
         }
         break;
       case 'interruption':
@@ -80,6 +126,9 @@ export class AvatarProcessor extends FrameProcessor {
         this.cancelledTurn = this.playingTurn;
         this.turnOpen = false;
         this.heldStop = undefined;
+        this.resampler = undefined;
+        // Words not yet played are never heard: the output must not report them.
+        this.playout.length = 0;
         break;
       default:
         break;
@@ -87,22 +136,74 @@ export class AvatarProcessor extends FrameProcessor {
     this.push(f, direction);
   }
 
-  private feed(pcm: Int16Array, sampleRate: number, channels: number, phonemes: readonly PhonemeTiming[] | undefined): void {
-    if (!this.session || channels !== 1) return;
-    let audio = pcm;
-    if (sampleRate !== FACE_TIMING.audioSampleRate) {
-      if (!this.resampler || this.resampler.fromRate !== sampleRate) this.resampler = new Resampler(sampleRate, FACE_TIMING.audioSampleRate);
-      audio = this.resampler.process(pcm);
-    }
-    if (!this.turnOpen) {
-      this.session.startTurn();
-      this.turnOpen = true;
-      this.turnMs = 0;
+  private startTurn(): void {
+    this.flushResampler();
+    this.session?.startTurn();
+    const last = this.playout.at(-1);
+    if (last) last.ended = true;
+    this.playout.push({ unplayed: [], fedSamples: 0, playedSamples: 0, words: [], faceTurnId: null, ended: false });
+    this.turnOpen = true;
+    this.turnMs = 0;
+  }
+
+  private feed(
+    pcm: Int16Array,
+    sampleRate: number,
+    channels: number,
+    phonemes: readonly PhonemeTiming[] | undefined,
+    words: readonly WordTiming[] | undefined,
+  ): void {
+    if (!this.session) return;
+    if (!this.turnOpen) this.startTurn();
+    const turn = this.playout.at(-1)!;
+    let audio: Int16Array = new Int16Array(0);
+    if (channels === 1 && pcm.length > 0) {
+      audio = pcm;
+      if (sampleRate !== FACE_TIMING.audioSampleRate) {
+        if (!this.resampler || this.resampler.fromRate !== sampleRate) this.resampler = new Resampler(sampleRate, FACE_TIMING.audioSampleRate);
+        audio = this.resampler.process(pcm);
+      }
     }
     const offset = this.turnMs;
+    if (words?.length) this.placeWords(turn, words, offset, channels === 1 && sampleRate > 0 ? (pcm.length / sampleRate) * 1000 : 0);
+    if (audio.length === 0) return;
     const shifted = phonemes?.map((p) => ({ ...p, startMs: p.startMs + offset, endMs: p.endMs + offset }));
-    this.session.pushAudio(audio, shifted?.length ? { phonemes: shifted } : undefined);
-    this.turnMs += (audio.length / FACE_TIMING.audioSampleRate) * 1000;
+    this.pushToFace(turn, audio, shifted?.length ? shifted : undefined);
+  }
+
+  private pushToFace(turn: PlayoutTurn, audio: Int16Array, phonemes?: readonly PhonemeTiming[]): void {
+    this.session!.pushAudio(audio, phonemes ? { phonemes } : undefined);
+    turn.unplayed.push(audio);
+    turn.fedSamples += audio.length;
+    this.turnMs += audio.length / SAMPLES_PER_MS;
+  }
+
+  /**
+   * Puts a chunk's words on the turn's timeline: at the chunk's offset plus their own start when
+   * the TTS timed them (clamped to the chunk), else spread evenly over the chunk's audio. Never
+   * before a word already placed (words are said in order).
+   */
+  private placeWords(turn: PlayoutTurn, words: readonly WordTiming[], offsetMs: number, chunkMs: number): void {
+    const timed = words.every((w) => Number.isFinite(w.startMs) && w.startMs >= 0);
+    let floor = turn.words.at(-1)?.atSample ?? 0;
+    words.forEach((w, i) => {
+      const text = typeof w.word === 'string' ? w.word.trim() : '';
+      if (!text) return;
+      const within = timed ? Math.min(w.startMs, chunkMs) : (i * chunkMs) / words.length;
+      const atSample = Math.max(floor, Math.floor((offsetMs + within) * SAMPLES_PER_MS));
+      floor = atSample;
+      turn.words.push({ word: text, atSample });
+    });
+  }
+
+  /** At a turn's end (or a new turn), what the resampler still holds belongs to this turn. */
+  private flushResampler(): void {
+    const resampler = this.resampler;
+    this.resampler = undefined;
+    const turn = this.playout.at(-1);
+    if (!resampler || !turn || !this.turnOpen || !this.session) return;
+    const tail = resampler.flush();
+    if (tail.length) this.pushToFace(turn, tail);
   }
 
   private emitFrame(frameIn: FaceFrame): void {
@@ -119,14 +220,107 @@ export class AvatarProcessor extends FrameProcessor {
     }
     if (speech) this.playingTurn = f.turnId;
     else if (f.type !== 'fade-out') this.playingTurn = null;
+    // The words this frame starts go just before its picture and audio (which stay a pair).
+    if (speech) this.releaseWords(this.played(f));
     this.push(frame('output-image', { ...f.image, frameIndex: f.index, frameType: f.type }, { pts: f.ptsMs }));
-    if (speech) {
-      this.push(frame('output-audio', { pcm: f.audio, sampleRate: FACE_TIMING.audioSampleRate, channels: 1 }, { pts: f.ptsMs }));
+    if (speech) this.push(frame('output-audio', { pcm: f.audio, sampleRate: FACE_TIMING.audioSampleRate, channels: 1 }, { pts: f.ptsMs }));
+    if (f.final) {
+      // The face finished a turn (played to its end, or faded after a cancel): whatever words of
+      // a turn that played to its end are left (timings past its last sample) were heard with it.
+      this.finishTurn(f.turnId);
+      if (this.heldStop) {
+        const stop = this.heldStop;
+        this.heldStop = undefined;
+        this.push(stop);
+      }
     }
-    if (f.final && this.heldStop) {
-      const stop = this.heldStop;
-      this.heldStop = undefined;
-      this.push(stop);
+  }
+
+  /**
+   * The turn a speech frame belongs to, and how much of its audio the frame played: the next
+   * samples fed when they match (all 640, or fewer zero-padded at the turn's end), none when the
+   * frame is silence the turn did not have (the face ran dry).
+   */
+  private played(f: FaceFrame): PlayoutTurn | undefined {
+    let turn = this.playout.find((t) => t.faceTurnId === f.turnId);
+    if (!turn) {
+      // A new face turn: the oldest turn not bound yet that has audio (the face skips turns without).
+      turn = this.playout.find((t) => t.faceTurnId === null && t.fedSamples > 0);
+      if (!turn) return undefined;
+      turn.faceTurnId = f.turnId;
+      // Turns before it are over (the face plays turns in order): turns that never had audio,
+      // whose words (if any) nobody heard.
+      this.playout.splice(0, this.playout.indexOf(turn));
+    }
+    const left = turn.fedSamples - turn.playedSamples;
+    if (left <= 0) return turn;
+    const n = Math.min(left, f.audio.length);
+    if (this.matches(turn, f.audio, n)) this.consume(turn, n);
+    else if (!isSilent(f.audio)) {
+      // A face that changed the audio (it should not): count the frame as played.
+      this.unmatchedFrames++;
+      this.consume(turn, n);
+    }
+    return turn;
+  }
+
+  private matches(turn: PlayoutTurn, audio: Int16Array, n: number): boolean {
+    let i = 0;
+    for (const chunk of turn.unplayed) {
+      for (let j = 0; j < chunk.length && i < n; j++, i++) if (chunk[j] !== audio[i]) return false;
+      if (i >= n) break;
+    }
+    for (; i < audio.length; i++) if (audio[i] !== 0) return false;
+    return true;
+  }
+
+  private consume(turn: PlayoutTurn, n: number): void {
+    turn.playedSamples += n;
+    let left = n;
+    while (left > 0 && turn.unplayed.length) {
+      const chunk = turn.unplayed[0]!;
+      if (chunk.length <= left) {
+        left -= chunk.length;
+        turn.unplayed.shift();
+      } else {
+        turn.unplayed[0] = chunk.subarray(left);
+        left = 0;
+      }
+    }
+  }
+
+  /**
+   * Releases the words whose first sample this frame plays, as an empty `tts-audio` carrying
+   * them just before the frame's audio: the output announces them with that audio. When the
+   * frame played the last audio of an ended turn, all its words are released.
+   */
+  private releaseWords(turn: PlayoutTurn | undefined): void {
+    if (!turn) return;
+    const done = turn.ended && turn.playedSamples >= turn.fedSamples;
+    let n = 0;
+    while (n < turn.words.length && (done || turn.words[n]!.atSample < turn.playedSamples)) n++;
+    if (n === 0) return;
+    const words = turn.words.splice(0, n);
+    this.push(
+      frame('tts-audio', {
+        pcm: new Int16Array(0),
+        sampleRate: FACE_TIMING.audioSampleRate,
+        channels: 1,
+        words: words.map((w) => ({ word: w.word, startMs: 0, endMs: 0 })),
+      }),
+    );
+  }
+
+  /** The face's last frame of `faceTurnId` (after its fade-out): the turn is over. */
+  private finishTurn(faceTurnId: number | null): void {
+    const turn = this.playout.find((t) => t.faceTurnId === faceTurnId);
+    if (!turn) return;
+    this.playout.splice(this.playout.indexOf(turn), 1);
+    // Words still held belong to a turn that ended after its audio had played out (the TTS
+    // ended it late): they were heard with its last speech frame, which has been written, so
+    // they go as words played now (no audio frame follows to carry them).
+    if (turn.ended && turn.playedSamples >= turn.fedSamples && turn.words.length) {
+      this.push(frame('tts-text', { text: turn.words.map((w) => w.word).join(' ') }));
     }
   }
 
@@ -135,4 +329,9 @@ export class AvatarProcessor extends FrameProcessor {
     this.subscription = undefined;
     this.session = undefined;
   }
+}
+
+function isSilent(audio: Int16Array): boolean {
+  for (let i = 0; i < audio.length; i++) if (audio[i] !== 0) return false;
+  return true;
 }

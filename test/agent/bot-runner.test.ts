@@ -109,6 +109,19 @@ async function speech(text: string): Promise<Int16Array> {
   return concat([...parts, silence(300, 16_000)]);
 }
 
+/** Each word of `text` as the offline TTS says it, with the loud speech (10 ms windows) before its start. */
+async function wordStarts(text: string): Promise<{ word: string; loudBeforeMs: number }[]> {
+  const audio: Int16Array[] = [];
+  const words: { word: string; startMs: number }[] = [];
+  for await (const e of voice.synthesize({ text, language: 'en', sampleRate: 16_000 })) {
+    if (e.type === 'audio') audio.push(e.pcm);
+    else if (e.type === 'words') words.push(...e.words.map((w) => ({ word: w.word, startMs: w.startMs })));
+  }
+  const loud = [...chunkAudio(concat(audio), 16_000, 10)].map((c) => rms(c) > LOUD);
+  return words.map((w) => ({ word: w.word, loudBeforeMs: loud.slice(0, Math.floor(w.startMs / 10)).filter(Boolean).length * 10 }));
+}
+
+const LOUD = 0.02;
 const types = (v: RoomVisitor) => v.messages.map((m) => m.message.type);
 const botTurns = (v: RoomVisitor) => v.ofType('transcript-turn').filter((m) => m.owner === 'bot');
 
@@ -371,6 +384,9 @@ test.serial('the visitor barges in: the answer stops with bot-tts-stopped interr
   try {
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
     t.true(await waitFor(() => visitor.ofType('bot-state').some((m) => m.state === 'listening') && visitor.connectionState === 'connected', 15_000));
+    // Each piece of audio received, with its duration from its sample count.
+    const received: { at: number; ms: number; rms: number }[] = [];
+    visitor.onAudio = (samples, sampleRate, channels, at) => received.push({ at, ms: (samples.length / channels / sampleRate) * 1000, rms: rms(samples) });
     visitor.say(await speech('What can you do?'));
     t.true(await waitFor(() => visitor.ofType('bot-started-speaking').length === 1, 20_000), types(visitor).join(','));
     await new Promise((resolve) => setTimeout(resolve, 800));
@@ -383,10 +399,30 @@ test.serial('the visitor barges in: the answer stops with bot-tts-stopped interr
     const cutAt = visitor.messages.findIndex((m) => m.message.type === 'bot-tts-stopped');
     const written = visitor.messages.slice(0, cutAt).filter((m) => m.message.type === 'bot-llm-text').map((m) => m.message.text).join('').trim();
     const played = String(bots[0]!.text);
-    // Known limit (processors/avatar): the avatar passes a TTS chunk's words on as soon as the chunk is
-    // synthesised, so with a face the cut turn may hold words that were not heard yet; it never holds
-    // words beyond what the model wrote before the cut.
-    t.true(played.length > 0 && written.startsWith(played), `played "${played}" of "${written}"`);
+    t.true(played.length > 0 && written.startsWith(played) && played.length < written.length, `a proper prefix: played "${played}" of "${written}"`);
+    t.is(visitor.messages.slice(0, cutAt).filter((m) => m.message.type === 'bot-output').at(-1)?.message.text, played, 'bot-output grew to the same words');
+    // The words match the audio the visitor heard: every word the TTS starts within the heard
+    // speech is listed, none starting well after it. Heard speech: the loud 10 ms of the answer
+    // received, from its first to the first long silence (durations from sample counts, not clock
+    // times, and silence not counted, so a slow or jittery delivery does not change it). Word
+    // starts: the same TTS on the same text, as loud speech before each word (the cut falls inside
+    // the first clause, which is synthesised alike).
+    const answerStart = visitor.messages.find((m) => m.message.type === 'bot-started-speaking')!.at;
+    const first = received.findIndex((l) => l.at >= answerStart - 200 && l.rms > LOUD);
+    let heardMs = 0;
+    for (let i = first, quiet = 0; i >= 0 && i < received.length && quiet < 700; i++) {
+      if (received[i]!.rms > LOUD) {
+        heardMs += received[i]!.ms;
+        quiet = 0;
+      } else quiet += received[i]!.ms;
+    }
+    const timeline = await wordStarts(written);
+    const tolerance = 150 + heardMs * 0.1;
+    const shouldHave = timeline.filter((w) => w.loudBeforeMs < heardMs - tolerance).length;
+    const mayHave = timeline.filter((w) => w.loudBeforeMs < heardMs + tolerance).length;
+    const count = played.split(/\s+/).length;
+    t.log(`${count} words listed for ${heardMs} ms of speech heard: "${played}"; ${JSON.stringify(timeline.slice(0, count + 2))}`);
+    t.true(count >= shouldHave && count <= mayHave, `${count} words listed for ${heardMs} ms of speech heard; speech before each word ${JSON.stringify(timeline.slice(0, mayHave + 2))}`);
     t.is(bots[1]!.text, 'You are welcome.');
     t.deepEqual(bots.map((m) => m.turn_id), [1, 2]);
   } finally {
