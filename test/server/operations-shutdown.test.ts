@@ -10,6 +10,7 @@
  */
 import test from 'ava';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -145,4 +146,17 @@ test.serial('a second SIGTERM during a slow shutdown exits at once', async (t) =
   t.is(code, 143);
   t.regex(proc.output, /second SIGTERM during shutdown: exiting now/);
   relay.resume();
+});
+
+test('a malformed SVC_SHUTDOWN_GRACE_MS stops npm start with one clear line', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-shutdown-bad-'));
+  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+  const result = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], { cwd: join(import.meta.dirname, '..', '..'), env: { ...process.env, PORT: '0', SVC_DATA_DIR: dataDir, SVC_SHUTDOWN_GRACE_MS: '10s' } });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('close', (code) => resolve({ code, stderr }));
+  });
+  t.is(result.code, 1);
+  t.is(result.stderr.trim(), 'svc server configuration error: SVC_SHUTDOWN_GRACE_MS must be a whole number of milliseconds, got "10s"');
 });
