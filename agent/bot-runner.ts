@@ -21,6 +21,7 @@
  */
 import type { Subscription } from 'rxjs';
 import { RealClock, type Clock, type TimerHandle } from '../core/clock.ts';
+import type { FrameObserver } from '../core/observer.ts';
 import { Pipeline } from '../core/pipeline.ts';
 import type { Registry } from '../core/registry.ts';
 import { PipelineWorker, type WorkerOptions, type WorkerOutcome } from '../core/worker.ts';
@@ -64,6 +65,8 @@ export interface BotRunnerTuning extends NonNullable<AgentPipelineOptions['tunin
   readonly clock?: Clock;
   readonly worker?: Pick<WorkerOptions, 'idleTimeoutMs' | 'heartbeatMs'>;
   readonly publish?: FramePumpOptions;
+  /** More observers of the session's pipeline (benchmarks trace a turn with one), after the message emitter. */
+  readonly observers?: readonly FrameObserver[];
 }
 
 export interface BotRunnerOptions {
@@ -213,7 +216,7 @@ class BotSession implements RunningSession {
       clock: this.clock,
       audioInSampleRate: BOT_RUNNER_DEFAULTS.sampleRate,
       audioOutSampleRate: BOT_RUNNER_DEFAULTS.sampleRate,
-      observers: [this.emitter],
+      observers: [this.emitter, ...(tuning.observers ?? [])],
       ...pipeline.workerOptions,
       ...tuning.worker,
     });

@@ -17,12 +17,25 @@
  *   and the jitter p99 stays within 10 ms of the single-session figure.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { concat, silence } from '../core/audio.ts';
-import { LocalTTSService } from '../plugins/local/index.ts';
+import { BotRunner } from '../agent/bot-runner.ts';
+import type { AgentRuntimeRecord } from '../agent/agent-pipeline.ts';
+import { concat, rms, silence } from '../core/audio.ts';
+import { RealClock } from '../core/clock.ts';
+import type { FrameObserver, FramePushed } from '../core/observer.ts';
+import { Registry } from '../core/registry.ts';
+import type { FaceModel } from '../processors/avatar/face-model.ts';
+import { VAD_DEFAULTS } from '../processors/vad/vad-processor.ts';
+import { facePlugin } from '../plugins/face/index.ts';
+import { localPlugin, LocalTTSService } from '../plugins/local/index.ts';
+import { attachRoomSignalling } from '../server/rooms/room-signalling.ts';
+import { AGENT_DEFAULTS } from '../server/services/agent-defaults.ts';
 import { RoomVisitor, waitFor } from '../test/agent/room-visitor.ts';
 import { startServerProcess, type ServerProcess } from '../test/sessions/server-process.ts';
+import { EmbeddedRoomProvider, RoomRegistry } from '../transports/webrtc/index.ts';
 import { percentile, printJson, printTable } from './table.ts';
 
 const CONNECTS = 10;
@@ -46,7 +59,15 @@ interface Live {
   frames: number[];
 }
 
+/** `SESSIONS_BENCH_PARTS=turns,breakdown` runs only those parts (connect, turns, breakdown, capacity). */
+const PARTS = new Set((process.env.SESSIONS_BENCH_PARTS ?? 'connect,turns,breakdown,capacity').split(',').map((p) => p.trim()));
+
 export async function run(): Promise<void> {
+  if (PARTS.has('connect') || PARTS.has('turns') || PARTS.has('capacity')) await throughServer();
+  if (PARTS.has('breakdown')) await turnBreakdown();
+}
+
+async function throughServer(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-sessions-'));
   let server: ServerProcess | undefined;
   const live: Live[] = [];
@@ -84,7 +105,7 @@ export async function run(): Promise<void> {
 
     // 1. Connect to first decoded frame, one session at a time.
     const connects: number[] = [];
-    for (let i = 0; i < CONNECTS; i++) {
+    for (let i = 0; i < (PARTS.has('connect') ? CONNECTS : 0); i++) {
       const l = await open();
       connects.push(l.connectToFirstFrameMs);
       await close(l);
@@ -94,7 +115,8 @@ export async function run(): Promise<void> {
     const turnTotal: number[] = [];
     const turnOurs: number[] = [];
     const bargeIn: number[] = [];
-    {
+    const turnOursLastLoud: number[] = [];
+    if (PARTS.has('turns')) {
       const l = await open();
       live.push(l);
       const v = l.visitor;
@@ -116,6 +138,8 @@ export async function run(): Promise<void> {
         const engines = ['vad_stop_ms', 'stt_ms', 'llm_ttfb_ms', 'tts_ttfb_ms'].reduce((sum, k) => sum + (report.stages[k] ?? 0), 0);
         turnTotal.push(firstAudio - spokeUntil);
         turnOurs.push(firstAudio - spokeUntil - engines);
+        // The same from the last loud 10 ms the microphone sent (the utterance's own quiet tail excluded).
+        turnOursLastLoud.push(firstAudio - v.lastLoudSentAt - engines);
         await waitFor(() => v.ofType('bot-tts-stopped').length > reports + 1, 20_000);
         await new Promise((r) => setTimeout(r, 300));
       }
@@ -141,7 +165,7 @@ export async function run(): Promise<void> {
 
     // 3. Capacity: add sessions one by one; client-side jitter and REST p99 at 200 req/s with N live.
     const capacity: Array<{ sessions: number; jitterP99: number; fps: number; restP99: number; restErrors: number }> = [];
-    for (let n = 1; n <= MAX_SESSIONS; n++) {
+    for (let n = 1; n <= (PARTS.has('capacity') ? MAX_SESSIONS : 0); n++) {
       try {
         live.push(await open());
       } catch (err) {
@@ -170,6 +194,7 @@ export async function run(): Promise<void> {
       { figure: 'connect -> first frame (ms)', p50: percentile(connects, 50), p99: percentile(connects, 99), goal: 'p50 < 500, p99 < 1000' },
       { figure: 'speech end -> first bot audio, total (ms)', p50: percentile(turnTotal, 50), p99: percentile(turnTotal, 99), goal: '' },
       { figure: '  of which ours (engines subtracted)', p50: percentile(turnOurs, 50), p99: percentile(turnOurs, 99), goal: 'p99 < 30' },
+      { figure: '  ours, from the last loud 10 ms sent', p50: percentile(turnOursLastLoud, 50), p99: percentile(turnOursLastLoud, 99), goal: '' },
       { figure: 'barge-in -> bot audio stops at client (ms)', p50: percentile(bargeIn, 50), p99: percentile(bargeIn, 99), goal: '< 100' },
     ]);
     printTable(capacity.map((c) => ({ sessions: c.sessions, 'jitter p99 ms': c.jitterP99, 'fps/client': c.fps, 'REST p99 ms @200/s': c.restP99, 'REST errors': c.restErrors })));
@@ -177,6 +202,7 @@ export async function run(): Promise<void> {
       connect_to_first_frame_p50_ms: percentile(connects, 50), connect_to_first_frame_p99_ms: percentile(connects, 99), connects: connects.length,
       turn_total_p50_ms: percentile(turnTotal, 50), turn_total_p99_ms: percentile(turnTotal, 99),
       turn_ours_p50_ms: percentile(turnOurs, 50), turn_ours_p99_ms: percentile(turnOurs, 99), turns: turnOurs.length,
+      turn_ours_from_last_loud_p50_ms: percentile(turnOursLastLoud, 50), turn_ours_from_last_loud_p99_ms: percentile(turnOursLastLoud, 99),
       barge_in_p50_ms: percentile(bargeIn, 50), barge_in_p99_ms: percentile(bargeIn, 99), barge_ins: bargeIn.length,
       sessions_held_at_640x360: held, client_jitter_baseline_p99_ms: baseline, rest_get_p99_ms_at_held: atHeld?.restP99 ?? null,
       capacity: capacity.map((c) => ({ n: c.sessions, jitter_p99_ms: Number(c.jitterP99.toFixed(1)), fps: Number(c.fps.toFixed(1)), rest_p99_ms: Number(c.restP99.toFixed(1)) })),
@@ -214,3 +240,159 @@ async function restLoad(url: string, key: string, rate: number, ms: number): Pro
   await Promise.all(pending);
   return { latencies, errors };
 }
+
+/**
+ * Where a turn's time goes: the bot runner in this process (the same runner, engines and face as
+ * the server: offline engines, the VAD's default stop delay, human-portrait at 640x360) with an
+ * observer on its pipeline, and a headless visitor in the room; every point is read on one clock.
+ * Points of a turn: the visitor's last loud 10 ms sent -> the bot's last loud input frame -> VAD
+ * stop -> STT final -> user turn committed -> LLM first text -> TTS first audio -> first speech
+ * frame emitted by the face -> first loud 10 ms of that audio -> first loud 10 ms at the visitor.
+ */
+class TurnTracer implements FrameObserver {
+  t: Record<string, number> = {};
+  llmTtfb = NaN;
+  ttsTtfb = NaN;
+  private armed = false;
+
+  arm(): void {
+    this.t = {};
+    this.llmTtfb = NaN;
+    this.ttsTtfb = NaN;
+    this.armed = true;
+  }
+
+  onFramePushed(e: FramePushed): void {
+    if (!this.armed || e.direction !== 'downstream') return;
+    const f = e.frame;
+    const at = performance.timeOrigin + e.timestampMs; // the visitor's Date.now() scale
+    const from = (name: string) => e.source.startsWith(name);
+    const first = (key: string, ms = at) => void (this.t[key] ??= ms);
+    if (from('RoomAudioInput') && f.type === 'input-audio' && this.t.vadStop === undefined && rms(f.pcm) > LOUD) this.t.inputLastLoud = at;
+    if (from('VADProcessor') && f.type === 'user-stopped-speaking') first('vadStop');
+    if (this.t.vadStop === undefined) return;
+    if (from('STTProcessor') && f.type === 'transcription' && f.final && this.t.commit === undefined) this.t.sttFinal = at;
+    if (from('UserTurnAggregator') && f.type === 'llm-messages') first('commit');
+    if (this.t.commit === undefined) return;
+    if (from('LLMProcessor') && f.type === 'llm-text') first('llmText');
+    if (f.type === 'metrics') {
+      // Metrics travel on through later processors: read each where it was made.
+      for (const m of f.data) {
+        if (m.kind !== 'ttfb') continue;
+        if (from('LLMProcessor') && m.processor.startsWith('LLMProcessor') && Number.isNaN(this.llmTtfb)) this.llmTtfb = m.valueMs;
+        if (from('TTSProcessor') && m.processor.startsWith('TTSProcessor') && Number.isNaN(this.ttsTtfb)) this.ttsTtfb = m.valueMs;
+      }
+    }
+    if (from('TTSProcessor') && f.type === 'tts-audio' && f.pcm.length > 0) first('ttsAudio');
+    if (from('AvatarProcessor') && f.type === 'output-audio' && this.t.ttsAudio !== undefined) {
+      first('speechFrame');
+      if (this.t.loudOut === undefined) {
+        const win = f.sampleRate / 100;
+        for (let i = 0; i + win <= f.pcm.length; i += win) {
+          if (rms(f.pcm.subarray(i, i + win)) > LOUD) {
+            this.t.loudOut = at + (i / f.sampleRate) * 1000;
+            break;
+          }
+        }
+      }
+    }
+  }
+}
+
+async function turnBreakdown(): Promise<void> {
+  const registry = new Registry().use(localPlugin).use(facePlugin);
+  const faceModel = registry.create<FaceModel>('face', 'human-portrait', {});
+  const rooms = new RoomRegistry();
+  const http = createServer((_req, res) => res.writeHead(404).end());
+  const signalling = attachRoomSignalling(http, { rooms });
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  const provider = new EmbeddedRoomProvider(rooms, { signalUrl: `ws://127.0.0.1:${(http.address() as AddressInfo).port}/v1/rooms/signal` });
+  const tracer = new TurnTracer();
+  const bot = new BotRunner({
+    registry,
+    providers: { stt: 'local', llm: 'local', vad: 'local' },
+    openFace: (_agent, clock, limits) => faceModel.openSession({ configuration: { width: 640, height: 360 }, imageFormat: limits.imageFormat }, clock),
+    rooms,
+    logger: { info: () => undefined, warn: () => undefined },
+    tuning: { clock: new RealClock(), observers: [tracer] },
+  });
+  const agent = {
+    ...AGENT_DEFAULTS,
+    agent_id: '7b0c0a8e-1111-4c4c-8888-0000000000b1',
+    system_prompt: 'You are Ada.',
+    tts_provider: 'local',
+    tools: [],
+    behaviour: { ...AGENT_DEFAULTS.behaviour, greeting: 'Hi.', greeting_mode: 'verbatim' },
+    advanced: { ...AGENT_DEFAULTS.advanced },
+  } as AgentRuntimeRecord;
+  const room = await provider.createRoom();
+  const running = await bot.start({ sessionId: `s_${room.room}`, callId: 'bench', agent, clientUserRef: null, room });
+  const visitor = await RoomVisitor.join(room.roomUrl, room.subscriberToken);
+  const rows: Array<Record<string, number>> = [];
+  try {
+    visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
+    if (!(await waitFor(() => visitor.ofType('transcript-turn').some((m) => m.owner === 'bot'), 20_000))) throw new Error('no greeting');
+    const question = await speech('What is your name?');
+    for (let i = 0; i < TURNS; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      const reports = visitor.ofType('latency-report').length;
+      tracer.arm();
+      visitor.say(question);
+      await waitFor(() => !visitor.speaking, 10_000);
+      const sentAt = visitor.lastLoudSentAt;
+      const ok = await waitFor(() => visitor.audioLevels.some((a) => a.at > sentAt && a.rms > LOUD) && visitor.ofType('latency-report').length > reports && tracer.t.loudOut !== undefined, 20_000);
+      if (!ok) continue;
+      const heard = visitor.audioLevels.find((a) => a.at > sentAt && a.rms > LOUD)!.at;
+      const t = tracer.t;
+      const stt = Math.max(0, (t.sttFinal ?? t.vadStop!) - t.vadStop!);
+      rows.push({
+        uplink: t.inputLastLoud! - sentAt,
+        vadAfterStopDelay: t.vadStop! - t.inputLastLoud! - VAD_DEFAULTS.stopMs,
+        stt,
+        aggregator: t.commit! - Math.max(t.vadStop!, t.sttFinal ?? t.vadStop!),
+        llmTtfb: orZero(tracer.llmTtfb),
+        llmOurs: t.llmText! - t.commit! - orZero(tracer.llmTtfb),
+        ttsTtfb: orZero(tracer.ttsTtfb),
+        ttsOurs: t.ttsAudio! - t.llmText! - orZero(tracer.ttsTtfb),
+        avatar: t.speechFrame! - t.ttsAudio!,
+        leadingQuiet: t.loudOut! - t.speechFrame!,
+        downlink: heard - t.loudOut!,
+        total: heard - sentAt,
+      });
+      await waitFor(() => visitor.ofType('bot-tts-stopped').length > reports + 1, 20_000);
+    }
+  } finally {
+    visitor.close();
+    await running.stop('client_released');
+    rooms.closeAll();
+    await signalling.close();
+    http.closeAllConnections();
+    await new Promise<void>((resolve) => http.close(() => resolve()));
+  }
+  const col = (k: string) => rows.map((r) => r[k]!);
+  const stages: Array<[string, string, boolean]> = [
+    ['uplink', 'visitor last loud 10 ms sent -> bot input frame (Opus, loopback, bot jitter buffer, 20 ms input chunks)', true],
+    ['vadAfterStopDelay', `bot last loud input -> VAD stop, beyond its ${VAD_DEFAULTS.stopMs} ms stop delay (VAD windows, smoothing)`, true],
+    ['stt', 'VAD stop -> STT final (engine)', false],
+    ['aggregator', 'STT final / VAD stop -> user turn committed', true],
+    ['llmTtfb', 'LLM time to first token (engine)', false],
+    ['llmOurs', 'turn committed -> first LLM text, beyond the engine', true],
+    ['ttsTtfb', 'TTS time to first audio (engine)', false],
+    ['ttsOurs', 'first LLM text -> first TTS audio pushed, beyond the engine (first sentence, word timings)', true],
+    ['avatar', 'first TTS audio -> first speech frame emitted (prebuffer, 40 ms grid, render lead)', true],
+    ['leadingQuiet', 'first speech frame -> its first loud 10 ms (the TTS audio\'s own onset)', false],
+    ['downlink', 'first loud 10 ms emitted -> heard at the visitor (publisher, Opus, jitter buffer)', true],
+    ['total', 'visitor last loud 10 ms sent -> first loud 10 ms heard', false],
+  ];
+  printTable(stages.map(([k, what, ours]) => ({ stage: k, what, ours: ours ? 'yes' : '', p50: percentile(col(k), 50), p90: percentile(col(k), 90), max: Math.max(...col(k)) })));
+  const oursSum = rows.map((r) => stages.filter(([, , ours]) => ours).reduce((sum, [k]) => sum + r[k]!, 0));
+  printJson('sessions-turn-breakdown', {
+    turns: rows.length,
+    vad_stop_delay_ms: VAD_DEFAULTS.stopMs,
+    ...Object.fromEntries(stages.map(([k]) => [`${k}_p50_ms`, Number(percentile(col(k), 50).toFixed(1))])),
+    ours_p50_ms: Number(percentile(oursSum, 50).toFixed(1)),
+    ours_p99_ms: Number(percentile(oursSum, 99).toFixed(1)),
+  });
+}
+
+const orZero = (v: number) => (Number.isFinite(v) ? v : 0);

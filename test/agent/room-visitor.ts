@@ -12,6 +12,7 @@ import { wrtcWithSources } from '../../transports/webrtc/wrtc.ts';
 
 const MIC_RATE = 16_000;
 const CHUNK = MIC_RATE / 100; // 10 ms
+const LOUD_SPEECH = 0.02;
 
 export interface VisitorMessage {
   readonly at: number;
@@ -24,6 +25,8 @@ export class RoomVisitor {
   participantId: string | null = null;
   videoFrames = 0;
   videoSize: { width: number; height: number } | null = null;
+  /** When the microphone last sent a 10 ms chunk louder than 0.02 RMS (the end of speech, for latency figures). */
+  lastLoudSentAt = 0;
   /** Received audio: 10 ms RMS values (0..1), in arrival order, with arrival times. */
   readonly audioLevels: { at: number; rms: number }[] = [];
   private ws!: WebSocket;
@@ -83,6 +86,7 @@ export class RoomVisitor {
     while (this.chunksSent < due) {
       this.chunksSent++;
       const next = this.speech.shift() ?? new Int16Array(CHUNK);
+      if (rms(next) > LOUD_SPEECH) this.lastLoudSentAt = Date.now();
       this.mic.onData({ samples: next, sampleRate: MIC_RATE, bitsPerSample: 16, channelCount: 1, numberOfFrames: CHUNK });
     }
   }
