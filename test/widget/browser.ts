@@ -151,3 +151,22 @@ export async function widgetView(page: Page, selector = 'svc-agent'): Promise<{ 
 export async function clickButton(page: Page, label: string, selector = 'svc-agent'): Promise<void> {
   await page.locator(selector).getByRole('button', { name: label, exact: true }).click();
 }
+
+/**
+ * Observes (calls through, changes nothing) the page's getUserMedia: the constraints asked for and
+ * the settings of the audio track the browser gave, in `window.__gum`.
+ */
+export const OBSERVE_MICROPHONE = `
+(() => {
+  window.__gum = [];
+  const md = navigator.mediaDevices;
+  if (!md || !md.getUserMedia) return;
+  const original = md.getUserMedia.bind(md);
+  md.getUserMedia = async (constraints) => {
+    const stream = await original(constraints);
+    const track = stream.getAudioTracks()[0];
+    window.__gum.push({ constraints: JSON.parse(JSON.stringify(constraints)), settings: track ? track.getSettings() : null });
+    return stream;
+  };
+})();
+`;

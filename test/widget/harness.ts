@@ -13,7 +13,7 @@ import { mountEmbeddedSessions, type EmbeddedSessions } from '../../server/sessi
 import { mountWidget, type MountedWidget } from '../../server/widget/index.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
 
-export { CHROMIUM_PATH, clickButton, events, launchBrowser, RECORD_EVENTS, speechWav, waitForEvent, widgetView, type RecordedEvent, type WidgetBrowser } from './browser.ts';
+export { CHROMIUM_PATH, clickButton, events, launchBrowser, OBSERVE_MICROPHONE, RECORD_EVENTS, speechWav, waitForEvent, widgetView, type RecordedEvent, type WidgetBrowser } from './browser.ts';
 
 /** The phrase that makes the offline responder call the client tool `open_page`. */
 export const TOOL_PHRASE = 'Call tool open page with page pricing';

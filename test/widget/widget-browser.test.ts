@@ -23,6 +23,7 @@ import {
   clickButton,
   events,
   launchBrowser,
+  OBSERVE_MICROPHONE,
   RECORD_EVENTS,
   speechWav,
   startWidgetServer,
@@ -103,6 +104,7 @@ async function open(browser: WidgetBrowser, url: string, t: ExecutionContext): P
   const page = await browser.context.newPage();
   page.on('pageerror', (e) => t.log(`page error: ${e.message}`));
   await page.addInitScript(RECORD_EVENTS);
+  await page.addInitScript(OBSERVE_MICROPHONE);
   await page.goto(url);
   await page.waitForFunction(() => customElements.get('svc-agent') !== undefined);
   return page;
@@ -207,6 +209,11 @@ test.serial('before the call: the public record gives the title and preview; the
     letThrough();
     const ok = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect outcome');
     t.like(ok.detail, { outcome: 'success', phase: 'connect', faultDomain: 'unknown', agentId, httpStatus: 200 });
+    // The microphone is opened for speech: echo cancellation, noise suppression and auto gain, asked for and granted.
+    const gum = (await page.evaluate('window.__gum')) as { constraints: any; settings: any }[];
+    t.is(gum.length, 1);
+    t.like(gum[0]!.constraints, { audio: { echoCancellation: true, noiseSuppression: true, autoGainControl: true }, video: false });
+    t.like(gum[0]!.settings, { echoCancellation: true, noiseSuppression: true, autoGainControl: true });
     // Focus stays on a control when the start button goes away.
     t.is(await page.evaluate(() => (document.activeElement?.shadowRoot?.activeElement as HTMLElement | null)?.textContent), 'Hang up');
     await page.keyboard.press('Enter');
