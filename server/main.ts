@@ -50,6 +50,14 @@ const server = await createServer(config, { registry, logger }).catch((err: Erro
   process.stderr.write(`svc server cannot start: ${err.message}\n`);
   process.exit(1);
 });
+// The face engine loads once, before anything is admitted (decoder, landmark detector, rig of the
+// default face): /readyz reports it (`face_engine`), and the first face session does not pay for
+// it. Before the capacity gate exists, so that its load window does not count this start-up work.
+const faceEngine = (async () => {
+  const source = await registry.create<FaceModel>('face', 'human-portrait').openSource();
+  (source as { close?: () => void }).close?.();
+})();
+await faceEngine.catch(() => undefined);
 const rooms = mountRooms(server);
 // One capacity gate per process: /realtime face sessions and Session API bots share the cores.
 const capacity = createCapacityGate({ limit: server.config.maxFaceSessions });
@@ -59,6 +67,7 @@ let demoAgentId: string | null = null;
 mountWidget(server, { demoAgentId: () => demoAgentId });
 // /healthz, /readyz, /metrics; mounted last so that every request is timed.
 const readiness = new Readiness({ db: server.db, logger });
+readiness.trackFaceEngine(faceEngine);
 const metrics = createServerMetrics({
   router: server.router,
   sessions: () => sessions.sessions.stats(),
@@ -66,14 +75,6 @@ const metrics = createServerMetrics({
   capacity,
 });
 mountOperations(server, { readiness, metrics, access: metricsAccess, logger });
-// The face engine loads once in the background (decoder, landmarks, rig of the default face):
-// /readyz says `face_engine: loading` until it has, and the first face session does not pay for it.
-readiness.trackFaceEngine(
-  (async () => {
-    const source = await registry.create<FaceModel>('face', 'human-portrait').openSource();
-    (source as { close?: () => void }).close?.();
-  })(),
-);
 const { url } = await server.listen().catch((err: Error) => {
   process.stderr.write(`svc server cannot listen on ${config.host}:${config.port}: ${err.message}\n`);
   process.exit(1);
