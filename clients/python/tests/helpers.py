@@ -1,17 +1,19 @@
-"""Test doubles: a virtual clock for the 25 fps loop and a fake low-level transport."""
+"""Test helpers: a virtual clock for the 25 fps loop, and an in-process WebSocket server that plays
+the /realtime server for the real SvcClient (the test decides every frame it sends)."""
 
 from __future__ import annotations
 
 import asyncio
 import heapq
 import itertools
-from collections.abc import Callable
+import json
 from typing import Any
 
 import numpy as np
+from websockets.asyncio.server import Server, ServerConnection, serve
 
 from svc.client import RealtimeMessage
-from svc.protocol import SAMPLES_PER_FRAME, FrameOut, FrameType, as_int16
+from svc.protocol import SAMPLES_PER_FRAME, FrameOut, FrameType, as_int16, decode_audio_in, encode_frame_out
 
 
 async def settle(rounds: int = 30) -> None:
@@ -56,8 +58,12 @@ class VirtualClock:
         await settle()
 
 
-class FakeTransport:
-    """Stands in for SvcClient: records what the STV client sends; the test plays the server."""
+class PlayedServer:
+    """An in-process WebSocket server on loopback speaking the /realtime protocol, driven by the
+    test: :meth:`push` queues a message (sent in order), everything the client sends is recorded
+    (``audio``: 16 kHz PCM and end-of-turn flags; ``control``: message types, pings aside).
+    :meth:`sync` is a barrier over the socket: once it returns, the server has received everything
+    the client sent before it, and the client has received everything pushed before it."""
 
     def __init__(self, ready: dict[str, Any] | None = None) -> None:
         self.ready = ready or {
@@ -70,53 +76,76 @@ class FakeTransport:
         }
         self.audio: list[tuple[np.ndarray, bool]] = []
         self.control: list[str] = []
-        self.connected = False
-        self._listeners: list[tuple[Callable[[RealtimeMessage], None], Callable[[], None] | None]] = []
+        self.url = ""
+        self._server: Server | None = None
+        self._ws: ServerConnection | None = None
+        self._outbox: asyncio.Queue[RealtimeMessage | None] = asyncio.Queue()
+        self._barriers: dict[int, asyncio.Future[None]] = {}
+        self._tokens = itertools.count(1)
 
-    @property
-    def is_connected(self) -> bool:
-        return self.connected
+    async def start(self) -> PlayedServer:
+        self._server = await serve(self._handle, "127.0.0.1", 0, compression=None)
+        self.url = f"ws://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/realtime"
+        return self
 
-    async def connect(self) -> dict[str, Any]:
-        self.connected = True
-        self.push(self.ready)
-        return self.ready
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
 
-    def subscribe(self, on_message, on_close=None):  # type: ignore[no-untyped-def]
-        entry = (on_message, on_close)
-        self._listeners.append(entry)
-        return lambda: self._listeners.remove(entry)
+    async def _handle(self, ws: ServerConnection) -> None:
+        self._ws = ws
+        await ws.send(json.dumps(self.ready))
+        sender = asyncio.create_task(self._send_all(ws))
+        try:
+            async for data in ws:
+                if isinstance(data, bytes):
+                    a = decode_audio_in(data)
+                    self.audio.append((a.pcm.copy(), a.end_of_turn))
+                    continue
+                message = json.loads(data)
+                if message["type"] == "ping":
+                    self._outbox.put_nowait({"type": "pong", "t": message.get("t")})
+                else:
+                    self.control.append(message["type"])
+        except Exception:
+            pass
+        finally:
+            sender.cancel()
 
-    async def send_audio(self, pcm16k: Any, end_of_turn: bool = False) -> None:
-        if not self.connected:
-            raise RuntimeError("not connected")
-        self.audio.append((as_int16(pcm16k).copy(), end_of_turn))
-
-    async def start_turn(self) -> bool:
-        self.control.append("start_turn")
-        return self.connected
-
-    async def cancel(self) -> bool:
-        self.control.append("cancel")
-        return self.connected
-
-    async def close(self) -> None:
-        if not self.connected:
-            return
-        self.connected = False
-        for _, on_close in list(self._listeners):
-            if on_close:
-                on_close()
-
-    # ---- playing the server ----
+    async def _send_all(self, ws: ServerConnection) -> None:
+        while True:
+            message = await self._outbox.get()
+            if message is None:
+                await ws.close(1000, "bye")
+                return
+            await ws.send(encode_frame_out(message) if isinstance(message, FrameOut) else json.dumps(message))
 
     def push(self, message: RealtimeMessage) -> None:
-        for on_message, _ in list(self._listeners):
-            on_message(message)
+        self._outbox.put_nowait(message)
+
+    def watch(self, message: RealtimeMessage) -> None:
+        """The client's side of :meth:`sync` (a subscriber of the client's messages)."""
+        if isinstance(message, dict) and message.get("type") == "pong":
+            waiter = self._barriers.pop(int(message["t"]), None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+    async def sync(self, client: Any) -> None:
+        token = next(self._tokens)
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._barriers[token] = waiter
+        if not await client.ping(token):
+            raise AssertionError("sync: the connection is closed")
+        await asyncio.wait_for(waiter, 5)  # a bound that only catches a hang
+
+    async def close(self) -> None:
+        """The server closes the socket (1000) after what was pushed."""
+        self._outbox.put_nowait(None)
 
     @property
     def sent(self) -> np.ndarray:
-        """Everything sent so far, 16 kHz, concatenated."""
+        """Everything received so far, 16 kHz, concatenated."""
         parts = [a for a, _ in self.audio]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
 

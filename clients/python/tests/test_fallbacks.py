@@ -34,6 +34,7 @@ async def test_without_the_extra_the_original_audio_still_plays_whole_and_pictur
     h = await Harness(decoder="auto").start()
     original = ramp(250, 44_100)
     await h.client.say(original, 44_100)
+    await h.sync()
     assert abs(len(h.fake.sent) - 4000) <= 1, "a 16 kHz copy went to the server"
     jpeg = b"\xff\xd8 not decoded \xff\xd9"
     h.fake.push(make_frame(0, "idle", image=jpeg, image_format="jpeg"))

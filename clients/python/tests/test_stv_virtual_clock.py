@@ -1,4 +1,5 @@
-"""SvcSTVClient on a virtual clock, with the test playing the server (FakeTransport).
+"""SvcSTVClient (over the real SvcClient) on a virtual clock, with the test playing the server
+through an in-process WebSocket server (PlayedServer).
 
 Every output is stamped with the virtual time it came out at, so the 25 fps cadence, the jitter
 buffer, underruns and the barge-in re-sync are checked exactly, without real-time sleeps.
@@ -16,7 +17,7 @@ import pytest
 from svc import STVAudioFrame, STVEvent, STVVideoFrame, SvcSTVClient
 from svc.resample import LinearResampler
 
-from .helpers import FakeTransport, VirtualClock, make_frame, ramp, settle, speech_frames
+from .helpers import PlayedServer, VirtualClock, make_frame, ramp, settle, speech_frames
 
 RGB = bytes(range(24))  # 4 x 2 x 3
 
@@ -24,23 +25,30 @@ RGB = bytes(range(24))  # 4 x 2 x 3
 class Harness:
     def __init__(self, **options: Any) -> None:
         self.clock = VirtualClock()
-        self.fake = FakeTransport()
+        self.fake = PlayedServer()
         self.handler_errors: list[tuple[STVEvent, str]] = []
+        self.options = options
         options.setdefault("decoder", None)
-        self.client = SvcSTVClient(
-            client=self.fake,
-            clock=self.clock,
-            on_handler_error=lambda e, err: self.handler_errors.append((e, str(err))),
-            **options,
-        )
         self.out: list[tuple[float, Any]] = []
         self.events: list[tuple[STVEvent, dict[str, Any]]] = []
         self.index = 0
 
     async def start(self) -> Harness:
+        await self.fake.start()
+        self.client = SvcSTVClient(
+            "k",
+            "c",
+            url=self.fake.url,
+            keep_alive_interval=0,
+            clock=self.clock,
+            on_handler_error=lambda e, err: self.handler_errors.append((e, str(err))),
+            **self.options,
+        )
+        self.client.client.subscribe(self.fake.watch)  # type: ignore[attr-defined]
         for e in STVEvent:
             self.client.add_listener(e, lambda p, e=e: self.events.append((e, p)))
         await self.client.connect()
+        await self.sync()
         self.t0 = self.clock.now()
         self.pump = asyncio.create_task(self._pump())
         return self
@@ -62,7 +70,13 @@ class Harness:
         self.index += len(frames)
         return len(frames)
 
+    async def sync(self) -> None:
+        """Everything the client sent has reached the server, everything pushed has reached the client."""
+        await self.fake.sync(self.client.client)
+
     async def ticks(self, n: int) -> None:
+        if self.client.is_connected:
+            await self.sync()
         for _ in range(n):
             await self.clock.advance(0.04)
 
@@ -83,6 +97,7 @@ class Harness:
     async def close(self) -> None:
         await self.client.close()
         await self.pump
+        await self.fake.stop()
 
 
 def voiced(audio: list[STVAudioFrame]) -> np.ndarray:
@@ -129,6 +144,7 @@ async def test_say_sends_a_16k_copy_and_plays_the_original_at_its_own_rate_with_
     h = await Harness(resampler_factory=LinearResampler).start()
     original = ramp(300, 24_000)
     await h.client.say(original, 24_000)
+    await h.sync()
     assert h.fake.control == ["start_turn"]
     assert [eot for _, eot in h.fake.audio] == [False, True], "the audio, then the resampler tail ending the turn"
     assert len(h.fake.sent) == 4800, "300 ms at 16 kHz"
@@ -154,7 +170,9 @@ async def test_streaming_tts_slower_than_real_time_stays_aligned() -> None:
     h = await Harness().start()
     first, second = ramp(100, 16_000, start=100), ramp(130, 16_000, start=9000)
     await h.client.start_turn()
+    await h.sync()
     await h.client.send_tts_audio(first, 16_000)
+    await h.sync()
     # The server animates the first 100 ms (2.5 frames), then waits for audio: silent speech frames.
     sent = h.fake.sent
     frames = speech_frames(sent, 0, 1, fade=0)
@@ -164,7 +182,9 @@ async def test_streaming_tts_slower_than_real_time_stays_aligned() -> None:
     for i in range(3, 6):
         h.fake.push(make_frame(i, "speech", turn_id=1, image=RGB))
     await h.client.send_tts_audio(second, 16_000)
+    await h.sync()
     await h.client.end_turn()
+    await h.sync()
     rest = h.fake.sent[len(sent) :]
     for f in speech_frames(rest, 6, 1):
         h.fake.push(make_frame(f.index, "speech" if f.is_speech else f.type, turn_id=1, audio=f.audio,
@@ -199,11 +219,13 @@ async def test_interrupt_drops_queued_speech_ignores_speech_in_flight_and_resync
     assert "cancel" not in h.fake.control
     first = ramp(1000, 16_000, start=100)
     await h.client.say(first, 16_000)
+    await h.sync()
     h.push_idle(2)
     h.push_speech(h.fake.sent, turn_id=1, count=8)
     await h.ticks(4)
     assert len(voiced(h.audio)) > 0, "speech is playing"
     assert await h.client.interrupt() is True
+    await h.sync()
     assert h.fake.control == ["start_turn", "cancel"]
     assert h.payload(STVEvent.BOT_STOPPED_SPEAKING) == {"interrupted": True}
     played_at_interrupt = len(h.audio)
@@ -218,6 +240,7 @@ async def test_interrupt_drops_queued_speech_ignores_speech_in_flight_and_resync
     second = (-ramp(200, 16_000, start=50)).astype(np.int16)
     before = len(h.fake.sent)
     await h.client.say(second, 16_000)
+    await h.sync()
     h.push_speech(h.fake.sent[before:], turn_id=2)
     h.push_idle(2)
     await h.ticks(15)
@@ -233,7 +256,9 @@ async def test_interrupt_drops_queued_speech_ignores_speech_in_flight_and_resync
 async def test_interrupt_returns_false_when_the_cancel_cannot_be_sent() -> None:
     h = await Harness().start()
     await h.client.say(ramp(200, 16_000), 16_000)
-    h.fake.connected = False
+    await h.sync()
+    await h.fake.close()  # the socket is gone: the cancel cannot be sent
+    await asyncio.wait_for(h.pump, 5)
     assert await h.client.interrupt() is False
     await h.close()
 
@@ -242,13 +267,18 @@ async def test_far_behind_real_time_idle_frames_are_dropped_never_speech() -> No
     h = await Harness(max_buffered_frames=10).start()
     speech = ramp(200, 16_000)
     await h.client.say(speech, 16_000)
+    await h.sync()
     h.push_idle(12)
     h.push_speech(h.fake.sent, turn_id=1)  # 5 speech + 2 fade-out frames
     h.push_idle(12)
-    assert h.client.dropped == 21
+    await h.sync()
+    # 31 frames arrived while the clock stood still: at most 10 stay buffered; the one frame the clock
+    # may have played on starting (frames arrive in socket batches) was not dropped.
+    assert h.client.frames_played <= 1
+    assert h.client.dropped == 31 - 10 - h.client.frames_played
     await h.ticks(15)
     indices = [a.frame_index for a in h.audio]
-    assert indices == sorted(indices) and len(indices) == 10
+    assert indices == sorted(indices) and len(indices) == 31 - h.client.dropped
     assert np.array_equal(voiced(h.audio), speech)
     await h.close()
 
@@ -258,6 +288,7 @@ async def test_stereo_input_is_averaged_to_mono() -> None:
     left, right = ramp(100, 16_000, start=100), ramp(100, 16_000, start=301)
     interleaved = np.stack([left, right], axis=1).reshape(-1)
     await h.client.say(interleaved, 16_000, num_channels=2)
+    await h.sync()
     assert np.array_equal(h.fake.sent, ((left.astype(int) + right + 1) // 2).astype(np.int16)), "rounded half up"
     await h.close()
 
@@ -283,6 +314,7 @@ async def test_failing_handlers_never_break_playback_and_the_decorator_works() -
     remove()
     speech = ramp(120, 16_000)
     await h.client.say(speech, 16_000)
+    await h.sync()
     h.push_speech(h.fake.sent, turn_id=1)
     h.push_idle(2)
     await h.ticks(10)
@@ -312,15 +344,18 @@ async def test_close_emits_closed_once_and_ends_the_stream() -> None:
 
 async def test_a_server_side_close_also_ends_the_session() -> None:
     h = await Harness().start()
-    await h.fake.close()  # as if the socket closed under us
-    await asyncio.wait_for(h.pump, 1)
-    assert h.names()[-1] == "CLOSED"
+    await h.fake.close()  # the server closes the socket (1000)
+    await asyncio.wait_for(h.pump, 5)
+    assert h.names()[-1] == "CLOSED" and "ERROR" not in h.names(), "a normal close is no error"
+    assert not h.client.is_connected
+    await h.close()
 
 
 async def test_error_and_webrtc_events_carry_their_fields() -> None:
     h = await Harness().start()
     h.fake.push({"type": "error", "code": "rate_limited", "message": "slow down", "fatal": False})
     h.fake.push({"type": "webrtc_connected", "participant_id": "pub_1", "room": "r1"})
+    await h.sync()
     assert h.payload(STVEvent.ERROR) == {"message": "slow down", "code": "rate_limited", "fatal": False}
     assert h.payload(STVEvent.WEBRTC_CONNECTED) == {"participant_id": "pub_1", "room": "r1"}
     await h.close()
@@ -355,8 +390,10 @@ async def test_jpeg_pictures_are_decoded_to_rgb_or_passed_through_without_a_deco
 async def test_frames_buffered_before_the_first_tts_keep_the_rate_of_their_audio() -> None:
     h = await Harness().start()
     h.push_idle(5)  # buffered while the output rate is still unknown (16 kHz until the first TTS)
+    await h.sync()
     original = ramp(120, 24_000)
     await h.client.say(original, 24_000)
+    await h.sync()
     h.push_speech(h.fake.sent, turn_id=1)
     await h.ticks(12)
     assert {a.sample_rate for a in h.audio} == {16_000, 24_000}
@@ -369,6 +406,7 @@ async def test_an_utterance_sent_right_after_interrupt_plays_whole_despite_speec
     h = await Harness().start()
     first = ramp(1000, 16_000, start=100)
     await h.client.say(first, 16_000)
+    await h.sync()
     h.push_idle(2)
     h.push_speech(h.fake.sent, turn_id=1, count=5)
     await h.ticks(4)
@@ -377,6 +415,7 @@ async def test_an_utterance_sent_right_after_interrupt_plays_whole_despite_speec
     second = (-ramp(300, 16_000, start=50)).astype(np.int16)
     before = len(h.fake.sent)
     await h.client.say(second, 16_000)  # before the server confirmed the cancel
+    await h.sync()
     assert h.fake.control == ["start_turn", "cancel", "start_turn"]
     h.push_speech(h.fake.sent[:before], turn_id=1, count=4, skip=5)  # turn 1, already in flight
     h.fake.push({"type": "turn_cancelled", "turn_id": 1, "had_speech": True})
@@ -394,9 +433,13 @@ async def test_a_rate_change_mid_utterance_keeps_every_sample() -> None:
     h = await Harness(resampler_factory=LinearResampler, output_sample_rate=48_000).start()
     a, b = ramp(100, 24_000, start=100), ramp(100, 16_000, start=7000)
     await h.client.start_turn()
+    await h.sync()
     await h.client.send_tts_audio(a, 24_000)
+    await h.sync()
     await h.client.send_tts_audio(b, 16_000)
+    await h.sync()
     await h.client.end_turn()
+    await h.sync()
     first = LinearResampler(24_000, 16_000)
     expected_sent = np.concatenate([first.process(a), first.flush(), b])
     assert np.array_equal(h.fake.sent, expected_sent), "the 24 kHz resampler's tail was sent before the 16 kHz audio"
