@@ -253,12 +253,14 @@ class TurnTracer implements FrameObserver {
   t: Record<string, number> = {};
   llmTtfb = NaN;
   ttsTtfb = NaN;
+  private ttsMs = 0;
   private armed = false;
 
   arm(): void {
     this.t = {};
     this.llmTtfb = NaN;
     this.ttsTtfb = NaN;
+    this.ttsMs = 0;
     this.armed = true;
   }
 
@@ -283,7 +285,12 @@ class TurnTracer implements FrameObserver {
         if (from('TTSProcessor') && m.processor.startsWith('TTSProcessor') && Number.isNaN(this.ttsTtfb)) this.ttsTtfb = m.valueMs;
       }
     }
-    if (from('TTSProcessor') && f.type === 'tts-audio' && f.pcm.length > 0) first('ttsAudio');
+    if (from('TTSProcessor') && f.type === 'tts-audio' && f.pcm.length > 0) {
+      first('ttsAudio');
+      this.ttsMs += (f.pcm.length / f.sampleRate) * 1000;
+      // When the face's first-frame prebuffer (80 ms of the turn's audio) was there.
+      if (this.ttsMs >= 80) first('tts80');
+    }
     if (from('AvatarProcessor') && f.type === 'output-audio' && this.t.ttsAudio !== undefined) {
       first('speechFrame');
       if (this.t.loudOut === undefined) {
@@ -355,6 +362,7 @@ async function turnBreakdown(): Promise<void> {
         ttsTtfb: orZero(tracer.ttsTtfb),
         ttsOurs: t.ttsAudio! - t.llmText! - orZero(tracer.ttsTtfb),
         avatar: t.speechFrame! - t.ttsAudio!,
+        ttsTo80ms: (t.tts80 ?? t.ttsAudio!) - t.ttsAudio!,
         leadingQuiet: t.loudOut! - t.speechFrame!,
         downlink: heard - t.loudOut!,
         total: heard - sentAt,
@@ -380,6 +388,7 @@ async function turnBreakdown(): Promise<void> {
     ['ttsTtfb', 'TTS time to first audio (engine)', false],
     ['ttsOurs', 'first LLM text -> first TTS audio pushed, beyond the engine (first sentence, word timings)', true],
     ['avatar', 'first TTS audio -> first speech frame emitted (prebuffer, 40 ms grid, render lead)', true],
+    ['ttsTo80ms', '  of which: first TTS audio -> 80 ms of it pushed (the face\'s prebuffer filling)', false],
     ['leadingQuiet', 'first speech frame -> its first loud 10 ms (the TTS audio\'s own onset)', false],
     ['downlink', 'first loud 10 ms emitted -> heard at the visitor (publisher, Opus, jitter buffer)', true],
     ['total', 'visitor last loud 10 ms sent -> first loud 10 ms heard', false],
