@@ -9,6 +9,7 @@ import { Pipeline } from '../core/pipeline.ts';
 import { OutputTransport, type OutputOptions } from '../transports/output-transport.ts';
 import type { MediaSink } from '../transports/media-sink.ts';
 import { AssistantTurnAggregator } from './aggregators/assistant-aggregator.ts';
+import { AvatarProcessor } from './avatar/avatar-processor.ts';
 import { UserTurnAggregator } from './aggregators/user-aggregator.ts';
 import { ConversationBehaviours, type BehaviourOptions } from './behaviours/conversation-behaviours.ts';
 import { LLMContext } from './llm/context.ts';
@@ -63,7 +64,11 @@ export function createVoicePipeline(o: VoicePipelineOptions): VoicePipeline {
   const user = new UserTurnAggregator(context, { allowInterruption });
   const behaviours = new ConversationBehaviours(o.behaviours);
   const llm = new LLMProcessor(o.llm, context, { maxTokens: o.llmMaxTokens });
-  const tts = new TTSProcessor(o.tts, { language: o.language, voiceId: o.voiceId ?? undefined, ...o.ttsOptions });
+  // The avatar places each word on its face's playback timeline, so the TTS need not hold a
+  // piece's audio until the provider's word timings come (a provider without timings would
+  // otherwise hold the whole piece).
+  const holdAudioForWordTimings = !(o.beforeOutput instanceof AvatarProcessor);
+  const tts = new TTSProcessor(o.tts, { language: o.language, voiceId: o.voiceId ?? undefined, holdAudioForWordTimings, ...o.ttsOptions });
   const output = new OutputTransport(o.sink, o.outputOptions);
   const assistant = new AssistantTurnAggregator(context);
   const chain: FrameProcessor[] = [vad, stt, user, behaviours, llm];

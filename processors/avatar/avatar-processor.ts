@@ -180,16 +180,18 @@ export class AvatarProcessor extends FrameProcessor {
 
   /**
    * Puts a chunk's words on the turn's timeline: at the chunk's offset plus their own start when
-   * the TTS timed them (clamped to the chunk), else spread evenly over the chunk's audio. Never
-   * before a word already placed (words are said in order).
+   * the TTS timed them (clamped to the chunk's end; a negative start is a word whose audio came
+   * in earlier chunks, as a TTS that does not hold audio for its timings sends them, clamped to
+   * the turn's start), else spread evenly over the chunk's audio. Never before a word already
+   * placed (words are said in order).
    */
   private placeWords(turn: PlayoutTurn, words: readonly WordTiming[], offsetMs: number, chunkMs: number): void {
-    const timed = words.every((w) => Number.isFinite(w.startMs) && w.startMs >= 0);
+    const timed = words.every((w) => Number.isFinite(w.startMs));
     let floor = turn.words.at(-1)?.atSample ?? 0;
     words.forEach((w, i) => {
       const text = typeof w.word === 'string' ? w.word.trim() : '';
       if (!text) return;
-      const within = timed ? Math.min(w.startMs, chunkMs) : (i * chunkMs) / words.length;
+      const within = timed ? Math.max(-offsetMs, Math.min(w.startMs, chunkMs)) : (i * chunkMs) / words.length;
       const atSample = Math.max(floor, Math.floor((offsetMs + within) * SAMPLES_PER_MS));
       floor = atSample;
       turn.words.push({ word: text, atSample });

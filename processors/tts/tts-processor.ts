@@ -28,6 +28,17 @@ export interface TTSOptions extends ProcessorOptions {
   sampleRate?: number;
   chunkMs?: number;
   clauseAfterChars?: number;
+  /**
+   * Whether a piece's audio waits for the provider's word timings (default true), so each
+   * `tts-audio` chunk can carry the words that start in it: an output playing the chunks itself
+   * needs that. For a provider without timings it means the whole piece is synthesised before its
+   * first audio leaves. `false`: audio leaves as it comes; timings that arrive later ride on the
+   * next chunk with their offsets before it (negative), and a piece without timings gets its
+   * estimated words on an empty chunk after its audio, with offsets back from its end. Only for
+   * what places words on its own playback timeline: the voice pipeline turns it off when an
+   * AvatarProcessor follows the TTS.
+   */
+  holdAudioForWordTimings?: boolean;
 }
 
 export class TTSProcessor extends FrameProcessor {
@@ -117,7 +128,7 @@ export class TTSProcessor extends FrameProcessor {
     let sentSamples = 0;
     // Timings are handed out in order: each chunk carries those starting before its end that no
     // earlier chunk carried, so a timing that arrives after its audio rides on the next chunk
-    // (at offset 0) instead of being lost.
+    // (with its offset before that chunk, negative) instead of being lost.
     let wordsSent = 0;
     let phonemesSent = 0;
     const emit = (pcm: Int16Array) => {
@@ -127,7 +138,7 @@ export class TTSProcessor extends FrameProcessor {
       const take = <T extends { startMs: number; endMs: number }>(list: readonly T[], from: number): [T[], number] => {
         let to = from;
         while (to < list.length && list[to]!.startMs < endMs) to++;
-        const out = list.slice(from, to).map((w) => ({ ...w, startMs: Math.max(0, w.startMs - startMs), endMs: Math.max(0, w.endMs - startMs) }));
+        const out = list.slice(from, to).map((w) => ({ ...w, startMs: w.startMs - startMs, endMs: w.endMs - startMs }));
         return [out, to];
       };
       let chunkWords: WordTiming[] | undefined;
@@ -145,6 +156,7 @@ export class TTSProcessor extends FrameProcessor {
       );
     };
     this.metrics.startTtfb();
+    const hold = this.options.holdAudioForWordTimings ?? true;
     const pending: Int16Array[] = [];
     for await (const event of this.service.synthesize({ text, voiceId: this.options.voiceId, language: this.options.language, sampleRate: rate, signal })) {
       if (signal.aborted) return;
@@ -158,7 +170,7 @@ export class TTSProcessor extends FrameProcessor {
           }
           // Word timings may arrive after the audio they describe: hold audio until we have them
           // or until the stream ends (a provider with no timings), then chunk.
-          if (!words) pending.push(pcm);
+          if (!words && hold) pending.push(pcm);
           else for (const c of chunker.push(pcm)) emit(c);
           break;
         }
@@ -173,10 +185,17 @@ export class TTSProcessor extends FrameProcessor {
     }
     if (signal.aborted) return;
     if (resampler) pending.push(resampler.flush());
-    if (!words) words = estimateWordTimings(text, (concat(pending).length / rate) * 1000 || estimateDurationMs(text));
+    const untimed = !words;
+    if (!words && hold) words = estimateWordTimings(text, (concat(pending).length / rate) * 1000 || estimateDurationMs(text));
     for (const c of chunker.push(concat(pending.splice(0)))) emit(c);
     const tail = chunker.flush();
     if (tail) emit(tail);
+    if (untimed && !hold) {
+      // The audio has gone: its estimated words follow it, placed back from its end.
+      const totalMs = (sentSamples / rate) * 1000;
+      const estimated = estimateWordTimings(text, totalMs || estimateDurationMs(text));
+      this.push(frame('tts-audio', { pcm: new Int16Array(0), sampleRate: rate, channels: 1, words: estimated.map((w) => ({ ...w, startMs: w.startMs - totalMs, endMs: w.endMs - totalMs })) }));
+    }
   }
 }
 

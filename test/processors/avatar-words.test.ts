@@ -17,12 +17,29 @@ import { TTSProcessor } from '../../processors/tts/tts-processor.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
 import { OutputTransport } from '../../transports/output-transport.ts';
 import { facePlugin } from '../../plugins/face/index.ts';
+import type { TTSEvent, TTSRequest, TTSService } from '../../processors/services.ts';
 import { speech, ToneTTS } from './scripted-services.ts';
 
 const face = new Registry().use(facePlugin).create<FaceModel>('face', 'human-portrait');
 const RATE = 16_000;
 
-async function session(options: { readonly tts?: boolean } = {}) {
+/** A provider without word timings streaming its audio a little faster than real time. */
+class PacedTTS implements TTSService {
+  readonly name = 'paced-tts';
+  /** Clock time of the last audio it produced. */
+  lastAudioAt = 0;
+  constructor(private readonly clock: VirtualClock, private readonly chunkMs = 100, private readonly everyMs = 50) {}
+  async *synthesize(request: TTSRequest): AsyncIterable<TTSEvent> {
+    const chunks = request.text.split(/\s+/).length;
+    for (let i = 0; i < chunks; i++) {
+      await this.clock.sleep(this.everyMs, request.signal);
+      this.lastAudioAt = this.clock.now();
+      yield { type: 'audio', pcm: speech(this.chunkMs, request.sampleRate), sampleRate: request.sampleRate };
+    }
+  }
+}
+
+async function session(options: { readonly tts?: boolean; readonly service?: (clock: VirtualClock) => TTSService; readonly hold?: boolean } = {}) {
   const clock = new VirtualClock();
   const sink = new MemoryMediaSink();
   const context = new LLMContext({ systemPrompt: 'test' });
@@ -30,7 +47,9 @@ async function session(options: { readonly tts?: boolean } = {}) {
   const output = new OutputTransport(sink, { sampleRate: RATE });
   const assistant = new AssistantTurnAggregator(context);
   const observer = new RecordingObserver();
-  const chain = options.tts === false ? [avatar, output, assistant] : [new TTSProcessor(new ToneTTS(clock, 30), { sampleRate: RATE }), avatar, output, assistant];
+  const service = options.service?.(clock) ?? new ToneTTS(clock, 30);
+  const tts = new TTSProcessor(service, { sampleRate: RATE, ...(options.hold === undefined ? {} : { holdAudioForWordTimings: options.hold }) });
+  const chain = options.tts === false ? [avatar, output, assistant] : [tts, avatar, output, assistant];
   const worker = new PipelineWorker(new Pipeline(chain), { clock, audioOutSampleRate: RATE, heartbeatMs: null, idleTimeoutMs: null, observers: [observer] });
   void worker.run();
   // Opening the face (decoding its picture, its landmarks) takes real time, not clock time:
@@ -48,7 +67,7 @@ async function session(options: { readonly tts?: boolean } = {}) {
       .flatMap((e) => (e.frame.type === 'tts-text' ? e.frame.text.split(/\s+/).filter(Boolean).map((word) => ({ word, at: e.timestampMs })) : []));
   /** The audio the output wrote, in order, with the clock time it was written at. */
   const written = () => sink.audio.map((a) => a.pcm);
-  return { clock, sink, context, avatar, output, worker, observer, played, written };
+  return { clock, sink, context, avatar, output, worker, observer, played, written, service, tts };
 }
 
 /** Milliseconds of the turn's audio that were written: up to the last non-silent sample written. */
@@ -153,5 +172,40 @@ test('a turn whose synthesis produced no audio releases its tts-stopped at once;
   t.deepEqual(s.played(), [], 'words of audio nobody heard are not reported');
   t.false(s.output.botSpeaking);
   t.false(s.worker.finished, 'the pipeline keeps running');
+  await s.worker.cancel();
+});
+
+test('a TTS without word timings: with a face its audio is not held for the whole piece, and the estimated words still play in their place', async (t) => {
+  let paced: PacedTTS | undefined;
+  const s = await session({ service: (clock) => (paced = new PacedTTS(clock)), hold: false });
+  t.teardown(() => s.worker.cancel());
+  const text = words(10); // ten 100 ms chunks, one every 50 ms; ten words of the same length
+  const askedAt = s.clock.now();
+  s.worker.queueFrame(frame('tts-speak', { text: text.join(' ') }));
+  await s.clock.advanceUntil(() => s.output.botSpeaking, 2000);
+  const speakingAt = s.clock.now();
+  // The face started on the first chunks, long before the provider's last one (500 ms in).
+  t.true(speakingAt - askedAt < 250, `speaking ${speakingAt - askedAt} ms after the request`);
+  await s.clock.advanceUntil(() => !s.output.botSpeaking, 5000);
+  t.true(paced!.lastAudioAt - askedAt >= 500, `the provider's last audio came ${paced!.lastAudioAt - askedAt} ms in, the face spoke ${speakingAt - askedAt} ms in`);
+  t.deepEqual(s.played().map((w) => w.word), text);
+  // Estimated timings: word i at i * 100 ms of the piece's 1 s; reported once its frame played,
+  // except the words whose place had played before the provider finished (reported at once then).
+  for (const [i, w] of s.played().entries()) {
+    const due = Math.max(speakingAt + i * 100, paced!.lastAudioAt);
+    t.true(w.at >= due - 40 && w.at <= due + 80, `${w.word} reported at ${w.at - speakingAt} ms, placed at ${i * 100} ms`);
+  }
+  await s.worker.cancel();
+});
+
+test('a TTS without word timings, held (no face after it): the piece is synthesised before its first audio, so a plain output can place its words', async (t) => {
+  let paced: PacedTTS | undefined;
+  const s = await session({ service: (clock) => (paced = new PacedTTS(clock)), hold: true });
+  t.teardown(() => s.worker.cancel());
+  s.worker.queueFrame(frame('tts-speak', { text: words(10).join(' ') }));
+  await s.clock.advanceUntil(() => s.output.botSpeaking, 2000);
+  t.true(paced!.lastAudioAt <= s.clock.now(), 'the first audio waited for the last chunk');
+  await s.clock.advanceUntil(() => !s.output.botSpeaking, 5000);
+  t.deepEqual(s.played().map((w) => w.word), words(10));
   await s.worker.cancel();
 });
