@@ -14,11 +14,13 @@ test('keys create prints the key once; list shows only the prefix; revoke disabl
   const db = await createTestDatabase('cli');
   try {
     const out: string[] = [];
-    t.is(await runCli(['keys', 'create', '--org', 'acme', '--name', 'ci', '--json'], (l) => out.push(l), env(db.url)), 0);
+    const notes: string[] = [];
+    t.is(await runCli(['keys', 'create', '--org', 'acme', '--name', 'ci', '--json'], (l) => out.push(l), env(db.url), (l) => notes.push(l)), 0);
     const created = JSON.parse(out.pop()!);
+    t.regex(notes[0]!, /^svc: using the PostgreSQL .* \(DATABASE_URL\)$/, 'the database is named on the side channel, not in the JSON output');
     t.regex(created.key, /^svc_[A-Za-z0-9_-]{43}$/);
     t.is(created.organization, 'acme');
-    t.is(await runCli(['keys', 'list', '--org', 'acme'], (l) => out.push(l), env(db.url)), 0);
+    t.is(await runCli(['keys', 'list', '--org', 'acme'], (l) => out.push(l), env(db.url), (l) => notes.push(l)), 0);
     const listed = out.pop()!;
     t.true(listed.includes(created.prefix));
     t.false(listed.includes(created.key));
@@ -30,12 +32,12 @@ test('keys create prints the key once; list shows only the prefix; revoke disabl
       t.is(ok.status, 200);
       const agent = await s.call('POST', '/v1/agents', { key: created.key, body: { title: 'cli' } });
       t.is(agent.body.created_by, `api_key:${created.api_key_id}`);
-      t.is(await runCli(['keys', 'revoke', created.api_key_id], (l) => out.push(l), env(db.url)), 0);
+      t.is(await runCli(['keys', 'revoke', created.api_key_id], (l) => out.push(l), env(db.url), (l) => notes.push(l)), 0);
       // The server caches successful key lookups for API_KEY_CACHE.ttlMs; a revocation from
       // another process takes effect once that entry expires.
       await new Promise((r) => setTimeout(r, API_KEY_CACHE.ttlMs + 50));
       t.is((await s.call('GET', '/v1/agents', { key: created.key })).status, 401);
-      t.is(await runCli(['keys', 'revoke', created.api_key_id], (l) => out.push(l), env(db.url)), 1, 'revoking twice reports nothing to revoke');
+      t.is(await runCli(['keys', 'revoke', created.api_key_id], (l) => out.push(l), env(db.url), (l) => notes.push(l)), 1, 'revoking twice reports nothing to revoke');
     } finally {
       await s.stop();
     }
