@@ -8,6 +8,7 @@ Per utterance (2 s of 24 kHz "TTS", said at once, then a pause):
 - first_frame: first TTS audio handed to the client (``say()``) -> first speech frame received from
   the server (raw, before the jitter buffer) and -> first speech frame played (``output_stream()``,
   after the 80 ms jitter buffer);
+- queued frames when each utterance starts (received, not yet played: what the speech waits behind);
 - playback clock: the spacing of the audio frames ``output_stream()`` yields, |interval - 40 ms|,
   over intervals without an underrun between them (an underrun stops the clock by design).
 
@@ -45,9 +46,15 @@ async def main(utterances: int) -> dict[str, Any]:
     played_speech: list[float] = []
     stopped = asyncio.Event()
     ticks: list[tuple[float, int]] = []
-    client.client.subscribe(
-        lambda m: received_speech.append(time.perf_counter()) if isinstance(m, FrameOut) and m.is_speech else None
-    )
+    last = {"received": -1, "played": -1}
+
+    def on_frame(m: Any) -> None:
+        if isinstance(m, FrameOut):
+            last["received"] = m.index
+            if m.is_speech:
+                received_speech.append(time.perf_counter())
+
+    client.client.subscribe(on_frame)
     client.add_listener(STVEvent.BOT_STARTED_SPEAKING, lambda p: played_speech.append(time.perf_counter()))
     client.add_listener(STVEvent.BOT_STOPPED_SPEAKING, lambda p: stopped.set())
 
@@ -55,6 +62,7 @@ async def main(utterances: int) -> dict[str, Any]:
         async for item in client.output_stream():
             if isinstance(item, STVAudioFrame):
                 ticks.append((time.perf_counter(), client.underruns))
+                last["played"] = item.frame_index
 
     t0 = time.perf_counter()
     await client.connect()
@@ -63,10 +71,12 @@ async def main(utterances: int) -> dict[str, Any]:
     await asyncio.sleep(1.0)  # the idle clock settles
     first_received: list[float] = []
     first_played: list[float] = []
+    queued: list[int] = []
     pcm = speech(SPEECH_S)
     for _ in range(utterances):
         stopped.clear()
         n_received, n_played = len(received_speech), len(played_speech)
+        queued.append(last["received"] - last["played"])  # frames received and not yet played
         sent_at = time.perf_counter()
         await client.say(pcm, RATE)
         await asyncio.wait_for(stopped.wait(), SPEECH_S + 30)
@@ -81,6 +91,7 @@ async def main(utterances: int) -> dict[str, Any]:
         "first_frame_received_ms": first_received,
         "first_frame_played_ms": first_played,
         "jitter_ms": jitter,
+        "queued_frames_at_say": queued,
         "ticks": len(ticks),
         "underruns": client.underruns,
         "dropped": client.dropped,
