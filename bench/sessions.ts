@@ -8,6 +8,8 @@
  *   VAD's stop delay and the engines' own time (STT, LLM first token, TTS first audio) as the bot
  *   reports them in its latency-report: what our pipeline, face, transport and the receiver's
  *   jitter buffer add;
+ *   `turn_ours_from_last_loud_*` measures the same from the last loud 10 ms the microphone sent
+ *   (the utterance's own quiet ending not counted as the bot's);
  * - barge_in: the bot's user-started-speaking message at the client -> the last loud bot audio;
  * - capacity: with N sessions live (each with a connected client), the client-side frame interval
  *   jitter p99 (|interval - 40 ms|) and frames per second per client; REST GET p99 at 200 req/s
@@ -15,6 +17,11 @@
  *   jitter buffer and decoder hand frames to JavaScript in bursts: about 30 ms p99 with a single
  *   session on a quiet machine), so a session count is "held" when every client gets >= 24 fps
  *   and the jitter p99 stays within 10 ms of the single-session figure.
+ * - sessions-turn-breakdown (second JSON line): where a turn's time goes, stage by stage, from the
+ *   runner run in this process with an observer on its pipeline (see `turnBreakdown`).
+ *
+ * `SESSIONS_BENCH_PARTS=turns,breakdown npm run bench -- sessions` runs only some parts
+ * (connect, turns, breakdown, capacity).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
