@@ -196,7 +196,8 @@ async def test_say_at_24k_comes_back_at_24k_in_order_with_rgb_video_and_events(r
         assert len(video) >= len(audio) - 2, "pictures accompany the audio"
         names = [e.value for e, _ in s.events]
         assert names[:4] == ["SESSION_READY", "FIRST_FRAME", "BOT_STARTED_SPEAKING", "BOT_STOPPED_SPEAKING"]
-        assert s.payload(STVEvent.FIRST_FRAME)["frame_type"] == "idle"
+        # The first frame played is idle, or speech-start when the utterance was queued before any frame played.
+        assert s.payload(STVEvent.FIRST_FRAME)["frame_type"] in ("idle", "speech-start")
         assert sorted(s.handler_errors) == [
             "BOT_STARTED_SPEAKING: a broken async handler", "BOT_STARTED_SPEAKING: a broken handler",
         ]
