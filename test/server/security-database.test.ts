@@ -1,45 +1,15 @@
 import test from 'ava';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { Registry } from '../../core/registry.ts';
 import { createServer, type AppServer } from '../../server/app.ts';
 import { createTestDatabase, isErrorBody, POSTGRES_URL, SECRETS, testFacePlugin } from './harness.ts';
+import { TcpRelay } from './operations-relay.ts';
 
 // Issue 17 item 5: database stalls and outages are 503 service_unavailable (Retry-After), not
 // hangs or 500s, and the server recovers without a restart.
-
-/** A real TCP relay between the server and PostgreSQL: stopping it is a database outage. */
-class TcpRelay {
-  private listener?: net.Server;
-  private readonly sockets = new Set<net.Socket>();
-  port = 0;
-  constructor(private readonly target: { host: string; port: number }) {}
-
-  async start(): Promise<void> {
-    this.listener = net.createServer((client) => {
-      const upstream = net.connect(this.target.port, this.target.host);
-      for (const s of [client, upstream]) {
-        this.sockets.add(s);
-        s.on('close', () => this.sockets.delete(s));
-        s.on('error', () => undefined);
-      }
-      client.pipe(upstream).pipe(client);
-      client.on('close', () => upstream.destroy());
-      upstream.on('close', () => client.destroy());
-    });
-    await new Promise<void>((resolve) => this.listener!.listen(this.port, '127.0.0.1', resolve));
-    this.port = (this.listener.address() as net.AddressInfo).port;
-  }
-
-  async stop(): Promise<void> {
-    for (const s of this.sockets) s.destroy();
-    await new Promise<void>((resolve) => (this.listener ? this.listener.close(() => resolve()) : resolve()));
-    this.listener = undefined;
-  }
-}
 
 async function boot(databaseUrl: string, database: Record<string, number>): Promise<{ server: AppServer; url: string; key: string; dataDir: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-sec-db-'));
@@ -87,12 +57,10 @@ test('a table locked longer than lock_timeout gives 503 service_unavailable; unr
 
 test('an unreachable database gives 503 service_unavailable, not 500, and the server recovers without a restart', async (t) => {
   const db = await createTestDatabase('sec_outage');
-  const target = new URL(POSTGRES_URL);
-  const relay = new TcpRelay({ host: target.hostname, port: Number(target.port || 5432) });
+  // A real TCP relay between the server and PostgreSQL: stopping it is a database outage.
+  const relay = TcpRelay.to(POSTGRES_URL);
   await relay.start();
-  const viaRelay = new URL(db.url);
-  viaRelay.host = `127.0.0.1:${relay.port}`;
-  const s = await boot(viaRelay.toString(), { acquireTimeoutMs: 1_000, connectTimeoutMs: 1_000 });
+  const s = await boot(relay.via(db.url), { acquireTimeoutMs: 1_000, connectTimeoutMs: 1_000 });
   try {
     t.is((await get(`${s.url}/v1/agents`, s.key)).status, 200);
     await relay.stop(); // pooled connections cut, new ones refused
