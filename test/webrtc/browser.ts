@@ -3,54 +3,18 @@
  * localhost HTTP server that serves a blank page, the room client script and the signalling
  * WebSocket, like the product server does.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { launchChromiumWith, type Chromium } from '../support/chromium.ts';
 import { attachRoomSignalling, serveRoomClient, ROOM_CLIENT_PATH, type RoomSignalling } from '../../server/rooms/index.ts';
 import type { RoomRegistry } from '../../transports/webrtc/index.ts';
 
-export const CHROMIUM_PATH = '/usr/bin/chromium';
-
-export interface Browser {
-  readonly context: BrowserContext;
-  newPage(url: string): Promise<Page>;
-  close(): Promise<void>;
-}
+export { CHROMIUM_PATH } from '../support/chromium.ts';
+export type Browser = Chromium;
 
 /** `extraArgs` e.g. `--use-fake-device-for-media-stream` for a fake microphone (a periodic beep). */
 export async function launchChromium(extraArgs: readonly string[] = []): Promise<Browser> {
-  const profile = mkdtempSync(join(tmpdir(), 'svc-chromium-'));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM_PATH,
-    headless: true,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--use-fake-ui-for-media-stream',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-      '--autoplay-policy=no-user-gesture-required',
-      ...extraArgs,
-    ],
-  });
-  return {
-    context,
-    async newPage(url) {
-      const page = await context.newPage();
-      await page.goto(url);
-      return page;
-    },
-    async close() {
-      await context.close();
-      rmSync(profile, { recursive: true, force: true });
-    },
-  };
+  return launchChromiumWith({ args: ['--use-fake-ui-for-media-stream', '--autoplay-policy=no-user-gesture-required', ...extraArgs] });
 }
 
 export interface RoomTestServer {

@@ -4,60 +4,27 @@
  * widget's events from the page. No server code is imported here (the bench runs the server in
  * a process of its own).
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
+import { launchChromiumWith, type Chromium } from '../support/chromium.ts';
 import { concat, silence } from '../../core/audio.ts';
 import { LocalTTSService } from '../../plugins/local/index.ts';
 
-export const CHROMIUM_PATH = '/usr/bin/chromium';
-
-export interface WidgetBrowser {
-  readonly context: BrowserContext;
-  newPage(url: string): Promise<Page>;
-  close(): Promise<void>;
-}
+export { CHROMIUM_PATH } from '../support/chromium.ts';
+export type WidgetBrowser = Chromium;
 
 /**
  * One chromium (at most one at a time on this machine). `microphone`: a WAV the fake capture device
  * plays from the moment getUserMedia opens it (looped); `denyMicrophone`: the permission is refused.
  */
 export async function launchBrowser(options: { microphone?: string; denyMicrophone?: boolean; viewport?: { width: number; height: number }; colorScheme?: 'light' | 'dark'; autoplayPolicy?: string } = {}): Promise<WidgetBrowser> {
-  const profile = mkdtempSync(join(tmpdir(), 'svc-widget-chromium-'));
-  const args = [
-    '--headless',
-    '--no-sandbox',
-    '--disable-gpu',
-    '--disable-background-networking',
-    '--disable-component-update',
-    '--disable-sync',
-    '--no-first-run',
-    '--use-fake-device-for-media-stream',
-  ];
+  const args = ['--use-fake-device-for-media-stream'];
   if (options.denyMicrophone) args.push('--deny-permission-prompts');
   else args.push('--use-fake-ui-for-media-stream');
   if (options.microphone) args.push(`--use-file-for-fake-audio-capture=${options.microphone}`);
   if (options.autoplayPolicy) args.push(`--autoplay-policy=${options.autoplayPolicy}`);
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM_PATH,
-    headless: true,
-    args,
-    viewport: options.viewport ?? { width: 1000, height: 800 },
-    colorScheme: options.colorScheme ?? 'light',
-  });
-  return {
-    context,
-    async newPage(url) {
-      const page = await context.newPage();
-      await page.goto(url);
-      return page;
-    },
-    async close() {
-      await context.close();
-      rmSync(profile, { recursive: true, force: true });
-    },
-  };
+  return launchChromiumWith({ args, viewport: options.viewport ?? { width: 1000, height: 800 }, colorScheme: options.colorScheme ?? 'light' });
 }
 
 /** A mono 16-bit WAV of `parts`: numbers are silence in ms, strings are spoken by espeak. */
