@@ -79,9 +79,11 @@ export class Assets {
   }
 
   async finalize(principal: Principal, body: FinalizeBody, baseUrl: string) {
+    // One read decides both answers: a second read could find the session claimed by a racing
+    // finalize after the first found it open, and call a conflict "not found".
     const row = await this.db('upload_sessions').where({ asset_id: body.asset_id, organization_id: principal.organizationId }).first();
     if (row && row.upload_id === CLAIM_PREFIX + body.upload_id) throw alreadyFinalized(body.asset_id);
-    const session = await this.session(principal, body.asset_id, body.upload_id, body.s3_key);
+    const session = this.openSession(row, body.asset_id, body.upload_id, body.s3_key);
     const mismatched = (['name', 'category'] as const).filter((f) => session[f] !== body[f]);
     if (session.size_bytes != null && int(session.size_bytes) !== body.size_bytes) mismatched.push('size_bytes' as never);
     if (mismatched.length) {
@@ -96,12 +98,19 @@ export class Assets {
     });
     // Claim first, then assemble: a loser never reaches the storage driver.
     const claim = CLAIM_PREFIX + session.upload_id;
-    const claimed = affectedRows(
-      await this.db('upload_sessions').where({ asset_id: body.asset_id, organization_id: principal.organizationId, upload_id: session.upload_id }).update({ upload_id: claim }),
-    );
-    if (!claimed) {
+    for (let attempt = 0; ; attempt++) {
+      const claimed = affectedRows(
+        await this.db('upload_sessions').where({ asset_id: body.asset_id, organization_id: principal.organizationId, upload_id: session.upload_id }).update({ upload_id: claim }),
+      );
+      if (claimed) break;
       const now = await this.db('upload_sessions').where({ asset_id: body.asset_id, organization_id: principal.organizationId }).first('upload_id');
       if (now?.upload_id === claim) throw alreadyFinalized(body.asset_id);
+      // Claimed and released again by a racing finalize that failed its verification: the
+      // session is open, so claim it (a bounded number of times; then it is a conflict).
+      if (now?.upload_id === session.upload_id) {
+        if (attempt < 3) continue;
+        throw alreadyFinalized(body.asset_id);
+      }
       throw uploadNotFound(body.asset_id); // finished (or swept) in between
     }
     // A verification failure leaves the parts as they were: the claim is released, the client
@@ -249,6 +258,10 @@ export class Assets {
 
   private async session(principal: Principal, assetId: string, uploadId: string, key?: string): Promise<any> {
     const session = await this.db('upload_sessions').where({ asset_id: assetId, organization_id: principal.organizationId }).first();
+    return this.openSession(session, assetId, uploadId, key);
+  }
+
+  private openSession(session: any, assetId: string, uploadId: string, key?: string): any {
     if (!session || session.upload_id !== uploadId || (key !== undefined && key !== session.storage_key)) throw uploadNotFound(assetId);
     return session;
   }
