@@ -15,11 +15,57 @@ import { RealClock } from '../core/clock.ts';
 import type { FaceFrame } from '../processors/avatar/face-model.ts';
 import { encodeJpeg, HumanFaceModel } from '../plugins/face/index.ts';
 import { pearson, rmsEnvelope, syntheticPhrase } from '../test/face/speech-signal.ts';
+import { resolveFaceOptions } from '../plugins/face/configuration.ts';
+import { analyseWindow, FaceAnimator } from '../plugins/face/face-animator.ts';
+import { motionEnergy, mouthMetrics } from '../plugins/face/face-metrics.ts';
+import { FaceRenderer } from '../plugins/face/face-renderer.ts';
+import { buildFaceRig } from '../plugins/face/face-rig.ts';
+import { DEFAULT_FACE_IMAGE_PATH, FaceReferenceCache } from '../plugins/face/index.ts';
+import { readFileSync } from 'node:fs';
 import { measureRealtime } from './realtime.ts';
 
 const eventLoopUtilization = nodePerformance.eventLoopUtilization.bind(nodePerformance);
 const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+/**
+ * The close-up proxies (#16): the mouth at 720p over a phrase (cavity luminance spread on wide
+ * openings, the largest step across a lip-cavity border, teeth area vs opening) and the head /
+ * torso motion energy of human-presence against human-portrait on the same speech (640x360).
+ */
+async function closeup() {
+  const cache = new FaceReferenceCache();
+  const { reference, rgb } = await cache.prepare(new Uint8Array(readFileSync(DEFAULT_FACE_IMAGE_PATH)));
+  const rig = await buildFaceRig(rgb, reference.landmarks, resolveFaceOptions('human-portrait', { width: 1280, height: 720 }));
+  const renderer = new FaceRenderer(rig);
+  const animator = new FaceAnimator(resolveFaceOptions('human-portrait', {}), 7);
+  const phrase = syntheticPhrase(16);
+  const rows = [];
+  for (let i = 0; i + 640 <= phrase.length; i += 640) {
+    const pose = animator.step(analyseWindow(phrase.subarray(i, i + 640)), analyseWindow(phrase.subarray(i + 640, i + 1280)), true);
+    rows.push(mouthMetrics(rig, renderer.mesh, renderer.render(pose)));
+  }
+  const wide = rows.filter((m) => m.gapPx > rig.referenceGaps[1] + 0.12 * rig.mouthWidth).map((m) => m.cavitySpread).sort((a, b) => a - b);
+  const energy = async (variant: 'human-portrait' | 'human-presence') => {
+    const source = await new HumanFaceModel(variant, { referenceCache: cache, renderThreads: 0 }).openSource({ configuration: { width: 640, height: 360, seed: 5 } });
+    source.pushAudio(syntheticPhrase(24));
+    source.endTurn();
+    const frames: Uint8Array[] = [];
+    for (;;) { const f = await source.nextFrame(); frames.push(f.image.data); if (f.final) break; }
+    const e = motionEnergy(frames, source.geometry);
+    source.close();
+    return e;
+  };
+  const portrait = await energy('human-portrait'), presence = await energy('human-presence');
+  return {
+    cavitySpreadMedian: wide[wide.length >> 1] ?? 0,
+    cavitySpreadMin: wide[0] ?? 0,
+    maxBorderStep: Math.max(0, ...rows.map((m) => m.maxBorderStep)),
+    teethVsOpeningR: pearson(rows.map((m) => m.gapPx), rows.map((m) => m.teethPixels)),
+    headRatio: presence.head / portrait.head,
+    torsoRatio: presence.torso / portrait.torso,
+  };
+}
 
 async function renderCost(model: HumanFaceModel, width: number, height: number) {
   const source = await model.openSource({ configuration: { width, height } });
@@ -133,15 +179,19 @@ export async function run(): Promise<Record<string, unknown>> {
   // (for the MP4), and the garbage collection that causes would be charged to the clock.
   const rt = await realtime(model);
   const hd = await renderCost(model, 1280, 720);
+  const hdPresence = await renderCost(new HumanFaceModel('human-presence'), 1280, 720);
   const sd = await renderCost(model, 640, 360);
   const av = await avOffset(model);
   const remote = await measureRealtime(3);
   const wrote = await media(av.frames, av.face);
+  const close = await closeup();
   const result = {
     bench: 'avatar',
     render_threads: pool?.threads ?? 0,
     render_ms_720p: +hd.raw.toFixed(2),
     render_jpeg_ms_720p: +hd.jpeg.toFixed(2),
+    render_ms_720p_presence: +hdPresence.raw.toFixed(2),
+    render_jpeg_ms_720p_presence: +hdPresence.jpeg.toFixed(2),
     render_ms_360p: +sd.raw.toFixed(2),
     render_jpeg_ms_360p: +sd.jpeg.toFixed(2),
     av_offset_ms: +av.offsetMs.toFixed(1),
@@ -153,6 +203,12 @@ export async function run(): Promise<Record<string, unknown>> {
     cancel_to_idle_ms: +rt.cancelToIdleMs.toFixed(1),
     sessions_per_core_720p25: +(1000 / hd.jpeg / 25).toFixed(2),
     mp4_written: wrote,
+    mouth_cavity_luma_spread_median: +close.cavitySpreadMedian.toFixed(1),
+    mouth_cavity_luma_spread_min: +close.cavitySpreadMin.toFixed(1),
+    mouth_border_max_step_720p: +close.maxBorderStep.toFixed(1),
+    mouth_teeth_area_vs_opening_r: +close.teethVsOpeningR.toFixed(3),
+    presence_vs_portrait_head_motion: +close.headRatio.toFixed(2),
+    presence_vs_portrait_torso_motion: +close.torsoRatio.toFixed(2),
   };
   console.table(Object.entries(result).filter(([k]) => k !== 'bench').map(([figure, value]) => ({ figure, value })));
   console.log(JSON.stringify(result));

@@ -18,6 +18,13 @@ import type { PhonemeTiming } from '../../core/frames.ts';
 const SOURCE_DEFAULTS = {
   /** Speech queued before a turn starts playing (absorbs TTS chunk jitter). */
   prebufferMs: 80,
+  /**
+   * A turn started in an idle frame at its due time (`startSpeechIn`) has its next frames decided
+   * a render lead (under one frame) sooner than the regular start would: it needs this much more
+   * queued beyond the prebuffer, unless its audio is all there, so a TTS streaming near real time
+   * keeps the same margin against underruns.
+   */
+  lateStartExtraMs: 40,
   /** Fade-out frames after a turn's last speech frame (160 ms). */
   endFadeFrames: 4,
   /** Fade-out frames after a cancel (120 ms, within the 200 ms promise). */
@@ -52,6 +59,7 @@ export class HumanFaceFrameSource implements FaceFrameSource {
   private imageRing: (Uint8Array | undefined)[] = [];
   private ringNext = 0;
   private closed = false;
+  private imageFormat: 'rgb' | 'i420' = 'rgb';
 
   constructor(readonly raster: FaceRaster, animator: FaceAnimator) {
     this.animator = animator;
@@ -73,6 +81,12 @@ export class HumanFaceFrameSource implements FaceFrameSource {
   recycleImages(frames: number): void {
     this.imageRing = Array.from({ length: Math.max(0, Math.floor(frames)) }, () => new Uint8Array(this.width * this.height * 3));
     this.ringNext = 0;
+  }
+
+  /** Pictures as I420, converted where they are rendered (the render worker, or inline). */
+  setImageFormat(format: 'rgb' | 'i420'): void {
+    this.imageFormat = format;
+    if (format === 'i420') this.imageRing = []; // the ring holds RGB canvases
   }
 
   /** Frees the renderer (and its render-worker state). Frames requested afterwards reject. */
@@ -121,9 +135,7 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     let fadeRate: number | undefined;
     let viseme: VisemeHint | undefined;
 
-    // Drop ended turns that never received audio.
-    while (this.turns[0] && this.turns[0].ended && !this.turns[0].started && this.turns[0].queued === 0) this.turns.shift();
-    const turn = this.turns[0];
+    const turn = this.head();
     if (this.fading) {
       type = 'fade-out';
       turnId = this.fading.turnId;
@@ -166,15 +178,34 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     });
   }
 
+  /** The first turn, after dropping ended turns that never received audio. */
+  private head(): Turn | undefined {
+    while (this.turns[0] && this.turns[0].ended && !this.turns[0].started && this.turns[0].queued === 0) this.turns.shift();
+    return this.turns[0];
+  }
+
+  startSpeechIn(frame: FaceFrame): FaceFrame {
+    if (frame.type !== 'idle' || this.fading || this.closed) return frame;
+    const turn = this.head();
+    if (!turn || turn.started || turn.queued === 0 || !this.ready(turn)) return frame;
+    const margin = ((SOURCE_DEFAULTS.prebufferMs + SOURCE_DEFAULTS.lateStartExtraMs) / 1000) * FACE_TIMING.audioSampleRate;
+    if (!turn.ended && turn.queued < margin) return frame;
+    const audio = this.take(turn);
+    turn.played += SPF;
+    turn.started = true;
+    return { ...frame, type: 'speech-start', final: false, turnId: turn.id, audio };
+  }
+
   private async rasterise(pose: FacePose, frame: Omit<FaceFrame, 'image'>): Promise<FaceFrame> {
     const ring = this.imageRing;
     const slot = ring.length ? this.ringNext++ % ring.length : -1;
     const target = slot >= 0 ? ring[slot] : undefined;
     if (slot >= 0) ring[slot] = undefined;
-    const { image, mouthGapPx } = await this.raster.render(pose, target);
+    const format = this.imageFormat;
+    const { image, mouthGapPx } = await this.raster.render(pose, target, format);
     if (slot >= 0 && ring === this.imageRing) ring[slot] = image;
     this.lastMouthGapPx = mouthGapPx;
-    return { ...frame, image: { width: this.width, height: this.height, format: 'rgb', data: image } };
+    return { ...frame, image: { width: this.width, height: this.height, format, data: image } };
   }
 
   /** The phoneme sounding at `sample` of the turn, as a mouth-shape hint. */

@@ -88,7 +88,11 @@ export function deformMesh(rig: FaceRig, pose: FacePose, out: Float32Array): voi
 
   if (pose.gazeX !== 0 || pose.gazeY !== 0) {
     const gx = pose.gazeX * GAINS.gazeTravelX * rig.eyeWidth, gy = pose.gazeY * GAINS.gazeTravelY * rig.eyeWidth;
-    for (const i of [rig.eyeCentreLeft, rig.eyeCentreRight]) { shiftX(i, gx); shiftY(i, gy); }
+    // A closing lid hides the eye's travel (and must not be crossed by it).
+    for (const [i, blink] of [[rig.eyeCentreLeft, pose.blinkLeft], [rig.eyeCentreRight, pose.blinkRight]] as const) {
+      const open = 1 - Math.min(1, Math.max(0, blink));
+      shiftX(i, gx * open); shiftY(i, gy * open);
+    }
   }
 
   if (pose.browRaise !== 0) {
@@ -120,11 +124,12 @@ function blinkEye(
     const u = upper[k]!, l = lowerUnder[k]!;
     const g = r[2 * l + 1]! - r[2 * u + 1]!;
     gap += g / 2;
-    out[2 * u + 1] = out[2 * u + 1]! + amount * g * 0.92;
+    out[2 * u + 1] = out[2 * u + 1]! + amount * g * 0.9;
   }
-  for (const l of lower) out[2 * l + 1] = out[2 * l + 1]! - amount * gap * 0.08;
+  for (const l of lower) out[2 * l + 1] = out[2 * l + 1]! - amount * gap * 0.06;
   for (const f of folds) out[2 * f + 1] = out[2 * f + 1]! + amount * gap * 0.35;
-  out[2 * centre + 1] = out[2 * centre + 1]! + amount * gap * 0.5;
+  // The eye centre follows the lid down, staying above the (slightly rising) lower lid.
+  out[2 * centre + 1] = out[2 * centre + 1]! + amount * gap * 0.42;
 }
 
 /** Orthographic head rotation with per-point depth (parallax), weighted per point. */

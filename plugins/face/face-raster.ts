@@ -18,8 +18,14 @@ export interface FaceGeometry {
   readonly mouthCentre: { readonly x: number; readonly y: number };
 }
 
+/**
+ * `rgb` (default): width*height*3 bytes. `i420`: planar YUV 4:2:0 (plugins/face/i420.ts), made
+ * where the picture is rendered (the worker thread), for sessions that go to WebRTC.
+ */
+export type RasterFormat = 'rgb' | 'i420';
+
 export interface RasterResult {
-  /** width * height * 3 RGB bytes: `target` (its memory, possibly a new view on it) when one was given. */
+  /** width * height * 3 RGB bytes (or I420 bytes for `i420`): `target` (its memory, possibly a new view on it) when one was given. */
   readonly image: Uint8Array;
   /** Inner-lip gap (px) at the mouth centre of the rendered mesh (lip-sync measurements). */
   readonly mouthGapPx: number;
@@ -36,7 +42,7 @@ export interface FaceRaster {
    * so `target` is unusable until the promise settles and the picture is `image`), else into a
    * new buffer. Renders of one raster complete in call order.
    */
-  render(pose: FacePose, target?: Uint8Array): Promise<RasterResult>;
+  render(pose: FacePose, target?: Uint8Array, format?: RasterFormat): Promise<RasterResult>;
   /** Frees the rig (and its worker-side state). Renders after it reject. */
   close(): void;
 }
@@ -63,8 +69,11 @@ export class InlineFaceRaster implements FaceRaster {
   get width(): number { return this.renderer.width; }
   get height(): number { return this.renderer.height; }
 
-  async render(pose: FacePose, target?: Uint8Array): Promise<RasterResult> {
+  async render(pose: FacePose, target?: Uint8Array, format: RasterFormat = 'rgb'): Promise<RasterResult> {
     if (this.closed) throw new Error('face raster is closed');
+    if (format === 'i420') {
+      return { image: this.renderer.drawI420(pose, target), mouthGapPx: this.renderer.mouthGapPx() };
+    }
     const image = this.renderer.render(pose, target);
     return { image, mouthGapPx: this.renderer.mouthGapPx() };
   }

@@ -4,15 +4,19 @@
  */
 import { deformMesh, type FacePose } from './face-pose.ts';
 import type { FaceRig } from './face-rig.ts';
-import { warpMesh } from './mesh-rasterizer.ts';
-import { paintMouthInterior } from './mouth-interior.ts';
+import { MeshWarper } from './mesh-rasterizer.ts';
+import { mouthPalette, paintMouthInterior } from './mouth-interior.ts';
 
 export class FaceRenderer {
   /** Mesh positions of the last rendered pose (same layout as `rig.rest`). */
   readonly mesh: Float32Array;
+  private readonly warper: MeshWarper;
 
-  constructor(readonly rig: FaceRig) {
+  constructor(readonly rig: FaceRig, options: { engine?: 'wasm' | 'js' } = {}) {
     this.mesh = new Float32Array(rig.rest.length);
+    this.warper = new MeshWarper(rig.base, rig.width, rig.height, options);
+    // Measure the reference's mouth colours and teeth now, not in the first speaking frame.
+    mouthPalette(rig);
   }
 
   get width(): number {
@@ -28,14 +32,32 @@ export class FaceRenderer {
    * new RGB buffer.
    */
   render(pose: FacePose, target?: Uint8Array): Uint8Array {
+    if (target && target.length !== this.rig.base.length) throw new RangeError(`render target must be ${this.rig.base.length} bytes, got ${target.length}`);
+    const canvas = this.draw(pose);
+    if (!target) return canvas.slice();
+    target.set(canvas);
+    return target;
+  }
+
+  /**
+   * Renders `pose` into the renderer's own canvas and returns it (RGB): valid until the next
+   * `draw` or `render`, for a caller that converts or encodes it at once (no copy).
+   */
+  draw(pose: FacePose): Uint8Array {
     const { rig } = this;
     deformMesh(rig, pose, this.mesh);
-    if (target && target.length !== rig.base.length) throw new RangeError(`render target must be ${rig.base.length} bytes, got ${target.length}`);
-    target?.set(rig.base);
-    const out = target ?? rig.base.slice();
-    warpMesh(rig.base, out, rig.width, rig.height, rig.rest, this.mesh, rig.triangles);
-    paintMouthInterior(rig, this.mesh, out);
-    return out;
+    this.warper.warp(rig.rest, this.mesh, rig.triangles);
+    paintMouthInterior(rig, this.mesh, this.warper.canvas);
+    return this.warper.canvas;
+  }
+
+  /**
+   * Renders `pose` and converts it to I420 (plugins/face/i420.ts) into `out` when it is large
+   * enough, else into a new buffer: the picture WebRTC sends, with no RGB copy in between.
+   */
+  drawI420(pose: FacePose, out?: Uint8Array): Uint8Array {
+    this.draw(pose);
+    return this.warper.toI420(out);
   }
 
   /** Inner-lip gap (px) at the mouth centre in the last rendered mesh. */

@@ -199,23 +199,43 @@ export async function buildFaceRig(image: RgbImage, landmarks: FaceLandmarks, op
     const m = mid(a, b); add(m.x, m.y, 1, j, 0);
   }
   for (const [a, b] of [[57, 8], [58, 7], [56, 9]] as const) { const m = mid(a, b); add(m.x, m.y, 1, 0.95, 0); }
+  // Neck: a row below the chin, narrower than the jaw, far enough from the jaw line that nods
+  // and turns never fold the triangles between them.
   for (const k of [3, 5, 8, 11, 13]) {
     const p = pt(lmc, k);
-    add(p.x + (centre.x - p.x) * 0.15, p.y + 0.38 * faceHeight, 0.45, 0.2, 0.6);
+    add(centre.x + (p.x - centre.x) * 0.75, chin.y + 0.35 * faceHeight, 0.45, 0.2, 0.6);
   }
   // Hair ring: the upper 240 degrees of an ellipse around the face (the neck points cover the bottom).
   const rx = 0.95 * faceWidth, ry = 1.05 * faceHeight, ringCy = centre.y - 0.2 * faceHeight;
+  /** Whether (x, y) lies within the (fixed) outer ring around the head: torso points stay out of it. */
+  const insideRing = (x: number, y: number) =>
+    ((x - centre.x) / (RIG_DEFAULTS.outerRingScale * rx)) ** 2 + ((y - ringCy) / (RIG_DEFAULTS.outerRingScale * ry)) ** 2 < 1.1;
   for (let i = 0; i < RIG_DEFAULTS.headRingPoints; i++) {
     const a = (-210 + (240 * i) / (RIG_DEFAULTS.headRingPoints - 1)) * (Math.PI / 180);
     add(centre.x + rx * Math.cos(a), ringCy + ry * Math.sin(a), 0.95, 0, 0);
   }
+  const { width: W, height: H } = options;
   for (let i = 0; i < RIG_DEFAULTS.outerRingPoints; i++) {
     const a = (2 * Math.PI * i) / RIG_DEFAULTS.outerRingPoints;
-    // Fixed: the band between the hair ring and this ring absorbs head motion, which keeps
-    // the area re-rendered per frame (and so the cost) small.
-    add(centre.x + RIG_DEFAULTS.outerRingScale * rx * Math.cos(a), ringCy + RIG_DEFAULTS.outerRingScale * ry * Math.sin(a), 0, 0, 0);
+    // Fixed around the head: the band between the hair ring and this ring absorbs head motion,
+    // which keeps the area re-rendered per frame (and so the cost) small. Below the chin the
+    // ring lies on the torso and breathes and sways with it.
+    const x = centre.x + RIG_DEFAULTS.outerRingScale * rx * Math.cos(a), y = ringCy + RIG_DEFAULTS.outerRingScale * ry * Math.sin(a);
+    add(x, y, 0, 0, 0.8 * Math.min(1, Math.max(0, (y - chin.y - 0.15 * faceHeight) / (0.6 * faceHeight))));
   }
-  const { width: W, height: H } = options;
+  // Torso: a shoulder line that breathes and sways, ending in fixed anchors a little beyond the
+  // shoulders, over a fixed chest line: the upper chest stretches with the breath as a real one
+  // does, the background to the sides and everything below the chest stay still, and the area
+  // re-rendered per frame (the cost) stays bounded. Points off the canvas are left out.
+  for (const [dy, xs] of [[0.85, [[0, 1], [0.6, 1], [1.2, 1], [1.8, 0.8], [2.5, 0]]], [1.5, [[0, 0], [0.9, 0], [1.8, 0], [2.5, 0]]]] as const) {
+    for (const [fx, b] of xs) {
+      for (const sign of fx === 0 ? [1] : [-1, 1]) {
+        const x = centre.x + sign * fx * faceWidth, y = chin.y + dy * faceHeight;
+        if (x < 0.02 * W || x > 0.98 * W || y > 0.97 * H || insideRing(x, y)) continue;
+        add(x, y, 0, 0, b);
+      }
+    }
+  }
   for (const [fx, fy] of [[0, 0], [0.25, 0], [0.5, 0], [0.75, 0], [1, 0], [1, 0.33], [1, 0.66], [1, 1], [0.75, 1], [0.5, 1], [0.25, 1], [0, 1], [0, 0.66], [0, 0.33]] as const) {
     add(fx * (W - 1), fy * (H - 1), 0, 0, 0);
   }

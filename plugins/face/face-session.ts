@@ -8,8 +8,9 @@
 import sharp from 'sharp';
 import { Subject, type Observable } from 'rxjs';
 import type { Clock, TimerHandle } from '../../core/clock.ts';
-import type { FaceFrame, FaceFrameSource, FaceSession, FaceTurnOptions } from '../../processors/avatar/face-model.ts';
+import type { FaceFrame, FaceFrameSource, FaceImageFormat, FaceSession, FaceTurnOptions } from '../../processors/avatar/face-model.ts';
 import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
+import { rgbToI420 } from './i420.ts';
 
 const SESSION_DEFAULTS = {
   /** How long before its due time a frame is rendered (render + JPEG must fit in it). */
@@ -34,17 +35,21 @@ export class ClockedFaceSession implements FaceSession {
   /** Bumped by cancel(): a speech frame rendered before a cancel is not played after it. */
   private cancels = 0;
   private endPromise: Promise<void> | null = null;
+  private readonly convertToI420: boolean;
 
   constructor(
     private readonly source: FaceFrameSource,
     private readonly clock: Clock,
-    readonly imageFormat: 'jpeg' | 'rgb',
+    readonly imageFormat: FaceImageFormat,
     private readonly jpegQuality: number,
   ) {
     this.startedAtMs = clock.now();
     // JPEG sessions encode each picture before the next is rendered (produce() awaits it), so
     // the RGB buffers can be reused; RGB sessions hand their pictures out and cannot.
     if (imageFormat === 'jpeg') source.recycleImages?.(2);
+    // A source that cannot make I420 itself makes RGB, converted here (on this thread).
+    if (imageFormat === 'i420') source.setImageFormat?.('i420');
+    this.convertToI420 = imageFormat === 'i420' && !source.setImageFormat;
     this.schedule();
   }
 
@@ -93,6 +98,9 @@ export class ClockedFaceSession implements FaceSession {
       let frame = await this.source.nextFrame();
       if (this.closed) return;
       if (this.imageFormat === 'jpeg') frame = await encodeJpeg(frame, this.jpegQuality);
+      else if (this.convertToI420 && frame.image.format === 'rgb') {
+        frame = { ...frame, image: { ...frame.image, format: 'i420', data: rgbToI420(frame.image.data, frame.image.width, frame.image.height) } };
+      }
       const wait = this.dueMs(frame.index) - this.clock.now();
       if (wait > 0) await this.clock.sleep(wait);
       if (this.closed) return;
@@ -100,6 +108,9 @@ export class ClockedFaceSession implements FaceSession {
         // Cancelled while it waited for its due time: its picture opens the fade, its audio is dropped.
         frame = { ...frame, type: 'fade-out', audio: new Int16Array(frame.audio.length) };
       }
+      // Speech that became ready while this idle frame waited starts in its audio now, not
+      // a frame and a render lead later.
+      if (frame.type === 'idle' && this.source.startSpeechIn) frame = this.source.startSpeechIn(frame);
       this.nextIndex = frame.index + 1;
       this.subject.next(frame);
       if (this.ending && !this.source.busy) return this.close();

@@ -21,7 +21,7 @@ import { Worker } from 'node:worker_threads';
 import type { FaceLandmarks } from '../../processors/avatar/face-model.ts';
 import type { FaceOptions } from './configuration.ts';
 import type { FacePose } from './face-pose.ts';
-import type { FaceGeometry, FaceRaster, RasterResult } from './face-raster.ts';
+import type { FaceGeometry, FaceRaster, RasterFormat, RasterResult } from './face-raster.ts';
 import type { RgbImage } from './landmark-detector.ts';
 import type { RenderWorkerReply, RenderWorkerRequest } from './render-worker.ts';
 
@@ -163,13 +163,13 @@ export class WorkerFaceRaster implements FaceRaster {
   /** The worker thread rendering this session. */
   get threadId(): number { return this.slot.threadId; }
 
-  async render(pose: FacePose, target?: Uint8Array): Promise<RasterResult> {
+  async render(pose: FacePose, target?: Uint8Array, format: RasterFormat = 'rgb'): Promise<RasterResult> {
     if (this.failure) throw this.failure;
     if (this.closed) throw new FaceRenderError('face raster is closed');
     // Only a view spanning its whole buffer can be handed over without exposing other memory.
     const own = target && target.byteOffset === 0 && target.byteLength === target.buffer.byteLength && target.buffer instanceof ArrayBuffer;
     const buffer = own ? (target.buffer as ArrayBuffer) : null;
-    const reply = await this.slot.request({ t: 'render', key: this.key, pose, target: buffer }, buffer ? [buffer] : []);
+    const reply = await this.slot.request({ t: 'render', key: this.key, pose, target: buffer, format }, buffer ? [buffer] : []);
     if (reply.t !== 'rendered') throw new FaceRenderError(`unexpected reply ${reply.t}`);
     return { image: new Uint8Array(reply.image), mouthGapPx: reply.gap };
   }

@@ -4,8 +4,10 @@
  * and the session options (the same `buildFaceRig` as inline rendering), and renders poses
  * into the buffer the main thread transferred, then transfers it back.
  *
- * In:  {t:'open', key, req, image, landmarks, options} | {t:'render', key, req, pose, target}
+ * In:  {t:'open', key, req, image, landmarks, options} | {t:'render', key, req, pose, target, format?}
  *      | {t:'close', key}
+ * `format: 'i420'` converts the rendered picture to I420 here (plugins/face/i420.ts), so the
+ * event loop gets what a WebRTC video source takes; the RGB canvas then stays in the worker.
  * Out: {t:'opened', req, geometry} | {t:'rendered', req, image, gap} | {t:'failed', req, message, name}
  */
 import { parentPort } from 'node:worker_threads';
@@ -15,11 +17,12 @@ import type { FacePose } from './face-pose.ts';
 import { rigGeometry } from './face-raster.ts';
 import { FaceRenderer } from './face-renderer.ts';
 import { buildFaceRig } from './face-rig.ts';
+import { i420Length } from './i420.ts';
 import type { RgbImage } from './landmark-detector.ts';
 
 export type RenderWorkerRequest =
   | { t: 'open'; key: number; req: number; image: RgbImage; landmarks: FaceLandmarks; options: FaceOptions }
-  | { t: 'render'; key: number; req: number; pose: FacePose; target: ArrayBuffer | null }
+  | { t: 'render'; key: number; req: number; pose: FacePose; target: ArrayBuffer | null; format?: 'rgb' | 'i420' }
   | { t: 'close'; key: number };
 
 export type RenderWorkerReply =
@@ -52,9 +55,16 @@ port.on('message', (msg: RenderWorkerRequest) => {
     const renderer = renderers.get(msg.key);
     if (!renderer) return fail(msg.req, new Error(`no face renderer for session ${msg.key} on this worker`));
     try {
-      const out = renderer.render(msg.pose, msg.target ? new Uint8Array(msg.target) : undefined);
-      // `out` spans its whole buffer (the transferred target, or a fresh copy of the base canvas).
-      const image = out.buffer as ArrayBuffer;
+      let image: ArrayBuffer;
+      if (msg.format === 'i420') {
+        const length = i420Length(renderer.width, renderer.height);
+        const target = msg.target && msg.target.byteLength === length ? new Uint8Array(msg.target) : new Uint8Array(length);
+        image = renderer.drawI420(msg.pose, target).buffer as ArrayBuffer;
+      } else {
+        const out = renderer.render(msg.pose, msg.target ? new Uint8Array(msg.target) : undefined);
+        // `out` spans its whole buffer (the transferred target, or a fresh copy of the base canvas).
+        image = out.buffer as ArrayBuffer;
+      }
       port.postMessage({ t: 'rendered', req: msg.req, image, gap: renderer.mouthGapPx() } satisfies RenderWorkerReply, [image]);
     } catch (err) {
       fail(msg.req, err);

@@ -9,6 +9,9 @@ import {
   resolveFaceOptions, sharedFaceRenderPool, WorkerFaceRaster, type HumanFaceFrameSource,
 } from '../../plugins/face/index.ts';
 import { syntheticPhrase } from './speech-signal.ts';
+import { i420Length, rgbToI420 } from '../../plugins/face/i420.ts';
+import { rgbaToI420 } from '../../transports/webrtc/avatar-media.ts';
+import { holdsWithin } from '../../testing/until.ts';
 
 const SMALL = { width: 320, height: 180 };
 const cache = new FaceReferenceCache();
@@ -63,6 +66,37 @@ test('a source renders the same pixels through a render worker as inline (byte-i
   await t.throwsAsync(b.nextFrame(), { message: /closed/ });
 });
 
+test('I420 pictures made on the render worker equal the inline RGB pictures converted, and match libyuv within a level', async (t) => {
+  const rgb = await inline.openSource({ configuration: { ...SMALL, seed: 5 } });
+  const workerI420 = await pooled.openSource({ configuration: { ...SMALL, seed: 5 } });
+  const inlineI420 = await inline.openSource({ configuration: { ...SMALL, seed: 5 } });
+  workerI420.setImageFormat('i420');
+  inlineI420.setImageFormat('i420');
+  const [r, w, n] = await Promise.all([script(rgb, 30), script(workerI420, 30), script(inlineI420, 30)]);
+  t.true(w.every((f) => f.frame.image.format === 'i420' && f.frame.image.data.length === i420Length(SMALL.width, SMALL.height)));
+  sameFrames(t, w, n);
+  const converted = r.map((f) => ({ ...f, frame: { ...f.frame, image: { ...f.frame.image, format: 'i420' as const, data: rgbToI420(f.frame.image.data, SMALL.width, SMALL.height) } } }));
+  sameFrames(t, w, converted);
+  // libyuv (through wrtc) from the same RGB picture, as RGBA.
+  const picture = r[20]!.frame.image.data;
+  const rgba = new Uint8Array(SMALL.width * SMALL.height * 4);
+  for (let p = 0, q = 0; p < picture.length; p += 3, q += 4) { rgba[q] = picture[p]!; rgba[q + 1] = picture[p + 1]!; rgba[q + 2] = picture[p + 2]!; rgba[q + 3] = 255; }
+  const libyuv = rgbaToI420(rgba, SMALL.width, SMALL.height).data;
+  let worst = 0;
+  for (let k = 0; k < libyuv.length; k++) worst = Math.max(worst, Math.abs(libyuv[k]! - w[20]!.frame.image.data[k]!));
+  t.true(worst <= 1, `largest difference from libyuv: ${worst}`);
+  for (const s of [rgb, workerI420, inlineI420]) s.close();
+});
+
+test('a face session asked for i420 emits I420 frames', async (t) => {
+  const session = await pooled.openSession({ configuration: SMALL, imageFormat: 'i420' }, new RealClock());
+  const frame = await new Promise<FaceFrame>((resolve) => { const sub = session.frames.subscribe((f) => { sub.unsubscribe(); resolve(f); }); });
+  t.is(session.imageFormat, 'i420');
+  t.is(frame.image.format, 'i420');
+  t.is(frame.image.data.length, i420Length(SMALL.width, SMALL.height));
+  session.close();
+});
+
 test('sessions spread over several workers render at once, each as inline', async (t) => {
   const pool = new FaceRenderPool({ threads: 2, idleShutdownMs: 60_000 });
   t.teardown(() => pool.close());
@@ -97,7 +131,7 @@ test('a worker crash fails only the sessions on it; the next session gets a new 
   let failure: unknown;
   a.frames.subscribe({ next: () => void seen.a++, error: (err) => { failure = err; } });
   b.frames.subscribe({ next: () => void seen.b++, error: (err) => t.fail(`the other session failed: ${String(err)}`) });
-  const until = async (ok: () => boolean, ms = 20_000) => { const end = Date.now() + ms; while (!ok() && Date.now() < end) await clock.sleep(20); return ok(); };
+  const until = (ok: () => boolean, ms = 20_000) => holdsWithin(ok, ms, 20);
   t.true(await until(() => seen.a >= 3 && seen.b >= 3));
   // Sessions are placed on an idle worker first: a opened first, on the first worker.
   await pool.killWorker(wa!.threadId);

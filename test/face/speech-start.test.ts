@@ -1,0 +1,84 @@
+/**
+ * A turn that becomes ready while an idle frame waits for its due time starts in that frame's
+ * audio (FaceFrameSource.startSpeechIn), not a frame and a render lead later: the face adds at
+ * most one frame interval to the start of a turn. The frame's picture stays the idle one.
+ */
+import test from 'ava';
+import { VirtualClock } from '../../core/clock.ts';
+import type { FaceFrame } from '../../processors/avatar/face-model.ts';
+import { FaceReferenceCache, HumanFaceModel } from '../../plugins/face/index.ts';
+import { syntheticPhrase } from './speech-signal.ts';
+
+const SMALL = { width: 320, height: 180 };
+const portrait = new HumanFaceModel('human-portrait', { referenceCache: new FaceReferenceCache() });
+
+function loudness(pcm: Int16Array): number {
+  let sum = 0;
+  for (const s of pcm) sum += Math.abs(s);
+  return sum / pcm.length;
+}
+
+async function sessionWithSpeechAt(pushAtMs: number, speech: Int16Array, endTurn: boolean): Promise<{ frames: FaceFrame[]; at: number[] }> {
+  const clock = new VirtualClock();
+  const session = await portrait.openSession({ configuration: SMALL, imageFormat: 'rgb' }, clock);
+  const frames: FaceFrame[] = [];
+  const at: number[] = [];
+  session.frames.subscribe((f) => {
+    frames.push(f);
+    at.push(clock.now() - session.startedAtMs);
+  });
+  await clock.advance(pushAtMs);
+  session.pushAudio(speech);
+  if (endTurn) session.endTurn();
+  await clock.advance(400);
+  session.close();
+  return { frames, at };
+}
+
+test('speech that becomes ready after frame 5 was decided (and before it is due) plays from frame 5', async (t) => {
+  // Frame 5 is due at 200 ms and decided 32 ms before (the render lead): at 168 ms.
+  const speech = syntheticPhrase(0.4);
+  const { frames, at } = await sessionWithSpeechAt(185, speech, true);
+  const first = frames.findIndex((f) => f.type === 'speech-start');
+  t.is(first, 5, `speech-start at frame ${first}`);
+  t.is(at[first], 200);
+  const f = frames[first]!;
+  t.deepEqual(Array.from(f.audio), Array.from(speech.subarray(0, 640)), 'the frame carries the turn\'s first 40 ms');
+  t.true(frames.slice(0, 5).every((x) => x.type === 'idle' && loudness(x.audio) === 0));
+  // The turn continues from there: the next frame carries the next 40 ms.
+  t.is(frames[first + 1]!.type, 'speech');
+  t.deepEqual(Array.from(frames[first + 1]!.audio), Array.from(speech.subarray(640, 1280)));
+  // Every sample of the turn is played once.
+  const played = frames.filter((x) => x.type === 'speech' || x.type === 'speech-start').reduce((n, x) => n + x.audio.length, 0);
+  t.is(played, Math.ceil(speech.length / 640) * 640);
+});
+
+test('speech not yet ready at the due time (under the prebuffer, turn open) waits: the idle frame stays idle', async (t) => {
+  // 40 ms queued, turn still open: under the 80 ms prebuffer, so frame 5 must not start it.
+  const { frames } = await sessionWithSpeechAt(185, syntheticPhrase(0.4).subarray(0, 640), false);
+  t.is(frames[5]!.type, 'idle');
+  t.is(loudness(frames[5]!.audio), 0);
+  t.false(frames.some((f) => f.type === 'speech-start'));
+});
+
+test('whenever speech arrives, it starts in the first frame due after it: the face adds under 40 ms', async (t) => {
+  const speech = syntheticPhrase(2);
+  for (const pushAt of [81, 100, 119, 150, 185]) {
+    const { frames, at } = await sessionWithSpeechAt(pushAt, speech, true);
+    const first = frames.findIndex((f) => f.type === 'speech-start');
+    t.is(first, Math.ceil(pushAt / 40), `pushed at ${pushAt} ms`);
+    t.true(at[first]! - pushAt < 40);
+  }
+});
+
+test('an open turn (a TTS still streaming) is started early only with a frame of margin beyond the prebuffer', async (t) => {
+  const phrase = syntheticPhrase(4);
+  // 100 ms queued, turn open: ready for a regular start (prebuffer 80 ms) but not for an early
+  // one, whose next frames are decided a render lead sooner: frame 5 stays idle, frame 6 starts.
+  const short = await sessionWithSpeechAt(185, phrase.subarray(0, 1600), false);
+  t.is(short.frames[5]!.type, 'idle');
+  t.is(short.frames.findIndex((f) => f.type === 'speech-start'), 6);
+  // 130 ms queued: margin enough, frame 5 starts it.
+  const enough = await sessionWithSpeechAt(185, phrase.subarray(0, 2080), false);
+  t.is(enough.frames.findIndex((f) => f.type === 'speech-start'), 5);
+});
