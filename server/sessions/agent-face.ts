@@ -57,6 +57,8 @@ export function createSessionFaceOpener(deps: { db: Db; storage: ObjectStorage; 
       models.set(resolved.faceSlug, model);
     }
     const configuration = { ...resolved.configuration, ...sessionCanvas(resolved.configuration, limits.maxDimension) };
-    return model.openSession({ referenceImage: resolved.referenceImage, configuration, imageFormat: 'rgb' }, clock);
+    // I420: what the WebRTC video source takes, made on the face's render worker (no conversion
+    // on this event loop); a model that cannot make it sends another format and the publisher converts.
+    return model.openSession({ referenceImage: resolved.referenceImage, configuration, imageFormat: 'i420' }, clock);
   };
 }

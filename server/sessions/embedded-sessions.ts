@@ -1,13 +1,15 @@
 /**
- * The Session API as `npm start` runs it: embedded WebRTC rooms, the in-process BotRunner with
- * the agent's face, tool webhooks under the operator's address policy, and this process's
- * capacity gate. Tests mount sessions through this same function, so what they prove is what the
- * server runs.
+ * The Session API as `npm start` runs it: embedded WebRTC rooms (or the deployment's LiveKit
+ * server when SVC_LIVEKIT_URL, SVC_LIVEKIT_API_KEY and SVC_LIVEKIT_API_SECRET are set), the
+ * in-process BotRunner with the agent's face, tool webhooks under the operator's address policy,
+ * and this process's capacity gate. Tests mount sessions through this same function, so what they
+ * prove is what the server runs.
  */
 import { providersFromEnv, type ProviderChoice } from '../../agent/agent-pipeline.ts';
 import { BotRunner, type BotRunnerOptions } from '../../agent/bot-runner.ts';
 import { WebhookClient } from '../../processors/tools/index.ts';
-import { EmbeddedRoomProvider } from '../../transports/webrtc/room-provider.ts';
+import { LiveKitRoomProvider, type LiveKitRoomProviderOptions } from '../../transports/livekit/livekit-room-provider.ts';
+import { EmbeddedRoomProvider, type RoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { AppServer } from '../app.ts';
 import type { MountedRooms } from '../rooms/mount.ts';
 import { createSessionFaceOpener } from './agent-face.ts';
@@ -20,6 +22,30 @@ export interface EmbeddedSessionsOptions extends Partial<Pick<MountSessionsOptio
   readonly providers?: ProviderChoice;
   /** Runner knobs (tests shorten timeouts). */
   readonly runner?: Partial<Pick<BotRunnerOptions, 'timeouts' | 'tuning' | 'logger'>>;
+  /**
+   * Sessions' rooms on a LiveKit server instead of embedded rooms. Default: from the environment
+   * (`liveKitSessionSettingsFromEnv`); `null`: embedded rooms whatever the environment says.
+   */
+  readonly livekit?: LiveKitSessionSettings | null;
+}
+
+/** The deployment's LiveKit server for sessions (docs/sessions.md, "LiveKit rooms"). */
+export type LiveKitSessionSettings = Pick<LiveKitRoomProviderOptions, 'url' | 'apiKey' | 'apiSecret' | 'tokenTtlMs' | 'emptyTimeoutMs' | 'maxParticipants'>;
+
+/**
+ * SVC_LIVEKIT_URL (`wss://...`), SVC_LIVEKIT_API_KEY and SVC_LIVEKIT_API_SECRET: all three, or
+ * none (embedded rooms). Some but not all, or a url that is not ws(s), is a configuration error
+ * at startup rather than sessions failing later.
+ */
+export function liveKitSessionSettingsFromEnv(env: NodeJS.ProcessEnv): LiveKitSessionSettings | null {
+  const url = env.SVC_LIVEKIT_URL?.trim() ?? '';
+  const apiKey = env.SVC_LIVEKIT_API_KEY?.trim() ?? '';
+  const apiSecret = env.SVC_LIVEKIT_API_SECRET?.trim() ?? '';
+  const set = [url, apiKey, apiSecret].filter(Boolean).length;
+  if (set === 0) return null;
+  if (set !== 3) throw new Error('LiveKit rooms need SVC_LIVEKIT_URL, SVC_LIVEKIT_API_KEY and SVC_LIVEKIT_API_SECRET together');
+  if (!/^wss?:\/\/[^/]/i.test(url)) throw new Error('SVC_LIVEKIT_URL must be a ws:// or wss:// address');
+  return { url, apiKey, apiSecret };
 }
 
 export interface EmbeddedSessions {
@@ -29,17 +55,23 @@ export interface EmbeddedSessions {
 }
 
 export function mountEmbeddedSessions(server: AppServer, rooms: MountedRooms, options: EmbeddedSessionsOptions = {}): EmbeddedSessions {
+  const livekit = options.livekit === undefined ? liveKitSessionSettingsFromEnv(process.env) : options.livekit;
+  const roomProvider: RoomProvider = livekit
+    ? new LiveKitRoomProvider(livekit)
+    : new EmbeddedRoomProvider(rooms.rooms, { signalUrl: `${server.baseUrl().replace(/^http/, 'ws')}/v1/rooms/signal` });
   const openFace = createSessionFaceOpener({ db: server.db, storage: server.storage, registry: server.registry, services: server.services });
   const runner = new BotRunner({
     registry: server.registry,
     providers: options.providers ?? providersFromEnv(),
     rooms: rooms.rooms,
+    // The bot joins LiveKit rooms through the same address policy as any LiveKit publishing.
+    livekitAllowedRanges: server.config.livekitAllowedRanges,
     openFace: (agent, clock, limits) => openFace(agent, clock, limits),
     webhooks: new WebhookClient({ allowedRanges: server.config.webhookAllowedRanges }),
     ...options.runner,
   });
   const sessions = mountSessions(server, {
-    rooms: new EmbeddedRoomProvider(rooms.rooms, { signalUrl: `${server.baseUrl().replace(/^http/, 'ws')}/v1/rooms/signal` }),
+    rooms: roomProvider,
     runner,
     ...(options.capacity ? { capacity: options.capacity } : {}),
     ...(options.lease ? { lease: options.lease } : {}),

@@ -2,7 +2,8 @@
  * Mounts the Session API on a REST server: `POST /v1/public/agents/connect` and
  * `POST /v1/public/agents/connect/{room}` (documented in /v1/openapi.json), with the lease
  * heartbeat and reaper of this process. The room provider and the bot runner are passed in:
- * the server chooses them (embedded rooms and the in-process BotRunner by default).
+ * the server chooses them (embedded rooms, or LiveKit rooms when the deployment configures a
+ * LiveKit server, and the in-process BotRunner: embedded-sessions.ts).
  */
 import type { SessionRunner } from '../../agent/session-contract.ts';
 import type { RoomProvider } from '../../transports/webrtc/room-provider.ts';

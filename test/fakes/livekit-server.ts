@@ -11,30 +11,52 @@
  * Signalling version: rtc-node 1.1 first tries `/rtc/v1` (single peer connection, the join request
  * with the publisher offer in the URL); this fake answers 404 there, as a LiveKit server without
  * v1 signalling does, and the SDK falls back to `/rtc` (protocol v0, publisher and subscriber
- * peer connections; observed: it sends no further request to /rtc/v1). Of those only the publisher peer
- * connection is modelled: the JoinResponse says `subscriber_primary: false` (the server never
- * offers a subscriber connection; nobody here subscribes), no ICE servers (host candidates only),
- * ping every 5 s with a 15 s timeout.
+ * peer connections; observed: it sends no further request to /rtc/v1). No ICE servers (host
+ * candidates only), ping every 5 s with a 15 s timeout.
  *
- * Handled requests: `offer` (the publisher PeerConnection; the server side is libwebrtc through
- * @roamhq/wrtc, which answers), `trickle` both ways, `add_track` -> `track_published` (refused
- * with a NOT_ALLOWED `request_response` when the grant forbids it), `mute`, `ping`/`ping_req` ->
- * `pong`/`pong_resp`, `leave`; `deleteRoom` sends the server's `leave`, and so does a second join
- * with the same identity (DUPLICATE_IDENTITY) to the earlier connection. Everything else is recorded and ignored. Received media is read
- * back with wrtc's nonstandard RTCVideoSink (decoded I420 frames, with their size) and
- * RTCAudioSink (PCM); a received track is matched to its published track by the track id in its
- * msid, which is the `cid` of the AddTrackRequest.
+ * A small SFU, for rooms where participants hear and see each other (sessions in LiveKit rooms):
+ * - Publisher PeerConnection (client offers; the server side is libwebrtc through @roamhq/wrtc,
+ *   which answers). Received media is read back with wrtc's nonstandard RTCVideoSink (decoded
+ *   I420 frames, with their size) and RTCAudioSink (PCM); a received track is matched to its
+ *   published track by the track id in its msid, which is the `cid` of the AddTrackRequest.
+ * - Subscriber PeerConnection, for participants whose grant allows subscribing (others, such as
+ *   a publish-only avatar token, keep `subscriber_primary: false` and get none): the JoinResponse
+ *   says `subscriber_primary: true` and the server offers at once, with its `_reliable` and
+ *   `_lossy` data channels; it re-offers (one offer at a time) when forwarded tracks come or go.
+ * - Forwarding: each received track is added to the subscriber connection of every other
+ *   participant of the room (all of them with `auto_subscribe`, the default; else those that
+ *   asked with UpdateSubscription) in a stream whose id is `<participant sid>|<track sid>`, the
+ *   msid the SDK maps to participant and publication. libwebrtc re-encodes what it forwards
+ *   (a real SFU forwards packets): the video sender keeps the resolution and starts at 2 Mbps
+ *   (x-google-start-bitrate in the answer) so the picture is not first scaled down by the fake.
+ * - Participants: JoinResponse.other_participants (with their tracks), ParticipantUpdate to the
+ *   others when one joins, publishes a track or leaves (state DISCONNECTED).
+ * - Data: DataPackets received on a participant's publisher data channels are stamped with the
+ *   sender (participant sid and identity, on the packet and its user packet) and sent on the
+ *   same kind of subscriber data channel of every other participant (or of the packet's
+ *   destination identities), queued until that channel opens; refused without canPublishData.
+ * - Room API (Twirp, JSON) on the same port, as LiveKit serves it: CreateRoom and DeleteRoom with
+ *   the `roomCreate` grant (what `LiveKitRoomProvider` calls).
  *
- * Not modelled: the subscriber connection and forwarding media to other participants, data
- * packets, reconnection/resume, simulcast layers, region/URL failover, room API (see
- * test/webrtc/fake-livekit-api.ts), webhooks.
+ * Handled requests: `offer`, `answer` (of the subscriber offer), `trickle` both ways for both
+ * connections, `add_track` -> `track_published` (refused with a NOT_ALLOWED `request_response`
+ * when the grant forbids it), `subscription`, `mute`, `ping`/`ping_req` -> `pong`/`pong_resp`,
+ * `leave`; `deleteRoom` sends the server's `leave`, and so does a second join with the same
+ * identity (DUPLICATE_IDENTITY) to the earlier connection. Everything else is recorded and ignored.
+ *
+ * Not modelled: reconnection/resume, simulcast layers (a simulcast publication is received as
+ * libwebrtc's receiver takes it; the session bot publishes without simulcast), adaptive stream and
+ * track settings, speaker detection, room metadata, webhooks, region/URL failover, the data-track
+ * channel and data streams beyond plain user packets, permissions updates after joining.
  */
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { TokenVerifier, type ClaimGrants } from 'livekit-server-sdk';
 import {
+  DataPacket,
+  DataPacket_Kind,
   DisconnectReason,
   JoinResponse,
   LeaveRequest,
@@ -42,6 +64,7 @@ import {
   ParticipantInfo,
   ParticipantInfo_State,
   ParticipantPermission,
+  ParticipantUpdate,
   Pong,
   RequestResponse,
   RequestResponse_Reason,
@@ -58,6 +81,7 @@ import {
   TrackType,
   TrickleRequest,
   type AddTrackRequest,
+  type UpdateSubscription,
 } from '@livekit/protocol';
 import { wrtcWithSources } from '../../transports/webrtc/wrtc.ts';
 
@@ -128,6 +152,20 @@ export interface FakeParticipant {
   leftBy?: 'leave' | 'socket_closed' | 'room_deleted' | 'replaced' | 'server_closed';
   /** libwebrtc's connection state of the publisher PeerConnection. */
   publisherState: string;
+  /** libwebrtc's connection state of the subscriber PeerConnection (`none`: never offered one). */
+  subscriberState: string;
+  /** Sids of other participants' tracks forwarded to this one (on its subscriber connection). */
+  readonly forwarded: string[];
+  /** Data packets this participant sent (`user` packets: topic, size, how many it reached). */
+  readonly dataSent: FakeDataPacket[];
+}
+
+export interface FakeDataPacket {
+  readonly kind: 'reliable' | 'lossy';
+  readonly topic: string;
+  readonly bytes: number;
+  /** Participants it was forwarded to (identities). */
+  readonly deliveredTo: string[];
 }
 
 export interface LiveKitServerFake {
@@ -141,6 +179,10 @@ export interface LiveKitServerFake {
   readonly refusedUpgrades: Array<{ readonly path: string; readonly status: number; readonly reason: string }>;
   /** Answers of `GET /rtc/validate` (status codes), in order. */
   readonly validations: number[];
+  /** Room API (Twirp) methods called, in order (`CreateRoom`, `DeleteRoom`). */
+  readonly roomApiRequests: string[];
+  /** Rooms created through the room API and not deleted, with the settings they were created with. */
+  readonly createdRooms: Map<string, { readonly name: string; readonly emptyTimeout: number; readonly maxParticipants: number }>;
   /** Participants currently in `room`. */
   inRoom(room: string): FakeParticipant[];
   /**
@@ -158,6 +200,30 @@ const enc = (response: SignalResponse['message']): Uint8Array => new SignalRespo
 const sid = (prefix: string): string => `${prefix}_${randomBytes(9).toString('base64url')}`;
 const SOURCES: Record<string, TrackSource> = { camera: TrackSource.CAMERA, microphone: TrackSource.MICROPHONE, screen_share: TrackSource.SCREEN_SHARE, screen_share_audio: TrackSource.SCREEN_SHARE_AUDIO };
 
+/**
+ * The subscriber's answer with a video start bitrate for our sending side (kbps in
+ * `x-google-start-bitrate`): libwebrtc re-encodes forwarded video and, starting from its default
+ * estimate, would first send a scaled-down picture, where a real SFU forwards the publisher's.
+ */
+function withStartBitrate(sdp: string, kbps = 2000): string {
+  const lines = sdp.split('\r\n');
+  const out: string[] = [];
+  let video = false;
+  const withFmtp = new Set(lines.filter((l) => l.startsWith('a=fmtp:')).map((l) => l.slice(7).split(' ')[0]));
+  for (const line of lines) {
+    if (line.startsWith('m=')) video = line.startsWith('m=video');
+    const fmtp = /^a=fmtp:(\d+) (.*)$/.exec(line);
+    const rtpmap = /^a=rtpmap:(\d+) (VP8|VP9|H264|AV1)\//i.exec(line);
+    if (video && fmtp && !line.includes('x-google-start-bitrate') && !/apt=/.test(fmtp[2]!)) {
+      out.push(`${line};x-google-start-bitrate=${kbps}`);
+      continue;
+    }
+    out.push(line);
+    if (video && rtpmap && !withFmtp.has(rtpmap[1]!)) out.push(`a=fmtp:${rtpmap[1]} x-google-start-bitrate=${kbps}`);
+  }
+  return out.join('\r\n');
+}
+
 /** LiveKit's defaults: publish, subscribe and data are allowed unless the grant says false. */
 function permissionOf(grant: ClaimGrants): ParticipantPermission {
   const video = grant.video ?? {};
@@ -171,6 +237,22 @@ function permissionOf(grant: ClaimGrants): ParticipantPermission {
   });
 }
 
+interface SubscriberSide {
+  readonly pc: RTCPeerConnection;
+  /** Server-created data channels (`_reliable`, `_lossy`), what the SDK receives data on. */
+  readonly channels: Map<'reliable' | 'lossy', RTCDataChannel>;
+  /** Packets waiting for their channel to open. */
+  readonly queued: Array<{ kind: 'reliable' | 'lossy'; bytes: Uint8Array }>;
+  /** Track sid -> the sender carrying it. */
+  readonly senders: Map<string, RTCRtpSender>;
+  remoteSet: boolean;
+  readonly pendingCandidates: RTCIceCandidateInit[];
+  /** An offer is out (waiting for its answer); `again`: something changed meanwhile. */
+  offering: boolean;
+  again: boolean;
+  offerId: number;
+}
+
 interface Connection {
   readonly participant: FakeParticipant;
   readonly permission: ParticipantPermission;
@@ -179,6 +261,13 @@ interface Connection {
   remoteSet: boolean;
   readonly pendingCandidates: RTCIceCandidateInit[];
   readonly sinks: Array<{ stop(): void }>;
+  /** The received media of this participant's published tracks, by track sid (what is forwarded). */
+  readonly media: Map<string, MediaStreamTrack>;
+  /** Subscriber connection: only for participants allowed to subscribe (subscriber_primary). */
+  sub?: SubscriberSide;
+  /** `auto_subscribe` (default on, as in the SDKs) or the sids asked for with UpdateSubscription. */
+  readonly autoSubscribe: boolean;
+  readonly wanted: Set<string>;
   closed: boolean;
 }
 
@@ -192,6 +281,8 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
   const validations: number[] = [];
   const connections = new Set<Connection>();
   const rooms = new Map<string, { sid: string; createdAt: bigint }>();
+  const roomApiRequests: string[] = [];
+  const createdRooms: LiveKitServerFake['createdRooms'] = new Map();
 
   /** The token check of both the upgrade and /rtc/validate: the grant, or why it is refused. */
   async function authenticate(req: IncomingMessage, url: URL): Promise<{ grant: ClaimGrants } | { status: number; reason: string }> {
@@ -211,6 +302,8 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
 
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
+    const twirp = url.pathname.match(/^\/twirp\/livekit\.RoomService\/(\w+)$/)?.[1];
+    if (twirp && req.method === 'POST') return void roomService(twirp, req, res).catch((error: unknown) => twirpError(res, 500, 'internal', String(error)));
     if (req.method !== 'GET' || url.pathname !== '/rtc/validate') return void res.writeHead(404).end('404 page not found\n');
     void authenticate(req, url).then((auth) => {
       const status = 'status' in auth ? auth.status : 200;
@@ -219,6 +312,43 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     });
   });
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1 << 20 });
+
+  function twirpError(res: ServerResponse, status: number, code: string, msg: string): void {
+    if (!res.headersSent) res.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify({ code, msg }));
+  }
+
+  /** The room API (Twirp, JSON) on the same port, as LiveKit serves it: CreateRoom and DeleteRoom. */
+  async function roomService(method: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    roomApiRequests.push(method);
+    const auth = req.headers.authorization;
+    try {
+      const claims = await verifier.verify(auth?.startsWith('Bearer ') ? auth.slice(7) : '');
+      if (!claims.video?.roomCreate) return twirpError(res, 403, 'permission_denied', 'roomCreate grant required');
+    } catch {
+      return twirpError(res, 401, 'unauthenticated', 'invalid token');
+    }
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const input = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as Record<string, unknown>;
+    if (method === 'CreateRoom') {
+      const name = String(input.name ?? '');
+      if (!name) return twirpError(res, 400, 'invalid_argument', 'name is required');
+      let room = rooms.get(name);
+      if (!room) rooms.set(name, (room = { sid: sid('RM'), createdAt: BigInt(Math.floor(Date.now() / 1000)) }));
+      createdRooms.set(name, { name, emptyTimeout: Number(input.emptyTimeout ?? 0), maxParticipants: Number(input.maxParticipants ?? 0) });
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ sid: room.sid, name, emptyTimeout: input.emptyTimeout ?? 0, maxParticipants: input.maxParticipants ?? 0, creationTime: String(room.createdAt) }));
+      return;
+    }
+    if (method === 'DeleteRoom') {
+      const name = String(input.room ?? '');
+      if (!rooms.has(name)) return twirpError(res, 404, 'not_found', 'room not found');
+      createdRooms.delete(name);
+      deleteRoom(name);
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end('{}');
+      return;
+    }
+    twirpError(res, 404, 'bad_route', `method ${method} not implemented by the fake`);
+  }
 
   function refuse(socket: Socket, path: string, status: number, reason: string): void {
     refusedUpgrades.push({ path, status, reason });
@@ -263,24 +393,48 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       refusals: [],
       state: 'joined',
       publisherState: 'new',
+      subscriberState: 'none',
+      forwarded: [],
+      dataSent: [],
     };
     participants.push(participant);
-    const conn: Connection = { participant, permission: permissionOf(grant), ws, remoteSet: false, pendingCandidates: [], sinks: [], closed: false };
+    const permission = permissionOf(grant);
+    const conn: Connection = {
+      participant,
+      permission,
+      ws,
+      remoteSet: false,
+      pendingCandidates: [],
+      sinks: [],
+      media: new Map(),
+      autoSubscribe: query.auto_subscribe !== '0' && query.auto_subscribe !== 'false',
+      wanted: new Set(),
+      closed: false,
+    };
+    const otherConns = [...connections].filter((c) => c.participant.room === roomName);
     connections.add(conn);
     send(conn, {
       case: 'join',
       value: new JoinResponse({
         room: new Room({ sid: room.sid, name: roomName, creationTime: room.createdAt, numParticipants: others.length + 1, emptyTimeout: 300, departureTimeout: 20 }),
         participant: info(conn),
-        otherParticipants: others.map((p) => new ParticipantInfo({ sid: p.sid, identity: p.identity, state: ParticipantInfo_State.ACTIVE })),
+        otherParticipants: otherConns.map((c) => info(c)),
         serverVersion: LIVEKIT_SERVER_FAKE_DEFAULTS.serverVersion,
         serverInfo: new ServerInfo({ edition: ServerInfo_Edition.Standard, version: LIVEKIT_SERVER_FAKE_DEFAULTS.serverVersion, protocol: 16, nodeId: 'ND_fake' }),
         iceServers: [],
-        subscriberPrimary: false,
+        // A participant that may subscribe gets a subscriber connection, offered by the server at
+        // once (with the data channels), and it is the primary one, as LiveKit does.
+        subscriberPrimary: permission.canSubscribe,
         pingInterval: LIVEKIT_SERVER_FAKE_DEFAULTS.pingIntervalS,
         pingTimeout: LIVEKIT_SERVER_FAKE_DEFAULTS.pingTimeoutS,
       }),
     });
+    broadcast(conn, info(conn));
+    if (permission.canSubscribe) {
+      subscriberSide(conn);
+      for (const other of otherConns) for (const sid of other.media.keys()) forward(other, sid, conn);
+      void negotiate(conn);
+    }
     ws.on('message', (data: Buffer, isBinary: boolean) => {
       if (!isBinary) return void participant.requests.push('<text>');
       let request: SignalRequest;
@@ -289,6 +443,8 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       } catch {
         return void participant.requests.push('<undecodable>');
       }
+      // Not serialised: the SDK never offers again before its previous offer was answered, and a
+      // slow negotiation must not hold back pings (the SDK leaves after 15 s without a pong).
       void handle(conn, request).catch((error: unknown) => participant.refusals.push(`internal: ${error instanceof Error ? error.message : String(error)}`));
     });
     ws.on('close', () => disconnect(conn, 'socket_closed'));
@@ -328,6 +484,10 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     switch (m.case) {
       case 'offer':
         return answer(conn, m.value);
+      case 'answer':
+        return subscriberAnswer(conn, m.value);
+      case 'subscription':
+        return subscription(conn, m.value);
       case 'trickle':
         return trickle(conn, m.value);
       case 'addTrack':
@@ -373,6 +533,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     };
     p.tracks.push(track);
     send(conn, { case: 'trackPublished', value: new TrackPublishedResponse({ cid: req.cid, track: trackInfo(track) }) });
+    broadcast(conn, info(conn));
   }
 
   function publisherPc(conn: Connection): RTCPeerConnection {
@@ -391,6 +552,14 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       if (pc.connectionState === 'connected' && conn.participant.state === 'joined') conn.participant.state = 'active';
     };
     pc.ontrack = (event) => receive(conn, event.track);
+    pc.ondatachannel = ({ channel }) => {
+      const kind = channel.label === '_reliable' ? 'reliable' : channel.label === '_lossy' ? 'lossy' : null;
+      if (!kind) return; // the SDK's data-track channel: not modelled
+      channel.binaryType = 'arraybuffer';
+      channel.onmessage = ({ data }) => {
+        if (data instanceof ArrayBuffer) relayData(conn, kind, new Uint8Array(data));
+      };
+    };
     return pc;
   }
 
@@ -398,8 +567,11 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     if (conn.closed) return;
     const p = conn.participant;
     const published = p.tracks.find((t) => t.cid === track.id);
-    if (published) published.received = true;
-    else p.refusals.push(`media for unannounced track ${track.id}`);
+    if (published) {
+      published.received = true;
+      conn.media.set(published.sid, track);
+      for (const other of connections) if (other !== conn && other.participant.room === p.room) forward(conn, published.sid, other);
+    } else p.refusals.push(`media for unannounced track ${track.id}`);
     const { nonstandard } = wrtcWithSources();
     if (track.kind === 'video') {
       const sink = new nonstandard.RTCVideoSink(track);
@@ -425,6 +597,16 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
   }
 
   async function answer(conn: Connection, offer: SessionDescription): Promise<void> {
+    const started = Date.now();
+    const slow = setTimeout(() => conn.participant.refusals.push(`slow: the publisher answer is not ready after ${Date.now() - started} ms`), 5000);
+    try {
+      await answerNow(conn, offer);
+    } finally {
+      clearTimeout(slow);
+    }
+  }
+
+  async function answerNow(conn: Connection, offer: SessionDescription): Promise<void> {
     const pc = publisherPc(conn);
     await pc.setRemoteDescription({ type: 'offer', sdp: offer.sdp });
     conn.remoteSet = true;
@@ -435,11 +617,167 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
   }
 
   async function trickle(conn: Connection, req: TrickleRequest): Promise<void> {
-    if (req.target !== SignalTarget.PUBLISHER) return; // no subscriber connection here
     const init = JSON.parse(req.candidateInit) as RTCIceCandidateInit;
     if (!init.candidate) return;
+    if (req.target === SignalTarget.SUBSCRIBER) {
+      const sub = conn.sub;
+      if (!sub) return;
+      if (!sub.remoteSet) return void sub.pendingCandidates.push(init);
+      await sub.pc.addIceCandidate(init).catch(() => undefined);
+      return;
+    }
     if (!conn.remoteSet) return void conn.pendingCandidates.push(init);
     await publisherPc(conn).addIceCandidate(init).catch(() => undefined);
+  }
+
+  /** ParticipantUpdate with `participant` to everyone else in its room (joins, publications). */
+  function broadcast(from: Connection, participant: ParticipantInfo): void {
+    for (const other of connections) {
+      if (other !== from && other.participant.room === from.participant.room) send(other, { case: 'update', value: new ParticipantUpdate({ participants: [participant] }) });
+    }
+  }
+
+  /** The subscriber PeerConnection of `conn`: the server offers it, with both data channels. */
+  function subscriberSide(conn: Connection): SubscriberSide {
+    if (conn.sub) return conn.sub;
+    const wrtc = wrtcWithSources();
+    const pc = new wrtc.RTCPeerConnection({ iceServers: [] });
+    const channels = new Map<'reliable' | 'lossy', RTCDataChannel>([
+      ['reliable', pc.createDataChannel('_reliable', { ordered: true })],
+      ['lossy', pc.createDataChannel('_lossy', { ordered: false, maxRetransmits: 0 })],
+    ]);
+    const sub: SubscriberSide = { pc, channels, queued: [], senders: new Map(), remoteSet: false, pendingCandidates: [], offering: false, again: false, offerId: 0 };
+    conn.sub = sub;
+    for (const channel of channels.values()) {
+      channel.binaryType = 'arraybuffer';
+      channel.onopen = () => {
+        for (const q of sub.queued.splice(0)) deliverData(conn, q.kind, q.bytes);
+      };
+    }
+    pc.onicecandidate = (event) => {
+      const c = event.candidate;
+      if (!c) return;
+      const init = JSON.stringify({ candidate: c.candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment ?? undefined });
+      send(conn, { case: 'trickle', value: new TrickleRequest({ candidateInit: init, target: SignalTarget.SUBSCRIBER }) });
+    };
+    pc.onconnectionstatechange = () => {
+      conn.participant.subscriberState = pc.connectionState;
+      if (pc.connectionState === 'connected' && conn.participant.state === 'joined') conn.participant.state = 'active';
+    };
+    return sub;
+  }
+
+  /** Sends a (re)offer of the subscriber connection; one at a time, again after the answer if needed. */
+  async function negotiate(conn: Connection): Promise<void> {
+    const sub = conn.sub;
+    if (!sub || conn.closed) return;
+    if (sub.offering) return void (sub.again = true);
+    sub.offering = true;
+    sub.again = false;
+    try {
+      const offer = await sub.pc.createOffer();
+      await sub.pc.setLocalDescription(offer);
+      if (conn.closed) return;
+      send(conn, { case: 'offer', value: new SessionDescription({ type: 'offer', sdp: sub.pc.localDescription?.sdp ?? offer.sdp ?? '', id: ++sub.offerId }) });
+    } catch (error) {
+      sub.offering = false;
+      conn.participant.refusals.push(`internal: subscriber offer failed: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  async function subscriberAnswer(conn: Connection, answerSdp: SessionDescription): Promise<void> {
+    const sub = conn.sub;
+    if (!sub || !sub.offering) return void conn.participant.refusals.push('answer without a subscriber offer');
+    await sub.pc.setRemoteDescription({ type: 'answer', sdp: withStartBitrate(answerSdp.sdp) });
+    sub.remoteSet = true;
+    for (const c of sub.pendingCandidates.splice(0)) await sub.pc.addIceCandidate(c).catch(() => undefined);
+    sub.offering = false;
+    if (sub.again) await negotiate(conn);
+  }
+
+  /** UpdateSubscription: explicit (un)subscribing, for participants that joined without auto-subscribe. */
+  function subscription(conn: Connection, req: UpdateSubscription): void {
+    const sids = [...req.trackSids, ...req.participantTracks.flatMap((pt) => pt.trackSids)];
+    let changed = false;
+    for (const sid of sids) {
+      if (req.subscribe) {
+        conn.wanted.add(sid);
+        const owner = [...connections].find((c) => c.media.has(sid) && c.participant.room === conn.participant.room);
+        if (owner) changed = forward(owner, sid, conn, false) || changed;
+      } else {
+        conn.wanted.delete(sid);
+        const sender = conn.sub?.senders.get(sid);
+        if (sender && conn.sub) {
+          conn.sub.senders.delete(sid);
+          conn.sub.pc.removeTrack(sender);
+          changed = true;
+        }
+      }
+    }
+    if (changed) void negotiate(conn);
+  }
+
+  /**
+   * Adds `from`'s received track `trackSid` to `to`'s subscriber connection, in a stream whose id
+   * is `<participant sid>|<track sid>` (the msid the SDK maps to participant and publication).
+   * Renegotiates unless told not to; returns whether a track was added.
+   */
+  function forward(from: Connection, trackSid: string, to: Connection, renegotiate = true): boolean {
+    const track = from.media.get(trackSid);
+    const sub = to.sub;
+    if (!track || !sub || to.closed || sub.senders.has(trackSid)) return false;
+    if (!to.autoSubscribe && !to.wanted.has(trackSid)) return false;
+    const { MediaStream } = wrtcWithSources();
+    const stream = new (MediaStream as unknown as new (init: { id: string }) => MediaStream)({ id: `${from.participant.sid}|${trackSid}` });
+    const sender = sub.pc.addTrack(track, stream);
+    sub.senders.set(trackSid, sender);
+    // libwebrtc re-encodes what it forwards (a real SFU forwards the packets): keep the
+    // publisher's picture size rather than let the encoder scale it down to its start bitrate.
+    if (track.kind === 'video') void sender.setParameters({ ...sender.getParameters(), degradationPreference: 'maintain-resolution' } as RTCRtpSendParameters).catch(() => undefined);
+    to.participant.forwarded.push(trackSid);
+    if (renegotiate) void negotiate(to);
+    return true;
+  }
+
+  /** A DataPacket from `from`: stamped with the sender, forwarded to the others of the room (or the destinations). */
+  function relayData(from: Connection, kind: 'reliable' | 'lossy', bytes: Uint8Array): void {
+    let packet: DataPacket;
+    try {
+      packet = DataPacket.fromBinary(bytes);
+    } catch {
+      return void from.participant.refusals.push('undecodable data packet');
+    }
+    if (!from.permission.canPublishData) return void from.participant.refusals.push('data packet without canPublishData');
+    const p = from.participant;
+    packet.participantSid = p.sid;
+    packet.participantIdentity = p.identity;
+    packet.kind = kind === 'reliable' ? DataPacket_Kind.RELIABLE : DataPacket_Kind.LOSSY;
+    const user = packet.value.case === 'user' ? packet.value.value : undefined;
+    if (user) {
+      user.participantSid = p.sid;
+      user.participantIdentity = p.identity;
+    }
+    const destinations = new Set([...packet.destinationIdentities, ...(user?.destinationIdentities ?? [])]);
+    const out = packet.toBinary();
+    const deliveredTo: string[] = [];
+    for (const other of connections) {
+      if (other === from || other.participant.room !== p.room || !other.sub) continue;
+      if (destinations.size > 0 && !destinations.has(other.participant.identity)) continue;
+      deliverData(other, kind, out);
+      deliveredTo.push(other.participant.identity);
+    }
+    p.dataSent.push({ kind, topic: user?.topic ?? '', bytes: user?.payload.byteLength ?? 0, deliveredTo });
+  }
+
+  function deliverData(to: Connection, kind: 'reliable' | 'lossy', bytes: Uint8Array): void {
+    const sub = to.sub;
+    if (!sub || to.closed) return;
+    const channel = sub.channels.get(kind)!;
+    if (channel.readyState !== 'open') {
+      if (channel.readyState === 'connecting') sub.queued.push({ kind, bytes });
+      return;
+    }
+    channel.send(bytes as Uint8Array<ArrayBuffer>);
   }
 
   function disconnect(conn: Connection, by: NonNullable<FakeParticipant['leftBy']>): void {
@@ -449,6 +787,33 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     conn.participant.state = 'disconnected';
     conn.participant.leftBy = by;
     for (const sink of conn.sinks.splice(0)) sink.stop();
+    const sub = conn.sub;
+    if (sub) {
+      for (const channel of sub.channels.values()) channel.onopen = null;
+      sub.pc.onicecandidate = null;
+      sub.pc.onconnectionstatechange = null;
+      sub.pc.close();
+      conn.participant.subscriberState = 'closed';
+    }
+    // The others are told, and stop receiving its tracks.
+    for (const other of connections) {
+      if (other.participant.room !== conn.participant.room) continue;
+      send(other, { case: 'update', value: new ParticipantUpdate({ participants: [new ParticipantInfo({ sid: conn.participant.sid, identity: conn.participant.identity, state: ParticipantInfo_State.DISCONNECTED })] }) });
+      let removed = false;
+      for (const sid of conn.media.keys()) {
+        const sender = other.sub?.senders.get(sid);
+        if (!sender || !other.sub) continue;
+        other.sub.senders.delete(sid);
+        try {
+          other.sub.pc.removeTrack(sender);
+          removed = true;
+        } catch {
+          // its connection is closing
+        }
+      }
+      if (removed) void negotiate(other);
+    }
+    conn.media.clear();
     if (conn.pc) {
       conn.pc.onicecandidate = null;
       conn.pc.ontrack = null;
@@ -456,6 +821,17 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       conn.pc.close();
       conn.participant.publisherState = 'closed';
     }
+  }
+
+  function deleteRoom(room: string): number {
+    const removed = [...connections].filter((conn) => conn.participant.room === room);
+    for (const conn of removed) {
+      send(conn, { case: 'leave', value: new LeaveRequest({ canReconnect: false, reason: DisconnectReason.ROOM_DELETED, action: LeaveRequest_Action.DISCONNECT }) });
+      disconnect(conn, 'room_deleted');
+      conn.ws.close(1000);
+    }
+    rooms.delete(room);
+    return removed.length;
   }
 
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -477,16 +853,9 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       });
       return rows;
     },
-    deleteRoom(room) {
-      const removed = [...connections].filter((conn) => conn.participant.room === room);
-      for (const conn of removed) {
-        send(conn, { case: 'leave', value: new LeaveRequest({ canReconnect: false, reason: DisconnectReason.ROOM_DELETED, action: LeaveRequest_Action.DISCONNECT }) });
-        disconnect(conn, 'room_deleted');
-        conn.ws.close(1000);
-      }
-      rooms.delete(room);
-      return removed.length;
-    },
+    roomApiRequests,
+    createdRooms,
+    deleteRoom,
     async close() {
       for (const conn of [...connections]) {
         disconnect(conn, 'server_closed');

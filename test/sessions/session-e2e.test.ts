@@ -7,10 +7,10 @@
  * reads the call record. Offline engines, the real human-portrait face, real PostgreSQL.
  */
 import test from 'ava';
-import { concat, silence } from '../../core/audio.ts';
-import { LocalPhraseSTT, LocalTTSService } from '../../plugins/local/index.ts';
-import type { TranscriptEvent } from '../../processors/services.ts';
+import { LocalTTSService } from '../../plugins/local/index.ts';
 import { RoomVisitor, waitFor } from '../agent/room-visitor.ts';
+import { concat } from '../../core/audio.ts';
+import { recognise, regionMotion, speech } from './conversation-audio.ts';
 import { eventually, roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
 
 const GREETING = 'Welcome to the space station tour.';
@@ -24,33 +24,6 @@ test.before(async () => {
 test.after.always(async () => {
   await s?.stop();
 });
-
-async function speech(text: string): Promise<Int16Array> {
-  const parts: Int16Array[] = [];
-  for await (const e of voice.synthesize({ text, language: 'en', sampleRate: 16_000 })) if (e.type === 'audio') parts.push(e.pcm);
-  return concat([...parts, silence(300, 16_000)]);
-}
-
-/** What the offline phrase recogniser hears in received audio, among `phrases`. */
-async function recognise(pcm: Int16Array, sampleRate: number, phrases: string[]): Promise<string[]> {
-  const stt = new LocalPhraseSTT({ phrases, unrecognised: 'ignore' });
-  const stream = await stt.connect({ language: 'en', sampleRate, channels: 1, interimResults: false });
-  const heard: TranscriptEvent[] = [];
-  stream.transcripts.subscribe((e) => heard.push(e));
-  stream.sendAudio(concat([silence(300, sampleRate), pcm, silence(300, sampleRate)]));
-  stream.finalize();
-  await stream.close();
-  return heard.filter((e) => e.final).map((e) => e.text);
-}
-
-/** Mean absolute luma change from the previous picture inside a box (fractions of the frame). */
-function regionMotion(prev: Uint8Array, cur: Uint8Array, width: number, height: number, box: [number, number, number, number]): number {
-  const [x0, y0, x1, y1] = [Math.floor(box[0] * width), Math.floor(box[1] * height), Math.floor(box[2] * width), Math.floor(box[3] * height)];
-  let sum = 0;
-  let n = 0;
-  for (let y = y0; y < y1; y++) for (let x = x0; x < x1; x++, n++) sum += Math.abs(cur[y * width + x]! - prev[y * width + x]!);
-  return sum / n;
-}
 
 test.serial('a visitor talks to a published agent through the Session API, end to end', async (t) => {
   const agentId = await s.agent({
@@ -100,7 +73,7 @@ test.serial('a visitor talks to a published agent through the Session API, end t
 
     // A question, answered as audio and transcripts.
     const asked = Date.now();
-    visitor.say(await speech('What is your name?'));
+    visitor.say(await speech(voice, 'What is your name?'));
     t.true(await waitFor(() => botTurns().length >= 2, 30_000), 'the answer turn ends');
     const userTurn = visitor.ofType('transcript-turn').find((m) => m.owner === 'user');
     t.like(userTurn, { text: 'What is your name?', final: true });
@@ -111,10 +84,10 @@ test.serial('a visitor talks to a published agent through the Session API, end t
 
     // Barge-in: ask for a joke, then talk over the answer.
     const before = visitor.messages.length;
-    visitor.say(await speech('Tell me a joke'));
+    visitor.say(await speech(voice, 'Tell me a joke'));
     t.true(await waitFor(() => visitor.messages.slice(before).some((m) => m.message.type === 'bot-started-speaking'), 30_000), 'the joke starts');
     await new Promise((r) => setTimeout(r, 400));
-    visitor.say(await speech('Hello'));
+    visitor.say(await speech(voice, 'Hello'));
     t.true(await waitFor(() => visitor.messages.slice(before).some((m) => m.message.type === 'bot-tts-stopped' && m.message.interrupted === true), 15_000), 'bot-tts-stopped interrupted');
     const turn = visitor.messages.slice(before);
     const jokeStart = turn.findIndex((m) => m.message.type === 'bot-started-speaking');
@@ -125,8 +98,11 @@ test.serial('a visitor talks to a published agent through the Session API, end t
     const answerAt = visitor.messages.find((m) => m.at > cut.at && m.message.type === 'bot-started-speaking')?.at ?? cut.at + 1500;
     const loudAfterCut = visitor.audioLevels.filter((l) => l.at > cut.at && l.at < answerAt && l.rms > 0.02);
     const lastLoud = loudAfterCut.length ? loudAfterCut.at(-1)!.at - cut.at : 0;
-    t.log(`bot audio at the client after the barge-in was detected: ${lastLoud} ms (goal < 100 ms, measured in bench/sessions.ts)`);
-    t.true(lastLoud < 1000, `the bot's audio stops after the barge-in (${lastLoud} ms)`);
+    // Counted in audio received (10 ms chunks), not in wall-clock time: what was already on its way
+    // when the bot stopped (buffers and the fade-out), which a loaded machine delays but does not lengthen.
+    const loudMsAfterCut = loudAfterCut.length * 10;
+    t.log(`bot audio at the client after the barge-in was detected: ${loudMsAfterCut} ms of loud audio, the last ${lastLoud} ms after it (goal < 100 ms, measured in bench/sessions.ts)`);
+    t.true(loudMsAfterCut < 1000, `the bot's audio stops after the barge-in (${loudMsAfterCut} ms of loud audio after it, over ${lastLoud} ms)`);
 
     // The visitor releases (the widget's hang-up); the session ends and is recorded.
     const released = await s.release(roomOf(res.body.room_url));

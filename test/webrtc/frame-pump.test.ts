@@ -14,9 +14,28 @@ function frame(index: number, jpeg: Uint8Array, width = 64, height = 48): FaceFr
 
 class RecordingSink implements AvatarMediaSink {
   readonly deliveries: { video: I420Frame | null; audio: number }[] = [];
+  private waiters: { count: number; resolve: () => void }[] = [];
   deliver(video: I420Frame | null, audio: readonly Int16Array[]): void {
     this.deliveries.push({ video, audio: audio.length });
+    this.waiters = this.waiters.filter((w) => (this.deliveries.length >= w.count ? (w.resolve(), false) : true));
   }
+  /** Resolves once `count` frames were delivered. */
+  delivered(count: number): Promise<void> {
+    return this.deliveries.length >= count ? Promise.resolve() : new Promise((resolve) => this.waiters.push({ count, resolve }));
+  }
+}
+
+/**
+ * Feeds frames one at a time, each after the previous one was delivered: no backlog can form
+ * however slow the machine is, so what these tests check does not depend on its speed (the
+ * backlog rules have their own tests, with bursts the test makes on purpose).
+ */
+async function feedInStep(subject: Subject<FaceFrame>, sink: RecordingSink, frames: FaceFrame[]): Promise<void> {
+  for (const [i, f] of frames.entries()) {
+    subject.next(f);
+    await sink.delivered(i + 1);
+  }
+  subject.complete();
 }
 
 test('frames paced like a session arrive in order, each with its picture and four audio chunks', async (t) => {
@@ -25,11 +44,7 @@ test('frames paced like a session arrive in order, each with its picture and fou
   const sink = new RecordingSink();
   const pump = new AvatarFramePump(subject, sink);
   pump.start();
-  for (let i = 0; i < 10; i++) {
-    subject.next(frame(i, jpeg!));
-    await new Promise((resolve) => setTimeout(resolve, 40));
-  }
-  subject.complete();
+  await feedInStep(subject, sink, Array.from({ length: 10 }, (_, i) => frame(i, jpeg!)));
   t.deepEqual(await pump.done, {});
   const perFrame = sink.deliveries.slice(0, 10);
   t.true(perFrame.every((d) => d.video?.width === 64 && d.video.height === 48), JSON.stringify(pump.stats));
@@ -53,6 +68,34 @@ test('a backlog skips pictures but never audio', async (t) => {
   t.truthy(sink.deliveries[29]!.video ?? sink.deliveries[28]!.video, 'the newest pictures are shown');
 });
 
+test('frames that wait because the sink holds audio ahead of playout keep their pictures; once its audio runs low, the backlog skips pictures again', async (t) => {
+  const [jpeg] = await renderSyntheticPictures(64, 48, 1);
+  // A sink like LiveKit's: it takes audio at real time and reports what it holds ahead of playout.
+  class PacingSink extends RecordingSink {
+    audioAheadMs = 200;
+  }
+  const sink = new PacingSink();
+  const subject = new Subject<FaceFrame>();
+  const pump = new AvatarFramePump(subject, sink, { maxQueuedFrames: 3 });
+  pump.start();
+  // A stall of the machine: 12 frames arrive at once, then (sink and session both at real time) one per delivery.
+  for (let i = 0; i < 12; i++) subject.next(frame(i, jpeg!));
+  for (let i = 12; i < 30; i++) {
+    await sink.delivered(i - 11);
+    subject.next(frame(i, jpeg!));
+  }
+  await sink.delivered(19);
+  t.is(pump.stats.skippedVideoFrames, 0, 'the standing backlog is the sink\'s pacing: skipping would not bring the sound sooner');
+  t.true(sink.deliveries.slice(0, 19).every((d) => d.video !== null && d.audio === 4));
+  sink.audioAheadMs = 0; // the sink ran dry: now the waiting frames are late
+  await sink.delivered(21);
+  subject.complete();
+  await pump.done;
+  t.true(pump.stats.skippedVideoFrames > 0, JSON.stringify(pump.stats));
+  t.is(pump.stats.videoFrames + pump.stats.skippedVideoFrames, 30);
+  t.is(sink.deliveries.slice(0, 30).reduce((a, d) => a + d.audio, 0), 120, 'every frame delivered its audio');
+});
+
 test('an undecodable picture loses only that picture', async (t) => {
   const [jpeg] = await renderSyntheticPictures(64, 48, 1);
   const warnings: string[] = [];
@@ -61,11 +104,7 @@ test('an undecodable picture loses only that picture', async (t) => {
   const subject = new Subject<FaceFrame>();
   const pump = new AvatarFramePump(subject, sink, { onWarning: (m) => warnings.push(m) });
   pump.start();
-  for (const f of frames) {
-    subject.next(f);
-    await new Promise((resolve) => setTimeout(resolve, 30));
-  }
-  subject.complete();
+  await feedInStep(subject, sink, frames);
   await pump.done;
   t.is(pump.stats.badImages, 1);
   t.is(pump.stats.videoFrames, 2);
@@ -94,11 +133,7 @@ test('videoDelayFrames sends each picture that many frames after its audio, and 
   const sink = new RecordingSink();
   const pump = new AvatarFramePump(subject, sink, { videoDelayFrames: 2 });
   pump.start();
-  for (let i = 0; i < 6; i++) {
-    subject.next(frame(i, pictures[i]!));
-    await new Promise((resolve) => setTimeout(resolve, 30));
-  }
-  subject.complete();
+  await feedInStep(subject, sink, pictures.map((p, i) => frame(i, p)));
   await pump.done;
   const direct = new RecordingSink();
   const reference = new AvatarFramePump(from(pictures.map((p, i) => frame(i, p))), direct, { maxQueuedFrames: 100 });

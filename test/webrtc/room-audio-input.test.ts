@@ -37,8 +37,18 @@ async function harness(options: ConstructorParameters<typeof RoomAudioInput>[1] 
   return { audio, events, input, worker, run, clock, frames, send };
 }
 
-test('audio is resampled to the pipeline rate and re-chunked to 20 ms frames', async (t) => {
-  const h = await harness({}, 24_000);
+test('by default each 10 ms chunk becomes a frame at once (the VAD hears the end of speech without waiting for a second chunk)', async (t) => {
+  const h = await harness();
+  h.send('sub_a', 1);
+  t.is(h.frames().length, 1);
+  t.is(h.frames()[0]!.pcm.length, 160);
+  h.send('sub_a', 3);
+  t.is(h.frames().length, 4);
+  await h.worker.cancel();
+});
+
+test('audio is resampled to the pipeline rate and re-chunked to frames of chunkMs (20 ms here)', async (t) => {
+  const h = await harness({ chunkMs: 20 }, 24_000);
   h.send('sub_a', 100); // one second at 16 kHz
   const frames = h.frames();
   t.true(frames.length >= 48 && frames.length <= 50, `${frames.length} frames`);
@@ -57,7 +67,7 @@ test('it follows the first participant heard, drops the others, and the next one
   const h = await harness();
   h.send('sub_a', 10);
   h.send('sub_b', 10);
-  t.is(h.frames().length, 5);
+  t.is(h.frames().length, 10);
   t.is(h.input.stats.otherParticipantChunks, 10);
   h.events.next({ type: 'left', participantId: 'sub_b', reason: 'left' });
   t.is(h.input.participantId, 'sub_a', 'another participant leaving changes nothing');
@@ -65,8 +75,8 @@ test('it follows the first participant heard, drops the others, and the next one
   t.is(h.input.participantId, null);
   h.send('sub_c', 10, 48_000, 2); // a reconnected visitor, stereo at 48 kHz: mixed down and resampled
   t.is(h.input.participantId, 'sub_c');
-  t.true(h.frames().length >= 9, `${h.frames().length - 5} frames of 100 ms (less the resampler's delay)`);
-  t.true(h.frames().slice(5).every((f) => f.pcm.length === 320 && f.sampleRate === 16_000));
+  t.true(h.frames().length >= 19, `${h.frames().length - 10} frames of 100 ms (less the resampler's delay)`);
+  t.true(h.frames().slice(10).every((f) => f.pcm.length === 160 && f.sampleRate === 16_000));
   await h.worker.cancel();
 });
 
@@ -74,10 +84,10 @@ test('a chosen participant only; nothing before the start or after the end', asy
   const h = await harness({ participantId: 'sub_b' });
   h.send('sub_a', 4);
   h.send('sub_b', 4);
-  t.is(h.frames().length, 2);
+  t.is(h.frames().length, 4);
   h.events.next({ type: 'left', participantId: 'sub_b', reason: 'left' });
   h.send('sub_a', 4);
-  t.is(h.frames().length, 2, 'a fixed participant is not replaced');
+  t.is(h.frames().length, 4, 'a fixed participant is not replaced');
   void h.worker.end();
   await h.clock.advanceUntil(() => h.worker.finished, 1000);
   t.false(h.audio.observed, 'unsubscribed at the end');

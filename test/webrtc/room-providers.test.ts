@@ -8,7 +8,7 @@ import { NEVER } from 'rxjs';
 import { TokenVerifier } from 'livekit-server-sdk';
 import { LiveKitRoomProvider } from '../../transports/livekit/index.ts';
 import { EmbeddedRoomProvider, publishAvatar, RoomError, RoomRegistry } from '../../transports/webrtc/index.ts';
-import { startFakeLiveKitApi } from './fake-livekit-api.ts';
+import { startLiveKitServerFake } from '../fakes/livekit-server.ts';
 
 const KEY = 'APIfakekey';
 const SECRET = 'fake-secret-that-is-long-enough-for-hs256-0123456789';
@@ -28,11 +28,11 @@ test('embedded: a room URL without the token, a subscriber token, and publish se
 });
 
 test('livekit: creates the room through the API and mints tokens with the right grants', async (t) => {
-  const api = await startFakeLiveKitApi(KEY, SECRET);
+  const api = await startLiveKitServerFake({ apiKey: KEY, apiSecret: SECRET });
   t.teardown(() => api.close());
   const provider = new LiveKitRoomProvider({ url: api.url, apiKey: KEY, apiSecret: SECRET, tokenTtlMs: 120_000 });
   const room = await provider.createRoom();
-  t.deepEqual(api.rooms.get(room.room), { name: room.room, emptyTimeout: 60, maxParticipants: 4 });
+  t.deepEqual(api.createdRooms.get(room.room), { name: room.room, emptyTimeout: 60, maxParticipants: 4 });
   t.is(room.roomUrl, api.url);
   t.is(room.publisherSettings.provider, 'livekit');
   const verifier = new TokenVerifier(KEY, SECRET);
@@ -48,17 +48,17 @@ test('livekit: creates the room through the API and mints tokens with the right 
   await t.throwsAsync(new TokenVerifier(KEY, 'another-secret-0123456789-0123456789-abcdef').verify(room.subscriberToken));
   t.true(await provider.closeRoom(room.room));
   t.false(await provider.closeRoom(room.room));
-  t.deepEqual(api.requests, ['CreateRoom', 'DeleteRoom', 'DeleteRoom']);
+  t.deepEqual(api.roomApiRequests, ['CreateRoom', 'DeleteRoom', 'DeleteRoom']);
 });
 
 test('livekit: a refused or unreachable API is room_creation_failed', async (t) => {
-  const api = await startFakeLiveKitApi(KEY, SECRET);
+  const api = await startLiveKitServerFake({ apiKey: KEY, apiSecret: SECRET });
   t.teardown(() => api.close());
   const wrongSecret = new LiveKitRoomProvider({ url: api.url, apiKey: KEY, apiSecret: 'not-the-secret-0123456789-0123456789-abcdef' });
   const refused = await t.throwsAsync(wrongSecret.createRoom(), { instanceOf: RoomError });
   t.is(refused!.code, 'room_creation_failed');
   t.regex(refused!.message, /invalid token/);
-  t.is(api.rooms.size, 0);
+  t.is(api.createdRooms.size, 0);
   const unreachable = new LiveKitRoomProvider({ url: 'ws://127.0.0.1:1', apiKey: KEY, apiSecret: SECRET });
   const down = await t.throwsAsync(unreachable.createRoom(), { instanceOf: RoomError });
   t.is(down!.code, 'room_creation_failed');

@@ -40,6 +40,11 @@ export class LiveKitMediaSink implements AvatarMediaSink {
     this.audioSource = new AudioSource(AVATAR_MEDIA.audioSampleRate, 1, audioQueueMs);
   }
 
+  /** Audio queued in the source ahead of playout: the frame pump keeps pictures while it is full. */
+  get audioAheadMs(): number {
+    return this.audioSource.queuedDuration;
+  }
+
   get video(): VideoSource | undefined {
     return this.videoSource;
   }

@@ -14,7 +14,7 @@
  * the error's `cause` for the server's log. The conversions are tested in test/webrtc/livekit-media.test.ts.
  */
 import type { Observable } from 'rxjs';
-import { LocalAudioTrack, Room, RoomEvent, TrackPublishOptions, TrackSource, type LocalVideoTrack } from '@livekit/rtc-node';
+import { LocalAudioTrack, Room, RoomEvent, TrackPublishOptions, TrackSource, type LocalParticipant, type LocalVideoTrack } from '@livekit/rtc-node';
 import type { FaceFrame } from '../../processors/avatar/face-model.ts';
 import { AvatarFramePump, type FramePumpOptions } from '../webrtc/avatar-frame-pump.ts';
 import type { PublishedAvatar } from '../webrtc/embedded-publisher.ts';
@@ -58,7 +58,22 @@ function joinFailed(cause: unknown): RoomError {
   return error;
 }
 
-export async function publishToLiveKit(frames: Observable<FaceFrame>, options: LiveKitPublishOptions): Promise<PublishedAvatar> {
+/** Where to join and how the address is checked (the part of the publish options about the connection). */
+export type LiveKitJoinOptions = Pick<LiveKitPublishOptions, 'url' | 'token' | 'livekitAllowedRanges' | 'resolver' | 'ca'>;
+
+/** A joined LiveKit room: the SDK's `Room` behind its pinned relay. */
+export interface JoinedLiveKitRoom {
+  readonly room: Room;
+  readonly participant: LocalParticipant;
+  /** Leaves the room (bounded) and closes the relay; idempotent. */
+  leave(): Promise<void>;
+}
+
+/**
+ * Joins a LiveKit room through the SSRF policy and a pinned relay (see the file comment).
+ * Every failure is a `RoomError('publish_failed', LIVEKIT_JOIN_FAILED)` with the cause attached.
+ */
+export async function joinLiveKitRoom(options: LiveKitJoinOptions, connect: { readonly autoSubscribe: boolean } = { autoSubscribe: false }): Promise<JoinedLiveKitRoom> {
   if (!/^wss?:\/\//.test(options.url)) throw new RoomError('invalid_settings', 'the LiveKit url must start with ws:// or wss://');
   let relay: PinnedRelay;
   try {
@@ -69,7 +84,7 @@ export async function publishToLiveKit(frames: Observable<FaceFrame>, options: L
   }
   const room = new Room();
   try {
-    await room.connect(relay.url, options.token, { autoSubscribe: false, dynacast: false });
+    await room.connect(relay.url, options.token, { autoSubscribe: connect.autoSubscribe, dynacast: false });
   } catch (error) {
     await leave(room);
     await relay.close();
@@ -81,36 +96,93 @@ export async function publishToLiveKit(frames: Observable<FaceFrame>, options: L
     await relay.close();
     throw joinFailed(new Error('joined the LiveKit room without a local participant'));
   }
+  let left: Promise<void> | undefined;
+  return {
+    room,
+    participant,
+    leave() {
+      left ??= (async () => {
+        try {
+          await leave(room);
+        } finally {
+          await relay.close();
+        }
+      })();
+      return left;
+    },
+  };
+}
+
+/** The avatar published in a room the caller joined: publishing stops, the room stays joined. */
+export interface LiveKitAvatarPublication {
+  readonly stats: PublishedAvatar['stats'];
+  /** Settles when publishing ended (frames completed, the room disconnected, or `stop()`), sources closed. */
+  readonly ended: Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Publishes a face session over an already joined room: a microphone-source audio track at once,
+ * a camera-source video track with the first picture. Rejects with `publish_failed` when the
+ * server refuses the audio track.
+ */
+export interface PublishFramesOptions extends FramePumpOptions {
+  readonly audioQueueMs?: number;
+  /**
+   * Simulcast layers for the video (default: the SDK's, on). A session has one viewer, so the
+   * session bot turns them off: one encoding instead of three on the bot's CPU.
+   */
+  readonly simulcast?: boolean;
+}
+
+export async function publishFramesToRoom(room: Room, frames: Observable<FaceFrame>, options: PublishFramesOptions = {}): Promise<LiveKitAvatarPublication> {
+  const participant = room.localParticipant;
+  if (!participant) throw joinFailed(new Error('the LiveKit room has no local participant'));
   const sink = new LiveKitMediaSink(async (track: LocalVideoTrack) => {
-    await participant.publishTrack(track, new TrackPublishOptions({ source: TrackSource.SOURCE_CAMERA }));
+    await participant.publishTrack(track, new TrackPublishOptions({ source: TrackSource.SOURCE_CAMERA, ...(options.simulcast === undefined ? {} : { simulcast: options.simulcast }) }));
   }, options.audioQueueMs);
   try {
     const audioTrack = LocalAudioTrack.createAudioTrack(LIVEKIT_MEDIA_DEFAULTS.audioTrackName, sink.audioSource);
     await participant.publishTrack(audioTrack, new TrackPublishOptions({ source: TrackSource.SOURCE_MICROPHONE }));
   } catch (error) {
     await sink.close();
-    await leave(room);
-    await relay.close();
     throw joinFailed(error);
   }
   const pump = new AvatarFramePump(frames, sink, options);
-  room.on(RoomEvent.Disconnected, () => pump.stop());
+  const onDisconnected = () => pump.stop();
+  room.on(RoomEvent.Disconnected, onDisconnected);
   pump.start();
   const ended = pump.done.then(async () => {
-    try {
-      await sink.close();
-      await leave(room);
-    } finally {
-      await relay.close();
-    }
+    room.off(RoomEvent.Disconnected, onDisconnected);
+    await sink.close();
   });
   return {
-    participantId: participant.identity,
-    room: room.name ?? '',
     stats: pump.stats,
     ended,
-    async close() {
+    async stop() {
       pump.stop();
+      await ended;
+    },
+  };
+}
+
+export async function publishToLiveKit(frames: Observable<FaceFrame>, options: LiveKitPublishOptions): Promise<PublishedAvatar> {
+  const joined = await joinLiveKitRoom(options);
+  let publication: LiveKitAvatarPublication;
+  try {
+    publication = await publishFramesToRoom(joined.room, frames, options);
+  } catch (error) {
+    await joined.leave();
+    throw error;
+  }
+  const ended = publication.ended.then(() => joined.leave());
+  return {
+    participantId: joined.participant.identity,
+    room: joined.room.name ?? '',
+    stats: publication.stats,
+    ended,
+    async close() {
+      await publication.stop();
       await ended;
     },
   };

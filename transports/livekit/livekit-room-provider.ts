@@ -4,6 +4,7 @@
  * later), and mints two join tokens: one for the avatar (publishes) and one for the browser
  * (subscribes and publishes its microphone). Closing deletes the room, which disconnects everyone.
  */
+import { resolveOptions } from '../../core/options.ts';
 import { randomUUID } from 'node:crypto';
 import { AccessToken, RoomServiceClient, TrackSource } from 'livekit-server-sdk';
 import { RealClock, type Clock } from '../../core/clock.ts';
@@ -34,11 +35,14 @@ export class LiveKitRoomProvider implements RoomProvider {
   readonly name = 'livekit' as const;
   private readonly api: RoomServiceClient;
   private readonly clock: Clock;
+  /** LIVEKIT_ROOM_DEFAULTS with the options over them. */
+  private readonly settings: { tokenTtlMs: number; emptyTimeoutMs: number; maxParticipants: number };
 
   constructor(private readonly options: LiveKitRoomProviderOptions) {
     if (!/^wss?:\/\//.test(options.url)) throw new RoomError('invalid_settings', 'the LiveKit url must start with ws:// or wss://');
     this.api = new RoomServiceClient(options.url.replace(/^ws/, 'http'), options.apiKey, options.apiSecret, { failover: false });
     this.clock = options.clock ?? new RealClock();
+    this.settings = resolveOptions(LIVEKIT_ROOM_DEFAULTS, { tokenTtlMs: options.tokenTtlMs, emptyTimeoutMs: options.emptyTimeoutMs, maxParticipants: options.maxParticipants });
   }
 
   async createRoom(options: RoomCreateOptions = {}): Promise<AvatarRoom> {
@@ -46,13 +50,13 @@ export class LiveKitRoomProvider implements RoomProvider {
     try {
       await this.api.createRoom({
         name: room,
-        emptyTimeout: Math.ceil((this.options.emptyTimeoutMs ?? LIVEKIT_ROOM_DEFAULTS.emptyTimeoutMs) / 1000),
-        maxParticipants: this.options.maxParticipants ?? LIVEKIT_ROOM_DEFAULTS.maxParticipants,
+        emptyTimeout: Math.ceil(this.settings.emptyTimeoutMs / 1000),
+        maxParticipants: this.settings.maxParticipants,
       });
     } catch (error) {
       throw new RoomError('room_creation_failed', `LiveKit did not create the room: ${error instanceof Error ? error.message : String(error)}`);
     }
-    const ttlMs = options.tokenTtlMs ?? this.options.tokenTtlMs ?? LIVEKIT_ROOM_DEFAULTS.tokenTtlMs;
+    const ttlMs = options.tokenTtlMs ?? this.settings.tokenTtlMs;
     const publisherToken = await this.token(room, `avatar-${room}`, ttlMs, {
       canPublish: true,
       canSubscribe: true,

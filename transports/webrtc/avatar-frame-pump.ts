@@ -2,7 +2,9 @@
  * Moves face frames into a media sink one at a time, in order: decode the picture, resample the
  * audio, hand both over together. The face session paces the stream (25 fps); the pump never
  * adds its own clock. When decoding falls behind, pictures are skipped (never audio), so sound
- * stays continuous and the picture catches up instead of drifting late.
+ * stays continuous and the picture catches up instead of drifting late. Frames that wait because
+ * the sink paces the audio (it already holds enough ahead of playout) are not a decoding backlog:
+ * skipping their pictures would not bring the sound sooner, so they keep them.
  */
 import type { Observable, Subscription } from 'rxjs';
 import type { FaceFrame } from '../../processors/avatar/face-model.ts';
@@ -11,6 +13,13 @@ import { FrameAudioResampler, imageToI420, type I420Frame } from './avatar-media
 export const FRAME_PUMP_DEFAULTS = {
   /** Frames allowed to wait for decoding; beyond this, waiting frames go on without their picture. */
   maxQueuedFrames: 3,
+  /**
+   * Audio a pacing sink holds ahead of playout (`AvatarMediaSink.audioAheadMs`) from which waiting
+   * frames are the sink's pacing, not slow decoding: three frames of 40 ms. Without this, a stall
+   * that left more frames waiting than the sink's audio queue holds made the backlog permanent
+   * (the sink takes audio at real time, as fast as it arrives) and every later picture was skipped.
+   */
+  sinkAheadMs: 120,
   /**
    * Pictures go out this many frames (40 ms each) after their audio, to compensate receivers
    * that play video sooner than audio (see EMBEDDED_PUBLISHER_DEFAULTS). 0 sends each picture
@@ -25,6 +34,8 @@ export interface AvatarMediaSink {
    * audio chunks, in stream order. The pump waits for a returned promise before the next frame.
    */
   deliver(video: I420Frame | null, audio: readonly Int16Array[]): void | Promise<void>;
+  /** Audio (ms) a sink that paces delivery holds ahead of playout; absent for sinks that never wait. */
+  readonly audioAheadMs?: number;
 }
 
 export interface FramePumpStats {
@@ -113,8 +124,9 @@ export class AvatarFramePump {
     try {
       while (!this.stopped && this.queue.length > 0) {
         const frame = this.queue.shift()!;
-        // Frames still waiting behind this one mean decoding is behind real time.
-        const skipPicture = this.queue.length >= this.maxQueued;
+        // Frames still waiting behind this one mean decoding is behind real time, unless the sink
+        // made them wait while holding audio ahead of playout.
+        const skipPicture = this.queue.length >= this.maxQueued && (this.sink.audioAheadMs ?? 0) < FRAME_PUMP_DEFAULTS.sinkAheadMs;
         let picture: I420Frame | null = null;
         if (skipPicture) this.stats.skippedVideoFrames++;
         else {

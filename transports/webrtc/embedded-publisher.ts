@@ -3,6 +3,7 @@
  * RTCAudioSource (wrtc), and every subscriber's peer connection gets its own tracks of those
  * sources. The publisher joins with the room's publisher token, like any participant.
  */
+import { resolveOptions } from '../../core/options.ts';
 import { randomUUID } from 'node:crypto';
 import type { Observable } from 'rxjs';
 import type { FaceFrame } from '../../processors/avatar/face-model.ts';
@@ -52,6 +53,8 @@ class EmbeddedPublication implements RoomPublication, AvatarMediaSink {
   private readonly video: InstanceType<ReturnType<typeof wrtcWithSources>['nonstandard']['RTCVideoSource']>;
   private readonly audio: InstanceType<ReturnType<typeof wrtcWithSources>['nonstandard']['RTCAudioSource']>;
 
+  private closed = false;
+
   constructor(private readonly onClosedByRoom: (reason: string) => void) {
     const { RTCVideoSource, RTCAudioSource } = wrtcWithSources().nonstandard;
     this.video = new RTCVideoSource();
@@ -67,7 +70,10 @@ class EmbeddedPublication implements RoomPublication, AvatarMediaSink {
   }
 
   deliver(video: I420Frame | null, audio: readonly Int16Array[]): void {
-    // Picture first, then its audio, in the same tick: both are stamped with the same capture time.
+    // Picture first, then its audio, in the same tick: both are stamped with the same capture
+    // time. (Pacing the audio 10 ms at a time was measured to make the receiver's jitter buffer
+    // play it later, not sooner: docs/sessions.md.)
+    if (this.closed) return;
     if (video) this.video.onFrame({ width: video.width, height: video.height, data: video.data });
     for (const samples of audio) {
       this.audio.onData({ samples, sampleRate: AVATAR_MEDIA.audioSampleRate, bitsPerSample: 16, channelCount: 1, numberOfFrames: samples.length });
@@ -75,6 +81,7 @@ class EmbeddedPublication implements RoomPublication, AvatarMediaSink {
   }
 
   onRoomClosed(reason: string): void {
+    this.closed = true;
     this.onClosedByRoom(reason);
   }
 }
@@ -82,8 +89,9 @@ class EmbeddedPublication implements RoomPublication, AvatarMediaSink {
 export async function publishToEmbeddedRoom(frames: Observable<FaceFrame>, options: EmbeddedPublishOptions): Promise<PublishedAvatar> {
   const { room } = options.rooms.authorize(options.room, options.token, 'publisher');
   let pump: AvatarFramePump | undefined;
+  const settings = resolveOptions(EMBEDDED_PUBLISHER_DEFAULTS, { videoDelayFrames: options.videoDelayFrames });
   const publication = new EmbeddedPublication(() => pump?.stop());
-  pump = new AvatarFramePump(frames, publication, { ...options, videoDelayFrames: options.videoDelayFrames ?? EMBEDDED_PUBLISHER_DEFAULTS.videoDelayFrames });
+  pump = new AvatarFramePump(frames, publication, { ...options, videoDelayFrames: settings.videoDelayFrames });
   room.publish(publication);
   pump.start();
   const ended = pump.done.then(() => room.unpublish(publication));

@@ -5,6 +5,7 @@
  * for joining (default 10 minutes): a connection that joined in time stays in the room until it
  * leaves or the room closes.
  */
+import { resolveOptions } from '../../core/options.ts';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { RealClock, type Clock } from '../../core/clock.ts';
 import { Room } from './room.ts';
@@ -72,10 +73,16 @@ export class RoomRegistry {
 
   constructor(options: RoomRegistryOptions = {}) {
     this.clock = options.clock ?? new RealClock();
-    this.tokenTtlMs = options.tokenTtlMs ?? ROOM_REGISTRY_DEFAULTS.tokenTtlMs;
-    this.maxSubscribers = options.maxSubscribersPerRoom ?? ROOM_REGISTRY_DEFAULTS.maxSubscribersPerRoom;
-    this.maxRooms = options.maxRooms ?? ROOM_REGISTRY_DEFAULTS.maxRooms;
-    this.emptyRoomTimeoutMs = options.emptyRoomTimeoutMs ?? ROOM_REGISTRY_DEFAULTS.emptyRoomTimeoutMs;
+    const settings = resolveOptions(ROOM_REGISTRY_DEFAULTS, {
+      tokenTtlMs: options.tokenTtlMs,
+      maxSubscribersPerRoom: options.maxSubscribersPerRoom,
+      maxRooms: options.maxRooms,
+      emptyRoomTimeoutMs: options.emptyRoomTimeoutMs,
+    });
+    this.tokenTtlMs = settings.tokenTtlMs;
+    this.maxSubscribers = settings.maxSubscribersPerRoom;
+    this.maxRooms = settings.maxRooms;
+    this.emptyRoomTimeoutMs = settings.emptyRoomTimeoutMs;
     this.iceServers = options.iceServers ?? [];
   }
 

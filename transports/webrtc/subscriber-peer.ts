@@ -4,6 +4,7 @@
  * both ways. Only host candidates exist (no STUN/TURN configured): the browser reaches the
  * server's addresses directly, and the server learns the browser's address from its checks.
  */
+import { preferShortAudioPackets } from './sdp.ts';
 import { randomUUID } from 'node:crypto';
 import type { IceCandidateWire, SignallingServerMessage } from './signalling-protocol.ts';
 import { SignallingError } from './signalling-protocol.ts';
@@ -80,8 +81,10 @@ export class SubscriberPeer {
 
   /** Creates and sends the offer. */
   async start(): Promise<void> {
-    const offer = await this.pc.createOffer();
+    const created = await this.pc.createOffer();
     if (this.closed) return;
+    // 10 ms Opus packets from the visitor (see sdp.ts): the offer's a=ptime shapes what they send.
+    const offer = { type: 'offer' as const, sdp: preferShortAudioPackets(created.sdp ?? '') };
     await this.pc.setLocalDescription(offer);
     if (this.closed) return;
     this.send({ type: 'offer', pc_id: this.pcId, publisher_id: this.publisherId, sdp: this.pc.localDescription?.sdp ?? offer.sdp ?? '' });
@@ -91,7 +94,8 @@ export class SubscriberPeer {
     if (this.closed) return;
     if (this.answered) throw new SignallingError('negotiation_failed', 'this peer connection already has an answer');
     try {
-      await this.pc.setRemoteDescription({ type: 'answer', sdp });
+      // ... and from us: our encoder follows the a=ptime of the answer it applies.
+      await this.pc.setRemoteDescription({ type: 'answer', sdp: preferShortAudioPackets(sdp) });
     } catch (error) {
       throw new SignallingError('negotiation_failed', `the answer was refused: ${error instanceof Error ? error.message : String(error)}`);
     }

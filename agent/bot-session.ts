@@ -1,0 +1,478 @@
+/**
+ * One admitted session's bot, run by `BotRunner` (agent/bot-runner.ts, which says what a session
+ * goes through): the room, the pipeline, the face, the timeouts, the messages and the ending.
+ * Also the runner's options and defaults, which the session reads.
+ *
+ * Lifecycle, messages and timeouts: docs/session-messages.md.
+ */
+import type { Subscription } from 'rxjs';
+import { RealClock, type Clock, type TimerHandle } from '../core/clock.ts';
+import type { FrameObserver } from '../core/observer.ts';
+import { Pipeline } from '../core/pipeline.ts';
+import type { Registry } from '../core/registry.ts';
+import { PipelineWorker, type WorkerOptions, type WorkerOutcome } from '../core/worker.ts';
+import type { FaceSession } from '../processors/avatar/face-model.ts';
+import { defaultToolLogger, type ToolLogger, type WebhookClient } from '../processors/tools/index.ts';
+import { SESSION_PROTOCOL_VERSION, type BotMessage } from '../protocol/session-messages.ts';
+import type { MediaSink } from '../transports/media-sink.ts';
+import type { FramePumpOptions } from '../transports/webrtc/avatar-frame-pump.ts';
+import type { PublishedAvatar } from '../transports/webrtc/embedded-publisher.ts';
+import type { RoomAudioInput } from '../transports/webrtc/room-audio-input.ts';
+import type { RoomClientMessage, RoomSubscriberEvent } from '../transports/webrtc/room.ts';
+import type { RoomRegistry } from '../transports/webrtc/room-registry.ts';
+import type { AgentPipelineOptions, AgentRuntimeRecord, ProviderChoice } from './agent-pipeline.ts';
+import { openBotRoom, type BotRoom } from './bot-room.ts';
+import {
+  SESSION_TIMEOUTS,
+  type RunningSession,
+  type SessionOutcome,
+  type SessionStart,
+  type TerminationReason,
+} from './session-contract.ts';
+import { latencySummary, parseClientMessage, SessionMessageEmitter } from './session-messages.ts';
+import { buildSessionPipeline, type SessionPipeline } from './session-pipeline.ts';
+
+export type SessionTimeouts = { -readonly [K in keyof typeof SESSION_TIMEOUTS]: number };
+
+/**
+ * Opens the agent's face session on the pipeline clock (supplied by the server: it knows the
+ * agent's face configuration). `imageFormat: 'rgb'` is asked for: no JPEG round trip on the way
+ * to WebRTC.
+ */
+export type SessionFaceFactory = (
+  agent: AgentRuntimeRecord,
+  clock: Clock,
+  limits: { readonly maxDimension: number | undefined; readonly imageFormat: 'rgb' },
+) => Promise<FaceSession>;
+
+/** Knobs for tests and special deployments; production leaves them alone. */
+export interface BotRunnerTuning extends NonNullable<AgentPipelineOptions['tuning']> {
+  readonly clock?: Clock;
+  readonly worker?: Pick<WorkerOptions, 'idleTimeoutMs' | 'heartbeatMs'>;
+  readonly publish?: FramePumpOptions;
+  /** More observers of the session's pipeline (benchmarks trace a turn with one), after the message emitter. */
+  readonly observers?: readonly FrameObserver[];
+}
+
+export interface BotRunnerOptions {
+  readonly registry: Registry;
+  readonly providers: ProviderChoice;
+  readonly openFace: SessionFaceFactory;
+  /** The embedded room provider's registry (where embedded sessions' rooms live). */
+  readonly rooms?: RoomRegistry;
+  /**
+   * Private ranges a LiveKit room's url may resolve to (SVC_LIVEKIT_ALLOWED_RANGES): the bot joins
+   * LiveKit rooms through the same address policy as any LiveKit publishing.
+   */
+  readonly livekitAllowedRanges?: readonly string[];
+  /** Carries the operator's allowed address ranges to tool webhooks. */
+  readonly webhooks?: WebhookClient;
+  readonly logger?: ToolLogger;
+  readonly timeouts?: Partial<SessionTimeouts>;
+  readonly tuning?: BotRunnerTuning;
+}
+
+export const BOT_RUNNER_DEFAULTS = {
+  /** Rate of the visitor's audio into the pipeline and of the output clock (the face's rate). */
+  sampleRate: 16_000,
+} as const;
+
+const secondsToMs = (s: number | undefined) => (s && s > 0 ? s * 1000 : null);
+
+function withTimeout<T>(promise: Promise<T>, ms: number, clock: Clock): Promise<T | 'timeout'> {
+  let timer: TimerHandle | undefined;
+  return Promise.race([
+    promise.finally(() => clock.clearTimeout(timer)),
+    new Promise<'timeout'>((resolve) => (timer = clock.setTimeout(() => resolve('timeout'), ms))),
+  ]);
+}
+
+export class BotSession implements RunningSession {
+  readonly sessionId: string;
+  readonly ended: Promise<SessionOutcome>;
+  private resolveEnded!: (outcome: SessionOutcome) => void;
+  private readonly clock: Clock;
+  private readonly timeouts: SessionTimeouts;
+  private readonly logger: ToolLogger;
+  private emitter: SessionMessageEmitter;
+  private pipeline: SessionPipeline | undefined;
+  private input: RoomAudioInput | undefined;
+  private worker: PipelineWorker | undefined;
+  private workerDone: Promise<WorkerOutcome> | undefined;
+  private face: FaceSession | undefined;
+  private publication: PublishedAvatar | undefined;
+  private room: BotRoom | undefined;
+  private readonly subscriptions: Subscription[] = [];
+  private readonly timers = new Map<string, TimerHandle>();
+  /** Visitors in the room, with their peer connection state. */
+  private readonly visitors = new Map<string, RTCPeerConnectionState | 'none'>();
+  private peakVisitors = 0;
+  private hadVisitor = false;
+  private clientReady = false;
+  private conversationStarted = false;
+  private fatalError: string | null = null;
+  /** The fatal error's code (e.g. a provider's `sts_auth_failed`), recorded as the call's failure_reason. */
+  private fatalCode: string | null = null;
+  private finishing: Promise<SessionOutcome> | undefined;
+  private startedAt = 0;
+  private firstFrameAt: number | null = null;
+  private conversationStartedAt: number | null = null;
+  private droppedClientMessages = 0;
+  private idleTimedOut = false;
+  private roomClosedUnderUs = false;
+
+  constructor(
+    private readonly session: SessionStart,
+    private readonly options: BotRunnerOptions,
+  ) {
+    this.sessionId = session.sessionId;
+    this.clock = options.tuning?.clock ?? new RealClock();
+    this.timeouts = { ...SESSION_TIMEOUTS, ...options.timeouts };
+    this.logger = options.logger ?? defaultToolLogger();
+    this.ended = new Promise((resolve) => (this.resolveEnded = resolve));
+    this.emitter = this.createEmitter(undefined);
+  }
+
+  private createEmitter(pipeline: SessionPipeline | undefined): SessionMessageEmitter {
+    return new SessionMessageEmitter({
+      send: (message) => this.deliver(message),
+      taps: pipeline?.taps ?? { output: '' },
+      userId: () => this.session.clientUserRef ?? this.input?.participantId ?? 'user',
+      vadStopMs: pipeline?.vadStopMs ?? null,
+    });
+  }
+
+  // ---- start ----------------------------------------------------------------------------------
+
+  async start(): Promise<void> {
+    this.startedAt = this.clock.now();
+    const avatarRoom = this.session.room;
+    const room = await openBotRoom(avatarRoom, {
+      ...(this.options.rooms ? { rooms: this.options.rooms } : {}),
+      ...(this.options.livekitAllowedRanges ? { livekitAllowedRanges: this.options.livekitAllowedRanges } : {}),
+    });
+    this.room = room;
+    try {
+      await this.prepare(room);
+    } catch (error) {
+      await room.leave().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private async prepare(room: BotRoom): Promise<void> {
+    const { agent, room: avatarRoom } = this.session;
+
+    const sink: MediaSink = {
+      // The room gets the face session's frames (picture + the audio that plays with it)
+      // directly; the output transport only keeps the playback clock and the speaking state.
+      writeAudio: () => undefined,
+      writeImage: () => undefined,
+      sendMessage: (message) => this.emitter.fromPipeline(message),
+    };
+    const tuning = this.options.tuning ?? {};
+    const pipeline = await buildSessionPipeline(agent, {
+      registry: this.options.registry,
+      sink,
+      providers: this.options.providers,
+      session: { session_id: this.session.sessionId, call_id: this.session.callId, client_user_ref: this.session.clientUserRef },
+      ...(this.options.webhooks ? { webhooks: this.options.webhooks } : {}),
+      logger: this.logger,
+      face: async () => {
+        if (!this.face) throw new Error('the face session is not open');
+        return this.face;
+      },
+      tuning: { vadOptions: tuning.vadOptions, sttOptions: tuning.sttOptions, ttsOptions: tuning.ttsOptions, outputOptions: tuning.outputOptions },
+      stsApiKey: this.session.stsApiKey ?? null,
+    });
+    this.pipeline = pipeline;
+    this.emitter = this.createEmitter(pipeline);
+
+    this.input = room.createAudioInput();
+    this.worker = new PipelineWorker(new Pipeline([this.input, pipeline.pipeline], { name: 'SessionPipeline' }), {
+      clock: this.clock,
+      audioInSampleRate: BOT_RUNNER_DEFAULTS.sampleRate,
+      audioOutSampleRate: BOT_RUNNER_DEFAULTS.sampleRate,
+      observers: [this.emitter, ...(tuning.observers ?? [])],
+      ...pipeline.workerOptions,
+      ...tuning.worker,
+    });
+
+    this.face = await this.options.openFace(agent, this.clock, { maxDimension: agent.advanced.max_video_source_dimension, imageFormat: 'rgb' });
+    try {
+      this.subscriptions.push(this.face.frames.subscribe({ next: () => (this.firstFrameAt ??= this.clock.now()) }));
+      this.publication = await room.publishAvatar(this.face.frames, { ...tuning.publish });
+    } catch (error) {
+      this.face.close();
+      for (const s of this.subscriptions.splice(0)) s.unsubscribe();
+      throw error;
+    }
+    const publication = this.publication;
+    void publication.ended.then(async () => {
+      if (this.finishing) return;
+      // The room was closed under the bot: only the server does that (release).
+      if (room.closed) {
+        this.roomClosedUnderUs = true;
+        void this.finish('client_released', null);
+        return;
+      }
+      // A pipeline ending from inside (the farewell played) ends its face session first: let the
+      // worker finish and say why. A face that stopped by itself leaves the worker running.
+      if (this.workerDone && (await withTimeout(this.workerDone, this.timeouts.stopTimeoutMs, this.clock)) !== 'timeout') return;
+      if (!this.finishing) void this.finish('pipeline_error', 'the avatar stopped publishing (the face session ended)');
+    });
+
+    this.subscriptions.push(
+      room.clientMessages.subscribe((m) => this.onClientMessage(m)),
+      room.presence.subscribe((e) => this.onSubscriberEvent(e)),
+    );
+    for (const s of room.visitors()) this.visitors.set(s.participantId, s.peerState);
+    this.timer('join', this.timeouts.joinDeadlineMs, () => {
+      if (!this.hadVisitor) void this.finish('join_timeout', `nobody joined the room within ${this.timeouts.joinDeadlineMs} ms`);
+    });
+    this.presenceChanged();
+    this.logger.info({ session_id: this.sessionId, room: avatarRoom.room, room_provider: room.provider, agent_id: agent.agent_id }, 'bot started');
+  }
+
+  // ---- presence and the conversation start ------------------------------------------------------
+
+  private onSubscriberEvent(event: RoomSubscriberEvent): void {
+    if (this.finishing) return;
+    try {
+      this.trackPresence(event);
+    } catch (error) {
+      // Never thrown back into the room (rxjs would report it as unhandled): the session ends instead.
+      void this.finish('pipeline_error', `presence handling failed: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  private trackPresence(event: RoomSubscriberEvent): void {
+    switch (event.type) {
+      case 'joined':
+        this.visitors.set(event.participantId, 'none');
+        break;
+      case 'peer-state':
+        if (this.visitors.has(event.participantId)) this.visitors.set(event.participantId, event.state);
+        break;
+      case 'left':
+        this.visitors.delete(event.participantId);
+        break;
+    }
+    this.presenceChanged();
+  }
+
+  /** Visitors who are there: in the room, and their peer connection has not failed. */
+  private get presentVisitors(): number {
+    let n = 0;
+    for (const state of this.visitors.values()) if (state !== 'failed' && state !== 'closed') n++;
+    return n;
+  }
+
+  private get visitorConnected(): boolean {
+    for (const state of this.visitors.values()) if (state === 'connected') return true;
+    return false;
+  }
+
+  private presenceChanged(): void {
+    if (this.finishing) return;
+    this.peakVisitors = Math.max(this.peakVisitors, this.visitors.size);
+    if (this.presentVisitors > 0) {
+      this.hadVisitor = true;
+      this.clearTimer('join');
+      this.clearTimer('grace');
+    } else if (this.hadVisitor && !this.timers.has('grace')) {
+      this.timer('grace', this.timeouts.departureGraceMs, () => void this.finish('client_left', null));
+    }
+    if (this.conversationStarted) return;
+    if (this.visitorConnected) {
+      if (this.clientReady) this.startConversation('client-ready and connected');
+      else if (!this.timers.has('ready')) this.timer('ready', this.timeouts.clientReadyWaitMs, () => this.startConversation('no client-ready'));
+    } else {
+      this.clearTimer('ready'); // counted again from the next connection
+    }
+  }
+
+  private startConversation(why: string): void {
+    if (this.conversationStarted || this.finishing || !this.worker) return;
+    this.conversationStarted = true;
+    this.conversationStartedAt = this.clock.now();
+    this.clearTimer('ready');
+    this.clearTimer('subscribe');
+    const worker = this.worker;
+    this.subscriptions.push(
+      worker.events$.subscribe((event) => {
+        if (event.type === 'error') {
+          const f = event.frame;
+          if (f.fatal) {
+            this.fatalError ??= f.message;
+            if (f.code) this.fatalCode ??= f.code;
+          }
+          this.emitter.send({ type: 'error', code: f.code ?? 'pipeline_error', message: f.message, fatal: f.fatal });
+        } else if (event.type === 'idle-timeout') {
+          this.idleTimedOut = true;
+        }
+      }),
+    );
+    this.workerDone = worker.run();
+    void this.workerDone.then((outcome) => this.onWorkerFinished(outcome));
+    this.emitter.setState('listening');
+    this.logger.info({ session_id: this.sessionId, why, wait_ms: this.conversationStartedAt - this.startedAt }, 'conversation started');
+  }
+
+  // ---- client messages --------------------------------------------------------------------------
+
+  private onClientMessage({ participantId, message }: RoomClientMessage): void {
+    if (this.finishing) return;
+    try {
+      const parsed = parseClientMessage(message);
+      if ('ignored' in parsed) {
+        this.droppedClientMessages++;
+        this.logger.warn({ session_id: this.sessionId, participant_id: participantId, reason: parsed.reason }, 'client message ignored');
+        return;
+      }
+      switch (parsed.type) {
+        case 'client-ready':
+          this.clientReady = true;
+          this.emitter.send({
+            type: 'bot-ready',
+            version: SESSION_PROTOCOL_VERSION,
+            session_id: this.sessionId,
+            capabilities: { audio_out: true, video_out: true, audio_in: true },
+          });
+          this.emitter.send({ type: 'bot-state', state: this.emitter.state });
+          if (!this.conversationStarted) {
+            if (this.visitorConnected) this.startConversation('client-ready and connected');
+            else if (!this.timers.has('subscribe')) this.timer('subscribe', this.timeouts.subscribeWaitMs, () => this.startConversation('subscribe wait over'));
+          }
+          return;
+        case 'append-system-context':
+          this.pipeline?.appendSystemContext(parsed.text);
+          return;
+        case 'hang-up':
+          void this.finish('client_hung_up', null);
+          return;
+      }
+    } catch (error) {
+      this.droppedClientMessages++;
+      this.logger.warn({ session_id: this.sessionId, error: error instanceof Error ? error.message : String(error) }, 'client message failed');
+    }
+  }
+
+  // ---- endings ----------------------------------------------------------------------------------
+
+  private onWorkerFinished(outcome: WorkerOutcome): void {
+    if (this.finishing) return;
+    if (this.fatalError !== null || outcome.reason?.startsWith('fatal error')) {
+      void this.finish('pipeline_error', this.fatalError ?? outcome.reason ?? 'fatal pipeline error');
+      return;
+    }
+    if (outcome.how === 'ended') {
+      void this.finish(outcome.reason === 'max_duration' ? this.limitReason() : 'agent_ended', null);
+      return;
+    }
+    if (this.idleTimedOut) {
+      void this.finish('client_left', null);
+      return;
+    }
+    void this.finish('pipeline_error', `the pipeline was cancelled: ${outcome.reason ?? 'no reason'}`);
+  }
+
+  /** The behaviours end at the shorter of the two limits: say which one it was. */
+  private limitReason(): TerminationReason {
+    const session = secondsToMs(this.session.agent.session_limit_seconds);
+    const behaviour = secondsToMs(this.session.agent.behaviour.max_conversation_duration_seconds);
+    return session !== null && (behaviour === null || session <= behaviour) ? 'session_limit_reached' : 'max_duration_reached';
+  }
+
+  stop(reason: TerminationReason): Promise<SessionOutcome> {
+    return this.finish(reason, null);
+  }
+
+  private finish(reason: TerminationReason, detail: string | null): Promise<SessionOutcome> {
+    this.finishing ??= this.teardown(reason, detail);
+    return this.finishing;
+  }
+
+  private async teardown(reason: TerminationReason, detail: string | null): Promise<SessionOutcome> {
+    for (const name of [...this.timers.keys()]) this.clearTimer(name);
+    this.emitter.flush();
+    this.emitter.setState('ended');
+    this.emitter.send({ type: 'session-ended', reason });
+    this.emitter.close();
+    const stopMs = this.timeouts.stopTimeoutMs;
+    const worker = this.worker;
+    if (worker && this.conversationStarted && !worker.finished) {
+      // The farewell belongs to endings from inside (duration, end_call), which finish the worker
+      // themselves; from outside, nobody is there to hear one.
+      if ((await withTimeout(worker.cancel(reason), stopMs, this.clock)) === 'timeout') {
+        this.logger.warn({ session_id: this.sessionId }, 'the pipeline did not stop in time');
+      }
+    }
+    this.face?.close();
+    if (this.publication && (await withTimeout(this.publication.close(), stopMs, this.clock)) === 'timeout') {
+      this.logger.warn({ session_id: this.sessionId }, 'unpublishing did not finish in time');
+    }
+    // LiveKit: the bot's own connection leaves (after the last messages went out); embedded: nothing.
+    if (this.room && (await withTimeout(this.room.leave().catch(() => undefined), stopMs, this.clock)) === 'timeout') {
+      this.logger.warn({ session_id: this.sessionId }, 'leaving the room did not finish in time');
+    }
+    for (const s of this.subscriptions.splice(0)) s.unsubscribe();
+    const stats = this.emitter.stats;
+    const latency = latencySummary(stats.latenciesMs);
+    const outcome: SessionOutcome = {
+      terminationReason: reason,
+      failureDetail: detail,
+      ...(reason === 'pipeline_error' && this.fatalCode ? { failureCode: this.fatalCode } : {}),
+      participantCount: this.peakVisitors,
+      metadata: {
+        turns: stats.transcriptTurns,
+        user_turns: stats.userTurns,
+        bot_turns: stats.botTurns,
+        // user_stopped_to_bot_audio_ms of the answered turns (latency-report)
+        latency_p50_ms: latency.p50,
+        latency_max_ms: latency.max,
+        latency_turns: latency.count,
+        first_frame_ms: this.firstFrameAt === null ? null : Math.round(this.firstFrameAt - this.startedAt),
+        conversation_started_ms: this.conversationStartedAt === null ? null : Math.round(this.conversationStartedAt - this.startedAt),
+        client_ready: this.clientReady,
+        room_provider: this.session.room.provider,
+        messages_sent: stats.messages,
+        client_messages_ignored: this.droppedClientMessages,
+        ...(this.idleTimedOut ? { idle_timeout: true } : {}),
+        ...(this.roomClosedUnderUs ? { room_closed: true } : {}),
+      },
+    };
+    this.logger.info({ session_id: this.sessionId, reason, detail }, 'bot ended');
+    this.resolveEnded(outcome);
+    return outcome;
+  }
+
+  // ---- helpers ----------------------------------------------------------------------------------
+
+  private deliver(message: BotMessage): void {
+    // Called from inside the pipeline (the observer): a failing send must not break it.
+    try {
+      this.publication?.sendMessage?.(message as unknown as Readonly<Record<string, unknown>>);
+    } catch (error) {
+      this.logger.warn({ session_id: this.sessionId, type: message.type, error: error instanceof Error ? error.message : String(error) }, 'session message not sent');
+    }
+  }
+
+  private timer(name: string, ms: number, fn: () => void): void {
+    this.clearTimer(name);
+    this.timers.set(
+      name,
+      this.clock.setTimeout(() => {
+        this.timers.delete(name);
+        fn();
+      }, ms),
+    );
+  }
+
+  private clearTimer(name: string): void {
+    const handle = this.timers.get(name);
+    if (handle === undefined) return;
+    this.clock.clearTimeout(handle);
+    this.timers.delete(name);
+  }
+}
