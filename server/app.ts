@@ -99,14 +99,15 @@ export async function createServer(input: ServerInput, options: CreateServerOpti
     organizations,
     apiKeys,
     modelVariants: new ModelVariants(db),
-    modelConfigs: new ModelConfigs(db),
+    modelConfigs: new ModelConfigs(db, { storage, registry, assets, logger }),
     assets,
     agents: new Agents(db, new SecretBox(config.encryptionKey), registry),
     agentCalls: new AgentCalls(db),
-    generationJobs: new GenerationJobs(db, registry, assets, storage, logger),
+    generationJobs: new GenerationJobs(db, registry, assets, storage, logger, config.jobs),
   };
   await seedCatalogue(db, registry, assets);
-  await services.generationJobs.failInterrupted();
+  // Jobs are durable (docs/jobs.md): a worker here unless SVC_WORKER=off; any worker reclaims interrupted ones.
+  if (config.jobs.runWorker) services.generationJobs.startWorker();
   const sweepUploads = () => assets.sweepAbandonedUploads(new Date(Date.now() - config.uploadSessionTtlMs));
   await sweepUploads();
   // Leftovers of a crashed process (this one's predecessor, or a sibling sharing the storage):

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { AddressPolicy } from '../processors/tools/address-policy.ts';
+import { resolveJobSettings, type JobSettings } from './jobs/job-settings.ts';
 
 /** Object storage: the filesystem driver (embedded default) or any S3-compatible service. */
 export type StorageConfig =
@@ -62,6 +63,8 @@ export interface ServerConfig {
   requestTimeoutMs: number;
   /** PostgreSQL time limits (see `DATABASE_DEFAULTS` in db/connect.ts); PGlite ignores them. */
   database: DatabaseTimeouts;
+  /** Durable generation jobs: worker in this process, concurrency, attempts, leases (server/jobs/job-settings.ts). */
+  jobs: JobSettings;
 }
 
 export interface DatabaseTimeouts {
@@ -116,7 +119,7 @@ export const SERVER_DEFAULTS = {
 
 /** Fills defaults; secrets must be supplied (see `loadConfigFromEnv` for the persisted embedded ones). */
 /** What callers give `resolveConfig`/`createServer`: everything optional but the secrets. */
-export type ServerConfigInput = Omit<Partial<ServerConfig>, 'database'> & Pick<ServerConfig, 'encryptionKey' | 'signingSecret'> & { database?: Partial<DatabaseTimeouts> };
+export type ServerConfigInput = Omit<Partial<ServerConfig>, 'database' | 'jobs'> & Pick<ServerConfig, 'encryptionKey' | 'signingSecret'> & { database?: Partial<DatabaseTimeouts>; jobs?: Partial<JobSettings> };
 
 export function resolveConfig(input: ServerConfigInput): ServerConfig {
   const dataDir = input.dataDir ?? SERVER_DEFAULTS.dataDir;
@@ -140,6 +143,7 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     headersTimeoutMs: input.headersTimeoutMs ?? SERVER_DEFAULTS.headersTimeoutMs,
     requestTimeoutMs: input.requestTimeoutMs ?? SERVER_DEFAULTS.requestTimeoutMs,
     database: { ...SERVER_DEFAULTS.database, ...input.database },
+    jobs: resolveJobSettings(input.jobs),
   };
 }
 

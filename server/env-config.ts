@@ -3,6 +3,7 @@ import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { faceSessionLimitFromEnv } from './capacity/capacity-gate.ts';
 import { resolveConfig, SERVER_DEFAULTS, type ServerConfig, type StorageConfig } from './config.ts';
+import { jobSettingsFromEnv } from './jobs/job-settings.ts';
 
 /**
  * Reads the server configuration from environment variables. Secrets not given in the
@@ -46,6 +47,7 @@ export function loadConfigFromEnv(env: NodeJS.ProcessEnv = process.env): ServerC
       acquireTimeoutMs: milliseconds(env, 'SVC_DB_ACQUIRE_TIMEOUT_MS') ?? SERVER_DEFAULTS.database.acquireTimeoutMs,
       connectTimeoutMs: milliseconds(env, 'SVC_DB_CONNECT_TIMEOUT_MS') ?? SERVER_DEFAULTS.database.connectTimeoutMs,
     },
+    jobs: jobSettingsFromEnv(env),
   });
 }
 

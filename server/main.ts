@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { pino } from 'pino';
 import { Registry } from '../core/registry.ts';
 import { createServer } from './app.ts';
@@ -12,6 +13,7 @@ import { mountWidget } from './widget/index.ts';
 import { mountOperations, Readiness } from './health/index.ts';
 import { createServerMetrics, metricsAccessFromEnv } from './metrics/metrics.ts';
 import { registerUpgrade } from './http/upgrades.ts';
+import { servePgliteSocket } from './db/pglite-socket.ts';
 import type { FaceModel } from '../processors/avatar/face-model.ts';
 
 /**
@@ -50,6 +52,14 @@ const server = await createServer(config, { registry, logger }).catch((err: Erro
   process.stderr.write(`svc server cannot start: ${err.message}\n`);
   process.exit(1);
 });
+// The embedded database is shared with the CLI and other local processes over a Unix socket
+// (server/db/pglite-socket.ts); without it they would find the directory locked.
+const sharedDatabase = config.databaseUrl
+  ? null
+  : await servePgliteSocket(server.db, join(config.dataDir, 'pglite'), { logger }).catch((err: Error) => {
+      logger.warn({ err }, 'the embedded database is not shared: the CLI cannot reach it while this server runs');
+      return null;
+    });
 // The face engine loads once, before anything is admitted (decoder, landmark detector, rig of the
 // default face): /readyz reports it (`face_engine`), and the first face session does not pay for
 // it. Before the capacity gate exists, so that its load window does not count this start-up work.
@@ -90,6 +100,7 @@ const lines = [
   `svc server listening on ${url}`,
   `  database:   ${config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : `PGlite in ${config.dataDir}/pglite`}`,
   `  storage:    ${config.storage.driver}`,
+  `  jobs:       ${config.jobs.runWorker ? `worker here (${config.jobs.concurrency} at once, ${config.jobs.organizationConcurrency} per organization)` : 'no worker here (SVC_WORKER=off): run npm run worker'}`,
   `  plugins:    ${plugins.join(', ') || '(none)'}`,
   `  REST API:   ${url}/v1`,
   `  OpenAPI:    ${url}/v1/openapi.json`,
@@ -151,6 +162,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     backstop.unref();
     void Promise.allSettled([endingSessions, endingFaces])
       .then(() => rooms.close())
+      .then(() => sharedDatabase?.close())
       .then(() => server.close())
       .then(() => capacity.close())
       .catch((err: unknown) => logger.error({ err }, 'shutdown step failed'))

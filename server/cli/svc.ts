@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { SERVER_DEFAULTS } from '../config.ts';
-import { closeDatabase, openDatabase } from '../db/connect.ts';
+import { closeDatabase, openDatabase, openEmbeddedClient, type Db } from '../db/connect.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import { ApiKeys } from '../services/api-keys.ts';
 
@@ -10,7 +10,8 @@ const DATABASE_NOTE = `Database: DATABASE_URL (PostgreSQL) when set, else the em
 $SVC_DATA_DIR/pglite (SVC_DATA_DIR defaults to .data, relative to the current folder). Every command
 says which database it uses (on stderr). An embedded database is never created silently: when
 there is none at that place (usually a different SVC_DATA_DIR or folder than the server's), the
-command stops; pass --create to create a new, empty one there.`;
+command stops; pass --create to create a new, empty one there. While \`npm start\` runs on the
+embedded database, commands go through the server's local socket ($SVC_DATA_DIR/pglite/run).`;
 
 const USAGE = `usage: svc <command> [options]
 
@@ -59,6 +60,8 @@ const OPTIONS = {
   create: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
+
+const QUIET = { warn: () => undefined, error: () => undefined, debug: () => undefined };
 
 /** Where the CLI's database is, and how it is shown to the user (no password). */
 export function describeDatabase(env: NodeJS.ProcessEnv): { databaseUrl: string | undefined; pgliteDir: string; label: string } {
@@ -153,9 +156,15 @@ export async function runCli(
     }
     note(`svc: creating a new embedded database in ${where.pgliteDir}`);
   }
-  let db;
+  let db: Db;
   try {
-    db = openDatabase({ databaseUrl: where.databaseUrl, pgliteDir: where.pgliteDir });
+    // knex's own warnings (a failed connection, with its stack) are left out: the CLI reports the error itself, in one line.
+    if (where.databaseUrl) db = openDatabase({ databaseUrl: where.databaseUrl, pgliteDir: where.pgliteDir, logger: QUIET });
+    else {
+      const embedded = await openEmbeddedClient(where.pgliteDir);
+      if (embedded.via === 'server') note(`svc: the server running on it shares it: going through ${embedded.socketPath}`);
+      db = embedded.db;
+    }
   } catch (err) {
     out(`svc: cannot open the ${where.label}: ${(err as Error).message}`);
     return 1;

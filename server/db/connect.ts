@@ -1,9 +1,10 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import knexFactory, { type Knex } from 'knex';
 import type { Logger } from 'pino';
 import ClientPgLite from 'knex-pglite';
 import { SERVER_DEFAULTS, type DatabaseTimeouts } from '../config.ts';
 import { PgliteLock } from './pglite-lock.ts';
+import { PGLITE_SOCKET_RULES, pgliteSocketDir, pgliteSocketPath } from './pglite-socket.ts';
 
 export type Db = Knex;
 
@@ -50,12 +51,85 @@ export function openDatabase(options: DatabaseOptions): Db {
   mkdirSync(options.pgliteDir, { recursive: true });
   const lock = new PgliteLock(options.pgliteDir);
   lock.acquire();
-  const db = knexFactory({ client: ClientPgLite as unknown as typeof Knex.Client, dialect: 'postgres', connection: { filename: options.pgliteDir } } as Knex.Config);
+  const db = knexFactory({
+    client: ClientPgLite as unknown as typeof Knex.Client,
+    dialect: 'postgres',
+    connection: { filename: options.pgliteDir },
+    acquireConnectionTimeout: PGLITE_ACQUIRE_TIMEOUT_MS,
+  } as Knex.Config);
   pgliteLocks.set(db, lock);
   return db;
 }
 
 const pgliteLocks = new WeakMap<Db, PgliteLock>();
+
+/**
+ * PGlite's one connection is made by the first query: on a new folder that runs initdb in
+ * WebAssembly, which took over knex's default 60 s on a loaded 2-core machine (two servers
+ * starting in one process) and failed the start. Later waits are for the one session only.
+ */
+const PGLITE_ACQUIRE_TIMEOUT_MS = 180_000;
+
+export const EMBEDDED_CLIENT_RULES = {
+  /**
+   * A server takes the directory lock a moment before its socket listens (it opens and migrates
+   * the database first): a client finding the lock held but no socket yet waits this long for it.
+   */
+  socketWaitMs: 3_000,
+  pollMs: 50,
+} as const;
+
+export interface EmbeddedClient {
+  db: Db;
+  /** `server`: through the socket of the server holding the directory; `directory`: opened here, locked. */
+  via: 'server' | 'directory';
+  /** The socket used when `via` is `server`. */
+  socketPath: string;
+}
+
+/**
+ * The embedded database for a process that is not the server (the CLI, `npm run worker`): through
+ * the running server's socket when a server holds the directory (pglite-socket.ts), otherwise the
+ * directory itself, locked to this process until `closeDatabase(db)` like the server does. A socket
+ * left by a server that was killed answers nothing and is passed over (its stale lock is then
+ * taken over by PgliteLock).
+ */
+export async function openEmbeddedClient(pgliteDir: string): Promise<EmbeddedClient> {
+  const socketPath = pgliteSocketPath(pgliteDir);
+  const deadline = Date.now() + EMBEDDED_CLIENT_RULES.socketWaitMs;
+  for (;;) {
+    if (existsSync(socketPath)) {
+      const db = knexFactory({
+        client: 'pg',
+        connection: { host: pgliteSocketDir(pgliteDir), port: PGLITE_SOCKET_RULES.port, user: 'svc', database: 'svc' },
+        pool: { min: 0, max: 1 },
+        // A refused probe (a killed server's socket) is expected: not worth knex's console warning.
+        log: { warn: () => undefined, error: () => undefined, deprecate: () => undefined, debug: () => undefined },
+      });
+      try {
+        await db.raw('select 1');
+        return { db, via: 'server', socketPath };
+      } catch (err) {
+        await db.destroy();
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== 'ECONNREFUSED' && code !== 'ENOENT') throw new Error(`the server sharing the embedded database did not answer on ${socketPath}: ${(err as Error).message}`);
+      }
+    }
+    try {
+      return { db: openDatabase({ pgliteDir }), via: 'directory', socketPath };
+    } catch (err) {
+      if (!/in use by process/.test((err as Error).message)) throw err;
+      if (Date.now() >= deadline) {
+        throw new Error(
+          `${(err as Error).message.replace(/; stop it first.*$/, '')}, which does not share it (no server listening on ${socketPath}: ` +
+            `a server still starting, of an older version, or embedded in another program). Try again once the server is listening; ` +
+            `otherwise stop that process, or use DATABASE_URL (PostgreSQL) for both`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, EMBEDDED_CLIENT_RULES.pollMs));
+    }
+  }
+}
 
 function knexLog(logger: Pick<Logger, 'warn' | 'error' | 'debug'>): Knex.Logger {
   const text = (m: unknown) => (m instanceof Error ? m.message : typeof m === 'string' ? m : JSON.stringify(m));

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import * as initial from './migrations/001_initial.ts';
 import * as liveSessions from './migrations/002_live_sessions.ts';
+import * as durableJobs from './migrations/003_durable_jobs.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -11,6 +12,7 @@ interface Migration {
 const MIGRATIONS: Record<string, Migration> = {
   '001_initial': initial,
   '002_live_sessions': liveSessions,
+  '003_durable_jobs': durableJobs,
 };
 
 const source: Knex.MigrationSource<string> = {

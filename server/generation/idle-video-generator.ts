@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { setImmediate } from 'node:timers/promises';
 import { join } from 'node:path';
 import type { Registry } from '../../core/registry.ts';
 import type { FaceModel } from '../../processors/avatar/face-model.ts';
@@ -66,6 +67,9 @@ export class FaceIdleVideoGenerator implements IdleVideoGenerator {
           ffmpeg.kill('SIGKILL');
           throw new Error('generation aborted');
         }
+        // Yield to the event loop between frames: rendering and piping resolve without waiting,
+        // and a whole video in one go would starve the process (lease heartbeats, live sessions).
+        await setImmediate();
         const frame = await source.nextFrame();
         if (!ffmpeg.stdin.write(frame.image.data)) {
           const waited = await Promise.race([new Promise<'drained'>((r) => ffmpeg.stdin.once('drain', () => r('drained'))), gone]);

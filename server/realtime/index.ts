@@ -23,7 +23,9 @@ export interface MountRealtimeOptions {
 }
 
 export function mountRealtime(server: Pick<AppServer, 'httpServer' | 'db' | 'storage' | 'registry' | 'services' | 'logger'> & { readonly config?: Partial<Pick<AppServer['config'], 'maxFaceSessions' | 'livekitAllowedRanges'>> }, options: MountRealtimeOptions = {}): RealtimeEndpoint {
-  const log = (event: string, details: Record<string, unknown>) => server.logger.info(details, event);
+  // Refusals and failures at warn (an operator looks for them), the rest at info.
+  const log = (event: string, details: Record<string, unknown>) =>
+    /_(failed|refused|unreadable|error)$/.test(event) ? server.logger.warn(details, event) : server.logger.info(details, event);
   return attachRealtime(server.httpServer, {
     registry: server.registry,
     resolver: createRealtimeResolver({ ...server, revocationCheckIntervalMs: options.revocationCheckIntervalMs, log }),

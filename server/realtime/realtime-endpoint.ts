@@ -12,7 +12,7 @@ import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import type { Observable, Subscription } from 'rxjs';
 import { RealClock, type Clock, type TimerHandle } from '../../core/clock.ts';
 import type { Registry } from '../../core/registry.ts';
-import { FaceModelError, type FaceFrame, type FaceModel, type FaceReference, type FaceSession } from '../../processors/avatar/face-model.ts';
+import { FACE_TIMING, FaceModelError, type FaceFrame, type FaceModel, type FaceReference, type FaceSession } from '../../processors/avatar/face-model.ts';
 import {
   CLOSE_CODES,
   ProtocolError,
@@ -59,6 +59,29 @@ export interface ResolvedFaceConfig {
   readonly configuration: Record<string, unknown>;
   readonly referenceImage?: Uint8Array | FaceReference;
 }
+
+/**
+ * A configuration the key can read but that cannot run (its reference image is missing, not an
+ * image, shows no face; its variant is not served here). The resolver throws it; the endpoint
+ * answers the code, logs the refusal and closes (docs/realtime-protocol.md, "Errors").
+ */
+export class RealtimeConfigError extends Error {
+  constructor(
+    readonly code: RealtimeErrorCode,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'RealtimeConfigError';
+  }
+}
+
+/** The /realtime code of a face model's refusal to open a session. */
+const FACE_MODEL_ERROR_CODES: Readonly<Record<string, RealtimeErrorCode>> = {
+  invalid_configuration: 'invalid_configuration',
+  invalid_image: 'config_reference_not_image',
+  no_face_detected: 'config_no_face',
+};
 
 /** What the endpoint needs from the rest of the server (keys, configs, assets). */
 export interface RealtimeResolver {
@@ -219,6 +242,8 @@ class RealtimeConnection {
   /** This session's share of the process's capacity. */
   private lease: Lease | undefined;
   private stopWatchingKey: (() => void) | undefined;
+  /** The requested config_id, for the log lines of refusals. */
+  private configId: string | undefined;
 
   constructor(
     private readonly ws: WebSocket,
@@ -252,6 +277,7 @@ class RealtimeConnection {
       });
       const configId = this.url.searchParams.get('config_id');
       if (!configId) return this.fail('unknown_config', 'missing config_id query parameter');
+      this.configId = configId;
       const resolved = await this.deps.resolver.resolveConfig(principal, configId);
       if (!resolved) return this.fail('unknown_config', `no model configuration ${JSON.stringify(configId)} is visible to this API key`);
       if (this.closed) return;
@@ -271,7 +297,7 @@ class RealtimeConnection {
       this.session = session;
       this.frames = session.frames.subscribe({
         next: (f) => {
-          if (f.type === 'speech' || f.type === 'speech-start') this.queuedAudioMs = Math.max(0, this.queuedAudioMs - 40);
+          if (f.type === 'speech' || f.type === 'speech-start') this.queuedAudioMs = Math.max(0, this.queuedAudioMs - FACE_TIMING.frameDurationMs);
           if (this.ws.readyState !== this.ws.OPEN || this.publication) return;
           // Audio always goes out; under backpressure the image is skipped, never the sound.
           const congested = this.ws.bufferedAmount > this.deps.maxBuffered;
@@ -303,10 +329,10 @@ class RealtimeConnection {
         model_variant_id: resolved.modelVariantId,
         width: session.width,
         height: session.height,
-        fps: 25,
-        audio_in: { sample_rate: 16000, channels: 1, format: 's16le' },
-        audio_out: { sample_rate: 16000, channels: 1, format: 's16le', samples_per_frame: 640 },
-        video: { format: session.imageFormat },
+        fps: FACE_TIMING.framesPerSecond,
+        audio_in: { sample_rate: FACE_TIMING.audioSampleRate, channels: 1, format: 's16le' },
+        audio_out: { sample_rate: FACE_TIMING.audioSampleRate, channels: 1, format: 's16le', samples_per_frame: FACE_TIMING.samplesPerFrame },
+        video: { format: session.imageFormat === 'rgb' ? 'rgb' : 'jpeg' }, // opened as jpeg above
         limits: this.deps.limits,
         protocol_version: 1,
       };
@@ -314,10 +340,19 @@ class RealtimeConnection {
       this.ready = true;
       this.deps.log('realtime.session_ready', { session_id: this.sessionId, principal: principal.principal, config_id: resolved.configId });
     } catch (err) {
-      if (err instanceof FaceModelError) return this.fail(err.code === 'invalid_configuration' ? 'invalid_configuration' : 'internal_error', err.message);
-      this.deps.log('realtime.open_failed', { session_id: this.sessionId, error: err instanceof Error ? err.message : String(err) });
+      if (err instanceof RealtimeConfigError) return this.refuseConfig(err.code, err.message, err.details);
+      if (err instanceof FaceModelError && FACE_MODEL_ERROR_CODES[err.code]) {
+        return this.refuseConfig(FACE_MODEL_ERROR_CODES[err.code]!, err.message, { face_model_error: err.code });
+      }
+      this.deps.log('realtime.open_failed', { session_id: this.sessionId, config_id: this.configId, error: err instanceof Error ? err.message : String(err) });
       this.fail('internal_error', 'the face session could not be opened');
     }
+  }
+
+  /** A configuration that cannot run: logged (with what is wrong), then the typed fatal error. */
+  private refuseConfig(code: RealtimeErrorCode, message: string, details: Record<string, unknown>): void {
+    this.deps.log('realtime.config_refused', { session_id: this.sessionId, config_id: this.configId, code, message, ...details });
+    this.fail(code, message);
   }
 
   /**
@@ -359,7 +394,7 @@ class RealtimeConnection {
     const message = decodeAudioIn(bytes);
     const session = this.session;
     if (!session) throw new ProtocolError('not_ready', 'audio sent before session_ready was received; it was dropped');
-    const ms = (message.pcm.length / 16_000) * 1000;
+    const ms = (message.pcm.length / FACE_TIMING.audioSampleRate) * 1000;
     if (this.queuedAudioMs + ms > REALTIME_LIMITS.maxQueuedAudioMs) {
       throw new ProtocolError('rate_limited', `more than ${REALTIME_LIMITS.maxQueuedAudioMs} ms of audio queued ahead of playback; this chunk was dropped`);
     }

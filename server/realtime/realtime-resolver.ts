@@ -3,6 +3,12 @@
  * organization's or the template organization's, or a template alias such as
  * `svc/human-portrait`), and the reference image asset with the landmarks the face plugin
  * stored when the image was uploaded (so no session ever runs face detection again).
+ *
+ * A configuration the key can read but that cannot run is refused with a code naming the
+ * problem (`config_reference_missing`, `config_reference_not_image`, `config_no_face`,
+ * `config_variant_unavailable`), from the same `reference_check` the REST API shows. A check
+ * still pending does not refuse: the session runs the landmark pass itself (shared with the
+ * pending one in this process) and a failure of it gets the same precise codes.
  */
 import type { Registry } from '../../core/registry.ts';
 import type { FaceLandmarks, FaceReference } from '../../processors/avatar/face-model.ts';
@@ -11,7 +17,9 @@ import { RevocationWatcher } from '../services/api-keys.ts';
 import type { Services } from '../services/index.ts';
 import { TEMPLATE_ORGANIZATION } from '../services/organizations.ts';
 import type { ObjectStorage } from '../storage/index.ts';
-import type { RealtimeResolver, ResolvedFaceConfig } from './realtime-endpoint.ts';
+import { RealtimeConfigError, type RealtimeResolver, type ResolvedFaceConfig } from './realtime-endpoint.ts';
+import type { ReferenceCheck } from '../services/model-config-checks.ts';
+import type { RealtimeErrorCode } from '../../transports/realtime/protocol.ts';
 
 export interface RealtimeResolverDeps {
   readonly db: Db;
@@ -33,6 +41,19 @@ function storedLandmarks(analysis: unknown): FaceLandmarks | undefined {
   return candidate && candidate.version === 1 && Array.isArray(candidate.points) ? candidate : undefined;
 }
 
+/** The /realtime code of a failed reference check; `check_failed` (unexplained) is retried by the session. */
+const CHECK_FAILURE_CODES: Readonly<Record<string, RealtimeErrorCode>> = {
+  reference_missing: 'config_reference_missing',
+  not_image: 'config_reference_not_image',
+  no_face: 'config_no_face',
+};
+
+function refuseFailedCheck(configId: string, check: ReferenceCheck | null): void {
+  if (check?.status !== 'failed' || !check.reason) return;
+  const code = CHECK_FAILURE_CODES[check.reason];
+  if (code) throw new RealtimeConfigError(code, `model configuration ${configId}: ${check.message ?? check.reason}`, { config_id: configId, asset_id: check.asset_id, reason: check.reason });
+}
+
 export function createRealtimeResolver(deps: RealtimeResolverDeps): RealtimeResolver {
   const revocations = new RevocationWatcher(deps.services.apiKeys, {
     intervalMs: deps.revocationCheckIntervalMs,
@@ -52,17 +73,30 @@ export function createRealtimeResolver(deps: RealtimeResolverDeps): RealtimeReso
       const config = await deps.services.modelConfigs.resolveConfigId(principal.organizationId, configId);
       if (!config) return null;
       const faceSlug = faceSlugFor(deps.registry, config.model_variant_id);
-      if (!faceSlug) return null;
+      if (!faceSlug) {
+        throw new RealtimeConfigError('config_variant_unavailable', `model configuration ${config.model_config_id} uses model variant ${config.model_variant_id}, which this server does not serve`, { config_id: config.model_config_id, model_variant_id: config.model_variant_id });
+      }
+      refuseFailedCheck(config.model_config_id, config.reference_check);
       const configuration = { ...(config.model_configurations as Record<string, unknown>) };
       const assetId = configuration['reference_image_asset_id'];
       let referenceImage: Uint8Array | FaceReference | undefined;
       if (typeof assetId === 'string') {
-        const row = await deps.db('assets')
-          .where('asset_id', assetId)
-          .whereIn('organization_id', [principal.organizationId, TEMPLATE_ORGANIZATION.organization_id])
-          .first('storage_key', 'analysis');
-        if (!row) return null;
-        const image = new Uint8Array(await deps.storage.getObject(row.storage_key));
+        const missing = () => new RealtimeConfigError('config_reference_missing', `model configuration ${config.model_config_id}: reference image asset ${assetId} does not exist (or was deleted)`, { config_id: config.model_config_id, asset_id: assetId, reason: 'reference_missing' });
+        const isUuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(assetId);
+        const row = isUuid
+          ? await deps.db('assets')
+            .where('asset_id', assetId)
+            .whereIn('organization_id', [principal.organizationId, TEMPLATE_ORGANIZATION.organization_id])
+            .first('storage_key', 'analysis')
+          : undefined;
+        if (!row) throw missing();
+        let image: Uint8Array;
+        try {
+          image = new Uint8Array(await deps.storage.getObject(row.storage_key));
+        } catch (err) {
+          deps.log?.('realtime.reference_unreadable', { config_id: config.model_config_id, asset_id: assetId, error: err instanceof Error ? err.message : String(err) });
+          throw missing();
+        }
         const landmarks = storedLandmarks(row.analysis);
         referenceImage = landmarks ? { image, landmarks } : image;
       }

@@ -1,19 +1,19 @@
-import { dateTime, responseShape } from './common.ts';
+import { dateTime, described, responseShape } from './common.ts';
 import type { JsonSchema } from '../http/api-routes.ts';
 
 export const modelVariantSchema: JsonSchema = responseShape({
   type: 'object',
   properties: {
-    model_variant_id: { type: 'string', description: '`<vendor>/<model>/<variant>`' },
-    model_id: { type: 'string' },
-    title: { type: 'string' },
-    description: { type: 'object', additionalProperties: { type: 'string' } },
-    preview_media_url: { type: ['string', 'null'] },
-    configuration_schema: { type: 'object' },
-    tags: { type: 'array', items: { type: 'string' } },
-    status: { type: 'string', enum: ['public', 'available', 'deprecated'] },
-    created_at: dateTime,
-    updated_at: dateTime,
+    model_variant_id: { type: 'string', description: 'Id of the variant, `<vendor>/<model>/<variant>` (`svc/human-portrait/v1`); model configurations name it.' },
+    model_id: { type: 'string', description: 'Parent model (`svc/human-portrait`); also a `/realtime` `config_id` alias for its template configuration.' },
+    title: { type: 'string', description: 'Display title, unique per model.' },
+    description: { type: 'object', additionalProperties: { type: 'string' }, description: 'UI texts, string to string (`en`: the description; `frame_rate`, `max_resolution` when the model declares them).' },
+    preview_media_url: { type: ['string', 'null'], description: 'URL of a preview image or video of the variant, or null.' },
+    configuration_schema: { type: 'object', description: 'JSON Schema of `model_configurations` for this variant: read it before creating a model configuration.' },
+    tags: { type: 'array', items: { type: 'string' }, description: 'Free tags (`portrait`, `realtime`, ...); filter with `tags` / `model_variant_tag`.' },
+    status: { type: 'string', enum: ['public', 'available', 'deprecated'], description: 'Catalogue status; API keys see only `public` variants.' },
+    created_at: described(dateTime, 'When the variant entered the catalogue.'),
+    updated_at: described(dateTime, 'Last change of the catalogue entry.'),
   },
 });
 
@@ -21,16 +21,16 @@ export const modelVariantSchema: JsonSchema = responseShape({
 export const publicModelVariantSchema: JsonSchema = responseShape({
   type: 'object',
   properties: {
-    model_variant_id: { type: 'string' },
-    model_id: { type: 'string' },
-    title: { type: 'string' },
-    description: { type: 'object' },
-    preview_media_url: { type: ['string', 'null'] },
-    tags: { type: 'array', items: { type: 'string' } },
+    model_variant_id: { type: 'string', description: 'Id of the variant, `<vendor>/<model>/<variant>`.' },
+    model_id: { type: 'string', description: 'Parent model.' },
+    title: { type: 'string', description: 'Display title.' },
+    description: { type: 'object', description: 'UI texts, string to string.' },
+    preview_media_url: { type: ['string', 'null'], description: 'URL of a preview image or video, or null.' },
+    tags: { type: 'array', items: { type: 'string' }, description: 'Free tags of the variant.' },
     frame_rate: { type: ['integer', 'null'], description: 'Frames per second of the rendered video.' },
     max_frame_size: {
       type: ['object', 'null'],
-      properties: { width: { type: 'integer' }, height: { type: 'integer' } },
+      properties: { width: { type: 'integer', description: 'Pixels.' }, height: { type: 'integer', description: 'Pixels.' } },
       description: 'Largest rendered frame size.',
     },
   },

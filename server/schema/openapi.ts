@@ -4,6 +4,31 @@ import { errorResponse } from './common.ts';
 /** Published version of the REST description (spec "Versioning"). */
 export const API_VERSION = 'v1.0.0';
 
+/**
+ * Descriptions of parameters whose route schema has none (shared names across routes: pagination,
+ * ids in paths, the signed-URL query of the storage routes). A route's own description wins.
+ */
+const PARAMETER_GLOSSARY: Record<string, string> = {
+  limit: 'Items per page, 1 to 100 (default 20).',
+  offset: 'Items to skip (default 0).',
+  model_config_id: 'Id of the model configuration.',
+  agent_id: 'Id of the agent.',
+  asset_id: 'Id of the asset.',
+  job_id: 'Id of the generation job.',
+  model_variant_id: 'Id of the model variant, `<vendor>/<model>/<variant>` (slashes as they are or encoded).',
+  model_id: 'Only variants of this model (`svc/human-portrait`).',
+  status: 'Only variants with this status (API keys see `public` ones only).',
+  source: '`org` (default): your organization\'s; `template`: the shared templates every organization can read.',
+  category: 'Only assets of this category (`image`, `video`, ...).',
+  generator: 'Slug of an installed idle-video generator (`idle-v1`).',
+  upload_id: 'Id of the multipart upload session.',
+  part_number: 'Part number, 1 to 10000.',
+  object: 'Object key, base64url-encoded (from a signed URL).',
+  expires: 'Expiry of the signed URL (epoch milliseconds); part of the signature.',
+  signature: 'HMAC-SHA256 signature of the URL, issued by the API.',
+  content_type: 'Content type the download is served with; part of the signature.',
+};
+
 /** Builds the OpenAPI 3.1 document from the same route specs the server validates with. */
 export function buildOpenApiDocument(specs: readonly RouteSpec[], baseUrl: string): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
@@ -14,10 +39,15 @@ export function buildOpenApiDocument(specs: readonly RouteSpec[], baseUrl: strin
     const queryProps = (spec.query?.properties ?? {}) as Record<string, JsonSchema>;
     const queryRequired = new Set((spec.query?.required as string[] | undefined) ?? []);
     const parameters = [
-      ...pathParams.map((name) => ({ name, in: 'path', required: true, schema: paramProps[name] ?? { type: 'string' } })),
-      ...Object.entries(queryProps).map(([name, schema]) => ({
-        name, in: 'query', required: queryRequired.has(name), schema, ...(schema.description ? { description: schema.description } : {}),
-      })),
+      ...pathParams.map((name) => {
+        const schema = paramProps[name] ?? { type: 'string' };
+        const description = (schema.description as string | undefined) ?? PARAMETER_GLOSSARY[name];
+        return { name, in: 'path', required: true, schema, ...(description ? { description } : {}) };
+      }),
+      ...Object.entries(queryProps).map(([name, schema]) => {
+        const description = (schema.description as string | undefined) ?? PARAMETER_GLOSSARY[name];
+        return { name, in: 'query', required: queryRequired.has(name), schema, ...(description ? { description } : {}) };
+      }),
     ];
     const responses = Object.fromEntries(
       Object.entries(spec.responses).map(([status, r]) => [

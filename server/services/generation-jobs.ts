@@ -5,16 +5,13 @@ import type { Db } from '../db/connect.ts';
 import { iso, isoRequired } from '../db/row-values.ts';
 import { ApiError } from '../http/api-error.ts';
 import type { Principal } from '../http/principal.ts';
+import { JobQueue, type ClaimedJob } from '../jobs/job-queue.ts';
+import { resolveJobSettings, type JobSettings } from '../jobs/job-settings.ts';
+import { JobWorker, type JobContext, type JobOutcome } from '../jobs/job-worker.ts';
 import type { ObjectStorage } from '../storage/object-storage.ts';
 import { isImageAsset } from './asset-hooks.ts';
 import type { Assets } from './assets.ts';
-
-export const GENERATION_JOB_TIMING = {
-  /** A running job's `updated_at` is touched this often. */
-  heartbeatMs: 30_000,
-  /** Unfinished jobs untouched this long are failed at start-up (their runner is gone). */
-  staleAfterMs: 120_000,
-} as const;
+import { TEMPLATE_ORGANIZATION } from './organizations.ts';
 
 /** Registry kind of idle video generators; the slug is the `<generator>` path segment. */
 export const IDLE_VIDEO_GENERATOR_KIND = 'idle-video-generator';
@@ -48,18 +45,24 @@ const toJob = (row: any) => ({
   target_model_config_id: row.target_model_config_id,
   result: row.result ?? null,
   error: row.error ?? null,
+  attempts: row.attempts,
+  max_attempts: row.max_attempts,
+  next_attempt_at: row.status === 'queued' ? iso(row.run_after) : null,
+  last_error: row.last_error ?? null,
   created_at: isoRequired(row.created_at),
   updated_at: iso(row.updated_at),
 });
 
 /**
- * Idle video generation jobs: `queued` on creation, `running` while the generator works,
- * then `succeeded` (result.asset_id set) or `failed` (error set). Jobs run in this process;
- * a restart fails the ones it interrupted rather than leaving them `running` forever.
+ * Idle video generation jobs (docs/jobs.md): `queued` on creation, `running` while a worker
+ * generates, then `succeeded` (result.asset_id set) or `failed` (error set) after the last of
+ * `max_attempts` attempts. Jobs live in the database queue (server/jobs): any worker process runs
+ * them, and one interrupted by a crash is retried. `startWorker` runs a worker in this process.
  */
 export class GenerationJobs {
-  private readonly running = new Set<Promise<void>>();
-  private readonly abort = new AbortController();
+  readonly settings: JobSettings;
+  private readonly queue: JobQueue;
+  private worker: JobWorker | null = null;
 
   constructor(
     private readonly db: Db,
@@ -67,7 +70,11 @@ export class GenerationJobs {
     private readonly assets: Assets,
     private readonly storage: ObjectStorage,
     private readonly logger: Logger,
-  ) {}
+    settings: Partial<JobSettings> = {},
+  ) {
+    this.settings = resolveJobSettings(settings);
+    this.queue = new JobQueue(db, this.settings);
+  }
 
   async create(principal: Principal, generator: string, body: GenerateBody): Promise<{ job_id: string }> {
     if (!this.registry.has(IDLE_VIDEO_GENERATOR_KIND, generator)) {
@@ -92,10 +99,10 @@ export class GenerationJobs {
       model_variant_id: body.model_variant_id ?? null,
       target_model_config_id: body.target_model_config_id ?? null,
       status: 'queued',
+      max_attempts: this.settings.maxAttempts,
+      result_asset_id: randomUUID(),
     });
-    const run = this.run(jobId, principal, source);
-    this.running.add(run);
-    void run.finally(() => this.running.delete(run));
+    this.worker?.wake();
     return { job_id: jobId };
   }
 
@@ -105,67 +112,71 @@ export class GenerationJobs {
     return toJob(row);
   }
 
-  /**
-   * Marks unfinished jobs whose runner stopped touching them as failed. A live runner (this or
-   * another server instance) touches `updated_at` every `GENERATION_JOB_TIMING.heartbeatMs`.
-   */
-  async failInterrupted(): Promise<number> {
-    return this.db('generation_jobs')
-      .whereIn('status', ['queued', 'running'])
-      .where('updated_at', '<', new Date(Date.now() - GENERATION_JOB_TIMING.staleAfterMs))
-      .update({ status: 'failed', error: 'interrupted by a server restart', updated_at: this.db.fn.now() });
+  /** Runs a worker in this process (`npm start` unless SVC_WORKER=off; `npm run worker`). */
+  startWorker(): JobWorker {
+    this.worker ??= new JobWorker(this.queue, this.settings, (job, context) => this.execute(job, context), this.logger).start();
+    return this.worker;
   }
 
   async close(): Promise<void> {
-    this.abort.abort();
-    await Promise.allSettled([...this.running]);
+    await this.worker?.close();
   }
 
+  /**
+   * Waits until no job in the database is running or due (tests): each has ended or waits for its
+   * next attempt. Returns at once in a process without a worker (nothing here would run them).
+   */
   async settled(): Promise<void> {
-    while (this.running.size) await Promise.allSettled([...this.running]);
+    const worker = this.worker;
+    if (!worker) return;
+    for (;;) {
+      await worker.idle();
+      if (!(await this.queue.busy())) return;
+      worker.wake();
+      await new Promise((resolve) => setTimeout(resolve, Math.min(50, this.settings.pollMs)));
+    }
   }
 
-  private async run(jobId: string, principal: Principal, source: any): Promise<void> {
-    const job = await this.db('generation_jobs').where('job_id', jobId).first();
-    const heartbeat = setInterval(() => {
-      void this.db('generation_jobs').where({ job_id: jobId, status: 'running' }).update({ updated_at: this.db.fn.now() }).catch(() => undefined);
-    }, GENERATION_JOB_TIMING.heartbeatMs);
-    heartbeat.unref();
-    try {
-      await this.db('generation_jobs').where('job_id', jobId).update({ status: 'running', updated_at: this.db.fn.now() });
-      const generator = this.registry.create<IdleVideoGenerator>(IDLE_VIDEO_GENERATOR_KIND, job.generator);
+  /**
+   * One attempt: generate, store the result asset under the id fixed at creation (so a repeated
+   * attempt or a racing worker never makes a second one), and, with the success, point the
+   * target model configuration's preview at it. An attempt that finds the asset already stored
+   * (its predecessor died after storing it) only completes the job.
+   */
+  private async execute(job: ClaimedJob, context: JobContext): Promise<JobOutcome> {
+    const row = job as ClaimedJob & Record<string, any>;
+    const assetId = row.result_asset_id as string;
+    const stored = await this.db('assets').where('asset_id', assetId).first('asset_id');
+    if (!stored) {
+      const source = await this.db('assets')
+        .where('asset_id', row.source_asset_id)
+        .whereIn('organization_id', [row.organization_id, TEMPLATE_ORGANIZATION.organization_id])
+        .first();
+      if (!source) throw new Error(`source asset ${row.source_asset_id} no longer exists`);
+      const generator = this.registry.create<IdleVideoGenerator>(IDLE_VIDEO_GENERATOR_KIND, row.generator);
       const video = await generator.generate({
         sourceImage: await this.storage.getObject(source.storage_key),
         sourceContentType: source.content_type,
-        referenceTemplate: job.reference_template,
-        modelVariantId: job.model_variant_id,
-        signal: this.abort.signal,
+        referenceTemplate: row.reference_template,
+        modelVariantId: row.model_variant_id,
+        signal: context.signal,
       });
-      const asset = await this.assets.createFromBytes(principal.organizationId, job.created_by, {
-        name: video.name,
-        category: 'video',
-        content_type: video.contentType,
-        data: video.data,
-      });
-      await this.db.transaction(async (trx) => {
-        if (job.target_model_config_id) {
-          await trx('model_configs')
-            .where({ model_config_id: job.target_model_config_id, organization_id: principal.organizationId })
-            .update({
-              model_configurations: trx.raw(`jsonb_set(model_configurations, '{preview}', ?::jsonb)`, [JSON.stringify(asset.asset_id)]),
-              updated_at: trx.fn.now(),
-            });
-        }
-        await trx('generation_jobs').where('job_id', jobId).update({ status: 'succeeded', result: JSON.stringify({ asset_id: asset.asset_id }), updated_at: trx.fn.now() });
-      });
-    } catch (err) {
-      this.logger.warn({ err, job_id: jobId }, 'generation job failed');
-      await this.db('generation_jobs')
-        .where('job_id', jobId)
-        .update({ status: 'failed', error: (err as Error).message || 'generation failed', updated_at: this.db.fn.now() })
-        .catch(() => undefined);
-    } finally {
-      clearInterval(heartbeat);
+      if (context.signal.aborted) throw context.signal.reason;
+      // Another worker reclaimed the job while this one generated: leave the asset to it.
+      if (!(await context.stillHeld())) throw new Error('lease lost before storing the result');
+      await this.assets.createFromBytes(row.organization_id, row.created_by, { asset_id: assetId, name: video.name, category: 'video', content_type: video.contentType, data: video.data });
     }
+    return {
+      result: { asset_id: assetId },
+      alsoWrite: async (trx) => {
+        if (!row.target_model_config_id) return;
+        await trx('model_configs')
+          .where({ model_config_id: row.target_model_config_id, organization_id: row.organization_id })
+          .update({
+            model_configurations: trx.raw(`jsonb_set(model_configurations, '{preview}', ?::jsonb)`, [JSON.stringify(assetId)]),
+            updated_at: trx.fn.now(),
+          });
+      },
+    };
   }
 }

@@ -1,14 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import { Ajv, type ValidateFunction } from 'ajv';
+import type { Logger } from 'pino';
+import type { Registry } from '../../core/registry.ts';
 import type { Db } from '../db/connect.ts';
 import { isUniqueViolation } from '../db/connect.ts';
 import { isoRequired } from '../db/row-values.ts';
 import { ApiError } from '../http/api-error.ts';
 import { envelope, type ListEnvelope, type Page } from '../http/pagination.ts';
 import type { Principal } from '../http/principal.ts';
+import type { ObjectStorage } from '../storage/object-storage.ts';
+import { ASSET_HOOK_KIND } from './asset-hooks.ts';
+import type { Assets } from './assets.ts';
+import {
+  loadReferenceAssets, referenceAssetIdOf, referenceCheckOf, REFERENCE_CHECK_LIMITS, validateReferenceAsset,
+  type ReferenceAssetRow, type ReferenceCheck,
+} from './model-config-checks.ts';
 import { TEMPLATE_ORGANIZATION } from './organizations.ts';
 
-export const toModelConfig = (row: any) => ({
+export const toModelConfig = (row: any, reference_check: ReferenceCheck | null = null) => ({
   model_config_id: row.model_config_id,
   organization_id: row.organization_id,
   model_id: row.model_id,
@@ -18,6 +27,7 @@ export const toModelConfig = (row: any) => ({
   model_configurations: row.model_configurations ?? {},
   created_at: isoRequired(row.created_at),
   updated_at: isoRequired(row.updated_at),
+  reference_check,
 });
 
 export type ModelConfig = ReturnType<typeof toModelConfig>;
@@ -44,8 +54,45 @@ const validators = new Map<string, ValidateFunction>();
 const notFound = (id: string) => new ApiError('model_config_not_found', `model configuration ${id} not found`, { model_config_id: id });
 const titleConflict = (title: string) => new ApiError('title_conflict', `a model configuration titled "${title}" already exists in this organization`, { title });
 
+/** What the reference-image checks need; without it (unit use) no reference is checked. */
+export interface ModelConfigDeps {
+  readonly storage: ObjectStorage;
+  readonly registry: Registry;
+  /** Runs the asset hooks an asset has not had yet (the face check of older assets). */
+  readonly assets?: Pick<Assets, 'ensureAnalysed'>;
+  readonly logger?: Logger;
+}
+
 export class ModelConfigs {
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    private readonly deps?: ModelConfigDeps,
+  ) {}
+
+  /** Whether this server runs the face check (the face plugin's landmark hook). */
+  private get faceCheckInstalled(): boolean {
+    return !!this.deps?.registry.slugs(ASSET_HOOK_KIND).includes(REFERENCE_CHECK_LIMITS.faceHook);
+  }
+
+  /** Rows to ModelConfigs with their `reference_check` (one query for all reference assets). */
+  private async withChecks(rows: any[]): Promise<ModelConfig[]> {
+    const ids = rows.map((r) => referenceAssetIdOf(r.model_configurations)).filter((id): id is string => id !== undefined);
+    const assets = ids.length ? await loadReferenceAssets(this.db, ids) : new Map<string, ReferenceAssetRow>();
+    const installed = this.faceCheckInstalled;
+    return rows.map((r) => toModelConfig(r, referenceCheckOf(r.model_configurations, r.organization_id, assets, installed)));
+  }
+
+  /** Write-time validation of the reference image (404 / 400, see model-config-checks.ts). */
+  private async validateReference(organizationId: string, configurations: Record<string, unknown>): Promise<ReferenceAssetRow | undefined> {
+    if (!this.deps) return undefined;
+    return validateReferenceAsset(this.db, this.deps.storage, organizationId, configurations);
+  }
+
+  /** After a write: start the face check of an asset that never had it (runs once per asset). */
+  private startFaceCheck(asset: ReferenceAssetRow | undefined): void {
+    if (!asset || asset.face || !this.deps?.assets || !this.faceCheckInstalled) return;
+    this.deps.assets.ensureAnalysed(asset.asset_id).catch((err: unknown) => this.deps?.logger?.warn({ err, asset_id: asset.asset_id }, 'starting the face check of a reference image failed'));
+  }
 
   async list(principal: Principal, filter: ModelConfigFilter, page: Page): Promise<ListEnvelope<ModelConfig>> {
     const org = filter.source === 'template' ? TEMPLATE_ORGANIZATION.organization_id : principal.organizationId;
@@ -58,12 +105,13 @@ export class ModelConfigs {
       scope.clone().select('c.*').orderBy([{ column: 'c.created_at', order: 'desc' }, { column: 'c.model_config_id' }]).limit(page.limit).offset(page.offset),
       scope.clone().count('* as n').first(),
     ]);
-    return envelope(rows.map(toModelConfig), page, Number(total?.n ?? 0));
+    return envelope(await this.withChecks(rows), page, Number(total?.n ?? 0));
   }
 
   async create(principal: Principal, body: { title: string; model_variant_id: string; model_configurations: Record<string, unknown> }): Promise<ModelConfig> {
     const variant = await this.publicVariant(body.model_variant_id);
     this.validateConfigurations(variant, body.model_configurations);
+    const reference = await this.validateReference(principal.organizationId, body.model_configurations);
     const id = randomUUID();
     try {
       await this.db('model_configs').insert({
@@ -79,6 +127,7 @@ export class ModelConfigs {
       if (isUniqueViolation(err)) throw titleConflict(body.title);
       throw err;
     }
+    this.startFaceCheck(reference);
     return this.get(principal, id);
   }
 
@@ -89,7 +138,7 @@ export class ModelConfigs {
       .whereIn('organization_id', [principal.organizationId, TEMPLATE_ORGANIZATION.organization_id])
       .first();
     if (!row) throw notFound(id);
-    return toModelConfig(row);
+    return (await this.withChecks([row]))[0]!;
   }
 
   async getPublic(id: string) {
@@ -102,6 +151,7 @@ export class ModelConfigs {
     const current = await this.owned(principal, id, 'modified');
     const variant = await this.db('model_variants').where('model_variant_id', current.model_variant_id).first();
     this.validateConfigurations(variant, body.model_configurations);
+    const reference = await this.validateReference(principal.organizationId, body.model_configurations);
     try {
       await this.db('model_configs').where('model_config_id', id).update({
         title: body.title,
@@ -112,6 +162,7 @@ export class ModelConfigs {
       if (isUniqueViolation(err)) throw titleConflict(body.title);
       throw err;
     }
+    this.startFaceCheck(reference);
     return this.get(principal, id);
   }
 
@@ -144,7 +195,7 @@ export class ModelConfigs {
     const row = isUuid
       ? await this.db('model_configs').where('model_config_id', configId).whereIn('organization_id', visible).first()
       : await this.db('model_configs').where({ model_id: configId, organization_id: TEMPLATE_ORGANIZATION.organization_id }).orderBy('created_at').first();
-    return row ? toModelConfig(row) : undefined;
+    return row ? (await this.withChecks([row]))[0] : undefined;
   }
 
   private async owned(principal: Principal, id: string, verb: string): Promise<any> {

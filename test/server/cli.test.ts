@@ -134,6 +134,15 @@ test('a forgotten SVC_DATA_DIR: the CLI names its database and refuses to create
   t.false(listed.stdout.includes(key!));
 });
 
+test('an unreachable PostgreSQL: one line naming the database and the cause, exit 1, no stack trace', async (t) => {
+  const r = await svc(['keys', 'list', '--org', 'acme'], { DATABASE_URL: 'postgres://nobody:pw@127.0.0.1:1/none' });
+  t.is(r.code, 1, r.stdout + r.stderr);
+  t.is(r.stderr.trim(), 'svc: using the PostgreSQL nobody@127.0.0.1:1/none (DATABASE_URL)');
+  t.regex(r.stdout, /^svc: .*ECONNREFUSED/);
+  t.notRegex(r.stdout + r.stderr, NO_STACK);
+  t.false(r.stdout.includes(':pw@'), 'no password');
+});
+
 test('PostgreSQL: the CLI names the database without its password', async (t) => {
   const db = await createTestDatabase('cli_pg');
   try {
@@ -149,19 +158,47 @@ test('PostgreSQL: the CLI names the database without its password', async (t) =>
   }
 });
 
-test('with npm start running on the embedded database: the CLI on the same SVC_DATA_DIR says it is in use; on another it refuses to create a second one', async (t) => {
+test('with npm start running on the embedded database: the CLI goes through its socket and the key it prints is accepted; another SVC_DATA_DIR is refused; after kill -9 the CLI opens the directory itself', async (t) => {
   const serverDir = tempDir(t);
   const otherDir = tempDir(t);
-  const server = await startServerProcess({ DATABASE_URL: '', SVC_DATA_DIR: serverDir, LOG_LEVEL: 'silent' });
+  const pglite = join(serverDir, 'pglite');
+  let server = await startServerProcess({ DATABASE_URL: '', SVC_DATA_DIR: serverDir, LOG_LEVEL: 'silent', SVC_CAPACITY_LOAD_CHECK: 'off' });
   try {
-    const same = await svc(['keys', 'create', '--org', 'acme', '--name', 'second'], { SVC_DATA_DIR: serverDir });
-    t.is(same.code, 1);
-    t.regex(same.stdout, /the embedded database is in use by process \d+/);
-    t.notRegex(same.stdout + same.stderr, NO_STACK);
+    const created = await svc(['keys', 'create', '--org', 'acme', '--name', 'second', '--json'], { SVC_DATA_DIR: serverDir });
+    t.is(created.code, 0, created.stdout + created.stderr);
+    t.is(created.stderr, `svc: using the embedded database in ${pglite}\nsvc: the server running on it shares it: going through ${join(pglite, 'run', '.s.PGSQL.5432')}\n`);
+    const key = JSON.parse(created.stdout) as { key: string; api_key_id: string };
+    const agents = await fetch(`${server.url}/v1/agents`, { headers: { 'X-API-Key': key.key } });
+    t.is(agents.status, 200, 'the running server accepts the key the CLI printed');
+
+    const listed = await svc(['keys', 'list', '--org', 'acme'], { SVC_DATA_DIR: serverDir });
+    t.is(listed.code, 0, listed.stdout + listed.stderr);
+    t.regex(listed.stdout, /second/);
+    const revoked = await svc(['keys', 'revoke', key.api_key_id], { SVC_DATA_DIR: serverDir });
+    t.is(revoked.code, 0, revoked.stdout + revoked.stderr);
+    await new Promise((r) => setTimeout(r, API_KEY_CACHE.ttlMs + 50));
+    t.is((await fetch(`${server.url}/v1/agents`, { headers: { 'X-API-Key': key.key } })).status, 401, 'a revocation through the socket reaches the server');
+
     const other = await svc(['keys', 'create', '--org', 'acme', '--name', 'second'], { SVC_DATA_DIR: otherDir });
     t.is(other.code, 1);
-    t.regex(other.stdout, /no embedded database in .*--create/s);
+    t.regex(other.stdout, new RegExp(`no embedded database in ${join(otherDir, 'pglite').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}.*--create`, 's'));
+    t.notRegex(other.stdout + other.stderr, NO_STACK);
     t.false(existsSync(join(otherDir, 'pglite')));
+
+    // kill -9: a lock naming a dead process and a socket nobody listens on are left behind.
+    server.kill('SIGKILL');
+    await server.exited;
+    t.true(existsSync(join(pglite, 'svc.lock')) && existsSync(join(pglite, 'run', '.s.PGSQL.5432')), 'the killed server left its lock and socket');
+    const alone = await svc(['keys', 'create', '--org', 'acme', '--name', 'third', '--json'], { SVC_DATA_DIR: serverDir });
+    t.is(alone.code, 0, alone.stdout + alone.stderr);
+    t.is(alone.stderr, `svc: using the embedded database in ${pglite}\n`, 'no server: the CLI opened the directory itself, quietly');
+    const third = JSON.parse(alone.stdout) as { key: string };
+
+    server = await startServerProcess({ DATABASE_URL: '', SVC_DATA_DIR: serverDir, LOG_LEVEL: 'silent', SVC_CAPACITY_LOAD_CHECK: 'off' });
+    t.is((await fetch(`${server.url}/v1/agents`, { headers: { 'X-API-Key': third.key } })).status, 200, 'a restarted server takes over the stale socket and accepts the key');
+    const again = await svc(['keys', 'list', '--org', 'acme'], { SVC_DATA_DIR: serverDir });
+    t.is(again.code, 0, again.stdout + again.stderr);
+    t.regex(again.stderr, /going through/);
   } finally {
     server.kill('SIGKILL');
     await server.exited;

@@ -6,6 +6,7 @@
  * PostgreSQL that the test stops.
  */
 import test from 'ava';
+import { eventually as waitForValue } from '../../testing/until.ts';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,15 +27,8 @@ test.after.always(async () => {
   for (const c of cleanups.reverse()) await c();
 });
 
-async function eventually<T>(what: string, check: () => Promise<T | undefined>, boundMs = 60_000): Promise<T> {
-  const until = Date.now() + boundMs;
-  for (;;) {
-    const value = await check().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > until) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const eventually = <T>(what: string, check: () => Promise<T | undefined>, boundMs = 60_000): Promise<T> =>
+  waitForValue(check, { what, timeoutMs: boundMs, intervalMs: 100 });
 
 /** The value of one series (exact name and label set as exposed), or undefined when absent. */
 function sample(text: string, series: string): number | undefined {

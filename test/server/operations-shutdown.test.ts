@@ -9,6 +9,7 @@
  * shutdown exits at once.
  */
 import test from 'ava';
+import { eventually as waitForValue } from '../../testing/until.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
@@ -25,15 +26,8 @@ test.after.always(async () => {
 });
 
 /** Polls until `check` returns a value; a generous bound only to catch hangs. */
-async function eventually<T>(what: string, check: () => Promise<T | undefined>, boundMs = 60_000): Promise<T> {
-  const until = Date.now() + boundMs;
-  for (;;) {
-    const value = await check().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > until) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const eventually = <T>(what: string, check: () => Promise<T | undefined>, boundMs = 60_000): Promise<T> =>
+  waitForValue(check, { what, timeoutMs: boundMs, intervalMs: 100 });
 
 const readyz = async (p: ServerProcess) => {
   const res = await fetch(`${p.url}/readyz`, { signal: AbortSignal.timeout(20_000) });

@@ -5,7 +5,7 @@ import { startFakeOpenAIModels } from '../fakes/openai-models.ts';
 import { isErrorBody, startTestServer } from './harness.ts';
 import { exerciseRestart } from './restart-scenario.ts';
 
-test('embedded PGlite: the same migrations and API work, errors keep their shape, restart keeps data', async (t) => {
+test.serial('embedded PGlite: the same migrations and API work, errors keep their shape, restart keeps data', async (t) => {
   const fake = await startFakeOpenAIModels({ validKeys: ['sk-pglite'], models: ['gpt-realtime'] });
   let s = await startTestServer({ label: 'pglite', pglite: true, plugins: [createOpenAIRealtimePlugin({ baseURL: fake.baseURL })] });
   try {
@@ -26,14 +26,14 @@ test('embedded PGlite: the same migrations and API work, errors keep their shape
   }
 });
 
-test('the embedded database is locked to one process: the CLI refuses while the server holds it', async (t) => {
+test.serial('a server that does not share the embedded database (embedded in another program, no socket): the CLI refuses, naming the process', async (t) => {
   const s = await startTestServer({ label: 'pglite_lock', pglite: true });
   try {
     const child = spawnSync(process.execPath, ['bin/svc.js', 'keys', 'list', '--org', 'org-a'], {
       env: { ...process.env, DATABASE_URL: '', SVC_DATA_DIR: s.dataDir }, encoding: 'utf8', timeout: 60_000,
     });
     t.is(child.status, 1, child.stdout + child.stderr);
-    t.regex(child.stdout, /in use by process \d+/);
+    t.regex(child.stdout, /in use by process \d+, which does not share it \(no server listening on .*\.s\.PGSQL\.5432.*DATABASE_URL/s);
     t.is((await s.call('GET', '/v1/agents')).status, 200, 'the server is unaffected');
   } finally {
     await s.stop();

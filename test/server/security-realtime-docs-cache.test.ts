@@ -10,7 +10,10 @@ import { startTestServer } from './harness.ts';
 
 const forged = { 'x-forwarded-host': 'evil.example', 'x-forwarded-proto': 'https' };
 
-test('without a declared proxy, forged X-Forwarded-* headers do not reach the cached documents', async (t) => {
+// Serial: each test boots its own embedded database; three at once on a loaded 2-core machine
+// overran PGlite's connection acquire timeout during migration.
+
+test.serial('without a declared proxy, forged X-Forwarded-* headers do not reach the cached documents', async (t) => {
   const ts = await startTestServer({ label: 'docs_cache_direct', pglite: true });
   t.teardown(() => ts.stop());
   const doc = await ts.call('GET', '/v1/openapi.json', { key: null, headers: forged });
@@ -26,7 +29,7 @@ test('without a declared proxy, forged X-Forwarded-* headers do not reach the ca
   t.true(assets.body.data[0].asset_url.startsWith(`${ts.url}/v1/storage/`));
 });
 
-test('behind a declared proxy the forwarded address is used and Vary names the forwarded headers', async (t) => {
+test.serial('behind a declared proxy the forwarded address is used and Vary names the forwarded headers', async (t) => {
   const ts = await startTestServer({ label: 'docs_cache_proxy', pglite: true, config: { trustProxy: true } });
   t.teardown(() => ts.stop());
   const doc = await ts.call('GET', '/v1/openapi.json', { key: null, headers: { 'x-forwarded-host': 'avatars.example.test', 'x-forwarded-proto': 'https' } });
@@ -36,7 +39,7 @@ test('behind a declared proxy the forwarded address is used and Vary names the f
   t.regex(vary, /X-Forwarded-Proto/);
 });
 
-test('PUBLIC_BASE_URL wins over every request header', async (t) => {
+test.serial('PUBLIC_BASE_URL wins over every request header', async (t) => {
   const ts = await startTestServer({ label: 'docs_cache_public', pglite: true, config: { trustProxy: true, publicBaseUrl: 'https://api.example.org' } });
   t.teardown(() => ts.stop());
   const { port } = ts.server.httpServer.address() as AddressInfo; // ts.url is the public base URL here

@@ -56,6 +56,10 @@ export type RealtimeErrorCode =
   | 'auth_failed'
   | 'unknown_config'
   | 'invalid_configuration'
+  | 'config_reference_missing'
+  | 'config_reference_not_image'
+  | 'config_no_face'
+  | 'config_variant_unavailable'
   | 'frame_too_large'
   | 'malformed_message'
   | 'not_ready'
@@ -70,6 +74,10 @@ export const CLOSE_CODES: Readonly<Partial<Record<RealtimeErrorCode, number>>> =
   auth_failed: 4401,
   unknown_config: 4404,
   invalid_configuration: 4422,
+  config_reference_missing: 4404,
+  config_reference_not_image: 4422,
+  config_no_face: 4422,
+  config_variant_unavailable: 4404,
   server_busy: 4503,
   idle_timeout: 4408,
   internal_error: 1011,

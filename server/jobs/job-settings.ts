@@ -1,0 +1,111 @@
+import { availableParallelism } from 'node:os';
+
+/**
+ * How durable generation jobs run (docs/jobs.md). Every option is documented once, here, with the
+ * reason for its default; `SVC_JOB_*` environment variables override them (`jobSettingsFromEnv`).
+ */
+export interface JobSettings {
+  /**
+   * Run a worker inside this process (`SVC_WORKER`, default on). Off: this process only queues
+   * jobs and answers their status; `npm run worker` processes (PostgreSQL only) run them.
+   */
+  runWorker: boolean;
+  /** Jobs one worker process runs at once (`SVC_JOB_CONCURRENCY`). */
+  concurrency: number;
+  /** Jobs of one organization running at once across every worker (`SVC_JOB_ORG_CONCURRENCY`). */
+  organizationConcurrency: number;
+  /** Attempts a job gets before it ends `failed` (`SVC_JOB_MAX_ATTEMPTS`); recorded on each job at creation. */
+  maxAttempts: number;
+  /** Delay before the 2nd attempt; doubles per attempt (`SVC_JOB_RETRY_BASE_MS`). */
+  retryBaseMs: number;
+  /** Longest delay between two attempts (`SVC_JOB_RETRY_MAX_MS`). */
+  retryMaxMs: number;
+  /** A running job is reclaimed once its worker has not renewed its lease for this long (`SVC_JOB_LEASE_MS`). */
+  leaseMs: number;
+  /** How often a worker renews the leases of its running jobs (`SVC_JOB_HEARTBEAT_MS`). */
+  heartbeatMs: number;
+  /** How often a worker looks for due jobs when nothing woke it, and for lapsed leases (`SVC_JOB_POLL_MS`). */
+  pollMs: number;
+}
+
+export const JOB_DEFAULTS = {
+  runWorker: true,
+  /**
+   * Half the cores, at least one: a job is a face renderer plus an ffmpeg encoder, each able to
+   * fill a core, and the same process serves live sessions (16 unbounded jobs once started 16
+   * encoders on 2 cores).
+   */
+  concurrency: Math.max(1, Math.floor(availableParallelism() / 2)),
+  /** Two: one organization's burst cannot take every worker slot from the others. */
+  organizationConcurrency: 2,
+  /** Three: a crash or a passing fault is retried twice; a job that fails every time fails within a minute. */
+  maxAttempts: 3,
+  /** 5 s, then 10 s, ...: long enough for a restarted process or a recovered database. */
+  retryBaseMs: 5_000,
+  retryMaxMs: 5 * 60_000,
+  /** The Session API's lease figures (sessions/session-store.ts): 15 s lease renewed every 5 s. */
+  leaseMs: 15_000,
+  heartbeatMs: 5_000,
+  /** 1 s: a job queued in another process starts within a second; a claim query costs well under 1 ms. */
+  pollMs: 1_000,
+} as const satisfies JobSettings;
+
+/** Upper bound for `SVC_JOB_MAX_ATTEMPTS`: beyond, a broken job would retry for hours. */
+const MAX_ATTEMPTS_LIMIT = 20;
+
+export function resolveJobSettings(input: Partial<JobSettings> = {}): JobSettings {
+  const settings: JobSettings = { ...JOB_DEFAULTS, ...stripUndefined(input) };
+  const whole = (name: keyof JobSettings, min: number, max = Number.MAX_SAFE_INTEGER) => {
+    const v = settings[name] as number;
+    if (!Number.isSafeInteger(v) || v < min || v > max) throw new Error(`job setting ${name} must be a whole number from ${min} to ${max}, got ${JSON.stringify(v)}`);
+  };
+  whole('concurrency', 1, 256);
+  whole('organizationConcurrency', 1, 256);
+  whole('maxAttempts', 1, MAX_ATTEMPTS_LIMIT);
+  whole('retryBaseMs', 0);
+  whole('retryMaxMs', 0);
+  whole('leaseMs', 100);
+  whole('heartbeatMs', 10);
+  whole('pollMs', 10);
+  if (settings.heartbeatMs * 2 > settings.leaseMs) throw new Error(`job heartbeat (${settings.heartbeatMs} ms) must be at most half the lease (${settings.leaseMs} ms)`);
+  return settings;
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+/** `SVC_WORKER`, `SVC_JOB_*`: only what is set; a value that is not a whole number is refused at start-up. */
+export function jobSettingsFromEnv(env: NodeJS.ProcessEnv): Partial<JobSettings> {
+  const out: Partial<JobSettings> = {};
+  const worker = env.SVC_WORKER?.trim().toLowerCase();
+  if (worker) {
+    if (['off', '0', 'false', 'no'].includes(worker)) out.runWorker = false;
+    else if (['on', '1', 'true', 'yes'].includes(worker)) out.runWorker = true;
+    else throw new Error(`SVC_WORKER must be on or off, got ${JSON.stringify(env.SVC_WORKER)}`);
+  }
+  const numbers: Array<[keyof JobSettings, string]> = [
+    ['concurrency', 'SVC_JOB_CONCURRENCY'],
+    ['organizationConcurrency', 'SVC_JOB_ORG_CONCURRENCY'],
+    ['maxAttempts', 'SVC_JOB_MAX_ATTEMPTS'],
+    ['retryBaseMs', 'SVC_JOB_RETRY_BASE_MS'],
+    ['retryMaxMs', 'SVC_JOB_RETRY_MAX_MS'],
+    ['leaseMs', 'SVC_JOB_LEASE_MS'],
+    ['heartbeatMs', 'SVC_JOB_HEARTBEAT_MS'],
+    ['pollMs', 'SVC_JOB_POLL_MS'],
+  ];
+  for (const [key, name] of numbers) {
+    const text = env[name]?.trim();
+    if (!text) continue;
+    const n = Number(text);
+    if (!/^\d+$/.test(text) || !Number.isSafeInteger(n)) throw new Error(`${name} must be a whole number, got ${JSON.stringify(text)}`);
+    (out as Record<string, number>)[key] = n;
+  }
+  resolveJobSettings(out); // range errors at start-up, named after the variable's setting
+  return out;
+}
+
+/** Delay before attempt `attempt + 1` after attempt `attempt` failed: base x 2^(attempt-1), capped. */
+export function retryDelayMs(settings: Pick<JobSettings, 'retryBaseMs' | 'retryMaxMs'>, attempt: number): number {
+  return Math.min(settings.retryMaxMs, settings.retryBaseMs * 2 ** Math.max(0, attempt - 1));
+}

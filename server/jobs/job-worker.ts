@@ -1,0 +1,159 @@
+/**
+ * A worker: claims due jobs from the queue up to its concurrency, runs each with the handler,
+ * renews their leases by heartbeat, and reaps jobs whose worker died. Runs inside `npm start`
+ * (default) or alone in `npm run worker` processes; any number of workers share one database.
+ */
+import { hostname } from 'node:os';
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import type { ClaimedJob, JobQueue } from './job-queue.ts';
+import type { JobSettings } from './job-settings.ts';
+
+/** What a handler's successful run leaves: the job's `result`, and writes to commit with it. */
+export interface JobOutcome {
+  readonly result: Record<string, unknown>;
+  readonly alsoWrite?: (trx: Knex.Transaction) => Promise<void>;
+}
+
+export interface JobContext {
+  /** Aborted when the worker closes or the job's claim is lost (another worker owns it now). */
+  readonly signal: AbortSignal;
+  /** Whether this claim is still held; check before a side effect another owner could repeat. */
+  stillHeld(): Promise<boolean>;
+}
+
+export type JobHandler = (job: ClaimedJob, context: JobContext) => Promise<JobOutcome>;
+
+interface Running {
+  readonly job: ClaimedJob;
+  readonly abort: AbortController;
+  readonly done: Promise<void>;
+}
+
+export class JobWorker {
+  /** `host:pid:random`: names this worker in `runner_id` (several workers may share a pid in tests). */
+  readonly runnerId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  private readonly running = new Map<string, Running>();
+  private timers: NodeJS.Timeout[] = [];
+  private closing = false;
+  private passing: Promise<void> | null = null;
+  private passAgain = false;
+  private lastReapMs = 0;
+
+  constructor(
+    private readonly queue: JobQueue,
+    private readonly settings: Pick<JobSettings, 'concurrency' | 'heartbeatMs' | 'pollMs'>,
+    private readonly handler: JobHandler,
+    private readonly logger: Pick<Logger, 'info' | 'warn' | 'error'>,
+  ) {}
+
+  start(): this {
+    const poll = setInterval(() => this.wake(), this.settings.pollMs);
+    const heartbeat = setInterval(() => void this.heartbeat(), this.settings.heartbeatMs);
+    poll.unref();
+    heartbeat.unref();
+    this.timers = [poll, heartbeat];
+    this.wake();
+    return this;
+  }
+
+  /** Jobs this worker runs now. */
+  get active(): number {
+    return this.running.size;
+  }
+
+  /** Looks for work now (a job was just queued in this process); passes coalesce. */
+  wake(): void {
+    if (this.closing) return;
+    if (this.passing) {
+      this.passAgain = true;
+      return;
+    }
+    this.passing = this.pass()
+      .catch((err) => this.logger.warn({ err }, 'job worker: claiming failed; retrying at the next poll'))
+      .finally(() => {
+        this.passing = null;
+        if (this.passAgain) {
+          this.passAgain = false;
+          this.wake();
+        }
+      });
+  }
+
+  /** Resolves once none of this worker's jobs runs (more may be claimed later). */
+  async idle(): Promise<void> {
+    while (this.running.size || this.passing) await Promise.allSettled([...[...this.running.values()].map((r) => r.done), this.passing]);
+  }
+
+  /**
+   * Stops claiming, stops its running jobs and gives them back to the queue without counting the
+   * attempt (another worker, or this process restarted, runs them again).
+   */
+  async close(): Promise<void> {
+    this.closing = true;
+    for (const t of this.timers) clearInterval(t);
+    for (const r of this.running.values()) r.abort.abort(new Error('the worker is shutting down'));
+    await this.idle();
+  }
+
+  private async pass(): Promise<void> {
+    if (Date.now() - this.lastReapMs >= this.settings.pollMs) {
+      this.lastReapMs = Date.now();
+      for (const r of await this.queue.reapLapsed(this.runnerId)) {
+        this.logger.warn({ job_id: r.job_id, runner_id: r.runner_id, status: r.status }, 'job worker: reclaimed a job whose worker stopped');
+      }
+    }
+    while (!this.closing && this.running.size < this.settings.concurrency) {
+      const job = await this.queue.claim(this.runnerId);
+      if (!job) return;
+      this.startJob(job);
+    }
+  }
+
+  private startJob(job: ClaimedJob): void {
+    const abort = new AbortController();
+    const context: JobContext = { signal: abort.signal, stillHeld: () => this.queue.holds(job) };
+    const done = this.run(job, context).finally(() => {
+      this.running.delete(job.job_id);
+      this.wake(); // a slot is free
+    });
+    this.running.set(job.job_id, { job, abort, done });
+  }
+
+  private async run(job: ClaimedJob, context: JobContext): Promise<void> {
+    const log = { job_id: job.job_id, attempt: job.attempts, max_attempts: job.max_attempts };
+    try {
+      const outcome = await this.handler(job, context);
+      if (context.signal.aborted) throw context.signal.reason;
+      if (!(await this.queue.succeed(job, outcome.result, outcome.alsoWrite))) this.logger.warn(log, 'job worker: finished a job another worker had reclaimed; its result is discarded');
+    } catch (err) {
+      if (this.closing) {
+        await this.queue.release(job).catch((e) => this.logger.warn({ ...log, err: e }, 'job worker: could not give a job back at shutdown; it is reclaimed when its lease lapses'));
+        return;
+      }
+      if (context.signal.aborted && !(await this.queue.holds(job).catch(() => false))) return; // lost: someone else runs it
+      const reason = (err as Error)?.message || 'generation failed';
+      const outcome = await this.queue.fail(job, reason).catch((e) => {
+        this.logger.error({ ...log, err: e }, 'job worker: could not record a failed attempt; it is retried when its lease lapses');
+        return 'lost' as const;
+      });
+      const message = { failed: 'job failed after its last attempt', retrying: 'job attempt failed; retrying after the backoff', lost: 'job attempt ended after the job was taken over; nothing recorded' }[outcome];
+      this.logger.warn({ ...log, err, outcome }, message);
+    }
+  }
+
+  private async heartbeat(): Promise<void> {
+    for (const r of [...this.running.values()]) {
+      if (r.abort.signal.aborted) continue; // stopping already
+      const held = await this.queue.renew(r.job).catch((err) => {
+        this.logger.warn({ err, job_id: r.job.job_id }, 'job worker: lease renewal failed; retrying');
+        return true; // the database is unreachable, not our claim lost: keep working, the lease decides
+      });
+      if (!held) {
+        this.logger.warn({ job_id: r.job.job_id }, 'job worker: lost a job (its lease lapsed and another worker took it); stopping it');
+        r.abort.abort(new Error('lease lost'));
+      }
+    }
+  }
+}
