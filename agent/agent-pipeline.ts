@@ -17,15 +17,16 @@
  * Speech-to-text, the LLM and VAD are deployment choices (keys in the environment), not agent
  * fields: `providersFromEnv` picks the cloud plugins when their keys are set, else offline ones.
  */
-import type { Registry } from '../core/registry.ts';
 import type { Clock } from '../core/clock.ts';
+import { Pipeline } from '../core/pipeline.ts';
+import type { Registry } from '../core/registry.ts';
 import type { FaceSession } from '../processors/avatar/face-model.ts';
 import { AvatarProcessor } from '../processors/avatar/avatar-processor.ts';
 import type { BehaviourLine, BehaviourMode } from '../processors/behaviours/conversation-behaviours.ts';
 import type { LLMService, STTService, TTSService, VADAnalyzer } from '../processors/services.ts';
 import { defaultToolLogger, prepareToolset, ToolDispatcher, WebhookClient, type AgentTool, type PreparedToolset, type ToolLogger } from '../processors/tools/index.ts';
-import { createVoicePipeline, type VoicePipeline, type VoicePipelineOptions } from '../processors/voice-pipeline.ts';
 import type { MediaSink } from '../transports/media-sink.ts';
+import { createVoicePipeline, type VoicePipeline, type VoicePipelineOptions } from './voice-pipeline.ts';
 
 /** The Agent fields the runtime reads (the REST API's full Agent shape satisfies it). */
 export interface AgentRuntimeRecord {
@@ -89,16 +90,18 @@ export interface AgentPipelineOptions {
   /** When set, the avatar is placed between TTS and the output. */
   readonly face?: AgentFaceFactory;
   /** Extra processor options (tests tune VAD timing this way). */
-  readonly tuning?: Pick<VoicePipelineOptions, 'vadOptions' | 'sttOptions' | 'ttsOptions' | 'outputOptions'>;
+  readonly tuning?: Pick<VoicePipelineOptions, 'vadOptions' | 'sttOptions' | 'userTurnOptions' | 'ttsOptions' | 'outputOptions'>;
 }
 
 export interface AgentPipeline extends VoicePipeline {
+  /** The processors as one pipeline: what a session runs behind its input transport. */
+  readonly pipeline: Pipeline;
   readonly toolset: PreparedToolset;
   readonly avatar: AvatarProcessor | undefined;
   /**
    * Options for the `PipelineWorker` that runs this pipeline: `allowInterruptions` follows
-   * `behaviour.allow_interruption`, so nothing (not even an interruption request from elsewhere)
-   * cuts the bot when the owner turned interruptions off.
+   * `behaviour.allow_interruption`. It is the only place that setting goes: the start frame
+   * carries it to every processor, and the worker refuses interruption requests when it is off.
    */
   readonly workerOptions: { readonly allowInterruptions: boolean };
 }
@@ -128,7 +131,6 @@ export async function buildAgentPipeline(agent: AgentRuntimeRecord, options: Age
   const face = options.face;
   const avatar = face ? new AvatarProcessor((clock) => face(clock, { maxDimension })) : undefined;
 
-  const allowInterruption = b.allow_interruption ?? true;
   const voice = createVoicePipeline({
     vad,
     stt,
@@ -139,7 +141,6 @@ export async function buildAgentPipeline(agent: AgentRuntimeRecord, options: Age
     systemPrompt: agent.system_prompt,
     voiceId: agent.voice_id,
     llmMaxTokens: agent.advanced.llm_max_tokens,
-    allowInterruption,
     tools: toolset.definitions,
     behaviours: {
       startsConversation: agent.starts_conversation,
@@ -155,5 +156,11 @@ export async function buildAgentPipeline(agent: AgentRuntimeRecord, options: Age
     beforeOutput: avatar,
     ...options.tuning,
   });
-  return { ...voice, toolset, avatar, workerOptions: { allowInterruptions: allowInterruption } };
+  return {
+    ...voice,
+    pipeline: new Pipeline(voice.processors, { name: 'VoicePipeline' }),
+    toolset,
+    avatar,
+    workerOptions: { allowInterruptions: b.allow_interruption ?? true },
+  };
 }

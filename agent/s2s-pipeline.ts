@@ -108,7 +108,7 @@ export async function buildS2SPipeline(agent: S2SAgentRecord, options: S2SPipeli
   if (agent.tools.length) logger.info({ tools: agent.tools.length, provider: slug }, 'third_party agent: stored tools are not dispatched');
 
   const b = agent.behaviour;
-  const allowInterruption = b.allow_interruption ?? true;
+  const allowInterruptions = b.allow_interruption ?? true;
   const playout = new PlayoutLedger();
   const s2s = new S2SProcessor(service, {
     connect: {
@@ -118,7 +118,6 @@ export async function buildS2SPipeline(agent: S2SAgentRecord, options: S2SPipeli
       instructions: agent.system_prompt,
       language: agent.language,
       voiceId: agent.voice_id,
-      allowInterruption,
       greeting: greetingFor(agent),
     },
     playout,
@@ -148,7 +147,7 @@ export async function buildS2SPipeline(agent: S2SAgentRecord, options: S2SPipeli
     output,
     playout,
     toolset,
-    workerOptions: { allowInterruptions: allowInterruption },
+    workerOptions: { allowInterruptions },
   };
 }
 

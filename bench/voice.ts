@@ -22,7 +22,7 @@
 import { Subject } from 'rxjs';
 import { concat, frame, PipelineWorker, RealClock, silence } from '../core/index.ts';
 import type { FrameObserver, FramePushed } from '../core/observer.ts';
-import { createVoicePipeline } from '../processors/voice-pipeline.ts';
+import { createVoicePipeline } from '../agent/voice-pipeline.ts';
 import type { LLMEvent, LLMRequest, LLMService, STTService, STTStream, STTStreamOptions, TranscriptEvent, TTSEvent, TTSRequest, TTSService } from '../processors/services.ts';
 import { DeepgramSTTService } from '../plugins/deepgram/index.ts';
 import { OpenAILLMService } from '../plugins/openai/llm.ts';
@@ -243,7 +243,7 @@ async function conversation(services: Services, vendorWaits?: () => VendorWaits)
     language: 'en',
     vadOptions: { stopMs: VAD_STOP_MS },
   });
-  const worker = new PipelineWorker(voice.pipeline, { clock, audioInSampleRate: RATE, audioOutSampleRate: RATE, observers: [observer], heartbeatMs: null, idleTimeoutMs: null });
+  const worker = new PipelineWorker(voice.processors, { clock, audioInSampleRate: RATE, audioOutSampleRate: RATE, observers: [observer], heartbeatMs: null, idleTimeoutMs: null });
   void worker.run();
   await clock.sleep(300);
   const r: RunResult = { turnMs: [], vadStopMs: [], overhead: [], stages: new Map(), vendorOverhead: [], sdkWire: [], sdkWireBy: { stt: [], llm: [], tts: [] }, bargeMs: [], bargeChunks: [] };

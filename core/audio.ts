@@ -75,6 +75,30 @@ export function concat(parts: readonly Int16Array[]): Int16Array {
 }
 
 /** Averages interleaved channels into mono. */
+/**
+ * A mono 16-bit PCM WAV file of `pcm` at `sampleRate` (the 44-byte RIFF header, then the
+ * samples, little-endian): to write a bot's audio to disk, or feed a browser's fake microphone.
+ */
+export function encodeWav(pcm: Int16Array, sampleRate: number): Uint8Array {
+  const out = new Uint8Array(44 + pcm.byteLength);
+  const view = new DataView(out.buffer);
+  const ascii = (at: number, text: string) => { for (let i = 0; i < text.length; i++) out[at + i] = text.charCodeAt(i); };
+  ascii(0, 'RIFF');
+  view.setUint32(4, 36 + pcm.byteLength, true);
+  ascii(8, 'WAVEfmt ');
+  view.setUint32(16, 16, true); // fmt chunk size
+  view.setUint16(20, 1, true); // PCM
+  view.setUint16(22, 1, true); // mono
+  view.setUint32(24, sampleRate, true);
+  view.setUint32(28, sampleRate * 2, true); // byte rate
+  view.setUint16(32, 2, true); // block align
+  view.setUint16(34, 16, true); // bits per sample
+  ascii(36, 'data');
+  view.setUint32(40, pcm.byteLength, true);
+  for (let i = 0; i < pcm.length; i++) view.setInt16(44 + i * 2, pcm[i]!, true);
+  return out;
+}
+
 export function toMono(pcm: Int16Array, channels: number): Int16Array {
   if (channels === 1) return pcm;
   const n = Math.floor(pcm.length / channels);

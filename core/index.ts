@@ -9,3 +9,6 @@ export * from './worker.ts';
 export * from './observer.ts';
 export * from './metrics.ts';
 export * from './registry.ts';
+export * from './runner.ts';
+export * from './options.ts';
+export * from './provider-error.ts';

@@ -50,6 +50,10 @@ export class ParallelPipeline extends FrameProcessor {
     super.cleanup();
   }
 
+  override released(): Promise<void> {
+    return Promise.all([super.released(), ...this.branches.map((b) => b.released())]).then(() => undefined);
+  }
+
   override queueFrame(frame: Frame, direction: Direction = 'downstream'): void {
     const pending = this.pending[direction];
     pending.set(frame.id, this.branches.length);

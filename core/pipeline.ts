@@ -73,6 +73,10 @@ export class Pipeline extends FrameProcessor {
     }
   }
 
+  override released(): Promise<void> {
+    return Promise.all([super.released(), ...this.processors.map((p) => p.released())]).then(() => undefined);
+  }
+
   /** Every processor in this pipeline and the pipelines nested in it, depth first. */
   *allProcessors(): Generator<FrameProcessor> {
     for (const p of this.processors) {

@@ -71,6 +71,8 @@ export abstract class FrameProcessor {
   private generation = 0;
   private controller: AbortController | undefined;
   private stopped = false;
+  /** Releases still under way (a provider connection closing), awaited by `released()`. */
+  private releases: Promise<unknown>[] = [];
 
   constructor(options: ProcessorOptions = {}) {
     this.name = options.name ?? defaultName(new.target.name);
@@ -89,6 +91,19 @@ export abstract class FrameProcessor {
     this.controller?.abort(INTERRUPTED);
     this.downstream$.complete();
     this.upstream$.complete();
+  }
+
+  /**
+   * Resolves once what this processor released asynchronously (see `releasing`) is released.
+   * The runner waits for it before it reports the bot finished, so nothing is left running.
+   */
+  released(): Promise<void> {
+    return Promise.all(this.releases).then(() => undefined);
+  }
+
+  /** Registers asynchronous release work (closing a connection on cancel); its failure is not an error. */
+  protected releasing(work: Promise<unknown>): void {
+    this.releases.push(work.catch(() => undefined));
   }
 
   /** Entry point: a neighbour (or the worker) hands a frame to this processor. */

@@ -1,5 +1,5 @@
 /**
- * PipelineWorker runs a pipeline: it sends the start frame, feeds frames in, ends it gracefully
+ * PipelineWorker runs a pipeline (or a bot written as a list of processors, in order): it sends the start frame, feeds frames in, ends it gracefully
  * (an end frame drains everything queued) or cancels it (at once), and reports what happens as
  * events. It also owns the session-level timers: heartbeats that measure how long a frame takes
  * to cross the pipeline, and an idle timeout that cancels a conversation nobody takes part in.
@@ -7,6 +7,7 @@
  */
 import { Subject } from 'rxjs';
 import { RealClock, type Clock, type TimerHandle } from './clock.ts';
+import { resolveOptions } from './options.ts';
 import { frame, signal, type Frame, type FrameOf, type FrameType, type MetricsData } from './frames.ts';
 import type { FrameObserver } from './observer.ts';
 import { Pipeline } from './pipeline.ts';
@@ -90,6 +91,8 @@ class WorkerSink extends FrameProcessor {
 
 export class PipelineWorker {
   readonly events$ = new Subject<WorkerEvent>();
+  /** What runs: the pipeline given, or the one built from the list given. */
+  readonly pipeline: FrameProcessor;
   readonly clock: Clock;
   private readonly options: Required<Omit<WorkerOptions, 'clock'>>;
   private readonly source: WorkerSource;
@@ -103,23 +106,18 @@ export class PipelineWorker {
   private readonly done: Promise<WorkerOutcome>;
   private endReason: string | undefined;
 
-  constructor(readonly pipeline: FrameProcessor, options: WorkerOptions = {}) {
+  constructor(pipeline: FrameProcessor | readonly FrameProcessor[], options: WorkerOptions = {}) {
+    this.pipeline = isProcessorList(pipeline) ? new Pipeline(pipeline, { name: 'Bot' }) : pipeline;
     this.clock = options.clock ?? new RealClock();
     this.options = {
-      audioInSampleRate: options.audioInSampleRate ?? WORKER_DEFAULTS.audioInSampleRate,
-      audioOutSampleRate: options.audioOutSampleRate ?? WORKER_DEFAULTS.audioOutSampleRate,
-      allowInterruptions: options.allowInterruptions ?? WORKER_DEFAULTS.allowInterruptions,
-      enableMetrics: options.enableMetrics ?? WORKER_DEFAULTS.enableMetrics,
-      idleTimeoutMs: options.idleTimeoutMs === undefined ? WORKER_DEFAULTS.idleTimeoutMs : options.idleTimeoutMs,
-      heartbeatMs: options.heartbeatMs === undefined ? WORKER_DEFAULTS.heartbeatMs : options.heartbeatMs,
-      heartbeatWarnMs: options.heartbeatWarnMs ?? WORKER_DEFAULTS.heartbeatWarnMs,
+      ...resolveOptions(WORKER_DEFAULTS, options),
       idleActivity: options.idleActivity ?? DEFAULT_IDLE_ACTIVITY,
       observers: options.observers ?? [],
     };
     this.idleActivity = new Set(this.options.idleActivity);
     this.source = new WorkerSource(this);
     this.sink = new WorkerSink(this);
-    this.root = new Pipeline([this.source, pipeline, this.sink], { name: 'WorkerRoot' });
+    this.root = new Pipeline([this.source, this.pipeline, this.sink], { name: 'WorkerRoot' });
     this.done = new Promise((resolve) => (this.resolveRun = resolve));
   }
 
@@ -262,3 +260,6 @@ export class PipelineWorker {
   }
 }
 
+function isProcessorList(p: FrameProcessor | readonly FrameProcessor[]): p is readonly FrameProcessor[] {
+  return Array.isArray(p);
+}

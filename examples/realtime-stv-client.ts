@@ -5,7 +5,7 @@
  *   SVC_API_KEY=... SVC_CONFIG_ID=svc/human-portrait SVC_REALTIME_URL=ws://127.0.0.1:8080/realtime \
  *     npx tsx examples/realtime-stv-client.ts
  */
-import { resolveCredentials, SvcSTVClient, type STVOutput } from '../transports/index.ts';
+import { resolveCredentials, SvcSTVClient, type STVOutput } from 'svc-avatar/clients';
 
 const { apiKey, configId } = resolveCredentials();
 const client = new SvcSTVClient({ apiKey, configId, url: process.env.SVC_REALTIME_URL });

@@ -4,7 +4,7 @@
  *   SVC_API_KEY=... SVC_CONFIG_ID=svc/human-portrait SVC_REALTIME_URL=ws://127.0.0.1:8080/realtime \
  *     npx tsx examples/realtime-svc-client.ts
  */
-import { resolveCredentials, SvcClient } from '../transports/index.ts';
+import { resolveCredentials, SvcClient } from 'svc-avatar/clients';
 
 const { apiKey, configId } = resolveCredentials(); // SVC_API_KEY, SVC_CONFIG_ID (environment or .env)
 const client = new SvcClient({ apiKey, configId, url: process.env.SVC_REALTIME_URL });

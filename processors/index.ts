@@ -1,6 +1,6 @@
 /** Public surface of the vendor-neutral processors. */
 export * from './services.ts';
-export * from './voice-pipeline.ts';
+export * from './provider-failure.ts';
 export * from './vad/vad-processor.ts';
 export * from './stt/stt-processor.ts';
 export * from './llm/context.ts';

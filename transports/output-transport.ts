@@ -16,6 +16,8 @@ import { AudioChunker, Resampler } from '../core/audio.ts';
 import { frame, signal, type Direction, type Frame, type WordTiming } from '../core/frames.ts';
 import { FrameProcessor, type ProcessorOptions } from '../core/processor.ts';
 import type { TimerHandle } from '../core/clock.ts';
+import { resolveOptions } from '../core/options.ts';
+import { WORKER_DEFAULTS } from '../core/worker.ts';
 import type { MediaSink } from './media-sink.ts';
 
 export const OUTPUT_DEFAULTS = {
@@ -49,13 +51,12 @@ export class OutputTransport extends FrameProcessor {
 
   constructor(private readonly sink: MediaSink, options: OutputOptions = {}) {
     super(options);
-    this.chunkMs = options.chunkMs ?? OUTPUT_DEFAULTS.chunkMs;
-    this.stopAfterMs = options.stopAfterMs ?? OUTPUT_DEFAULTS.stopAfterMs;
+    ({ chunkMs: this.chunkMs, stopAfterMs: this.stopAfterMs } = resolveOptions(OUTPUT_DEFAULTS, options));
     this.sampleRateOverride = options.sampleRate;
   }
 
   get sampleRate(): number {
-    return this.sampleRateOverride ?? this.startFrame?.audioOutSampleRate ?? 24_000;
+    return this.sampleRateOverride ?? this.startFrame?.audioOutSampleRate ?? WORKER_DEFAULTS.audioOutSampleRate;
   }
 
   get botSpeaking(): boolean {
@@ -134,6 +135,9 @@ export class OutputTransport extends FrameProcessor {
   private async playTail(abort: AbortSignal): Promise<void> {
     const tail = this.chunker?.flush();
     if (tail) await this.writeChunk(tail, this.sampleRate, [], abort);
+    // Words still carried were timed at (or past) the end of the audio just played: heard with
+    // it, not with the next turn's first chunk.
+    if (this.carriedWords.length && !abort.aborted) this.push(frame('tts-text', { text: this.carriedWords.splice(0).join(' ') }));
   }
 
   private async writeChunk(chunk: Int16Array, rate: number, words: string[], abort: AbortSignal): Promise<void> {

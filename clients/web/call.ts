@@ -1,8 +1,9 @@
 /**
  * One call of the widget, from the start click to its end: microphone, the Session API connect
  * request (with the bounded queue on 429), the embedded room (room-client.js, bundled), the bot's
- * session messages turned into DOM events, the setup timeout, levels and per-turn latency, and
- * the release of the session. The element (element.ts) owns the view and the event target; a
+ * session messages turned into DOM events, the setup timeout, and the release of the session.
+ * Levels, the browser's voice activity and per-turn latency are measured by its CallMeter
+ * (call-meter.ts). The element (element.ts) owns the view and the event target; a
  * Call is used once.
  */
 import SvcRoom, { type RoomConnection } from 'svc:room-client';
@@ -12,13 +13,13 @@ import {
   type ConnectionState,
   type ConnectionTimingReportDetail,
   type FaultDomain,
-  type LatencyReportDetail,
   type Outcome,
   type OutcomePhase,
   type SessionOutcomeDetail,
   type WidgetBotState,
   type WindowEventName,
 } from './events.ts';
+import { CallMeter } from './call-meter.ts';
 import { WIDGET_VERSION } from './version.ts';
 
 export const CALL_DEFAULTS = {
@@ -32,19 +33,7 @@ export const CALL_DEFAULTS = {
   maxRetryAfterS: 30,
   /** ICE `disconnected` for this long ends the call (`transport_lost`); `failed` ends it at once. */
   iceDisconnectGraceMs: 8_000,
-  /** Level sampling period; volumes are dispatched every `volumeEveryTicks` samples (100 ms). */
-  samplerIntervalMs: 25,
-  volumeEveryTicks: 4,
-  /** Browser voice-activity detection on the microphone level (RMS, 0..1). */
-  userSpeechLevel: 0.02,
-  userSpeechStartTicks: 2,
-  userSpeechHangoverMs: 400,
-  /** Bot playback level counted as "bot audio heard". */
-  botAudioLevel: 0.01,
-  /** How long a latency-report waits for the page to hear the bot before it is sent without it. */
-  latencyWaitMs: 3_000,
-  /** Local speech older than this when the bot reports the user stopped is not used as the stop time. */
-  staleSpeechMs: 3_000,
+  // Levels, browser voice activity and per-turn latency: METER_DEFAULTS (call-meter.ts).
 } as const;
 
 const SPEECH_CONSTRAINTS: MediaTrackConstraints = { echoCancellation: true, noiseSuppression: true, autoGainControl: true };
@@ -147,14 +136,6 @@ function outcomeForEnding(reason: string): Outcome {
   }
 }
 
-function rms(analyser: AnalyserNode | null, buffer: Float32Array<ArrayBuffer>): number {
-  if (!analyser) return 0;
-  analyser.getFloatTimeDomainData(buffer);
-  let sum = 0;
-  for (let i = 0; i < buffer.length; i++) sum += buffer[i]! * buffer[i]!;
-  return Math.sqrt(sum / buffer.length);
-}
-
 export class Call {
   private phase: OutcomePhase | 'done' = 'connect';
   sessionId: string | null = null;
@@ -169,7 +150,6 @@ export class Call {
   private readonly timers = new Set<ReturnType<typeof setTimeout>>();
   private setupTimer: ReturnType<typeof setTimeout> | null = null;
   private iceTimer: ReturnType<typeof setTimeout> | null = null;
-  private sampler: ReturnType<typeof setInterval> | null = null;
   private queuing = false;
   private queuedSince = 0;
   private queuedMs = 0;
@@ -191,22 +171,26 @@ export class Call {
     firstVideoFrame: null as number | null,
     botReady: null as number | null,
   };
-  // Levels, browser VAD and latency.
-  private micAnalyser: AnalyserNode | null = null;
-  private botAnalyser: AnalyserNode | null = null;
-  private readonly audioNodes: AudioNode[] = [];
-  private readonly levelBuffer = new Float32Array(1024);
-  private ticks = 0;
-  private loudTicks = 0;
-  private userSpeaking = false;
-  private lastUserSpeechAt: number | null = null;
-  private pendingTurn: { stopAt: number; heardAt: number | null } | null = null;
-  private waitingReport: { message: Record<string, unknown>; timer: ReturnType<typeof setTimeout> } | null = null;
+  /** Levels, browser voice activity and per-turn latency (call-meter.ts). */
+  private readonly meter: CallMeter;
 
   constructor(
     private readonly host: CallHost,
     private readonly settings: CallSettings,
-  ) {}
+  ) {
+    const call = this;
+    this.meter = new CallMeter({
+      get audioContext() { return host.audioContext; },
+      get muted() { return host.muted; },
+      get live() { return call.live; },
+      get ended() { return call.ended; },
+      get sessionId() { return call.sessionId; },
+      agentId: settings.agentId,
+      instanceId: settings.instanceId,
+      dispatch: (name, detail) => host.dispatch(name, detail),
+      dispatchOnWindow: (name, detail) => host.dispatchOnWindow(name, detail),
+    });
+  }
 
   get live(): boolean {
     return this.phase === 'session';
@@ -398,7 +382,7 @@ export class Call {
       this.roomClosedReason = reason;
     });
     room.on('disconnected', () => this.onSignallingClosed());
-    this.startSampler();
+    this.meter.start(this.mic);
   }
 
   private attachTrack(track: MediaStreamTrack): void {
@@ -425,7 +409,7 @@ export class Call {
       play();
       audio.addEventListener('canplay', play, { once: true });
       this.audioAttached = true;
-      this.analyseBotAudio(track);
+      this.meter.analyseBot(track);
       this.maybeClientReady();
     }
   }
@@ -523,16 +507,13 @@ export class Call {
         if (m.state === 'listening' || m.state === 'thinking' || m.state === 'speaking' || m.state === 'initializing' || m.state === 'ended') this.host.setBotState(m.state);
         break;
       case 'user-started-speaking':
-        if (this.pendingTurn && this.pendingTurn.heardAt === null) this.pendingTurn = null;
+        this.meter.userStarted();
         d('UserStartedSpeaking', null);
         break;
-      case 'user-stopped-speaking': {
-        const now = performance.now();
-        const local = this.lastUserSpeechAt;
-        this.pendingTurn = { stopAt: local !== null && now - local < CALL_DEFAULTS.staleSpeechMs ? local : now, heardAt: null };
+      case 'user-stopped-speaking':
+        this.meter.userStopped();
         d('UserStoppedSpeaking', null);
         break;
-      }
       case 'bot-started-speaking':
       case 'bot-stopped-speaking':
         this.setBotSpeaking(m.type === 'bot-started-speaking');
@@ -553,7 +534,7 @@ export class Call {
         if (isString(m.text) && (m.owner === 'user' || m.owner === 'bot')) d('ReceivedTranscriptTurn', { owner: m.owner, text: m.text, final: true });
         break;
       case 'latency-report':
-        this.onLatencyReport(m);
+        this.meter.latencyReport(m);
         break;
       case 'tool-call': {
         if (!isString(m.function_name)) break;
@@ -588,104 +569,6 @@ export class Call {
     this.host.setBotSpeaking(speaking);
   }
 
-  private onLatencyReport(m: Record<string, unknown>): void {
-    const turn = this.pendingTurn;
-    if (turn && turn.heardAt === null) {
-      if (this.waitingReport) this.emitLatency(this.waitingReport.message, null);
-      const timer = setTimeout(() => {
-        const waiting = this.waitingReport;
-        this.waitingReport = null;
-        this.pendingTurn = null;
-        if (waiting) this.emitLatency(waiting.message, null);
-      }, CALL_DEFAULTS.latencyWaitMs);
-      this.waitingReport = { message: m, timer };
-      return;
-    }
-    this.pendingTurn = null;
-    this.emitLatency(m, turn && turn.heardAt !== null ? round(turn.heardAt - turn.stopAt) : null);
-  }
-
-  private emitLatency(m: Record<string, unknown>, heardMs: number | null): void {
-    if (!this.sessionId) return;
-    const stages = (m.stages && typeof m.stages === 'object' ? m.stages : {}) as Record<string, unknown>;
-    const detail: LatencyReportDetail = {
-      instanceId: this.settings.instanceId,
-      sessionId: this.sessionId,
-      agentId: this.settings.agentId,
-      turnId: num(m.turn_id) ?? 0,
-      userStoppedToBotAudioHeardMs: heardMs,
-      userStoppedToBotAudioMs: num(m.user_stopped_to_bot_audio_ms),
-      stages: { vadStopMs: num(stages.vad_stop_ms), sttMs: num(stages.stt_ms), llmTtfbMs: num(stages.llm_ttfb_ms), ttsTtfbMs: num(stages.tts_ttfb_ms), avatarMs: num(stages.avatar_ms) },
-    };
-    this.host.dispatchOnWindow('LatencyReport', detail);
-  }
-
-  // ---- levels -----------------------------------------------------------------------------
-
-  private startSampler(): void {
-    const ctx = this.host.audioContext;
-    if (!ctx || !this.mic) return;
-    try {
-      const source = ctx.createMediaStreamSource(this.mic);
-      this.micAnalyser = ctx.createAnalyser();
-      this.micAnalyser.fftSize = this.levelBuffer.length;
-      source.connect(this.micAnalyser);
-      this.audioNodes.push(source, this.micAnalyser);
-    } catch {
-      this.micAnalyser = null;
-    }
-    this.sampler = setInterval(() => this.sample(), CALL_DEFAULTS.samplerIntervalMs);
-  }
-
-  /** Analysed only, never played through Web Audio (echo cancellation needs the media element path). */
-  private analyseBotAudio(track: MediaStreamTrack): void {
-    const ctx = this.host.audioContext;
-    if (!ctx) return;
-    try {
-      const source = ctx.createMediaStreamSource(new MediaStream([track]));
-      this.botAnalyser = ctx.createAnalyser();
-      this.botAnalyser.fftSize = this.levelBuffer.length;
-      source.connect(this.botAnalyser);
-      this.audioNodes.push(source, this.botAnalyser);
-    } catch {
-      this.botAnalyser = null;
-    }
-  }
-
-  private sample(): void {
-    if (this.phase === 'done') return;
-    const now = performance.now();
-    const user = this.host.muted ? 0 : rms(this.micAnalyser, this.levelBuffer);
-    const bot = rms(this.botAnalyser, this.levelBuffer);
-    if (user >= CALL_DEFAULTS.userSpeechLevel) {
-      this.loudTicks++;
-      this.lastUserSpeechAt = now;
-    } else this.loudTicks = 0;
-    const live = this.phase === 'session';
-    if (!this.userSpeaking && this.loudTicks >= CALL_DEFAULTS.userSpeechStartTicks) {
-      this.userSpeaking = true;
-      if (live) this.host.dispatch('userSpeakingChanged', { isSpeaking: true });
-    } else if (this.userSpeaking && this.lastUserSpeechAt !== null && now - this.lastUserSpeechAt > CALL_DEFAULTS.userSpeechHangoverMs) {
-      this.userSpeaking = false;
-      if (live) this.host.dispatch('userSpeakingChanged', { isSpeaking: false });
-    }
-    const turn = this.pendingTurn;
-    if (turn && turn.heardAt === null && bot >= CALL_DEFAULTS.botAudioLevel) {
-      turn.heardAt = now;
-      const waiting = this.waitingReport;
-      if (waiting) {
-        clearTimeout(waiting.timer);
-        this.waitingReport = null;
-        this.pendingTurn = null;
-        this.emitLatency(waiting.message, round(now - turn.stopAt));
-      }
-    }
-    if (live && ++this.ticks % CALL_DEFAULTS.volumeEveryTicks === 0) {
-      this.host.dispatch('userVolume', { volume: Math.round(user * 1000) / 1000 });
-      this.host.dispatch('botVolume', { volume: Math.round(bot * 1000) / 1000 });
-    }
-  }
-
   // ---- ending -----------------------------------------------------------------------------
 
   private finish(outcome: Outcome, options: { faultDomain?: FaultDomain; release?: 'fetch' | 'beacon' | 'none'; hangUp?: boolean } = {}): void {
@@ -697,9 +580,7 @@ export class Call {
     this.disarmSetupTimer();
     for (const timer of this.timers) clearTimeout(timer);
     if (this.iceTimer !== null) clearTimeout(this.iceTimer);
-    if (this.sampler !== null) clearInterval(this.sampler);
-    if (this.waitingReport) clearTimeout(this.waitingReport.timer);
-    for (const node of this.audioNodes) node.disconnect();
+    this.meter.stop(phase === 'session');
     const room = this.room;
     if (room) {
       if (options.hangUp) this.sendToBot({ type: 'hang-up' });
@@ -710,10 +591,6 @@ export class Call {
     this.host.video.srcObject = null;
     this.host.audio.srcObject = null;
     if (this.queuing) this.leaveQueue();
-    if (this.userSpeaking) {
-      this.userSpeaking = false;
-      if (phase === 'session') this.host.dispatch('userSpeakingChanged', { isSpeaking: false });
-    }
     this.setBotSpeaking(false);
     this.host.setSoundBlocked(false);
     this.host.setBotState(phase === 'session' ? 'ended' : 'disconnected');

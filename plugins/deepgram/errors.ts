@@ -1,28 +1,34 @@
-/** Errors of the Deepgram plugin, with a `code` the STT processor can switch on. */
-export type DeepgramSTTErrorCode = 'auth_failed' | 'bad_request' | 'connect_failed' | 'connection_lost' | 'timeout';
+/** Errors of the Deepgram plugin: a `ProviderError` with Deepgram's codes. */
+import { ProviderError, codeForHttpStatus } from '../../core/provider-error.ts';
 
-export class DeepgramSTTError extends Error {
+export type DeepgramSTTErrorCode = 'auth_failed' | 'bad_request' | 'rate_limited' | 'provider_error' | 'connect_failed' | 'connection_lost' | 'timeout';
+
+export class DeepgramSTTError extends ProviderError<DeepgramSTTErrorCode> {
   constructor(
-    readonly code: DeepgramSTTErrorCode,
+    code: DeepgramSTTErrorCode,
     message: string,
     /** WebSocket close code, or HTTP status of a refused handshake. */
-    readonly status?: number,
+    status?: number,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
-    this.name = 'DeepgramSTTError';
+    super(code, message, { status, cause: options?.cause });
   }
 }
 
 /** The ws library reports a refused handshake as "Unexpected server response: <status>". */
 export function handshakeError(message: string): DeepgramSTTError {
   const status = Number(/Unexpected server response: (\d{3})/.exec(message)?.[1]);
-  if (status === 401 || status === 403) {
-    return new DeepgramSTTError('auth_failed', `Deepgram refused the credentials (HTTP ${status}); check the API key`, status);
-  }
-  if (status >= 400 && status < 500) {
-    return new DeepgramSTTError('bad_request', `Deepgram refused the connection parameters (HTTP ${status})`, status);
-  }
   if (message === 'TIMEOUT') return new DeepgramSTTError('timeout', 'timed out connecting to Deepgram');
-  return new DeepgramSTTError('connect_failed', `could not connect to Deepgram: ${message}`, Number.isFinite(status) ? status : undefined);
+  if (!Number.isFinite(status)) return new DeepgramSTTError('connect_failed', `could not connect to Deepgram: ${message}`);
+  const code = codeForHttpStatus(status);
+  switch (code) {
+    case 'auth_failed':
+      return new DeepgramSTTError(code, `Deepgram refused the credentials (HTTP ${status}); check the API key`, status);
+    case 'bad_request':
+      return new DeepgramSTTError(code, `Deepgram refused the connection parameters (HTTP ${status})`, status);
+    case 'rate_limited':
+      return new DeepgramSTTError(code, `Deepgram is rate limiting this key (HTTP ${status})`, status);
+    default:
+      return new DeepgramSTTError('connect_failed', `could not connect to Deepgram: ${message}`, status);
+  }
 }

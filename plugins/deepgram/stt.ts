@@ -8,6 +8,7 @@
 import { Subject, type Observable } from 'rxjs';
 import { DeepgramClient } from '@deepgram/sdk';
 import { RealClock, abortError, type Clock, type TimerHandle } from '../../core/clock.ts';
+import { resolveOptions, type Resolved } from '../../core/options.ts';
 import type { STTService, STTStream, STTStreamOptions, TranscriptEvent } from '../../processors/services.ts';
 import { DeepgramSTTError, handshakeError } from './errors.ts';
 import { toTranscriptEvent } from './transcripts.ts';
@@ -46,7 +47,7 @@ export interface DeepgramSTTOptions {
 }
 
 type ListenSocket = Awaited<ReturnType<DeepgramClient['listen']['v1']['connect']>>;
-type Settings = Required<Omit<DeepgramSTTOptions, 'apiKey' | 'baseUrl' | 'model' | 'clock'>>;
+type Settings = Resolved<typeof DEEPGRAM_STT_DEFAULTS>;
 
 export class DeepgramSTTService implements STTService {
   readonly name = 'deepgram';
@@ -58,18 +59,10 @@ export class DeepgramSTTService implements STTService {
   constructor(options: DeepgramSTTOptions = {}, env: NodeJS.ProcessEnv = process.env) {
     const apiKey = options.apiKey ?? env.DEEPGRAM_API_KEY;
     if (!apiKey) throw new DeepgramSTTError('auth_failed', 'no Deepgram API key: pass the apiKey option or set DEEPGRAM_API_KEY');
-    this.model = options.model ?? DEEPGRAM_STT_DEFAULTS.model;
+    this.settings = resolveOptions(DEEPGRAM_STT_DEFAULTS, options);
+    this.model = this.settings.model;
     this.clock = options.clock ?? new RealClock();
-    this.client = new DeepgramClient({ apiKey, baseUrl: options.baseUrl ?? DEEPGRAM_STT_DEFAULTS.baseUrl });
-    this.settings = {
-      endpointingMs: options.endpointingMs ?? DEEPGRAM_STT_DEFAULTS.endpointingMs,
-      utteranceEndMs: options.utteranceEndMs ?? DEEPGRAM_STT_DEFAULTS.utteranceEndMs,
-      punctuate: options.punctuate ?? DEEPGRAM_STT_DEFAULTS.punctuate,
-      smartFormat: options.smartFormat ?? DEEPGRAM_STT_DEFAULTS.smartFormat,
-      keepAliveIntervalMs: options.keepAliveIntervalMs ?? DEEPGRAM_STT_DEFAULTS.keepAliveIntervalMs,
-      connectTimeoutMs: options.connectTimeoutMs ?? DEEPGRAM_STT_DEFAULTS.connectTimeoutMs,
-      closeTimeoutMs: options.closeTimeoutMs ?? DEEPGRAM_STT_DEFAULTS.closeTimeoutMs,
-    };
+    this.client = new DeepgramClient({ apiKey, baseUrl: this.settings.baseUrl });
   }
 
   async connect(options: STTStreamOptions, signal?: AbortSignal): Promise<STTStream> {
@@ -156,12 +149,26 @@ class DeepgramSTTStream implements STTStream {
   sendAudio(pcm: Int16Array): void {
     // An empty binary frame means CloseStream to Deepgram; after a drop, `transcripts` has errored.
     if (this.state !== 'open' || pcm.length === 0) return;
-    this.socket.sendMedia(new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength));
-    this.lastSentAt = this.clock.now();
+    if (this.send(() => this.socket.sendMedia(new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength)))) this.lastSentAt = this.clock.now();
   }
 
   finalize(): void {
-    if (this.state === 'open') this.socket.sendFinalize({ type: 'Finalize' });
+    if (this.state === 'open') this.send(() => this.socket.sendFinalize({ type: 'Finalize' }));
+  }
+
+  /**
+   * The socket may already be closed while its close event is still on its way (it is handled
+   * in a microtask, after the SDK's error): the SDK then throws "Socket is not open". That is
+   * the drop the close event reports, not a second failure: nothing is sent, nothing thrown
+   * (from a keepalive timer it would have been an uncaught exception).
+   */
+  private send(write: () => void): boolean {
+    try {
+      write();
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   async close(): Promise<void> {
@@ -193,8 +200,7 @@ class DeepgramSTTStream implements STTStream {
     const every = this.settings.keepAliveIntervalMs;
     this.keepAlive = this.clock.setInterval(() => {
       if (this.state !== 'open' || this.clock.now() - this.lastSentAt < every) return;
-      this.socket.sendKeepAlive({ type: 'KeepAlive' });
-      this.lastSentAt = this.clock.now();
+      if (this.send(() => this.socket.sendKeepAlive({ type: 'KeepAlive' }))) this.lastSentAt = this.clock.now();
     }, every);
     this.settleOpen();
   }

@@ -19,10 +19,11 @@
  * conversation). `provider_config.dynamic_variables` and `user_id` are passed through.
  */
 import { ElevenLabsClient, ElevenLabsError, ElevenLabsTimeoutError } from 'elevenlabs';
-import { Subject } from 'rxjs';
+import { Observable, Subject } from 'rxjs';
 import WebSocket from 'ws';
 import { bytesToInt16, int16ToBytes } from '../../core/audio.ts';
 import { S2SError, type S2SConnectOptions, type S2SConnection, type S2SEvent, type S2SService, type S2STurnRef } from '../../processors/s2s/s2s-service.ts';
+import { resolveOptions } from '../../core/options.ts';
 
 export const ELEVENLABS_CONVAI_DEFAULTS = {
   baseUrl: 'https://api.elevenlabs.io',
@@ -43,13 +44,19 @@ export interface ElevenLabsConvaiServiceOptions {
 export class ElevenLabsConvaiS2SService implements S2SService {
   readonly name = 'elevenlabs-convai';
 
-  constructor(private readonly options: ElevenLabsConvaiServiceOptions = {}) {}
+  /** The service's settings: ELEVENLABS_CONVAI_DEFAULTS with the given options over them. */
+  private readonly settings: { baseUrl: string; connectTimeoutMs: number; turnGapMs: number };
+
+  constructor(options: ElevenLabsConvaiServiceOptions = {}) {
+    const { baseUrl, connectTimeoutMs, turnGapMs } = resolveOptions(ELEVENLABS_CONVAI_DEFAULTS, options);
+    this.settings = { baseUrl, connectTimeoutMs, turnGapMs };
+  }
 
   async connect(o: S2SConnectOptions): Promise<S2SConnection> {
     const agentId = o.configId?.trim();
     if (!agentId) throw new S2SError('config_not_found', 'sts_config_id must be the ElevenLabs agent id');
-    const timeoutMs = this.options.connectTimeoutMs ?? ELEVENLABS_CONVAI_DEFAULTS.connectTimeoutMs;
-    const client = new ElevenLabsClient({ apiKey: o.apiKey, baseUrl: this.options.baseUrl ?? ELEVENLABS_CONVAI_DEFAULTS.baseUrl });
+    const timeoutMs = this.settings.connectTimeoutMs;
+    const client = new ElevenLabsClient({ apiKey: o.apiKey, baseUrl: this.settings.baseUrl });
     let signedUrl: string;
     try {
       const res = await client.conversationalAi.getSignedUrl({ agent_id: agentId }, { maxRetries: 0, timeoutInSeconds: timeoutMs / 1000, abortSignal: o.signal });
@@ -57,7 +64,7 @@ export class ElevenLabsConvaiS2SService implements S2SService {
     } catch (err) {
       throw restError(err, agentId);
     }
-    const connection = new ConvaiConnection(signedUrl, this.options.turnGapMs ?? ELEVENLABS_CONVAI_DEFAULTS.turnGapMs);
+    const connection = new ConvaiConnection(signedUrl, this.settings.turnGapMs);
     try {
       await connection.open(initiation(o), timeoutMs, o.signal);
       if (o.history?.length) connection.sendContext(`Earlier in this conversation:\n${o.history.map((h) => `${h.role === 'user' ? 'User' : 'Agent'}: ${h.text}`).join('\n')}`);
@@ -110,7 +117,18 @@ class ConvaiConnection implements S2SConnection {
   inputSampleRate = 16_000;
   private outputSampleRate = 16_000;
   private readonly subject = new Subject<S2SEvent>();
-  readonly events = this.subject.asObservable();
+  /**
+   * Events that arrived before anyone subscribed: the agent's first message can come in the same
+   * socket read as the initiation metadata, before the caller of connect() has subscribed.
+   * Handed to the first subscriber, in order, ahead of live events.
+   */
+  private early: S2SEvent[] | null = [];
+  readonly events = new Observable<S2SEvent>((subscriber) => {
+    const early = this.early;
+    this.early = null;
+    if (early) for (const e of early) subscriber.next(e);
+    return this.subject.subscribe(subscriber);
+  });
   private readonly ws: WebSocket;
   private ready = false;
   private closing = false;
@@ -124,6 +142,11 @@ class ConvaiConnection implements S2SConnection {
   private userSpeaking = false;
   /** Stale audio dropped by the event-id rule (diagnostics, tests). */
   droppedStaleChunks = 0;
+
+  private emit(event: S2SEvent): void {
+    if (this.early) this.early.push(event);
+    else this.subject.next(event);
+  }
 
   constructor(url: string, private readonly turnGapMs: number) {
     this.ws = new WebSocket(url);
@@ -156,7 +179,7 @@ class ConvaiConnection implements S2SConnection {
       this.setup = undefined;
     }
     this.ready = true;
-    this.subject.next({ type: 'ready', inputSampleRate: this.inputSampleRate, outputSampleRate: this.outputSampleRate });
+    this.emit({ type: 'ready', inputSampleRate: this.inputSampleRate, outputSampleRate: this.outputSampleRate });
   }
 
   /** Earlier turns after a reconnect (a new ElevenLabs conversation): a non-interrupting context update. */
@@ -268,13 +291,13 @@ class ConvaiConnection implements S2SConnection {
         if (!this.turn || this.turn.eventId !== id) {
           this.endTurn();
           this.turn = { ref: { turnId: `el-${id}` }, eventId: id };
-          this.subject.next({ type: 'bot-turn-started', turn: this.turn.ref });
+          this.emit({ type: 'bot-turn-started', turn: this.turn.ref });
           const pending = this.pendingText.get(id);
           if (pending) this.emitText(pending);
         }
         const bytes = Buffer.from(e.audio_base_64, 'base64');
         const pcm = bytesToInt16(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength & ~1));
-        if (pcm.length) this.subject.next({ type: 'bot-audio', turn: this.turn.ref, pcm, sampleRate: this.outputSampleRate });
+        if (pcm.length) this.emit({ type: 'bot-audio', turn: this.turn.ref, pcm, sampleRate: this.outputSampleRate });
         clearTimeout(this.gapTimer);
         this.gapTimer = setTimeout(() => this.endTurn(), this.turnGapMs);
         return;
@@ -295,17 +318,17 @@ class ConvaiConnection implements S2SConnection {
         const t = msg.user_transcription_event?.user_transcript;
         if (typeof t !== 'string') return;
         this.endTurn();
-        if (!this.userSpeaking) this.subject.next({ type: 'user-started-speaking' });
+        if (!this.userSpeaking) this.emit({ type: 'user-started-speaking' });
         this.userSpeaking = false;
-        this.subject.next({ type: 'user-stopped-speaking' });
-        this.subject.next({ type: 'user-transcript', text: t, final: true });
+        this.emit({ type: 'user-stopped-speaking' });
+        this.emit({ type: 'user-transcript', text: t, final: true });
         return;
       }
       case 'vad_score': {
         const score = Number(msg.vad_score_event?.vad_score);
         if (!this.userSpeaking && score >= ELEVENLABS_CONVAI_DEFAULTS.vadThreshold) {
           this.userSpeaking = true;
-          this.subject.next({ type: 'user-started-speaking' });
+          this.emit({ type: 'user-started-speaking' });
         }
         return;
       }
@@ -315,9 +338,9 @@ class ConvaiConnection implements S2SConnection {
         const turn = this.turn?.ref;
         if (!this.userSpeaking) {
           this.userSpeaking = true;
-          this.subject.next({ type: 'user-started-speaking' });
+          this.emit({ type: 'user-started-speaking' });
         }
-        this.subject.next({ type: 'interrupted', turn });
+        this.emit({ type: 'interrupted', turn });
         if (turn && this.turn!.eventId <= this.lastInterruptId) this.endTurn();
         return;
       }
@@ -327,12 +350,12 @@ class ConvaiConnection implements S2SConnection {
         if (typeof call.tool_call_id === 'string' && this.ws.readyState === WebSocket.OPEN) {
           this.ws.send(JSON.stringify({ type: 'client_tool_result', tool_call_id: call.tool_call_id, result: 'Tools are not available in this session.', is_error: true }));
         }
-        this.subject.next({ type: 'warning', code: 'tool_call_refused', message: `ElevenLabs asked for client tool "${call.tool_name}"; tools are not dispatched in third_party mode` });
+        this.emit({ type: 'warning', code: 'tool_call_refused', message: `ElevenLabs asked for client tool "${call.tool_name}"; tools are not dispatched in third_party mode` });
         return;
       }
       case 'error': {
         const text = msg.error_event?.message ?? msg.message ?? JSON.stringify(msg).slice(0, 200);
-        this.subject.next({ type: 'warning', code: 'provider_warning', message: `ElevenLabs: ${text}` });
+        this.emit({ type: 'warning', code: 'provider_warning', message: `ElevenLabs: ${text}` });
         return;
       }
       default:
@@ -342,8 +365,8 @@ class ConvaiConnection implements S2SConnection {
 
   private emitText(text: string): void {
     if (!this.turn) return;
-    this.subject.next({ type: 'bot-transcript', turn: this.turn.ref, text, final: false });
-    this.subject.next({ type: 'bot-transcript', turn: this.turn.ref, text, final: true });
+    this.emit({ type: 'bot-transcript', turn: this.turn.ref, text, final: false });
+    this.emit({ type: 'bot-transcript', turn: this.turn.ref, text, final: true });
   }
 
   private endTurn(): void {
@@ -353,6 +376,6 @@ class ConvaiConnection implements S2SConnection {
     if (!turn) return;
     this.turn = undefined;
     this.pendingText.delete(turn.eventId);
-    this.subject.next({ type: 'bot-turn-ended', turn: turn.ref });
+    this.emit({ type: 'bot-turn-ended', turn: turn.ref });
   }
 }

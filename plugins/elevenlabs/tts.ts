@@ -15,7 +15,9 @@ import { concat } from '../../core/audio.ts';
 import { abortError } from '../../core/clock.ts';
 import type { TTSEvent, TTSRequest, TTSService } from '../../processors/services.ts';
 import { WordAligner, type CharacterAlignment } from './alignment.ts';
-import { ElevenLabsTTSError, codeForStatus } from './errors.ts';
+import { resolveOptions, type Resolved } from '../../core/options.ts';
+import { codeForHttpStatus } from '../../core/provider-error.ts';
+import { ElevenLabsTTSError } from './errors.ts';
 
 export const ELEVENLABS_TTS_DEFAULTS = {
   /** Low-latency multilingual model that accepts `language_code`. */
@@ -62,13 +64,15 @@ export class ElevenLabsTTSService implements TTSService {
   readonly model: string;
   readonly voiceId: string;
   private readonly client: ElevenLabsClient;
+  private readonly settings: Resolved<typeof ELEVENLABS_TTS_DEFAULTS>;
 
   constructor(private readonly options: ElevenLabsTTSOptions = {}, env: NodeJS.ProcessEnv = process.env) {
     const apiKey = options.apiKey ?? env.ELEVENLABS_API_KEY;
     if (!apiKey) throw new ElevenLabsTTSError('auth_failed', 'no ElevenLabs API key: pass the apiKey option or set ELEVENLABS_API_KEY');
-    this.model = options.model ?? ELEVENLABS_TTS_DEFAULTS.model;
-    this.voiceId = options.voiceId ?? ELEVENLABS_TTS_DEFAULTS.voiceId;
-    this.client = new ElevenLabsClient({ apiKey, baseUrl: options.baseUrl ?? ELEVENLABS_TTS_DEFAULTS.baseUrl });
+    this.settings = resolveOptions(ELEVENLABS_TTS_DEFAULTS, options);
+    this.model = this.settings.model;
+    this.voiceId = this.settings.voiceId;
+    this.client = new ElevenLabsClient({ apiKey, baseUrl: this.settings.baseUrl });
   }
 
   async *synthesize(request: TTSRequest): AsyncIterable<TTSEvent> {
@@ -94,8 +98,8 @@ export class ElevenLabsTTSService implements TTSService {
         },
         {
           ...(signal ? { abortSignal: signal } : {}),
-          maxRetries: this.options.maxRetries ?? ELEVENLABS_TTS_DEFAULTS.maxRetries,
-          timeoutInSeconds: (this.options.timeoutMs ?? ELEVENLABS_TTS_DEFAULTS.timeoutMs) / 1000,
+          maxRetries: this.settings.maxRetries,
+          timeoutInSeconds: this.settings.timeoutMs / 1000,
         },
       );
       for await (const chunk of chunks) {
@@ -177,7 +181,7 @@ async function translateError(err: unknown, signal: AbortSignal | undefined): Pr
       return new ElevenLabsTTSError('connection_lost', `could not reach ElevenLabs: ${err.message}`, undefined, { cause: err });
     }
     const detail = await describeBody(err.body);
-    return new ElevenLabsTTSError(codeForStatus(err.statusCode), `ElevenLabs request failed (${err.statusCode}): ${detail}`, err.statusCode, { cause: err });
+    return new ElevenLabsTTSError(codeForHttpStatus(err.statusCode), `ElevenLabs request failed (${err.statusCode}): ${detail}`, err.statusCode, { cause: err });
   }
   const message = err instanceof Error ? err.message : String(err);
   if (err instanceof SyntaxError) {

@@ -6,6 +6,7 @@
 import { Worker } from 'node:worker_threads';
 import { abortError } from '../../core/clock.ts';
 import { LocalEngineError, type LocalEngineErrorCode } from './local-engine-error.ts';
+import { resolveOptions } from '../../core/options.ts';
 
 /** eSpeak-NG synthesises at this rate whatever the voice. */
 export const ESPEAK_SAMPLE_RATE = 22050;
@@ -144,7 +145,7 @@ export class EspeakEngine {
   private nextId = 1;
 
   constructor(options: EspeakEngineOptions = {}) {
-    const workers = options.workers ?? ESPEAK_ENGINE_DEFAULTS.workers;
+    const { workers } = resolveOptions(ESPEAK_ENGINE_DEFAULTS, options);
     if (!Number.isInteger(workers) || workers < 1 || workers > 64) {
       throw new LocalEngineError('invalid_options', `workers must be an integer within 1-64, got ${workers}`);
     }

@@ -1,4 +1,9 @@
-/** Errors of the offline engines, with a `code` callers can switch on. */
+/**
+ * Errors of the offline engines: a `ProviderError` with the engines' codes. Nothing here is
+ * retryable: the same input fails the same way on an engine that runs in this process.
+ */
+import { ProviderError } from '../../core/provider-error.ts';
+
 export type LocalEngineErrorCode =
   | 'unsupported_language'
   | 'unknown_voice'
@@ -6,13 +11,12 @@ export type LocalEngineErrorCode =
   | 'invalid_options'
   | 'engine_failure';
 
-export class LocalEngineError extends Error {
+export class LocalEngineError extends ProviderError<LocalEngineErrorCode> {
   constructor(
-    readonly code: LocalEngineErrorCode,
+    code: LocalEngineErrorCode,
     message: string,
     readonly details: Readonly<Record<string, unknown>> = {},
   ) {
-    super(message);
-    this.name = 'LocalEngineError';
+    super(code, message, { retryable: false });
   }
 }

@@ -5,6 +5,7 @@
  */
 import { concat, Resampler } from '../../core/audio.ts';
 import { abortError } from '../../core/clock.ts';
+import { resolveOptions, type Resolved } from '../../core/options.ts';
 import type { TTSEvent, TTSRequest, TTSService } from '../../processors/services.ts';
 import { ESPEAK_SAMPLE_RATE, escapeForEspeak, sharedEspeakEngine, type EspeakEngine, type EspeakVoice } from './espeak-engine.ts';
 import { EspeakTimeline, type TimelineUpdate } from './espeak-timeline.ts';
@@ -37,17 +38,12 @@ export interface LocalTTSOptions {
 export class LocalTTSService implements TTSService {
   readonly name = 'local-tts';
   private readonly engine: EspeakEngine;
-  private readonly settings: { language: string; voice: string | undefined; rateWpm: number; pitch: number };
+  private readonly settings: Resolved<typeof LOCAL_TTS_DEFAULTS>;
   private voiceList: Promise<EspeakVoice[]> | undefined;
 
   constructor(options: LocalTTSOptions = {}) {
     this.engine = options.engine ?? sharedEspeakEngine();
-    this.settings = {
-      language: options.language ?? LOCAL_TTS_DEFAULTS.language,
-      voice: options.voice ?? LOCAL_TTS_DEFAULTS.voice,
-      rateWpm: options.rateWpm ?? LOCAL_TTS_DEFAULTS.rateWpm,
-      pitch: options.pitch ?? LOCAL_TTS_DEFAULTS.pitch,
-    };
+    this.settings = resolveOptions(LOCAL_TTS_DEFAULTS, options);
     const { rateWpm, pitch } = this.settings;
     if (!(rateWpm >= 80 && rateWpm <= 450)) throw new LocalEngineError('invalid_options', `rateWpm must be within 80-450, got ${rateWpm}`);
     if (!(pitch >= 0 && pitch <= 100)) throw new LocalEngineError('invalid_options', `pitch must be within 0-100, got ${pitch}`);

@@ -7,6 +7,7 @@
  * speech bring it under 0.35.
  */
 import initFvad, { type FvadModule } from '@echogarden/fvad-wasm';
+import { resolveOptions } from '../../core/options.ts';
 import type { VADAnalyzer } from '../../processors/services.ts';
 import { LocalEngineError } from './local-engine-error.ts';
 
@@ -61,16 +62,8 @@ export class WebRtcVADAnalyzer implements VADAnalyzer {
   private smoothed = 0;
 
   constructor(options: WebRtcVADOptions = {}) {
-    const d = WEBRTC_VAD_DEFAULTS;
-    // `??` rather than a spread: an option passed as undefined keeps its default.
-    const o = {
-      sampleRate: options.sampleRate ?? d.sampleRate,
-      windowMs: options.windowMs ?? d.windowMs,
-      mode: options.mode ?? d.mode,
-      attack: options.attack ?? d.attack,
-      release: options.release ?? d.release,
-      warmUpMs: options.warmUpMs ?? d.warmUpMs,
-    };
+    // An option passed as undefined keeps its default.
+    const o = resolveOptions(WEBRTC_VAD_DEFAULTS, options);
     if (!SAMPLE_RATES.includes(o.sampleRate)) {
       throw new LocalEngineError('unsupported_sample_rate', `WebRTC VAD works at ${SAMPLE_RATES.join(', ')} Hz, not ${o.sampleRate}`);
     }

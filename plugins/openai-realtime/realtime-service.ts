@@ -17,6 +17,7 @@ import { Subject } from 'rxjs';
 import { bytesToInt16, int16ToBytes } from '../../core/audio.ts';
 import { languagePin } from '../../processors/llm/context.ts';
 import { S2SError, type S2SConnectOptions, type S2SConnection, type S2SEvent, type S2SService, type S2STurnRef } from '../../processors/s2s/s2s-service.ts';
+import { resolveOptions } from '../../core/options.ts';
 
 export const OPENAI_REALTIME_SESSION_DEFAULTS = {
   model: 'gpt-realtime',
@@ -43,12 +44,18 @@ const OPENAI_VOICE = /^[a-z]+$/;
 export class OpenAIRealtimeS2SService implements S2SService {
   readonly name = 'openai-realtime';
 
-  constructor(private readonly options: OpenAIRealtimeServiceOptions = {}) {}
+  /** The service's settings: the session defaults with the given options over them. */
+  private readonly settings: { defaultModel: string; connectTimeoutMs: number };
+
+  constructor(private readonly options: OpenAIRealtimeServiceOptions = {}) {
+    const { model, connectTimeoutMs } = resolveOptions({ model: OPENAI_REALTIME_SESSION_DEFAULTS.model, connectTimeoutMs: OPENAI_REALTIME_SESSION_DEFAULTS.connectTimeoutMs }, { model: options.defaultModel, connectTimeoutMs: options.connectTimeoutMs });
+    this.settings = { defaultModel: model, connectTimeoutMs };
+  }
 
   async connect(o: S2SConnectOptions): Promise<S2SConnection> {
-    const model = o.configId || this.options.defaultModel || OPENAI_REALTIME_SESSION_DEFAULTS.model;
+    const model = o.configId || this.settings.defaultModel;
     const client = new OpenAI({ apiKey: o.apiKey, baseURL: this.options.baseURL ?? process.env.OPENAI_BASE_URL ?? undefined, maxRetries: 0 });
-    const timeoutMs = this.options.connectTimeoutMs ?? OPENAI_REALTIME_SESSION_DEFAULTS.connectTimeoutMs;
+    const timeoutMs = this.settings.connectTimeoutMs;
     const rt = await OpenAIRealtimeWS.create(client, { model, options: { ca: this.options.tls?.ca, handshakeTimeout: timeoutMs } });
     const connection = new OpenAIRealtimeConnection(rt);
     try {
@@ -77,7 +84,7 @@ export function sessionUpdate(o: S2SConnectOptions): Record<string, unknown> {
       input: {
         format: { type: 'audio/pcm', rate },
         transcription: { model: transcriptionModel, ...(o.language ? { language: o.language.split('-')[0] } : {}) },
-        turn_detection: { ...td, create_response: true, interrupt_response: o.allowInterruption },
+        turn_detection: { ...td, create_response: true, interrupt_response: o.allowInterruptions },
       },
       output: { format: { type: 'audio/pcm', rate }, ...(voice ? { voice } : {}) },
     },

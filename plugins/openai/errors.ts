@@ -1,28 +1,10 @@
-/** Errors of the OpenAI plugin, with a `code` the LLM processor can switch on. */
-export type OpenAILLMErrorCode =
-  | 'auth_failed'
-  | 'bad_request'
-  | 'rate_limited'
-  | 'provider_error'
-  | 'connection_lost'
-  | 'invalid_response';
+/** Errors of the OpenAI plugin: a `ProviderError` with the LLM's codes. */
+import { ProviderError } from '../../core/provider-error.ts';
 
-export class OpenAILLMError extends Error {
-  constructor(
-    readonly code: OpenAILLMErrorCode,
-    message: string,
-    readonly status?: number,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-    this.name = 'OpenAILLMError';
+export type OpenAILLMErrorCode = 'auth_failed' | 'bad_request' | 'rate_limited' | 'provider_error' | 'connection_lost' | 'invalid_response';
+
+export class OpenAILLMError extends ProviderError<OpenAILLMErrorCode> {
+  constructor(code: OpenAILLMErrorCode, message: string, status?: number, options?: { cause?: unknown }) {
+    super(code, message, { status, cause: options?.cause });
   }
-}
-
-/** Maps an HTTP status from the API to our code. */
-export function codeForStatus(status: number): OpenAILLMErrorCode {
-  if (status === 401 || status === 403) return 'auth_failed';
-  if (status === 429) return 'rate_limited';
-  if (status >= 400 && status < 500) return 'bad_request';
-  return 'provider_error';
 }

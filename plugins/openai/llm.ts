@@ -8,7 +8,9 @@ import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai'
 import type { ChatCompletionCreateParamsStreaming } from 'openai/resources/chat/completions';
 import { abortError } from '../../core/clock.ts';
 import type { LLMEvent, LLMRequest, LLMService } from '../../processors/services.ts';
-import { OpenAILLMError, codeForStatus } from './errors.ts';
+import { resolveOptions } from '../../core/options.ts';
+import { codeForHttpStatus } from '../../core/provider-error.ts';
+import { OpenAILLMError } from './errors.ts';
 import { toChatMessages, toChatTools } from './messages.ts';
 
 /** A plain message, not `signal.reason`: a DOMException is not a native Error for every consumer. */
@@ -50,20 +52,22 @@ export class OpenAILLMService implements LLMService {
   private readonly maxTokensField: 'max_tokens' | 'max_completion_tokens';
 
   constructor(options: OpenAILLMOptions = {}, env: NodeJS.ProcessEnv = process.env) {
-    this.model = options.model ?? OPENAI_LLM_DEFAULTS.model;
-    this.baseUrl = options.baseUrl ?? env.OPENAI_BASE_URL ?? OPENAI_LLM_DEFAULTS.baseUrl;
+    // OPENAI_BASE_URL sits between the option and the default.
+    const settings = resolveOptions(OPENAI_LLM_DEFAULTS, { ...options, baseUrl: options.baseUrl ?? env.OPENAI_BASE_URL });
+    this.model = settings.model;
+    this.baseUrl = settings.baseUrl;
     const apiKey = options.apiKey ?? env.OPENAI_API_KEY;
     if (!apiKey) {
       throw new OpenAILLMError('auth_failed', 'no OpenAI API key: pass the apiKey option or set OPENAI_API_KEY (self-hosted servers accept any placeholder)');
     }
-    const field = options.maxTokensParameter ?? OPENAI_LLM_DEFAULTS.maxTokensParameter;
+    const field = settings.maxTokensParameter;
     this.maxTokensField = field !== 'auto' ? field : isOfficialApi(this.baseUrl) ? 'max_completion_tokens' : 'max_tokens';
     this.client = new OpenAI({
       apiKey,
       baseURL: this.baseUrl,
       organization: options.organization ?? null,
-      maxRetries: options.maxRetries ?? OPENAI_LLM_DEFAULTS.maxRetries,
-      timeout: options.timeoutMs ?? OPENAI_LLM_DEFAULTS.timeoutMs,
+      maxRetries: settings.maxRetries,
+      timeout: settings.timeoutMs,
     });
   }
 
@@ -131,7 +135,7 @@ function translateError(err: unknown, signal: AbortSignal | undefined): Error {
     if (err.status === undefined) {
       return new OpenAILLMError('provider_error', `the LLM server reported an error mid-stream: ${err.message}`, undefined, { cause: err });
     }
-    return new OpenAILLMError(codeForStatus(err.status), `LLM request failed (${err.status}): ${err.message}`, err.status, { cause: err });
+    return new OpenAILLMError(codeForHttpStatus(err.status), `LLM request failed (${err.status}): ${err.message}`, err.status, { cause: err });
   }
   const message = err instanceof Error ? err.message : String(err);
   if (err instanceof SyntaxError) {

@@ -4,29 +4,24 @@
  * Final transcriptions between user-started and user-stopped speaking make up the turn. The turn
  * closes when the user has stopped speaking and a final transcription is in; since STT finals
  * can trail the end of speech, it waits up to `finalWaitMs` after the stop for late words.
- * When interruptions are off and the bot is speaking, the finished turn is held (not dropped)
- * and answered as soon as the bot stops.
+ * When interruptions are off (the start frame's `allowInterruptions`) and the bot is speaking, the
+ * finished turn is held (not dropped) and answered as soon as the bot stops.
  */
 import { frame, type Direction, type Frame } from '../../core/frames.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
 import type { TimerHandle } from '../../core/clock.ts';
+import { resolveOptions, type OptionsFor } from '../../core/options.ts';
 import type { LLMContext } from '../llm/context.ts';
 
 export const USER_TURN_DEFAULTS = {
   /** After the user stops speaking, how long to wait for trailing final transcripts (ms). */
   finalWaitMs: 300,
-  /** Whether a user turn may start while the bot speaks (behaviour.allow_interruption). */
-  allowInterruption: true,
 } as const;
 
-export interface UserTurnOptions extends ProcessorOptions {
-  finalWaitMs?: number;
-  allowInterruption?: boolean;
-}
+export interface UserTurnOptions extends ProcessorOptions, OptionsFor<typeof USER_TURN_DEFAULTS> {}
 
 export class UserTurnAggregator extends FrameProcessor {
   private readonly finalWaitMs: number;
-  private readonly allowInterruption: boolean;
   private parts: string[] = [];
   private userSpeaking = false;
   private botSpeaking = false;
@@ -35,8 +30,7 @@ export class UserTurnAggregator extends FrameProcessor {
 
   constructor(readonly context: LLMContext, options: UserTurnOptions = {}) {
     super(options);
-    this.finalWaitMs = options.finalWaitMs ?? USER_TURN_DEFAULTS.finalWaitMs;
-    this.allowInterruption = options.allowInterruption ?? USER_TURN_DEFAULTS.allowInterruption;
+    this.finalWaitMs = resolveOptions(USER_TURN_DEFAULTS, options).finalWaitMs;
   }
 
   protected override process(f: Frame, direction: Direction): void {
@@ -93,7 +87,7 @@ export class UserTurnAggregator extends FrameProcessor {
     const text = this.parts.filter(Boolean).join(' ').trim();
     this.parts = [];
     if (!text) return;
-    if (this.botSpeaking && !this.allowInterruption) {
+    if (this.botSpeaking && !this.interruptionsAllowed) {
       this.held = this.held ? `${this.held} ${text}` : text;
       return;
     }

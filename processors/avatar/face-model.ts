@@ -38,7 +38,7 @@ export interface FaceFrame {
   readonly final: boolean;
   /** The turn this frame belongs to (1, 2, ...); null on idle frames. */
   readonly turnId: number | null;
-  /** `jpeg` or `rgb` (width*height*3 bytes), as chosen by `FaceSessionConfig.imageFormat`. */
+  /** `jpeg`, `rgb` (width*height*3 bytes) or `i420` (planar 4:2:0), as chosen by `FaceSessionConfig.imageFormat`. */
   readonly image: ImagePayload;
   /** Exactly 640 samples of 16 kHz mono int16: the audio that plays with this frame. */
   readonly audio: Int16Array;
@@ -79,8 +79,12 @@ export interface FaceSessionConfig {
    * against the variant's `configuration_schema`; omitted fields take the schema defaults.
    */
   readonly configuration?: Record<string, unknown>;
-  /** Image format of emitted frames. Default `jpeg`. */
-  readonly imageFormat?: 'jpeg' | 'rgb';
+  /**
+   * Image format of emitted frames. Default `jpeg`. `i420` is what WebRTC video sources take:
+   * models that can make it where they render (the human face models, on their render worker)
+   * spare the event loop a conversion per frame.
+   */
+  readonly imageFormat?: FaceImageFormat;
 }
 
 export interface FaceTurnOptions {
@@ -95,6 +99,8 @@ export interface FaceTurnOptions {
  * The clock-free core of a session: queue speech, then pull frames one by one. Benchmarks and
  * offline renderers use it directly; `FaceSession` drives one from a `Clock` at 25 fps.
  */
+export type FaceImageFormat = 'jpeg' | 'rgb' | 'i420';
+
 export interface FaceFrameSource {
   readonly width: number;
   readonly height: number;
@@ -115,6 +121,19 @@ export interface FaceFrameSource {
    */
   nextFrame(): Promise<FaceFrame>;
   /**
+   * Optional: make pictures as `i420` (planar 4:2:0) instead of RGB, where they are rendered.
+   * A source without it makes RGB and the session converts.
+   */
+  setImageFormat?(format: 'rgb' | 'i420'): void;
+  /**
+   * Optional, called by the session with a rendered frame just before it goes out: when that
+   * frame is idle and a turn became ready to play after the frame was decided, the source
+   * starts the turn in this frame's audio and returns the frame as `speech-start` (its picture
+   * stays the idle one: the mouth follows from the next frame, 40 ms later). Otherwise returns
+   * the frame unchanged. Without it, such a turn starts one frame later plus the render lead.
+   */
+  startSpeechIn?(frame: FaceFrame): FaceFrame;
+  /**
    * Optional: render into a ring of `frames` reused buffers (an image is valid until `frames`
    * more frames are rendered), for consumers done with each image at once.
    */
@@ -128,7 +147,7 @@ export interface FaceSession {
   readonly frames: Observable<FaceFrame>;
   readonly width: number;
   readonly height: number;
-  readonly imageFormat: 'jpeg' | 'rgb';
+  readonly imageFormat: FaceImageFormat;
   /** Clock time of frame 0; frame n is due at `startedAtMs + n * 40`. */
   readonly startedAtMs: number;
   startTurn(options?: FaceTurnOptions): void;

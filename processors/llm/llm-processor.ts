@@ -11,7 +11,9 @@ import { randomUUID } from 'node:crypto';
 import { isAbortError, linkedSignal } from '../../core/clock.ts';
 import { frame, type Direction, type Frame, type ToolCall } from '../../core/frames.ts';
 import { ProcessorMetrics } from '../../core/metrics.ts';
+import { resolveOptions } from '../../core/options.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
+import { providerFailure } from '../provider-failure.ts';
 import type { LLMService } from '../services.ts';
 import type { LLMContext } from './context.ts';
 
@@ -62,8 +64,7 @@ export class LLMProcessor extends FrameProcessor {
 
   constructor(private readonly service: LLMService, readonly context: LLMContext, options: LLMOptions = {}) {
     super(options);
-    this.maxTokens = options.maxTokens ?? LLM_DEFAULTS.maxTokens;
-    this.temperature = options.temperature ?? LLM_DEFAULTS.temperature;
+    ({ maxTokens: this.maxTokens, temperature: this.temperature } = resolveOptions(LLM_DEFAULTS, options));
     this.metrics = ProcessorMetrics.for(this.name, () => this.clock, (f) => this.push(f), () => this.startFrame?.enableMetrics ?? false, service.model);
   }
 
@@ -101,12 +102,8 @@ export class LLMProcessor extends FrameProcessor {
       // The provider failed (refused, unreachable, stream cut): say so clearly and close the
       // response, so what was already said is finished and recorded and the next turn works.
       this.metrics.reset();
-      const message = err instanceof Error ? err.message : String(err);
-      const providerCode = (err as { code?: unknown }).code;
-      this.pushError(`language model ${this.service.name} failed: ${message}`, {
-        code: typeof providerCode === 'string' ? `llm_${providerCode}` : 'llm_error',
-        cause: err,
-      });
+      const failure = providerFailure('llm', err);
+      this.pushError(`language model ${this.service.name} failed: ${failure.message}`, { code: failure.code, fatal: failure.fatal, cause: err });
       this.push(frame('llm-response-end', { responseId }));
     } finally {
       link.release();

@@ -8,7 +8,7 @@
  * | user speech start / stop | `user-started-speaking` / `user-stopped-speaking` (both ways) |
  * | user transcript | `transcription` (interim and final); a final one also as the client's `transcript-turn` |
  * | bot turn | `llm-response-start`, `tts-started`, `tts-audio`..., `tts-stopped`, `llm-response-end` |
- * | bot words as produced | `llm-text`; the words heard, as the output plays them: `tts-text` |
+ * | bot words as produced | `llm-text`; the words heard, as the output plays them: `tts-text` (see below) |
  * | barge-in | `interruption-request` upstream (the worker interrupts everyone) |
  * | usage | `metrics` (usage counters; TTFB = user stopped -> first bot audio) |
  * | failure | `error` with code `sts_<S2SErrorCode>`, fatal when the session cannot go on |
@@ -17,6 +17,16 @@
  * for an interruption; when it arrives, the turn's remaining audio is dropped (late provider
  * audio too), the face is cancelled by the avatar downstream, and the provider is told how much
  * of the turn the user heard, from the face's playout (`PlayoutLedger`).
+ *
+ * Words heard. Providers give no word timings, so the words of a turn still streaming are
+ * reported (`tts-text`) as its playout (`PlayoutLedger`, after the output) reaches their estimated
+ * place. That report starts here, at the head of the pipeline, and reaches the output behind
+ * whatever the output already queued; so once the provider has sent the whole turn, its words not
+ * yet reported travel in-band instead, ahead of its `tts-stopped`: an empty `tts-audio` carrying
+ * them, timed at their place in the turn's audio, which the avatar (or, without a face, the
+ * output) releases as that audio plays, always before the turn's end. Otherwise, on a loaded
+ * machine, the output could end the spoken turn (and the client its transcript) before the last
+ * words came round.
  *
  * Failure policy (docs/third-party.md): a refused key, unknown config or refused settings end the
  * session at once (fatal error). A connection lost mid-session ends the bot's current turn
@@ -28,7 +38,9 @@ import { Resampler, durationMs } from '../../core/audio.ts';
 import { isAbortError } from '../../core/clock.ts';
 import { frame, signal, type Direction, type Frame } from '../../core/frames.ts';
 import { ProcessorMetrics } from '../../core/metrics.ts';
+import { resolveOptions } from '../../core/options.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
+import { wordPlaces, wordsHeard } from './heard-words.ts';
 import type { PlayoutLedger } from './playout.ts';
 import { S2SError, type S2SConnectOptions, type S2SConnection, type S2SEvent, type S2SHistoryEntry, type S2SService, type S2STurnRef } from './s2s-service.ts';
 
@@ -47,8 +59,8 @@ export const S2S_DEFAULTS = {
 } as const;
 
 export interface S2SProcessorOptions extends ProcessorOptions {
-  /** Everything the provider needs except the signal; `allowInterruption` defaults to true. */
-  readonly connect: Omit<S2SConnectOptions, 'signal' | 'history' | 'allowInterruption'> & { readonly allowInterruption?: boolean };
+  /** Everything the provider needs except the signal, the history and `allowInterruptions` (the start frame's). */
+  readonly connect: Omit<S2SConnectOptions, 'signal' | 'history' | 'allowInterruptions'>;
   /** Shared with the `PlayoutMeter` after the output. */
   readonly playout: PlayoutLedger;
   readonly reconnectBaseMs?: number;
@@ -66,6 +78,13 @@ interface BotTurn {
   finalText: string | undefined;
   /** Words of the turn already reported heard (`tts-text`). */
   wordsReported: number;
+  /**
+   * Words handed in-band to the face/output when the provider ended the turn (they are released
+   * as their audio plays; this processor only counts them as heard, from the playout).
+   */
+  wordsPlaced: number;
+  /** Rate of the turn's audio (its in-band words go at the same rate, not to reset a resampler). */
+  sampleRate: number;
   /** In the history replayed after a reconnect. */
   remembered: boolean;
 }
@@ -153,7 +172,7 @@ export class S2SProcessor extends FrameProcessor {
     const c = this.options.connect;
     const connection = await this.service.connect({
       ...c,
-      allowInterruption: (c.allowInterruption ?? true) && this.interruptionsAllowed,
+      allowInterruptions: this.interruptionsAllowed,
       history: this.history.slice(-S2S_DEFAULTS.historyTurns),
       signal: this.abort.signal,
     });
@@ -186,8 +205,9 @@ export class S2SProcessor extends FrameProcessor {
   }
 
   private async reconnect(cause: unknown): Promise<void> {
-    let delay = this.options.reconnectBaseMs ?? S2S_DEFAULTS.reconnectBaseMs;
-    const attempts = this.options.reconnectAttempts ?? S2S_DEFAULTS.reconnectAttempts;
+    const settings = resolveOptions(S2S_DEFAULTS, this.options);
+    let delay = settings.reconnectBaseMs;
+    const attempts = settings.reconnectAttempts;
     let last: unknown = cause;
     for (let attempt = 1; attempt <= attempts; attempt++) {
       try {
@@ -314,7 +334,7 @@ export class S2SProcessor extends FrameProcessor {
     const key = this.keyOf(ref);
     let turn = this.turns.get(key);
     if (!turn) {
-      turn = { key, ref, started: false, ended: false, cancelled: false, text: '', finalText: undefined, wordsReported: 0, remembered: false };
+      turn = { key, ref, started: false, ended: false, cancelled: false, text: '', finalText: undefined, wordsReported: 0, wordsPlaced: 0, sampleRate: 0, remembered: false };
       this.turns.set(key, turn);
       if (this.turns.size > 32) this.turns.delete(this.turns.keys().next().value!);
     } else if (ref.itemId && !turn.ref.itemId) {
@@ -335,6 +355,7 @@ export class S2SProcessor extends FrameProcessor {
       // A new turn while another is open: the older one has sent all it will send.
       if (this.current && this.current !== turn) this.endCurrentTurn();
       turn.started = true;
+      turn.sampleRate = sampleRate;
       this.current = turn;
       this.metrics.stopTtfb();
       this.push(frame('llm-response-start', { responseId: turn.key }));
@@ -353,6 +374,7 @@ export class S2SProcessor extends FrameProcessor {
     if (turn.started && !turn.cancelled) {
       // Everything may have played already (a provider slower than real time).
       this.reportProgress(turn.key);
+      this.placeRemainingWords(turn);
       this.push(frame('tts-stopped', { contextId: turn.key }));
       this.push(frame('llm-response-end', { responseId: turn.key }));
     }
@@ -414,25 +436,32 @@ export class S2SProcessor extends FrameProcessor {
     const words = this.words(turn);
     if (turn.wordsReported >= words.length) return this.rememberPlayed(turn, words);
     const playout = this.options.playout;
-    const played = playout.playedMs(key);
-    const fed = playout.fedMs(key);
-    let heard: number;
-    if (turn.ended) {
-      heard = played + 40 >= fed ? words.length : Math.floor((words.length * played) / Math.max(1, fed));
-    } else {
-      const chars = (played / 1000) * S2S_DEFAULTS.charsPerSecond;
-      heard = 0;
-      for (let n = 0, end = 0; n < words.length; n++) {
-        end += words[n]!.length + (n ? 1 : 0);
-        if (end > chars) break;
-        heard = n + 1;
-      }
-    }
+    const heard = wordsHeard(words, playout.playedMs(key), playout.fedMs(key), turn.ended, S2S_DEFAULTS.charsPerSecond);
     if (heard <= turn.wordsReported) return;
-    const text = words.slice(turn.wordsReported, heard).join(' ');
+    // Words placed in-band are reported by the output as they play: only counted here.
+    const from = Math.max(turn.wordsReported, turn.wordsPlaced);
     turn.wordsReported = heard;
-    this.push(frame('tts-text', { text }));
+    if (heard > from) this.push(frame('tts-text', { text: words.slice(from, heard).join(' ') }));
     if (heard === words.length) this.rememberPlayed(turn, words);
+  }
+
+  /**
+   * The provider sent the whole turn: its words not reported yet go downstream now, ahead of its
+   * `tts-stopped`, as an empty `tts-audio` whose words are timed (from the end of the turn's audio,
+   * so negative) where `reportProgress` would report them: word k of n once k+1 n-ths of the audio
+   * played, the rest with its last 40 ms. The avatar releases each with the speech frame that plays
+   * its place (all of them by the turn's last frame, before its held `tts-stopped`); without a face
+   * the output announces them with its last audio. Reported from the head instead, they would join
+   * the output's queue behind the turn's last frames and its end whenever the output lags the face
+   * (a loaded machine), and the client's transcript of the turn would miss them.
+   */
+  private placeRemainingWords(turn: BotTurn): void {
+    const words = this.words(turn);
+    const from = Math.max(turn.wordsReported, turn.wordsPlaced);
+    turn.wordsPlaced = Math.max(turn.wordsPlaced, words.length);
+    if (from >= words.length) return;
+    const timed = wordPlaces(words, from, this.options.playout.fedMs(turn.key));
+    this.push(frame('tts-audio', { pcm: new Int16Array(0), sampleRate: turn.sampleRate, channels: 1, words: timed }));
   }
 
   /** A turn played to its end goes into the history replayed after a reconnect, once. */

@@ -10,6 +10,7 @@
  * usage. What the user actually heard of an interrupted turn flows back through `interrupted`.
  */
 import type { Observable } from 'rxjs';
+import { ProviderError } from '../../core/provider-error.ts';
 
 /** Identifies one bot turn (one provider response) across events. */
 export interface S2STurnRef {
@@ -62,8 +63,11 @@ export interface S2SConnectOptions {
   readonly language?: string;
   /** The agent's voice_id, where the provider accepts one per session. */
   readonly voiceId?: string | null;
-  /** `behaviour.allow_interruption`: whether the provider may cut the bot when the user speaks. */
-  readonly allowInterruption: boolean;
+  /**
+   * Whether the provider may cut the bot when the user speaks: the start frame's
+   * `allowInterruptions` (the agent's `behaviour.allow_interruption`), passed on by the processor.
+   */
+  readonly allowInterruptions: boolean;
   /**
    * `starts_conversation`: the bot speaks first. A non-empty text is the line to say, where the
    * provider takes one per session; null/undefined: wait for the user (or the provider's own
@@ -116,14 +120,14 @@ export interface S2SService {
  */
 export type S2SErrorCode = 'auth_failed' | 'config_not_found' | 'bad_config' | 'connect_failed' | 'timeout' | 'connection_lost' | 'provider_error';
 
-export class S2SError extends Error {
-  constructor(readonly code: S2SErrorCode, message: string, readonly status?: number) {
-    super(message);
-    this.name = 'S2SError';
+export class S2SError extends ProviderError<S2SErrorCode> {
+  constructor(code: S2SErrorCode, message: string, status?: number) {
+    // A new connection cannot fix a refused key or configuration; anything else may be fixed.
+    super(code, message, { status, retryable: !(code === 'auth_failed' || code === 'config_not_found' || code === 'bad_config') });
   }
 
-  /** Errors that a new connection cannot fix: the session ends at once. */
+  /** Errors that a new connection cannot fix: the session ends at once (`!retryable`). */
   get permanent(): boolean {
-    return this.code === 'auth_failed' || this.code === 'config_not_found' || this.code === 'bad_config';
+    return !this.retryable;
   }
 }

@@ -7,15 +7,23 @@
  * while the provider was away are not lost. A final covers the audio up to its `endMs` (the
  * provider's time base is the audio sent on that connection); a final without `endMs` covers
  * everything sent. When audio that was never transcribed fell out of the replay buffer before it
- * could be replayed, or reconnecting fails for good, a clear error frame goes upstream; nothing
- * crashes. Input that is not mono PCM at a positive sample rate is refused with an error frame.
+ * could be replayed, a clear error frame goes upstream. A bot that cannot hear must not carry on
+ * as if it could: when reconnecting fails for good (the reconnect budget is spent, or the provider
+ * refused the connection in a way no retry fixes: a `ProviderError` that is not `retryable`, such
+ * as a revoked key), the error frame is fatal, so the worker ends the pipeline with that reason and the
+ * session records it. Input that is not mono PCM at a positive sample rate is refused with an
+ * error frame; nothing crashes.
  */
 import type { Subscription } from 'rxjs';
 import { Resampler, concat } from '../../core/audio.ts';
 import { isAbortError } from '../../core/clock.ts';
 import { frame, type Direction, type Frame } from '../../core/frames.ts';
 import { ProcessorMetrics } from '../../core/metrics.ts';
+import { resolveOptions, type OptionsFor, type Resolved } from '../../core/options.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
+import { ProviderError } from '../../core/provider-error.ts';
+import { WORKER_DEFAULTS } from '../../core/worker.ts';
+import { providerFailure } from '../provider-failure.ts';
 import type { STTService, STTStream, TranscriptEvent } from '../services.ts';
 
 export const STT_DEFAULTS = {
@@ -27,27 +35,27 @@ export const STT_DEFAULTS = {
   reconnectBaseMs: 250,
   /** Longest wait between reconnect attempts. */
   reconnectMaxMs: 4_000,
-  /** Attempts before giving up and reporting an error. */
+  /**
+   * Reconnect budget: attempts before giving up (the processor then ends the pipeline with a fatal
+   * `stt_unavailable`). A connection that opens and drops again within `stableConnectionMs` does
+   * not refill it, so a provider that accepts and closes at once, again and again, is given up on
+   * like one that refuses.
+   */
   reconnectAttempts: 6,
+  /** A connection that stayed open this long (ms) was a working one: the budget is refilled when it drops. */
+  stableConnectionMs: 5_000,
   /** Audio kept for replay after a drop (ms). Older audio cannot be replayed. */
   replayBufferMs: 15_000,
   /** Sample rate sent to the provider; undefined = the pipeline's input rate. */
   sampleRate: undefined as number | undefined,
+  /** Provider model; undefined = the plugin's own default. */
+  model: undefined as string | undefined,
 } as const;
 
-export interface STTOptions extends ProcessorOptions {
-  language?: string;
-  interimResults?: boolean;
-  reconnectBaseMs?: number;
-  reconnectMaxMs?: number;
-  reconnectAttempts?: number;
-  replayBufferMs?: number;
-  sampleRate?: number;
-  model?: string;
-}
+export interface STTOptions extends ProcessorOptions, OptionsFor<typeof STT_DEFAULTS> {}
 
 export class STTProcessor extends FrameProcessor {
-  private readonly settings: Required<Omit<STTOptions, 'name' | 'sampleRate' | 'model'>> & { sampleRate?: number; model?: string };
+  private readonly settings: Resolved<typeof STT_DEFAULTS>;
   private stream: STTStream | undefined;
   private subscription: Subscription | undefined;
   private resampler: Resampler | undefined;
@@ -61,26 +69,21 @@ export class STTProcessor extends FrameProcessor {
   /** Samples known to be transcribed (covered by finals). */
   private acknowledged = 0;
   private badInputReported = false;
-  private rate = 16_000;
+  /** Rate sent to the provider: set from the start frame (or the option); the worker's default until then. */
+  private rate: number = WORKER_DEFAULTS.audioInSampleRate;
   private reconnecting: Promise<void> | undefined;
   private closed = false;
   private failed = false;
+  /** Reconnect attempts spent since the last connection that held (see `stableConnectionMs`). */
+  private attemptsSpent = 0;
+  private connectedAt = 0;
   private readonly metrics = ProcessorMetrics.for(this.name, () => this.clock, (f) => this.push(f), () => this.startFrame?.enableMetrics ?? false);
   /** Reconnections performed (diagnostics, tests). */
   reconnects = 0;
 
   constructor(private readonly service: STTService, options: STTOptions = {}) {
     super(options);
-    this.settings = {
-      language: options.language ?? STT_DEFAULTS.language,
-      interimResults: options.interimResults ?? STT_DEFAULTS.interimResults,
-      reconnectBaseMs: options.reconnectBaseMs ?? STT_DEFAULTS.reconnectBaseMs,
-      reconnectMaxMs: options.reconnectMaxMs ?? STT_DEFAULTS.reconnectMaxMs,
-      reconnectAttempts: options.reconnectAttempts ?? STT_DEFAULTS.reconnectAttempts,
-      replayBufferMs: options.replayBufferMs ?? STT_DEFAULTS.replayBufferMs,
-      sampleRate: options.sampleRate,
-      model: options.model,
-    };
+    this.settings = resolveOptions(STT_DEFAULTS, options);
   }
 
   protected override async onStart(start: Frame & { type: 'start' }): Promise<void> {
@@ -99,7 +102,7 @@ export class STTProcessor extends FrameProcessor {
   }
 
   protected override onCancel(): void {
-    void this.close();
+    this.releasing(this.close());
   }
 
   protected override process(f: Frame, direction: Direction): void {
@@ -184,6 +187,7 @@ export class STTProcessor extends FrameProcessor {
       model: this.settings.model,
     });
     this.stream = stream;
+    this.connectedAt = this.clock.now();
     this.subscription = stream.transcripts.subscribe({
       next: (e) => this.onTranscript(e),
       error: (err) => this.onDrop(err),
@@ -215,8 +219,14 @@ export class STTProcessor extends FrameProcessor {
   }
 
   private async reconnect(cause: unknown): Promise<void> {
-    let delay = this.settings.reconnectBaseMs;
-    for (let attempt = 1; attempt <= this.settings.reconnectAttempts; attempt++) {
+    // A refusal no retry can fix (revoked key, refused parameters) ends it at once.
+    if (isPermanent(cause)) return this.giveUp(cause);
+    if (this.clock.now() - this.connectedAt >= this.settings.stableConnectionMs) this.attemptsSpent = 0;
+    let last: unknown;
+    while (this.attemptsSpent < this.settings.reconnectAttempts) {
+      // The backoff goes on across connections that did not hold.
+      const delay = Math.min(this.settings.reconnectBaseMs * 2 ** this.attemptsSpent, this.settings.reconnectMaxMs);
+      this.attemptsSpent++;
       try {
         await this.clock.sleep(delay);
         if (this.closed) return;
@@ -227,14 +237,27 @@ export class STTProcessor extends FrameProcessor {
         return;
       } catch (err) {
         if (isAbortError(err) || this.closed) return;
-        delay = Math.min(delay * 2, this.settings.reconnectMaxMs);
+        if (isPermanent(err)) return this.giveUp(err);
+        last = err;
       }
     }
+    const text = (e: unknown) => (e instanceof Error ? e.message : String(e));
+    const lastText = last === undefined ? '' : `; last attempt: ${text(last)}`;
+    this.giveUp(cause, `speech-to-text connection lost and ${this.settings.reconnectAttempts} reconnect attempts failed (${text(cause)}${lastText})`);
+  }
+
+  /**
+   * The processor can no longer hear: a fatal error frame, so the worker ends the pipeline with
+   * this reason rather than leave a bot that talks on without hearing anyone.
+   */
+  private giveUp(err: unknown, exhausted?: string): void {
     this.failed = true;
-    const reason = cause instanceof Error ? cause.message : String(cause);
-    this.pushError(`speech-to-text connection lost and ${this.settings.reconnectAttempts} reconnect attempts failed (${reason})`, {
-      code: 'stt_unavailable',
-    });
+    if (exhausted) {
+      this.pushError(exhausted, { code: 'stt_unavailable', fatal: true, cause: err });
+      return;
+    }
+    const failure = providerFailure('stt', err);
+    this.pushError(`speech-to-text ${this.service.name} refused the connection: ${failure.message}`, { code: failure.code, fatal: true, cause: err });
   }
 
   /** Untranscribed audio older than the replay buffer cannot be replayed: say so. */
@@ -248,7 +271,7 @@ export class STTProcessor extends FrameProcessor {
     });
   }
 
-  /** True after reconnecting failed for good. */
+  /** True after reconnecting failed for good (the processor has ended the pipeline). */
   get unavailable(): boolean {
     return this.failed;
   }
@@ -261,4 +284,9 @@ export class STTProcessor extends FrameProcessor {
     this.stream = undefined;
     await stream?.close().catch(() => undefined);
   }
+}
+
+/** A provider refusal that trying again cannot fix. */
+function isPermanent(err: unknown): boolean {
+  return err instanceof ProviderError && !err.retryable;
 }

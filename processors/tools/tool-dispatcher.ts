@@ -25,6 +25,7 @@
  */
 import type { Direction, Frame, FrameOf, ToolCall } from '../../core/frames.ts';
 import { frame as makeFrame } from '../../core/frames.ts';
+import { resolveOptions } from '../../core/options.ts';
 import { FrameProcessor, type ProcessorOptions, type ProcessorSetup } from '../../core/processor.ts';
 import { END_CALL_TOOL } from './agent-tool.ts';
 import { planCalls, type DeliveredCall, type PlannedCall } from './call-plan.ts';
@@ -103,9 +104,10 @@ export class ToolDispatcher extends FrameProcessor {
     this.webhooks = options.webhooks;
     this.session = options.session;
     this.logger = options.logger ?? defaultToolLogger();
-    this.maxCalls = options.maxCallsPerResponse ?? TOOL_DISPATCH_DEFAULTS.maxCallsPerResponse;
-    this.farewellTimeoutMs = options.farewellTimeoutMs ?? TOOL_DISPATCH_DEFAULTS.farewellTimeoutMs;
-    this.maxRounds = options.maxToolRoundsPerTurn ?? TOOL_DISPATCH_DEFAULTS.maxToolRoundsPerTurn;
+    const settings = resolveOptions(TOOL_DISPATCH_DEFAULTS, options);
+    this.maxCalls = settings.maxCallsPerResponse;
+    this.farewellTimeoutMs = settings.farewellTimeoutMs;
+    this.maxRounds = settings.maxToolRoundsPerTurn;
     this.tools = new Map(options.toolset.tools);
     this.gate = this.makeGate();
   }

@@ -11,6 +11,7 @@ import https from 'node:https';
 import { rootCertificates } from 'node:tls';
 import type { LookupFunction } from 'node:net';
 import { RealClock, type Clock, type TimerHandle } from '../../core/clock.ts';
+import { resolveOptions } from '../../core/options.ts';
 import { AddressPolicy } from './address-policy.ts';
 import { resolveWebhookTarget, systemResolver, type HostResolver, type WebhookTarget } from './webhook-target.ts';
 
@@ -99,11 +100,9 @@ export class WebhookClient {
   private readonly ca: string[] | undefined;
 
   constructor(options: WebhookClientOptions = {}) {
-    this.policy = new AddressPolicy(options.allowedRanges ?? WEBHOOK_DEFAULTS.allowedRanges);
-    this.timeoutMs = options.timeoutMs ?? WEBHOOK_DEFAULTS.timeoutMs;
-    this.resolveTimeoutMs = options.resolveTimeoutMs ?? WEBHOOK_DEFAULTS.resolveTimeoutMs;
-    this.maxResponseBytes = options.maxResponseBytes ?? WEBHOOK_DEFAULTS.maxResponseBytes;
-    this.userAgent = options.userAgent ?? WEBHOOK_DEFAULTS.userAgent;
+    const settings = resolveOptions(WEBHOOK_DEFAULTS, options);
+    this.policy = new AddressPolicy(settings.allowedRanges);
+    ({ timeoutMs: this.timeoutMs, resolveTimeoutMs: this.resolveTimeoutMs, maxResponseBytes: this.maxResponseBytes, userAgent: this.userAgent } = settings);
     this.resolver = options.resolver ?? systemResolver;
     this.clock = options.clock ?? new RealClock();
     // Node's `ca` option replaces the bundled roots, so extra CAs are appended to them.

@@ -10,6 +10,9 @@ import { isAbortError, linkedSignal } from '../../core/clock.ts';
 import { frame, type Direction, type Frame, type PhonemeTiming, type WordTiming } from '../../core/frames.ts';
 import { ProcessorMetrics } from '../../core/metrics.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
+import { resolveOptions } from '../../core/options.ts';
+import { WORKER_DEFAULTS } from '../../core/worker.ts';
+import { providerFailure } from '../provider-failure.ts';
 import type { TTSService } from '../services.ts';
 import { SentenceAggregator, SENTENCE_DEFAULTS } from './sentence-aggregator.ts';
 
@@ -19,6 +22,8 @@ export const TTS_DEFAULTS = {
   /** Speaking rate assumed to place words in time when a provider gives no timings (chars/s). */
   estimatedCharsPerSecond: 14,
   clauseAfterChars: SENTENCE_DEFAULTS.clauseAfterChars,
+  /** See `TTSOptions.holdAudioForWordTimings`. */
+  holdAudioForWordTimings: true,
 } as const;
 
 export interface TTSOptions extends ProcessorOptions {
@@ -29,7 +34,7 @@ export interface TTSOptions extends ProcessorOptions {
   chunkMs?: number;
   clauseAfterChars?: number;
   /**
-   * Whether a piece's audio waits for the provider's word timings (default true), so each
+   * Whether a piece's audio waits for the provider's word timings (default: true), so each
    * `tts-audio` chunk can carry the words that start in it: an output playing the chunks itself
    * needs that. For a provider without timings it means the whole piece is synthesised before its
    * first audio leaves. `false`: audio leaves as it comes; timings that arrive later ride on the
@@ -44,18 +49,21 @@ export interface TTSOptions extends ProcessorOptions {
 export class TTSProcessor extends FrameProcessor {
   private readonly sentences: SentenceAggregator;
   private readonly chunkMs: number;
+  private readonly holdAudioForWordTimings: boolean;
   private speaking = false;
   private readonly metrics: ProcessorMetrics;
 
   constructor(private readonly service: TTSService, private readonly options: TTSOptions = {}) {
     super(options);
-    this.chunkMs = options.chunkMs ?? TTS_DEFAULTS.chunkMs;
-    this.sentences = new SentenceAggregator(options.clauseAfterChars ?? TTS_DEFAULTS.clauseAfterChars);
+    const settings = resolveOptions(TTS_DEFAULTS, options);
+    this.chunkMs = settings.chunkMs;
+    this.holdAudioForWordTimings = settings.holdAudioForWordTimings;
+    this.sentences = new SentenceAggregator(settings.clauseAfterChars);
     this.metrics = ProcessorMetrics.for(this.name, () => this.clock, (f) => this.push(f), () => this.startFrame?.enableMetrics ?? false);
   }
 
   private get sampleRate(): number {
-    return this.options.sampleRate ?? this.startFrame?.audioOutSampleRate ?? 24_000;
+    return this.options.sampleRate ?? this.startFrame?.audioOutSampleRate ?? WORKER_DEFAULTS.audioOutSampleRate;
   }
 
   protected override async process(f: Frame, direction: Direction, signal: AbortSignal): Promise<void> {
@@ -103,12 +111,8 @@ export class TTSProcessor extends FrameProcessor {
       if (isAbortError(err) || link.signal.aborted) return;
       // One piece failed (provider error, stream cut): report it and go on with the next piece;
       // the audio already sent for this one stays, with its words.
-      const message = err instanceof Error ? err.message : String(err);
-      const providerCode = (err as { code?: unknown }).code;
-      this.pushError(`text-to-speech ${this.service.name} failed on "${text.slice(0, 80)}": ${message}`, {
-        code: typeof providerCode === 'string' ? `tts_${providerCode}` : 'tts_error',
-        cause: err,
-      });
+      const failure = providerFailure('tts', err);
+      this.pushError(`text-to-speech ${this.service.name} failed on "${text.slice(0, 80)}": ${failure.message}`, { code: failure.code, fatal: failure.fatal, cause: err });
     } finally {
       link.release();
     }
@@ -156,7 +160,7 @@ export class TTSProcessor extends FrameProcessor {
       );
     };
     this.metrics.startTtfb();
-    const hold = this.options.holdAudioForWordTimings ?? true;
+    const hold = this.holdAudioForWordTimings;
     const pending: Int16Array[] = [];
     for await (const event of this.service.synthesize({ text, voiceId: this.options.voiceId, language: this.options.language, sampleRate: rate, signal })) {
       if (signal.aborted) return;

@@ -5,12 +5,14 @@
  * reaches `minVolume`. Speech must last `startMs` before the user is considered speaking (a
  * cough is not a turn) and silence must last `stopMs` before the turn is considered over (a
  * pause between words is not the end). When the user starts speaking while the bot speaks, an
- * interruption is requested, but only if the agent allows interruptions; otherwise the user's
- * words still flow to STT and are answered after the bot finishes.
+ * interruption is requested, but only if the start frame allows interruptions (the one owner of
+ * that setting: the worker's `allowInterruptions`); otherwise the user's words still flow to STT
+ * and are answered after the bot finishes.
  */
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
 import { Resampler, rms } from '../../core/audio.ts';
 import { frame, signal, type Direction, type Frame } from '../../core/frames.ts';
+import { resolveOptions, type OptionsFor, type Resolved } from '../../core/options.ts';
 import type { VADAnalyzer } from '../services.ts';
 
 export const VAD_DEFAULTS = {
@@ -22,25 +24,16 @@ export const VAD_DEFAULTS = {
   stopMs: 800,
   /** Minimum RMS level in [0, 1] for a window to count as speech (ignores faint background). */
   minVolume: 0.01,
-  /** Whether user speech over the bot interrupts it (the agent's behaviour.allow_interruption). */
-  allowInterruption: true,
   /** Emit vad-confidence frames (telemetry, e.g. the widget's userSpeakingChanged). */
   emitConfidence: false,
 } as const;
 
-export interface VADOptions extends ProcessorOptions {
-  confidence?: number;
-  startMs?: number;
-  stopMs?: number;
-  minVolume?: number;
-  allowInterruption?: boolean;
-  emitConfidence?: boolean;
-}
+export interface VADOptions extends ProcessorOptions, OptionsFor<typeof VAD_DEFAULTS> {}
 
 type VADState = 'quiet' | 'starting' | 'speaking' | 'stopping';
 
 export class VADProcessor extends FrameProcessor {
-  private readonly settings: Required<Omit<VADOptions, 'name'>>;
+  private readonly settings: Resolved<typeof VAD_DEFAULTS>;
   private state: VADState = 'quiet';
   /** Milliseconds of consecutive speech (starting) or silence (stopping). */
   private runMs = 0;
@@ -50,14 +43,7 @@ export class VADProcessor extends FrameProcessor {
 
   constructor(private readonly analyzer: VADAnalyzer, options: VADOptions = {}) {
     super(options);
-    this.settings = {
-      confidence: options.confidence ?? VAD_DEFAULTS.confidence,
-      startMs: options.startMs ?? VAD_DEFAULTS.startMs,
-      stopMs: options.stopMs ?? VAD_DEFAULTS.stopMs,
-      minVolume: options.minVolume ?? VAD_DEFAULTS.minVolume,
-      allowInterruption: options.allowInterruption ?? VAD_DEFAULTS.allowInterruption,
-      emitConfidence: options.emitConfidence ?? VAD_DEFAULTS.emitConfidence,
-    };
+    this.settings = resolveOptions(VAD_DEFAULTS, options);
   }
 
   get userSpeaking(): boolean {
@@ -146,7 +132,7 @@ export class VADProcessor extends FrameProcessor {
 
   private userStarted(): void {
     this.state = 'speaking';
-    if (this.botSpeaking && this.settings.allowInterruption) {
+    if (this.botSpeaking && this.interruptionsAllowed) {
       this.push(frame('interruption-request', { reason: 'user barge-in' }), 'upstream');
     }
     this.push(signal('user-started-speaking'));

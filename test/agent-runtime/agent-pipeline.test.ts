@@ -1,5 +1,6 @@
 import test from 'ava';
-import { chunkAudio, concat, frame, PipelineWorker, Registry, RegistryError, silence, VirtualClock, type WorkerOutcome } from '../../core/index.ts';
+import { concat, Registry, RegistryError, silence, VirtualClock } from '../../core/index.ts';
+import { Conversation } from '../../testing/index.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
 import { buildAgentPipeline, providersFromEnv, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import { AGENT_DEFAULTS } from '../../server/services/agent-defaults.ts';
@@ -36,17 +37,9 @@ async function session(record: AgentRuntimeRecord, phrases: string[] = [], respo
     session: { session_id: 's1', call_id: 'c1', client_user_ref: null },
     tuning: { vadOptions: { startMs: 100, stopMs: 300 } },
   });
-  const worker = new PipelineWorker(built.pipeline, { clock, audioInSampleRate: 16_000, audioOutSampleRate: 16_000, heartbeatMs: null, idleTimeoutMs: null });
-  let outcome: WorkerOutcome | undefined;
-  void worker.run().then((o) => (outcome = o));
-  await clock.advance(0);
-  const say = async (pcm: Int16Array) => {
-    for (const c of chunkAudio(pcm, 16_000, 20)) {
-      worker.queueFrame(frame('input-audio', { pcm: c, sampleRate: 16_000, channels: 1 }));
-      await clock.advance(20);
-    }
-  };
-  return { clock, stt, llm, tts, sink, built, worker, say, outcome: () => outcome };
+  // The worker options carry behaviour.allow_interruption into the start frame, as the bot runner does.
+  const c = await Conversation.start({ pipeline: built.pipeline, clock, worker: { ...built.workerOptions } });
+  return { clock, stt, llm, tts, sink, built, worker: c.worker, say: (pcm: Int16Array) => c.say(pcm), outcome: () => c.outcome };
 }
 
 test('language, system prompt, voice and token limit reach STT, LLM and TTS', async (t) => {

@@ -5,7 +5,8 @@
  * TTS; time is virtual, with a real millisecond between steps for the loopback sockets.
  */
 import test from 'ava';
-import { chunkAudio, concat, frame, PipelineWorker, Registry, silence, VirtualClock, type WorkerOutcome } from '../../core/index.ts';
+import { concat, Registry, silence, VirtualClock } from '../../core/index.ts';
+import { Conversation } from '../../testing/index.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
 import { buildAgentPipeline, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import { AGENT_DEFAULTS } from '../../server/services/agent-defaults.ts';
@@ -52,25 +53,11 @@ async function session(record: AgentRuntimeRecord, fakeOptions: Omit<VendorFakes
     session: { session_id: 's1', call_id: 'c1', client_user_ref: null },
     tuning: { vadOptions: { stopMs: 400 } },
   });
-  const worker = new PipelineWorker(built.pipeline, { clock, audioInSampleRate: RATE, audioOutSampleRate: RATE, heartbeatMs: null, idleTimeoutMs: null, ...built.workerOptions });
-  let outcome: WorkerOutcome | undefined;
-  void worker.run().then((o) => (outcome = o));
-  const step = async () => {
-    await clock.advance(20);
-    await new Promise((r) => setTimeout(r, 1));
-  };
-  const settle = async (until: () => boolean, maxMs: number) => {
-    for (let waited = 0; waited < maxMs && !until(); waited += 20) await step();
-    return until();
-  };
-  const say = async (pcm: Int16Array) => {
-    for (const c of chunkAudio(pcm, RATE, 20)) {
-      worker.queueFrame(frame('input-audio', { pcm: c, sampleRate: RATE, channels: 1 }));
-      await step();
-    }
-  };
+  // Real milliseconds between virtual steps let the loopback sockets to the fakes deliver.
+  const c = await Conversation.start({ pipeline: built.pipeline, clock, sampleRate: RATE, realPauseMs: 1, worker: { ...built.workerOptions } });
+  const settle = (until: () => boolean, maxMs: number) => c.settle(until, maxMs);
   await settle(() => fakes.deepgram.connections.length > 0, 2000);
-  return { clock, fakes, sink, built, worker, say, settle, outcome: () => outcome };
+  return { clock, fakes, sink, built, worker: c.worker, say: (pcm: Int16Array) => c.say(pcm), settle, outcome: () => c.outcome };
 }
 
 test('a French agent: language, system prompt, voice, token limit and greeting reach Deepgram, OpenAI and ElevenLabs', async (t) => {

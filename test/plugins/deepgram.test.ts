@@ -1,4 +1,5 @@
 import test from 'ava';
+import { until as waitUntil } from '../../testing/until.ts';
 import { firstValueFrom, toArray } from 'rxjs';
 import { Registry } from '../../core/registry.ts';
 import { RealClock, VirtualClock, isAbortError } from '../../core/clock.ts';
@@ -44,13 +45,9 @@ async function setup(t: any, fakeOptions: DeepgramFakeOptions = {}, serviceOptio
   return { fake, service };
 }
 
-async function until(predicate: () => boolean, what: string, ms = 3000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!predicate()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+const until = async (predicate: () => boolean, what: string, ms = 3000): Promise<void> => {
+  await waitUntil(predicate, { what, timeoutMs: ms, intervalMs: 5 });
+};
 
 test('utterances come back as interim then final transcripts, in script order', async (t) => {
   const { fake, service } = await setup(t);
@@ -142,13 +139,18 @@ test('silence past the server timeout closes with NET-0001 unless KeepAlive is s
   t.is((err as DeepgramSTTError).status, 1011);
   t.regex((err as Error).message, /NET-0001/);
 
-  const kept = await setup(t, { inactivityTimeoutMs: 150 }, { keepAliveIntervalMs: 40 });
+  // The kept stream's margin is wide (a KeepAlive every 40 ms against a 1.5 s timeout) so that a loaded machine's
+  // timer delays cannot decide the verdict; we wait until three timeouts' worth of KeepAlives went by.
+  const kept = await setup(t, { inactivityTimeoutMs: 1500 }, { keepAliveIntervalMs: 40 });
   const alive = await kept.service.connect(OPTIONS);
   let failed = false;
   alive.transcripts.subscribe({ error: () => (failed = true) });
-  await new Promise((r) => setTimeout(r, 500));
+  const keepAlives = () => kept.fake.connections[0]?.controls.filter((c) => c === 'KeepAlive').length ?? 0;
+  const started = Date.now();
+  await until(() => failed || Date.now() - started >= 4500, 'three timeout windows', 10_000);
   t.false(failed);
-  t.true(kept.fake.connections[0]!.controls.filter((c) => c === 'KeepAlive').length >= 3);
+  t.true(keepAlives() >= 3, `${keepAlives()} KeepAlive messages`);
+  t.is(kept.fake.connections[0]!.closeCode, undefined, 'the server kept the socket open');
   await alive.close();
 });
 
@@ -335,4 +337,63 @@ test('speech from the offline TTS (pauses at commas included) is cut into the sc
   const finals = events.filter((e) => e.final && e.text);
   t.deepEqual(finals.map((e) => e.text), sentences);
   for (let i = 1; i < finals.length; i++) t.true(finals[i]!.startMs! >= finals[i - 1]!.endMs! + 700, 'each utterance starts after the previous one and its silence');
+});
+
+/** An STT processor on the Deepgram fake, run by a worker as in a bot; returns what the worker reported. */
+async function sttOnFake(t: any, fakeOptions: DeepgramFakeOptions, sttOptions: ConstructorParameters<typeof STTProcessor>[1] = {}) {
+  const { fake, service } = await setup(t, fakeOptions);
+  const stt = new STTProcessor(service, { reconnectBaseMs: 20, reconnectMaxMs: 40, reconnectAttempts: 3, language: 'en', ...sttOptions });
+  const worker = new PipelineWorker(new Pipeline([stt]), { clock: new RealClock(), audioInSampleRate: RATE, idleTimeoutMs: null, heartbeatMs: null });
+  const errors: { code?: string; fatal: boolean; message: string }[] = [];
+  worker.events$.subscribe((e) => {
+    if (e.type === 'error') errors.push({ code: e.frame.code, fatal: e.frame.fatal, message: e.frame.message });
+  });
+  const finished = worker.run();
+  t.teardown(() => void worker.cancel('test over'));
+  const feed = (pcm: Int16Array) => {
+    for (let at = 0; at < pcm.length; at += RATE / 50) worker.queueFrame(frame('input-audio', { pcm: pcm.subarray(at, at + RATE / 50), sampleRate: RATE, channels: 1 }));
+  };
+  await until(() => fake.connections.length === 1, 'the first connection');
+  return { fake, stt, worker, errors, finished, feed };
+}
+
+test('policy: when Deepgram keeps closing the socket, STT gives up and the pipeline ends with a fatal stt_unavailable (no deaf bot)', async (t) => {
+  // Every connection is cut as soon as 100 ms of audio reached it: each reconnect "works" and
+  // drops again at once (the replayed audio is more than 100 ms).
+  const { fake, stt, errors, finished, feed } = await sttOnFake(t, { dropAfterAudioMs: 100 });
+  feed(voice(600));
+  const outcome = await finished;
+  t.is(outcome.how, 'cancelled');
+  t.regex(outcome.reason ?? '', /^fatal error: speech-to-text connection lost and 3 reconnect attempts failed \(the Deepgram connection closed unexpectedly/);
+  t.like(errors.at(-1), { code: 'stt_unavailable', fatal: true });
+  t.true(stt.unavailable);
+  t.is(fake.connections.length, 4, 'the first connection and the 3 reconnects of the budget, then no more');
+});
+
+test('policy: a connection that holds refills the reconnect budget (a drop now and then is not fatal)', async (t) => {
+  const { fake, stt, errors, worker, finished, feed } = await sttOnFake(t, {}, { reconnectAttempts: 1, stableConnectionMs: 150 });
+  for (let drop = 1; drop <= 3; drop++) {
+    await new Promise((r) => setTimeout(r, 200)); // the connection holds longer than stableConnectionMs
+    fake.drop();
+    await until(() => fake.connections.length === drop + 1, `reconnection ${drop}`);
+  }
+  feed(voice(300));
+  await until(() => fake.connections.at(-1)!.audioBytes > 0, 'audio on the last connection');
+  t.is(stt.reconnects, 3);
+  t.false(stt.unavailable);
+  t.deepEqual(errors.filter((e) => e.fatal), []);
+  t.false(worker.finished);
+  void worker.end();
+  t.is((await finished).how, 'ended');
+});
+
+test('policy: a key refused on reconnect (401) ends the pipeline at once with a fatal stt_auth_failed, without spending the retries', async (t) => {
+  const { fake, errors, finished } = await sttOnFake(t, {}, { reconnectAttempts: 5 });
+  fake.refuseNext(10, 401);
+  fake.drop();
+  const outcome = await finished;
+  t.is(outcome.how, 'cancelled');
+  t.like(errors.at(-1), { code: 'stt_auth_failed', fatal: true });
+  t.regex(errors.at(-1)!.message, /refused the connection: Deepgram refused the credentials \(HTTP 401\)/);
+  t.is(fake.connections.length, 1, 'no connection after the refusal');
 });

@@ -3,8 +3,9 @@
  * (tts/stt/vad/llm `local`). The user's speech is made by the offline TTS, as in demos.
  */
 import test from 'ava';
-import { chunkAudio, concat, frame, PipelineWorker, RecordingObserver, rms, silence, VirtualClock, type Frame } from '../../core/index.ts';
-import { createVoicePipeline } from '../../processors/voice-pipeline.ts';
+import { concat, rms, silence, VirtualClock, type Frame } from '../../core/index.ts';
+import { Conversation } from '../../testing/index.ts';
+import { createVoicePipeline } from '../../agent/voice-pipeline.ts';
 import type { BehaviourOptions } from '../../processors/behaviours/conversation-behaviours.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
 import type { TTSService } from '../../processors/services.ts';
@@ -43,30 +44,15 @@ async function offlineConversation(language: string, behaviours: BehaviourOption
     systemPrompt: 'You are Ada.',
     behaviours,
   });
-  const observer = new RecordingObserver();
-  const worker = new PipelineWorker(voice.pipeline, {
-    clock,
-    audioInSampleRate: RATE,
-    audioOutSampleRate: RATE,
-    heartbeatMs: null,
-    idleTimeoutMs: null,
-    allowInterruptions: true,
-    observers: [observer],
-  });
-  void worker.run();
-  await clock.advance(0);
-  const realPause = () => new Promise((resolve) => setTimeout(resolve, 1));
-  /**
-   * Advances virtual time until `done` holds with the bot silent for 600 ms. While a synthesis
-   * is in flight virtual time waits (up to 200 real ms a step) for the real-time espeak worker,
-   * so the output never runs dry between two sentences because of the test's clock.
-   */
+  // The espeak worker runs in real time: while a synthesis is in flight, virtual time waits
+  // for it (up to 200 real ms a step), so the output never runs dry because of the test's clock.
+  const c = await Conversation.start({ pipeline: voice.processors, clock, sampleRate: RATE, realPauseMs: 1, busy: () => synthesising > 0, worker: { allowInterruptions: true } });
+  const worker = c.worker;
+  /** Advances virtual time until `done` holds with the bot silent for `silentForMs`. */
   const until = async (done: () => boolean, maxMs: number, silentForMs = 600) => {
     let quietMs = -20; // becomes 0 at the first step where `done` holds
     for (let ms = 0; ms < maxMs && quietMs < silentForMs; ms += 20) {
-      for (let waited = 0; synthesising > 0 && waited < 200; waited++) await realPause();
-      await clock.advance(20);
-      await realPause();
+      await c.step(20);
       quietMs = done() && (silentForMs === 0 || !voice.output.botSpeaking) ? quietMs + 20 : -20;
     }
     return quietMs >= silentForMs;
@@ -74,14 +60,11 @@ async function offlineConversation(language: string, behaviours: BehaviourOption
   const say = async (text: string) => {
     const parts: Int16Array[] = [];
     for await (const e of tts.synthesize({ text, language, sampleRate: RATE })) if (e.type === 'audio') parts.push(e.pcm);
-    for (const c of chunkAudio(concat([...parts, silence(1200, RATE)]), RATE, 20)) {
-      worker.queueFrame(frame('input-audio', { pcm: c, sampleRate: RATE, channels: 1 }));
-      await clock.advance(20);
-    }
+    await c.say(concat([...parts, silence(1200, RATE)]));
   };
   const turns = () => voice.context.messages().filter((m) => m.role === 'user' || m.role === 'assistant').map((m) => `${m.role}: ${m.content}`);
   /** Frames of a type as the TTS processor pushed them (the observer sees every hop). */
-  const fromTts = (type: Frame['type']) => observer.events.filter((e) => e.frame.type === type && e.source === voice.tts.name).map((e) => e.frame);
+  const fromTts = (type: Frame['type']) => c.recorder.events.filter((e) => e.frame.type === type && e.source === voice.tts.name).map((e) => e.frame);
   return { clock, sink, voice, worker, until, say, turns, fromTts };
 }
 

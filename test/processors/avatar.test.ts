@@ -4,6 +4,7 @@
  * was emitted, interruption.
  */
 import test, { type ExecutionContext } from 'ava';
+import { holdsWithin } from '../../testing/until.ts';
 import { frame, PipelineWorker, Pipeline, RealClock, Registry, type Frame } from '../../core/index.ts';
 import { AvatarProcessor } from '../../processors/avatar/avatar-processor.ts';
 import type { FaceModel } from '../../processors/avatar/face-model.ts';
@@ -39,11 +40,7 @@ async function avatarSession(t: ExecutionContext) {
 }
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until(predicate: () => boolean, ms = 10_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (!predicate() && Date.now() < end) await wait(10);
-  return predicate();
-}
+const until = (predicate: () => boolean, ms = 10_000): Promise<boolean> => holdsWithin(predicate, ms);
 
 test.serial('idle frames flow before any speech: images only, no audio, the bot is not speaking', async (t) => {
   const s = await avatarSession(t);

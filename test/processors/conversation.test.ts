@@ -1,28 +1,17 @@
 import test from 'ava';
-import { chunkAudio, concat, frame, PipelineWorker, silence, VirtualClock, type Frame, type WorkerOutcome } from '../../core/index.ts';
+import { concat, frame, silence, VirtualClock } from '../../core/index.ts';
+import { Conversation } from '../../testing/index.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
-import { createVoicePipeline, type VoicePipelineOptions } from '../../processors/voice-pipeline.ts';
+import { createVoicePipeline, type VoicePipelineOptions } from '../../agent/voice-pipeline.ts';
 import type { BehaviourOptions } from '../../processors/behaviours/conversation-behaviours.ts';
 import { EnergyVAD, ScriptedLLM, ScriptedSTT, ToneTTS, speech, type ScriptedResponse } from './scripted-services.ts';
 
-interface Harness {
-  clock: VirtualClock;
-  worker: PipelineWorker;
-  sink: MemoryMediaSink;
-  llm: ScriptedLLM;
-  tts: ToneTTS;
-  voice: ReturnType<typeof createVoicePipeline>;
-  frames: Frame[];
-  outcome: () => WorkerOutcome | undefined;
-  /** Feeds `pcm` as 20 ms input frames in real (virtual) time. */
-  say(pcm: Int16Array): Promise<void>;
-}
-
+/** A voice pipeline of scripted services, in the conversation harness of the testing entry point. */
 async function conversation(
   phrases: string[],
   responses: ScriptedResponse[],
-  extra: Partial<VoicePipelineOptions> & { behaviours?: BehaviourOptions; ttsFirstAudioMs?: number } = {},
-): Promise<Harness> {
+  extra: Partial<VoicePipelineOptions> & { behaviours?: BehaviourOptions; ttsFirstAudioMs?: number; allowInterruptions?: boolean } = {},
+) {
   const clock = new VirtualClock();
   const sink = new MemoryMediaSink();
   const llm = new ScriptedLLM(clock, responses, 300, 20);
@@ -38,28 +27,10 @@ async function conversation(
     vadOptions: { startMs: 100, stopMs: 400 },
     ...extra,
   });
-  const worker = new PipelineWorker(voice.pipeline, { clock, audioInSampleRate: 16_000, audioOutSampleRate: 16_000, heartbeatMs: null, idleTimeoutMs: null, allowInterruptions: extra.allowInterruption ?? true });
-  const frames: Frame[] = [];
-  let outcome: WorkerOutcome | undefined;
-  void worker.run().then((o) => (outcome = o));
-  await clock.advance(0);
-  return {
-    clock,
-    worker,
-    sink,
-    llm,
-    tts,
-    voice,
-    frames,
-    outcome: () => outcome,
-    async say(pcm) {
-      for (const c of chunkAudio(pcm, 16_000, 20)) {
-        worker.queueFrame(frame('input-audio', { pcm: c, sampleRate: 16_000, channels: 1 }));
-        await clock.advance(20);
-      }
-    },
-  };
+  const c = await Conversation.start({ pipeline: voice.processors, clock, worker: { allowInterruptions: extra.allowInterruptions ?? true } });
+  return { clock, worker: c.worker, sink, llm, tts, voice, outcome: () => c.outcome, say: (pcm: Int16Array) => c.say(pcm) };
 }
+type Harness = Awaited<ReturnType<typeof conversation>>;
 
 const utterance = (ms: number) => concat([speech(ms), silence(600, 16_000)]);
 const contextOf = (h: Harness) => h.voice.context.messages().map((m) => `${m.role}:${m.content ?? ''}`);
@@ -101,7 +72,7 @@ test('barge-in mid-answer: playback stops within one chunk and the context keeps
 
 test('with interruption off, speech over the bot is neither cut nor lost: it is answered after', async (t) => {
   const h = await conversation(['first question', 'second question'], ['one two three four five six seven eight nine ten.', 'Second answer.'], {
-    allowInterruption: false,
+    allowInterruptions: false,
   });
   await h.say(utterance(600));
   await h.clock.advanceUntil(() => h.voice.output.botSpeaking, 5000);

@@ -31,15 +31,15 @@ test('VAD: input audio at another sample rate is resampled for the analyzer', as
   t.deepEqual(speakingTypes(downstream), ['user-started-speaking', 'user-stopped-speaking']);
 });
 
-test('VAD: user speech over the bot requests an interruption when allowed', async (t) => {
-  const vad = new VADProcessor(new EnergyVAD(), { startMs: 100, allowInterruption: true });
-  const { upstream } = await runProcessorTest(vad, [{ upstream: signal('bot-started-speaking') }, ...audioSteps(speech(300))]);
+test('VAD: user speech over the bot requests an interruption when the start frame allows it', async (t) => {
+  const vad = new VADProcessor(new EnergyVAD(), { startMs: 100 });
+  const { upstream } = await runProcessorTest(vad, [{ upstream: signal('bot-started-speaking') }, ...audioSteps(speech(300))], { allowInterruptions: true });
   t.deepEqual(speakingTypes(upstream), ['interruption-request', 'user-started-speaking']);
 });
 
-test('VAD: no interruption is requested when the agent disallows it', async (t) => {
-  const vad = new VADProcessor(new EnergyVAD(), { startMs: 100, allowInterruption: false });
-  const { upstream, downstream } = await runProcessorTest(vad, [{ upstream: signal('bot-started-speaking') }, ...audioSteps(speech(300))]);
+test('VAD: no interruption is requested when the start frame disallows it', async (t) => {
+  const vad = new VADProcessor(new EnergyVAD(), { startMs: 100 });
+  const { upstream, downstream } = await runProcessorTest(vad, [{ upstream: signal('bot-started-speaking') }, ...audioSteps(speech(300))], { allowInterruptions: false });
   t.deepEqual(speakingTypes(upstream), ['user-started-speaking']);
   t.true(frameTypes(downstream).includes('user-started-speaking'), 'the turn is still detected');
 });
@@ -85,7 +85,7 @@ test('STT: after a dropped connection it reconnects and replays audio not yet tr
   t.is(service.connections[1]!.samples, 3200, 'the 200 ms said after the last final were replayed');
 });
 
-test('STT: after the last failed reconnect a clear error frame goes upstream', async (t) => {
+test('STT: after the last failed reconnect a clear fatal error frame goes upstream (a deaf bot does not carry on)', async (t) => {
   const clock = new VirtualClock();
   const service = new ScriptedSTT(clock, []);
   const stt = new STTProcessor(service, { reconnectBaseMs: 100, reconnectAttempts: 3 });
@@ -96,8 +96,8 @@ test('STT: after the last failed reconnect a clear error frame goes upstream', a
   await clock.advance(2000);
   const errors = upstream.filter((f) => f.type === 'error');
   t.is(errors.length, 1);
-  t.like(errors[0], { code: 'stt_unavailable', fatal: false });
-  t.regex((errors[0] as Frame & { message: string }).message, /3 reconnect attempts failed \(socket hang up\)/);
+  t.like(errors[0], { code: 'stt_unavailable', fatal: true });
+  t.regex((errors[0] as Frame & { message: string }).message, /3 reconnect attempts failed \(socket hang up; last attempt: connection refused\)/);
   t.true(stt.unavailable);
 });
 

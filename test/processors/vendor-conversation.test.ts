@@ -5,8 +5,9 @@
  * millisecond so loopback sockets can deliver.
  */
 import test from 'ava';
-import { chunkAudio, concat, frame, PipelineWorker, silence, VirtualClock, type WorkerEvent } from '../../core/index.ts';
-import { createVoicePipeline } from '../../processors/voice-pipeline.ts';
+import { concat, silence, VirtualClock } from '../../core/index.ts';
+import { Conversation } from '../../testing/index.ts';
+import { createVoicePipeline } from '../../agent/voice-pipeline.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
 import { DeepgramSTTService } from '../../plugins/deepgram/index.ts';
 import { OpenAILLMService } from '../../plugins/openai/llm.ts';
@@ -39,26 +40,11 @@ async function setup(options: Omit<VendorFakesOptions, 'clock'>) {
     vadOptions: { stopMs: 400 },
     sttOptions: { reconnectBaseMs: 50 },
   });
-  const worker = new PipelineWorker(voice.pipeline, { clock, audioInSampleRate: RATE, audioOutSampleRate: RATE, heartbeatMs: null, idleTimeoutMs: null });
-  const events: WorkerEvent[] = [];
-  worker.events$.subscribe((e) => events.push(e));
-  void worker.run();
-  const step = async (ms = 20) => {
-    await clock.advance(ms);
-    await new Promise((r) => setTimeout(r, 1));
-  };
-  const settle = async (until: () => boolean, maxMs: number) => {
-    for (let waited = 0; waited < maxMs && !until(); waited += 20) await step();
-    return until();
-  };
+  // Real milliseconds between virtual steps let the loopback sockets to the fakes deliver.
+  const c = await Conversation.start({ pipeline: voice.processors, clock, sampleRate: RATE, realPauseMs: 1 });
+  const settle = (until: () => boolean, maxMs: number) => c.settle(until, maxMs);
   await settle(() => fakes.deepgram.connections.length > 0, 2000);
-  const say = async (pcm: Int16Array) => {
-    for (const c of chunkAudio(pcm, RATE, 20)) {
-      worker.queueFrame(frame('input-audio', { pcm: c, sampleRate: RATE, channels: 1 }));
-      await step();
-    }
-  };
-  return { clock, fakes, sink, voice, worker, events, say, step, settle };
+  return { clock, fakes, sink, voice, worker: c.worker, events: c.events, say: (pcm: Int16Array) => c.say(pcm), step: () => c.step(), settle };
 }
 
 test('a turn through Deepgram, OpenAI and ElevenLabs: speech in, an answer out, both sides in the context', async (t) => {

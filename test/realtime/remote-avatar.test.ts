@@ -5,43 +5,35 @@
  * paired image + 40 ms audio out, speaking state from what was emitted, interruption to idle.
  */
 import test from 'ava';
+import { holdsWithin } from '../../testing/until.ts';
 import { frame, Pipeline, PipelineWorker, RealClock } from '../../core/index.ts';
 import { RecordingObserver } from '../../core/observer.ts';
-import { facePlugin } from '../../plugins/face/index.ts';
 import { AvatarProcessor } from '../../processors/avatar/avatar-processor.ts';
 import { TTSProcessor } from '../../processors/tts/tts-processor.ts';
-import { mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
+import type { RealtimeEndpoint } from '../../server/realtime/index.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
 import { OutputTransport } from '../../transports/output-transport.ts';
 import { openRemoteFaceSession } from '../../transports/realtime/remote-face-session.ts';
 import { ToneTTS } from '../processors/scripted-services.ts';
-import { startTestServer, type TestServer } from '../server/harness.ts';
+import type { TestServer } from '../server/harness.ts';
+import { startRealtimeServer, type RealtimeServer } from '../support/realtime-server.ts';
 
 let ts: TestServer;
 let endpoint: RealtimeEndpoint;
 let configId: string;
 
+let fixture: RealtimeServer | undefined;
 test.before(async () => {
-  ts = await startTestServer({ label: 'remote_avatar', plugins: [facePlugin] });
-  endpoint = mountRealtime(ts.server);
-  const created = await ts.call('POST', '/v1/model-configs', {
-    body: { title: 'remote small', model_variant_id: 'svc/human-portrait/v1', model_configurations: { width: 256, height: 192 } },
-  });
-  if (created.status !== 201) throw new Error(created.text);
-  configId = created.body.model_config_id;
+  fixture = await startRealtimeServer({ label: 'remote_avatar', canvas: { width: 256, height: 192 } });
+  ({ ts, endpoint, configId } = fixture);
 });
 
 test.after.always(async () => {
-  await endpoint?.close();
-  await ts?.stop();
+  await fixture?.stop();
 });
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until(predicate: () => boolean, ms = 15_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (!predicate() && Date.now() < end) await wait(10);
-  return predicate();
-}
+const until = (predicate: () => boolean, ms = 15_000): Promise<boolean> => holdsWithin(predicate, ms);
 
 function remotePipeline(t: { teardown(fn: () => unknown): void }) {
   const clock = new RealClock();

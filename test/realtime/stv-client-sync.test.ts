@@ -11,6 +11,7 @@ import type { FrameOutMessage } from '../../transports/realtime/protocol.ts';
 import { SvcSTVClient, type STVAudioFrame, type STVEventName, type STVOutput } from '../../transports/realtime/stv-client.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
 import { delay, tone } from './ws-conn.ts';
+import { until as pollUntil } from '../../testing/until.ts';
 
 let ts: TestServer;
 let endpoint: RealtimeEndpoint;
@@ -48,13 +49,7 @@ async function start(t: { teardown(fn: () => void): void }) {
     for await (const o of client.outputStream()) played.push(o);
   })();
   await client.connect();
-  const until = async (predicate: () => boolean, ms = 20_000) => {
-    const end = Date.now() + ms;
-    while (!predicate()) {
-      if (Date.now() > end) throw new Error(`timed out; events ${events.map(([e]) => e).join(',')}`);
-      await delay(20);
-    }
-  };
+  const until = (predicate: () => boolean, ms = 20_000) => pollUntil(predicate, { what: `a condition; events ${events.map(([e]) => e).join(',')}`, timeoutMs: ms, intervalMs: 20 });
   const audio = () => played.filter((o): o is STVAudioFrame => o.kind === 'audio');
   const count = (e: STVEventName) => events.filter(([x]) => x === e).length;
   return { client, events, server, played, audio, until, count, pump };

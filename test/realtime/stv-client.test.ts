@@ -5,11 +5,11 @@
 import test from 'ava';
 import { Resampler, concat } from '../../core/audio.ts';
 import { VirtualClock } from '../../core/clock.ts';
-import { facePlugin } from '../../plugins/face/index.ts';
-import { mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
+import type { RealtimeEndpoint } from '../../server/realtime/index.ts';
 import { SvcSTVClient, type STVAudioFrame, type STVEventName, type STVOutput } from '../../transports/realtime/stv-client.ts';
 import { SvcClient, SvcClientError } from '../../transports/realtime/svc-client.ts';
-import { startTestServer, type TestServer } from '../server/harness.ts';
+import type { TestServer } from '../server/harness.ts';
+import { startRealtimeServer, type RealtimeServer } from '../support/realtime-server.ts';
 import { delay } from './ws-conn.ts';
 
 let ts: TestServer;
@@ -17,19 +17,14 @@ let endpoint: RealtimeEndpoint;
 let url: string;
 let configId: string;
 
+let fixture: RealtimeServer | undefined;
 test.before(async () => {
-  ts = await startTestServer({ label: 'stvclient', plugins: [facePlugin] });
-  endpoint = mountRealtime(ts.server);
-  url = `${ts.url.replace(/^http/, 'ws')}/realtime`;
-  const created = await ts.call('POST', '/v1/model-configs', {
-    body: { title: 'client portrait', model_variant_id: 'svc/human-portrait/v1', model_configurations: { width: 256, height: 192 } },
-  });
-  configId = created.body.model_config_id;
+  fixture = await startRealtimeServer({ label: 'stvclient', canvas: { width: 256, height: 192 } });
+  ({ ts, endpoint, url, configId } = fixture);
 });
 
 test.after.always(async () => {
-  await endpoint?.close();
-  await ts?.stop();
+  await fixture?.stop();
 });
 
 /** A 24 kHz "TTS" signal whose every sample encodes its own position, so order can be checked. */
@@ -166,4 +161,33 @@ test.serial('a TTS rate change mid-utterance and endTurn() flush the output-copy
   t.is(played.length, Array.from(expected).filter((v) => v !== 0).length, 'no sample lost at the rate change or the end of the turn');
   t.deepEqual(played, Array.from(expected).filter((v) => v !== 0));
   client.close();
+});
+
+test.serial('after a stall, the playback buffer drains back to the jitter buffer during silence (and stays deep when draining is off)', async (t) => {
+  const depthAfterStall = async (drainSlackFrames: number) => {
+    const client = new SvcSTVClient({ apiKey: ts.keyA, configId, url, drainSlackFrames });
+    const pump = (async () => {
+      for await (const _ of client.outputStream()) { /* played */ }
+    })();
+    await client.connect();
+    await delay(500); // playing idle frames
+    // A stall: this process does nothing for 600 ms while frames keep coming (15 frames).
+    const end = Date.now() + 600;
+    while (Date.now() < end) { /* blocked */ }
+    await delay(100);
+    const stalled = client.bufferedFrames;
+    await delay(2000); // 50 idle frames at 25 fps
+    const after = client.bufferedFrames;
+    client.close();
+    await pump;
+    return { stalled, after, dropped: client.dropped };
+  };
+  const on = await depthAfterStall(2);
+  t.log(`draining on: ${JSON.stringify(on)}`);
+  t.true(on.after <= 2 + 2, `${on.after} frames queued 2 s after the stall`);
+  t.true(on.dropped > 0);
+  const off = await depthAfterStall(100);
+  t.log(`draining off: ${JSON.stringify(off)}`);
+  t.true(off.after >= 8, `without draining the stall's frames stay queued (${off.after})`);
+  t.throws(() => new SvcSTVClient({ apiKey: ts.keyA, configId, url, drainSlackFrames: -1 }), { instanceOf: RangeError });
 });

@@ -5,6 +5,7 @@
  * hear; helpers compare what the face played with what the provider sent.
  */
 import type { ExecutionContext } from 'ava';
+import { holdsWithin } from '../../testing/until.ts';
 import { frame, PipelineWorker, RealClock, Registry, resample, RecordingObserver, type Frame, type FrameObserver, type FrameOf, type Plugin } from '../../core/index.ts';
 import { buildS2SPipeline, type S2SAgentRecord, type S2SPipeline } from '../../agent/s2s-pipeline.ts';
 import type { FaceModel } from '../../processors/avatar/face-model.ts';
@@ -13,11 +14,7 @@ import { MemoryMediaSink } from '../../transports/media-sink.ts';
 import type { ToolLogger } from '../../processors/tools/index.ts';
 
 export const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
-export async function until(predicate: () => boolean, ms = 10_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (!predicate() && Date.now() < end) await wait(10);
-  return predicate();
-}
+export const until = (predicate: () => boolean, ms = 10_000): Promise<boolean> => holdsWithin(predicate, ms);
 
 export function agentRecord(fields: Partial<S2SAgentRecord> = {}): S2SAgentRecord {
   return {

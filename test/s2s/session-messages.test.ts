@@ -4,6 +4,7 @@
  * svc mode.
  */
 import test, { type ExecutionContext } from 'ava';
+import type { FrameObserver } from '../../core/index.ts';
 import type { BotMessage } from '../../protocol/session-messages.ts';
 import { SessionMessageEmitter } from '../../agent/session-messages.ts';
 import { s2sSessionParts } from '../../agent/s2s-pipeline.ts';
@@ -11,7 +12,7 @@ import { createOpenAIRealtimePlugin } from '../../plugins/openai-realtime/index.
 import { startOpenAIRealtimeFake, type OpenAIRealtimeFakeOptions } from '../fakes/openai-realtime.ts';
 import { agentRecord, startS2SSession, until, userUtterance, wait } from './harness.ts';
 
-async function sessionWithMessages(t: ExecutionContext, options: OpenAIRealtimeFakeOptions) {
+async function sessionWithMessages(t: ExecutionContext, options: OpenAIRealtimeFakeOptions, extra: { observers?: FrameObserver[]; withFace?: boolean } = {}) {
   const fake = await startOpenAIRealtimeFake(options);
   t.teardown(() => fake.close());
   const messages: BotMessage[] = [];
@@ -22,9 +23,10 @@ async function sessionWithMessages(t: ExecutionContext, options: OpenAIRealtimeF
     observers: (built) => {
       const parts = s2sSessionParts(built);
       emitter = new SessionMessageEmitter({ send: (m) => messages.push(m), taps: parts.taps, userId: () => 'visitor-1', vadStopMs: parts.vadStopMs });
-      return [emitter];
+      return [emitter, ...(extra.observers ?? [])];
     },
     onMessage: (m) => emitter?.fromPipeline(m),
+    withFace: extra.withFace,
   });
   t.true(await until(() => s.built.s2s.live !== undefined));
   return { s, messages, fake };
@@ -62,9 +64,54 @@ test.serial('a barge-in: the spoken turn ends interrupted, the bot output holds 
   await s.sayRealtime(userUtterance(200, 700));
   t.true(await until(() => ofType(messages, 'bot-tts-stopped').length >= 1, 5_000));
   t.deepEqual(ofType(messages, 'bot-tts-stopped')[0], { type: 'bot-tts-stopped', interrupted: true });
-  const outputs = ofType(messages, 'bot-output');
+  // The cut turn's last bot-output comes before its bot-tts-stopped (the next answer may already
+  // be playing by the time this runs).
+  const stoppedAt = messages.findIndex((m) => m.type === 'bot-tts-stopped');
+  const outputs = ofType(messages.slice(0, stoppedAt), 'bot-output');
   const cut = outputs.at(-1)!.text.split(' ');
   t.true(cut.length > 0 && cut.length < long.split(' ').length, `${cut.length} words`);
   t.deepEqual(cut, long.split(' ').slice(0, cut.length));
+  await s.worker.end();
+});
+
+/** Blocks the event loop for `ms` (a loaded machine's stall: timers run late, then all at once). */
+function stallEventLoop(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // busy: nothing else runs
+  }
+}
+
+test.serial('a stalled event loop during a turn (a loaded machine): the transcript turn still holds every word played, the last included', async (t) => {
+  const reply = 'Welcome aboard, I am Ada.';
+  let stalled = false;
+  const stall: FrameObserver = {
+    onFramePushed(e) {
+      // Once, on the turn's first speech frame: the face then catches up with a burst of frames
+      // (its last ones and the held `tts-stopped` among them) while the output, paced at real
+      // time, works through them behind. Words reported from the head of the pipeline as the
+      // output plays would now queue behind the turn's end: only words carried in-band make it.
+      if (stalled || e.direction !== 'downstream' || e.frame.type !== 'output-audio') return;
+      stalled = true;
+      stallEventLoop(600);
+    },
+  };
+  const { s, messages } = await sessionWithMessages(t, { replies: [reply], userTranscripts: ['who are you'] }, { observers: [stall] });
+  s.say(userUtterance(400, 700));
+  t.true(await until(() => ofType(messages, 'transcript-turn').some((m) => m.owner === 'bot'), 10_000));
+  t.true(stalled);
+  t.is(ofType(messages, 'transcript-turn').find((m) => m.owner === 'bot')!.text, reply);
+  t.is(ofType(messages, 'bot-output').at(-1)!.text, reply);
+  await s.worker.end();
+});
+
+test.serial('without a face: the transcript turn holds the whole answer, its words before the end of the spoken turn', async (t) => {
+  const reply = 'Sunny and warm all day.';
+  const { s, messages } = await sessionWithMessages(t, { replies: [reply], userTranscripts: ['what is the weather'] }, { withFace: false });
+  s.say(userUtterance(400, 700));
+  t.true(await until(() => ofType(messages, 'bot-tts-stopped').length >= 1, 10_000));
+  const types = messages.map((m) => m.type);
+  t.true(types.indexOf('bot-output') >= 0 && types.indexOf('bot-output') < types.indexOf('bot-tts-stopped'), types.join(' '));
+  t.like(ofType(messages, 'transcript-turn').find((m) => m.owner === 'bot'), { text: reply, turn_id: 1 });
   await s.worker.end();
 });

@@ -9,7 +9,7 @@ import type { BehaviourOptions } from '../../processors/behaviours/conversation-
 import { ToolDispatcher } from '../../processors/tools/tool-dispatcher.ts';
 import { prepareToolset } from '../../processors/tools/toolset.ts';
 import { WebhookClient } from '../../processors/tools/webhook-client.ts';
-import { createVoicePipeline } from '../../processors/voice-pipeline.ts';
+import { createVoicePipeline } from '../../agent/voice-pipeline.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
 import { EnergyVAD, ScriptedLLM, ScriptedSTT, ToneTTS, speech, type ScriptedResponse } from '../processors/scripted-services.ts';
 import { captureLogger } from './dispatcher-driver.ts';
@@ -36,7 +36,7 @@ async function conversation(phrases: string[], responses: ScriptedResponse[], be
     afterLLM: new ToolDispatcher({ toolset, webhooks, session: SESSION, logger }),
   });
   const observer = new RecordingObserver();
-  const worker = new PipelineWorker(voice.pipeline, {
+  const worker = new PipelineWorker(voice.processors, {
     clock,
     audioInSampleRate: 16_000,
     audioOutSampleRate: 16_000,

@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { launchChromiumWith, type Chromium } from '../support/chromium.ts';
-import { concat, silence } from '../../core/audio.ts';
+import { concat, encodeWav, silence } from '../../core/audio.ts';
 import { LocalTTSService } from '../../plugins/local/index.ts';
 
 export { CHROMIUM_PATH } from '../support/chromium.ts';
@@ -37,22 +37,8 @@ export async function speechWav(parts: readonly (string | number)[], dir: string
     else for await (const e of voice.synthesize({ text: part, language: 'en', sampleRate: rate })) if (e.type === 'audio') chunks.push(e.pcm);
   }
   const pcm = concat(chunks);
-  const header = Buffer.alloc(44);
-  header.write('RIFF', 0);
-  header.writeUInt32LE(36 + pcm.byteLength, 4);
-  header.write('WAVE', 8);
-  header.write('fmt ', 12);
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20);
-  header.writeUInt16LE(1, 22);
-  header.writeUInt32LE(rate, 24);
-  header.writeUInt32LE(rate * 2, 28);
-  header.writeUInt16LE(2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write('data', 36);
-  header.writeUInt32LE(pcm.byteLength, 40);
   const path = join(dir, name);
-  writeFileSync(path, Buffer.concat([header, Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength)]));
+  writeFileSync(path, encodeWav(pcm, rate));
   return path;
 }
 

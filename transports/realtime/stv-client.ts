@@ -10,17 +10,27 @@
 import sharp from 'sharp';
 import { RealClock, type Clock, type TimerHandle } from '../../core/clock.ts';
 import { concat, Resampler, toMono } from '../../core/audio.ts';
+import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
 import { AsyncQueue } from './async-queue.ts';
 import { SvcClient, type SvcClientOptions } from './svc-client.ts';
 import { LocalTurn } from './turn-audio.ts';
 import type { FrameOutMessage, RealtimeFrameType, SessionReadyMessage } from './protocol.ts';
+import { resolveOptions } from '../../core/options.ts';
 
 export const STV_DEFAULTS = {
   /** Frames buffered before playback starts (and after an underrun): 2 = 80 ms. */
   jitterBufferFrames: 2,
-  /** Above this many buffered frames, idle frames are dropped to catch up with real time. */
-  maxBufferedFrames: 25,
-  frameMs: 40,
+  /** Above this many buffered frames (1 s), idle frames are dropped to catch up with real time. */
+  maxBufferedFrames: FACE_TIMING.framesPerSecond,
+  /**
+   * While playing, an idle frame that arrives with this many frames beyond the jitter buffer
+   * already queued is dropped: after a stall, the latency it added drains back one frame per
+   * tick during the next silence (speech is never dropped). 2 frames absorb ordinary network
+   * unevenness without dropping anything.
+   */
+  drainSlackFrames: 2,
+  /** The playback tick: one face frame. */
+  frameMs: FACE_TIMING.frameDurationMs,
 } as const;
 
 export type STVEventName =
@@ -59,6 +69,8 @@ export interface SvcSTVClientOptions extends SvcClientOptions {
   readonly clock?: Clock;
   readonly jitterBufferFrames?: number;
   readonly maxBufferedFrames?: number;
+  /** See STV_DEFAULTS.drainSlackFrames (>= 0). */
+  readonly drainSlackFrames?: number;
   /** Sample rate of yielded audio; default: the rate of the first TTS audio received. */
   readonly outputSampleRate?: number;
   /** Where failing event handlers are reported (default console.error). */
@@ -106,10 +118,26 @@ export class SvcSTVClient {
   /** Frames dropped to catch up with real time (diagnostics). */
   dropped = 0;
 
+  /** The playback settings: STV_DEFAULTS with the options over them. */
+  private readonly settings: { jitterBufferFrames: number; maxBufferedFrames: number; drainSlackFrames: number };
+
   constructor(private readonly options: SvcSTVClientOptions) {
+    const { jitterBufferFrames, maxBufferedFrames, drainSlackFrames } = resolveOptions(STV_DEFAULTS, {
+      jitterBufferFrames: options.jitterBufferFrames,
+      maxBufferedFrames: options.maxBufferedFrames,
+      drainSlackFrames: options.drainSlackFrames,
+    });
+    this.settings = { jitterBufferFrames, maxBufferedFrames, drainSlackFrames };
     this.client = new SvcClient(options);
     this.clock = options.clock ?? new RealClock();
     this.outputRate = options.outputSampleRate;
+    const slack = options.drainSlackFrames;
+    if (slack !== undefined && !(Number.isInteger(slack) && slack >= 0)) throw new RangeError(`drainSlackFrames must be an integer >= 0, got ${slack}`);
+  }
+
+  /** Frames received and not yet played: the playback latency, in 40 ms frames. */
+  get bufferedFrames(): number {
+    return this.buffer.length;
   }
 
   get isConnected(): boolean {
@@ -181,7 +209,7 @@ export class SvcSTVClient {
       localTail = this.toOutput.flush();
       this.toOutput = undefined;
     }
-    this.toServer ??= new Resampler(sampleRate, 16_000);
+    this.toServer ??= new Resampler(sampleRate, FACE_TIMING.audioSampleRate);
     const toServer = join(serverTail, this.toServer.process(mono));
     turn.sent.push(toServer);
     // A resampler may hold everything back until more audio comes: nothing to send then.
@@ -253,7 +281,12 @@ export class SvcSTVClient {
 
   private receive(frame: FrameOutMessage): void {
     if (isSpeech(frame) && this.unconfirmedCancels > 0) return; // speech of a cancelled turn, already in flight
-    const rate = this.outputRate ?? 16_000;
+    const { jitterBufferFrames: jitter, drainSlackFrames, maxBufferedFrames: max } = this.settings;
+    if (frame.type === 'idle' && this.playing && this.buffer.length >= jitter + drainSlackFrames) {
+      this.dropped++; // behind since a stall: skipping silence brings the latency back
+      return;
+    }
+    const rate = this.outputRate ?? FACE_TIMING.audioSampleRate;
     const samplesOut = Math.round((rate * STV_DEFAULTS.frameMs) / 1000);
     const turn = isSpeech(frame) ? this.turnOf(frame.turnId) : undefined;
     const pcm = turn ? turn.audioFor(frame.audio, rate, samplesOut) : new Int16Array(samplesOut);
@@ -265,14 +298,13 @@ export class SvcSTVClient {
       : Promise.resolve(undefined);
     this.buffer.push({ frame, rgb, pcm, rate });
     // Re-sync: far behind real time, idle frames are the ones we can skip without losing speech.
-    const max = this.options.maxBufferedFrames ?? STV_DEFAULTS.maxBufferedFrames;
     while (this.buffer.length > max) {
       const idle = this.buffer.findIndex((b) => b.frame.type === 'idle');
       if (idle < 0) break;
       this.buffer.splice(idle, 1);
       this.dropped++;
     }
-    if (!this.playing && this.buffer.length >= (this.options.jitterBufferFrames ?? STV_DEFAULTS.jitterBufferFrames)) this.startPlayback();
+    if (!this.playing && this.buffer.length >= jitter) this.startPlayback();
   }
 
   /** The local utterance a server turn id belongs to: utterances with audio map to server turns in order. */

@@ -5,10 +5,12 @@
  */
 import { Observable, Subject } from 'rxjs';
 import WebSocket from 'ws';
+import { resolveOptions } from '../../core/options.ts';
 import {
   decodeFrameOut,
   encodeAudioIn,
   parseServerMessage,
+  REALTIME_LIMITS,
   type ClientMessage,
   type FrameOutMessage,
   type ServerMessage,
@@ -55,7 +57,12 @@ export class SvcClient {
   private keepAlive: NodeJS.Timeout | undefined;
   ready: SessionReadyMessage | undefined;
 
-  constructor(private readonly options: SvcClientOptions) {}
+  /** SVC_CLIENT_DEFAULTS with the options over them (the url also from SVC_REALTIME_URL). */
+  private readonly settings: { url: string; connectTimeoutMs: number; keepAliveMs: number };
+
+  constructor(private readonly options: SvcClientOptions) {
+    this.settings = resolveOptions(SVC_CLIENT_DEFAULTS, { url: options.url ?? process.env.SVC_REALTIME_URL, connectTimeoutMs: options.connectTimeoutMs, keepAliveMs: options.keepAliveMs });
+  }
 
   /** Every message from the server, in order; completes when the connection closes. */
   get messages$(): Observable<RealtimeMessage> {
@@ -68,16 +75,16 @@ export class SvcClient {
 
   /** Opens the socket and resolves with session_ready (rejects with the server's typed error). */
   connect(): Promise<SessionReadyMessage> {
-    const base = this.options.url ?? process.env.SVC_REALTIME_URL ?? SVC_CLIENT_DEFAULTS.url;
+    const base = this.settings.url;
     const url = new URL(base);
     url.searchParams.set('config_id', this.options.configId);
     const ws = new WebSocket(url, { headers: { 'X-API-Key': this.options.apiKey } });
     this.ws = ws;
     return new Promise<SessionReadyMessage>((resolve, reject) => {
       const timer = setTimeout(() => {
-        reject(new SvcClientError('timeout', `no session_ready within ${this.options.connectTimeoutMs ?? SVC_CLIENT_DEFAULTS.connectTimeoutMs} ms`));
+        reject(new SvcClientError('timeout', `no session_ready within ${this.settings.connectTimeoutMs} ms`));
         ws.terminate();
-      }, this.options.connectTimeoutMs ?? SVC_CLIENT_DEFAULTS.connectTimeoutMs);
+      }, this.settings.connectTimeoutMs);
       let settled = false;
       const settle = (fn: () => void) => {
         if (settled) return;
@@ -98,7 +105,7 @@ export class SvcClient {
           this.ready = message;
           // Never slower than a third of the server's advertised idle timeout.
           const serverIdle = typeof message.limits?.idleTimeoutMs === 'number' ? message.limits.idleTimeoutMs / 3 : Infinity;
-          const every = Math.min(this.options.keepAliveMs ?? SVC_CLIENT_DEFAULTS.keepAliveMs, serverIdle);
+          const every = Math.min(this.settings.keepAliveMs, serverIdle);
           if (every > 0) this.keepAlive = setInterval(() => this.send({ type: 'ping' }), every);
           if (this.options.webrtc) this.send({ type: 'webrtc', settings: this.options.webrtc });
           settle(() => resolve(message));
@@ -122,7 +129,7 @@ export class SvcClient {
 
   /** Sends 16 kHz mono int16 PCM; `endOfTurn` ends the turn after this chunk. */
   sendAudio(pcm16k: Int16Array, endOfTurn = false): void {
-    const max = 16_000; // one message carries at most 1 s
+    const max = (REALTIME_LIMITS.audioSampleRate * REALTIME_LIMITS.maxAudioChunkMs) / 1000; // the most one message may carry
     if (pcm16k.length === 0) {
       this.sendBinary(encodeAudioIn(pcm16k, this.sequence++, endOfTurn));
       return;

@@ -10,8 +10,9 @@
  * (never "40 ms per frame, whatever happened").
  */
 import { concat } from '../../core/audio.ts';
+import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
 
-const SAMPLES_PER_FRAME = 640;
+const SAMPLES_PER_FRAME = FACE_TIMING.samplesPerFrame;
 /** How far (16 kHz samples) to look around the expected position when a frame does not match it. */
 const RESYNC_WINDOW = 2 * SAMPLES_PER_FRAME;
 
@@ -61,7 +62,7 @@ export class LocalTurn {
       else consumed = Math.min(SAMPLES_PER_FRAME, Math.max(0, sent.length - at));
     }
     this.cursor = at + consumed;
-    const ratio = outputRate / 16_000;
+    const ratio = outputRate / FACE_TIMING.audioSampleRate;
     const from = Math.round(at * ratio);
     const to = consumed === 0 ? from : Math.round((at + consumed) * ratio);
     const out = new Int16Array(samplesOut);

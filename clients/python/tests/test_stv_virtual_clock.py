@@ -106,7 +106,7 @@ def voiced(audio: list[STVAudioFrame]) -> np.ndarray:
 
 
 async def test_a_25_fps_clock_with_a_jitter_buffer_and_underruns() -> None:
-    h = await Harness().start()
+    h = await Harness(drain_slack_frames=25).start()  # the burst below is kept whole: this is about the clock
     h.push_idle(1)
     await h.ticks(3)
     assert h.out == [], "one frame is not enough: the jitter buffer waits for two"
@@ -281,6 +281,38 @@ async def test_far_behind_real_time_idle_frames_are_dropped_never_speech() -> No
     assert indices == sorted(indices) and len(indices) == 31 - h.client.dropped
     assert np.array_equal(voiced(h.audio), speech)
     await h.close()
+
+
+async def test_after_a_stall_the_buffer_drains_back_during_silence_and_speech_then_starts_at_once() -> None:
+    h = await Harness().start()
+    h.push_idle(3)
+    await h.ticks(3)
+    # A stall: 12 frames arrive at once (the network or this process held them).
+    h.push_idle(12)
+    await h.sync()
+    stalled = h.client.buffered_frames
+    # Then frames arrive one per tick again: idle frames beyond jitter + slack are skipped.
+    for _ in range(12):
+        h.push_idle(1)
+        await h.ticks(1)
+    assert h.client.buffered_frames <= 2 + 2, f"{h.client.buffered_frames} frames still queued (was {stalled})"
+    assert h.client.dropped > 0
+    # Speech is never skipped, and now plays within jitter + slack ticks of its arrival.
+    speech = ramp(200, 16_000)
+    await h.client.say(speech, 16_000)
+    await h.sync()
+    played_before = h.client.frames_played
+    h.push_speech(h.fake.sent, turn_id=1)
+    await h.ticks(12)
+    first_voiced = next(i for i, a in enumerate(h.audio) if a.frame_index >= h.index - 7)
+    assert first_voiced - played_before <= 4
+    assert np.array_equal(voiced(h.audio), speech)
+    await h.close()
+
+
+async def test_drain_slack_is_validated() -> None:
+    with pytest.raises(ValueError):
+        SvcSTVClient("k", "c", url="ws://127.0.0.1:9", drain_slack_frames=-1)
 
 
 async def test_stereo_input_is_averaged_to_mono() -> None:

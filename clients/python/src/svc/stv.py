@@ -48,6 +48,11 @@ log = logging.getLogger("svc")
 DEFAULT_JITTER_BUFFER_FRAMES = 2
 #: Above this many buffered frames, idle frames are dropped to catch up with real time.
 DEFAULT_MAX_BUFFERED_FRAMES = 25
+#: While playing, an idle frame that arrives with this many frames beyond the jitter buffer
+#: already queued is dropped: after a stall, the latency it added drains back one frame per
+#: tick during the next silence (speech frames are never dropped). 2 frames absorb ordinary
+#: network unevenness without dropping anything.
+DEFAULT_DRAIN_SLACK_FRAMES = 2
 
 
 class STVEvent(str, enum.Enum):
@@ -143,6 +148,7 @@ class SvcSTVClient:
         output_sample_rate: int | None = None,
         jitter_buffer_frames: int = DEFAULT_JITTER_BUFFER_FRAMES,
         max_buffered_frames: int = DEFAULT_MAX_BUFFERED_FRAMES,
+        drain_slack_frames: int = DEFAULT_DRAIN_SLACK_FRAMES,
         decoder: Decoder | Literal["auto"] | None = "auto",
         resampler_factory: Callable[[int, int], Resampler] = make_resampler,
         clock: Clock | None = None,
@@ -169,6 +175,9 @@ class SvcSTVClient:
         self._resampler_factory = resampler_factory
         self._jitter = max(1, jitter_buffer_frames)
         self._max_buffered = max_buffered_frames
+        if drain_slack_frames < 0:
+            raise ValueError(f"drain_slack_frames must be >= 0, got {drain_slack_frames}")
+        self._drain_slack = drain_slack_frames
         self._on_handler_error = on_handler_error
         self._handlers: dict[STVEvent, list[Handler]] = {e: [] for e in STVEvent}
         self._tasks: set[asyncio.Future[Any]] = set()
@@ -197,6 +206,11 @@ class SvcSTVClient:
         self.dropped = 0
         #: Ticks played so far: the number of audio frames handed to output_stream().
         self.frames_played = 0
+
+    @property
+    def buffered_frames(self) -> int:
+        """Frames received and not yet played: the playback latency, in 40 ms frames."""
+        return len(self._buffer)
 
     @property
     def is_connected(self) -> bool:
@@ -431,6 +445,10 @@ class SvcSTVClient:
         pcm = turn.audio_for(frame.audio, rate, samples_out) if turn else np.zeros(samples_out, dtype=np.int16)
         if frame.final and frame.turn_id is not None:
             self._turns = [t for t in self._turns if t.server_turn_id != frame.turn_id]
+        if frame.type == "idle" and self._playing and len(self._buffer) >= self._jitter + self._drain_slack:
+            # Behind since a stall: skipping silence brings the latency back (DEFAULT_DRAIN_SLACK_FRAMES).
+            self.dropped += 1
+            return
         self._buffer.append(_Buffered(frame, self._decode(frame), pcm, rate))
         # Re-sync: far behind real time, idle frames are the ones we can skip without losing speech.
         while len(self._buffer) > self._max_buffered:

@@ -1,0 +1,29 @@
+/**
+ * How a service processor (STT, LLM, TTS) reports its provider's failure: one policy, shared.
+ *
+ * - The error frame's code is `<kind>_<ProviderError.code>` (`llm_rate_limited`,
+ *   `tts_connection_lost`), or `<kind>_error` for an error that is not a `ProviderError`.
+ * - A failure is fatal when the processor can no longer work: the provider refused the
+ *   credentials (`auth_failed`: every later request fails the same way). A fatal error frame makes
+ *   the worker cancel the pipeline with that reason, and the session records it as its failure
+ *   (`pipeline_error`), instead of leaving a bot that carries on deaf or mute.
+ * - Anything else fails one request (one answer, one sentence): it is reported, and the next
+ *   turn tries again.
+ *
+ * The STT processor adds one case of its own: reconnecting failed for good (docs/framework.md).
+ */
+import { ProviderError } from '../core/provider-error.ts';
+
+export type ServiceKind = 'stt' | 'llm' | 'tts';
+
+export interface ProviderFailure {
+  readonly code: string;
+  readonly fatal: boolean;
+  readonly message: string;
+}
+
+export function providerFailure(kind: ServiceKind, err: unknown): ProviderFailure {
+  const message = err instanceof Error ? err.message : String(err);
+  if (err instanceof ProviderError) return { code: `${kind}_${err.code}`, fatal: err.code === 'auth_failed', message };
+  return { code: `${kind}_error`, fatal: false, message };
+}

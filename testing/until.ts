@@ -1,0 +1,72 @@
+/**
+ * Waiting in real time for something another process, socket or browser will make true. Tests
+ * of the pipeline itself use the virtual clock (`clock.advanceUntil`) and never wait like this.
+ */
+
+export const UNTIL_DEFAULTS = {
+  /** Upper bound of a wait: generous, since a loaded test machine is slow, not broken. */
+  timeoutMs: 10_000,
+  /** Pause between two checks. */
+  intervalMs: 10,
+} as const;
+
+export interface UntilOptions {
+  readonly timeoutMs?: number;
+  readonly intervalMs?: number;
+  /** What is awaited, for the error message. */
+  readonly what?: string;
+}
+
+export class UntilTimeoutError extends Error {
+  readonly code = 'until_timeout';
+  constructor(what: string, timeoutMs: number) {
+    super(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    this.name = 'UntilTimeoutError';
+  }
+}
+
+/**
+ * Resolves with the first truthy value `check` returns (sync or async), checking every
+ * `intervalMs`; rejects with an `UntilTimeoutError` naming `what` after `timeoutMs`.
+ */
+export async function until<T>(check: () => T | undefined | null | false | Promise<T | undefined | null | false>, options: UntilOptions = {}): Promise<T> {
+  const timeoutMs = options.timeoutMs ?? UNTIL_DEFAULTS.timeoutMs;
+  const intervalMs = options.intervalMs ?? UNTIL_DEFAULTS.intervalMs;
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (performance.now() >= deadline) throw new UntilTimeoutError(options.what ?? 'a condition', timeoutMs);
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+/** Like `until`, but answers whether the condition held in time instead of throwing. */
+export async function holdsWithin(check: () => unknown, timeoutMs: number = UNTIL_DEFAULTS.timeoutMs, intervalMs: number = UNTIL_DEFAULTS.intervalMs): Promise<boolean> {
+  try {
+    await until(() => Boolean(check()), { timeoutMs, intervalMs });
+    return true;
+  } catch (err) {
+    if (err instanceof UntilTimeoutError) return false;
+    throw err;
+  }
+}
+
+/**
+ * Resolves with the first value `check` returns that is not undefined (0, false and '' count, so
+ * a metric at 0 is a value); a check that throws (a server still starting) counts as not yet.
+ */
+export async function eventually<T>(check: () => T | undefined | Promise<T | undefined>, options: UntilOptions = {}): Promise<T> {
+  const found = await until(
+    async () => {
+      try {
+        const value = await check();
+        return value === undefined ? undefined : { value };
+      } catch {
+        return undefined;
+      }
+    },
+    options,
+  );
+  return found.value;
+}
