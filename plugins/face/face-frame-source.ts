@@ -7,7 +7,7 @@
  * animator's pose: cheap, on the caller's thread) and resolves once its picture is rasterised
  * by the `FaceRaster` (inline, or on a render worker thread; see render-pool.ts).
  */
-import type { FaceFrame, FaceFrameSource, FaceFrameType, FaceTurnOptions } from '../../processors/avatar/face-model.ts';
+import type { FaceFrame, FaceFrameSource, FaceFrameType, FaceImageFormat, FaceTurnOptions } from '../../processors/avatar/face-model.ts';
 import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
 import { analyseWindow, FaceAnimator } from './face-animator.ts';
 import type { FacePose } from './face-pose.ts';
@@ -59,7 +59,8 @@ export class HumanFaceFrameSource implements FaceFrameSource {
   private imageRing: (Uint8Array | undefined)[] = [];
   private ringNext = 0;
   private closed = false;
-  private imageFormat: 'rgb' | 'i420' = 'rgb';
+  private imageFormat: FaceImageFormat = 'rgb';
+  private jpegQuality: number | undefined;
 
   constructor(readonly raster: FaceRaster, animator: FaceAnimator) {
     this.animator = animator;
@@ -83,10 +84,11 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     this.ringNext = 0;
   }
 
-  /** Pictures as I420, converted where they are rendered (the render worker, or inline). */
-  setImageFormat(format: 'rgb' | 'i420'): void {
+  /** Pictures as I420 or JPEG, converted where they are rendered (the render worker, or inline). */
+  setImageFormat(format: FaceImageFormat, jpegQuality?: number): void {
     this.imageFormat = format;
-    if (format === 'i420') this.imageRing = []; // the ring holds RGB canvases
+    this.jpegQuality = jpegQuality;
+    if (format !== 'rgb') this.imageRing = []; // the ring holds RGB canvases
   }
 
   /** Frees the renderer (and its render-worker state). Frames requested afterwards reject. */
@@ -202,7 +204,7 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     const target = slot >= 0 ? ring[slot] : undefined;
     if (slot >= 0) ring[slot] = undefined;
     const format = this.imageFormat;
-    const { image, mouthGapPx } = await this.raster.render(pose, target, format);
+    const { image, mouthGapPx } = await this.raster.render(pose, target, format, this.jpegQuality);
     if (slot >= 0 && ring === this.imageRing) ring[slot] = image;
     this.lastMouthGapPx = mouthGapPx;
     return { ...frame, image: { width: this.width, height: this.height, format, data: image } };

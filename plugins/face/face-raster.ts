@@ -4,7 +4,8 @@
  * raster runs either inline (`InlineFaceRaster`) or on a render worker thread
  * (`render-pool.ts`), with identical pixels: both run the same `FaceRenderer` on the same rig.
  */
-import type { FacePose } from './face-pose.ts';
+import sharp from 'sharp';
+import { REST_POSE, type FacePose } from './face-pose.ts';
 import { FaceRenderer } from './face-renderer.ts';
 import type { FaceRig } from './face-rig.ts';
 
@@ -20,12 +21,20 @@ export interface FaceGeometry {
 
 /**
  * `rgb` (default): width*height*3 bytes. `i420`: planar YUV 4:2:0 (plugins/face/i420.ts), made
- * where the picture is rendered (the worker thread), for sessions that go to WebRTC.
+ * where the picture is rendered (the worker thread), for sessions that go to WebRTC. `jpeg`:
+ * encoded where it is rendered (sharp), for `/realtime` sessions: only the JPEG bytes come back.
  */
-export type RasterFormat = 'rgb' | 'i420';
+export type RasterFormat = 'rgb' | 'i420' | 'jpeg';
+
+/** Encodes RGB bytes to JPEG (libjpeg-turbo through sharp, on libuv's thread pool). */
+export async function encodeRgbJpeg(rgb: Uint8Array, width: number, height: number, quality: number): Promise<Uint8Array> {
+  const input = Buffer.from(rgb.buffer, rgb.byteOffset, rgb.byteLength);
+  const jpeg = await sharp(input, { raw: { width, height, channels: 3 } }).jpeg({ quality, chromaSubsampling: '4:2:0', optimiseCoding: false }).toBuffer();
+  return new Uint8Array(jpeg.buffer, jpeg.byteOffset, jpeg.length);
+}
 
 export interface RasterResult {
-  /** width * height * 3 RGB bytes (or I420 bytes for `i420`): `target` (its memory, possibly a new view on it) when one was given. */
+  /** width * height * 3 RGB bytes (I420 bytes for `i420`, JPEG bytes for `jpeg`): `target` (its memory, possibly a new view on it) when one was given. */
   readonly image: Uint8Array;
   /** Inner-lip gap (px) at the mouth centre of the rendered mesh (lip-sync measurements). */
   readonly mouthGapPx: number;
@@ -42,7 +51,7 @@ export interface FaceRaster {
    * so `target` is unusable until the promise settles and the picture is `image`), else into a
    * new buffer. Renders of one raster complete in call order.
    */
-  render(pose: FacePose, target?: Uint8Array, format?: RasterFormat): Promise<RasterResult>;
+  render(pose: FacePose, target?: Uint8Array, format?: RasterFormat, jpegQuality?: number): Promise<RasterResult>;
   /** Frees the rig (and its worker-side state). Renders after it reject. */
   close(): void;
 }
@@ -63,14 +72,19 @@ export class InlineFaceRaster implements FaceRaster {
 
   constructor(rig: FaceRig) {
     this.renderer = new FaceRenderer(rig);
+    this.renderer.draw(REST_POSE); // first-touch costs here, not in frame 0 (see render-worker.ts)
     this.geometry = rigGeometry(rig);
   }
 
   get width(): number { return this.renderer.width; }
   get height(): number { return this.renderer.height; }
 
-  async render(pose: FacePose, target?: Uint8Array, format: RasterFormat = 'rgb'): Promise<RasterResult> {
+  async render(pose: FacePose, target?: Uint8Array, format: RasterFormat = 'rgb', jpegQuality = 85): Promise<RasterResult> {
     if (this.closed) throw new Error('face raster is closed');
+    if (format === 'jpeg') {
+      const image = await encodeRgbJpeg(this.renderer.draw(pose), this.width, this.height, jpegQuality);
+      return { image, mouthGapPx: this.renderer.mouthGapPx() };
+    }
     if (format === 'i420') {
       return { image: this.renderer.drawI420(pose, target), mouthGapPx: this.renderer.mouthGapPx() };
     }

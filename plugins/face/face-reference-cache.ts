@@ -7,7 +7,8 @@ import { createHash } from 'node:crypto';
 import sharp from 'sharp';
 import type { FaceLandmarks, FaceReference } from '../../processors/avatar/face-model.ts';
 import { FaceModelError } from '../../processors/avatar/face-model.ts';
-import { FaceApiLandmarkDetector, type LandmarkDetector, type RgbImage } from './landmark-detector.ts';
+import type { LandmarkDetector, RgbImage } from './landmark-detector.ts';
+import { WorkerLandmarkDetector } from './landmark-worker.ts';
 
 const CACHE_DEFAULTS = {
   /** Landmark sets kept in memory (small JSON each). */
@@ -81,7 +82,7 @@ export class FaceReferenceCache {
   private readonly landmarks: Lru<Promise<FaceLandmarks>>;
   private readonly decoded: Lru<Promise<RgbImage>>;
 
-  constructor(readonly detector: LandmarkDetector = new FaceApiLandmarkDetector()) {
+  constructor(readonly detector: LandmarkDetector = new WorkerLandmarkDetector()) {
     this.landmarks = new Lru(CACHE_DEFAULTS.maxLandmarkEntries);
     this.decoded = new Lru(CACHE_DEFAULTS.maxDecodedEntries);
   }

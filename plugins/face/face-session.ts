@@ -36,6 +36,7 @@ export class ClockedFaceSession implements FaceSession {
   private cancels = 0;
   private endPromise: Promise<void> | null = null;
   private readonly convertToI420: boolean;
+  private readonly encodeHere: boolean;
 
   constructor(
     private readonly source: FaceFrameSource,
@@ -43,13 +44,17 @@ export class ClockedFaceSession implements FaceSession {
     readonly imageFormat: FaceImageFormat,
     private readonly jpegQuality: number,
   ) {
-    this.startedAtMs = clock.now();
-    // JPEG sessions encode each picture before the next is rendered (produce() awaits it), so
-    // the RGB buffers can be reused; RGB sessions hand their pictures out and cannot.
-    if (imageFormat === 'jpeg') source.recycleImages?.(2);
-    // A source that cannot make I420 itself makes RGB, converted here (on this thread).
-    if (imageFormat === 'i420') source.setImageFormat?.('i420');
+    // Frame 0 gets the same render lead as every other frame: due at once, it was always late
+    // by its own render (and the first interval a client saw was short by as much).
+    this.startedAtMs = clock.now() + SESSION_DEFAULTS.renderLeadMs;
+    // A source that can make JPEG or I420 itself does (on its render worker); one that cannot
+    // makes RGB, encoded or converted here, on this thread.
+    if (imageFormat !== 'rgb') source.setImageFormat?.(imageFormat, jpegQuality);
     this.convertToI420 = imageFormat === 'i420' && !source.setImageFormat;
+    this.encodeHere = imageFormat === 'jpeg' && !source.setImageFormat;
+    // Encoded here, each picture is done with before the next is rendered (produce() awaits
+    // it), so the RGB buffers can be reused; RGB sessions hand their pictures out and cannot.
+    if (this.encodeHere) source.recycleImages?.(2);
     this.schedule();
   }
 
@@ -97,7 +102,7 @@ export class ClockedFaceSession implements FaceSession {
       const cancels = this.cancels;
       let frame = await this.source.nextFrame();
       if (this.closed) return;
-      if (this.imageFormat === 'jpeg') frame = await encodeJpeg(frame, this.jpegQuality);
+      if (this.encodeHere && frame.image.format === 'rgb') frame = await encodeJpeg(frame, this.jpegQuality);
       else if (this.convertToI420 && frame.image.format === 'rgb') {
         frame = { ...frame, image: { ...frame.image, format: 'i420', data: rgbToI420(frame.image.data, frame.image.width, frame.image.height) } };
       }

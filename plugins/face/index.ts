@@ -47,6 +47,7 @@ export { HumanFaceFrameSource } from './face-frame-source.ts';
 export { ClockedFaceSession, encodeJpeg } from './face-session.ts';
 export { FaceReferenceCache, sharedFaceReferenceCache } from './face-reference-cache.ts';
 export { FaceApiLandmarkDetector, type LandmarkDetector, type RgbImage } from './landmark-detector.ts';
+export { LANDMARK_WORKER_DEFAULTS, WorkerLandmarkDetector } from './landmark-worker.ts';
 export { FaceRenderer } from './face-renderer.ts';
 export { InlineFaceRaster, type FaceGeometry, type FaceRaster, type RasterResult } from './face-raster.ts';
 export {

@@ -163,13 +163,13 @@ export class WorkerFaceRaster implements FaceRaster {
   /** The worker thread rendering this session. */
   get threadId(): number { return this.slot.threadId; }
 
-  async render(pose: FacePose, target?: Uint8Array, format: RasterFormat = 'rgb'): Promise<RasterResult> {
+  async render(pose: FacePose, target?: Uint8Array, format: RasterFormat = 'rgb', jpegQuality?: number): Promise<RasterResult> {
     if (this.failure) throw this.failure;
     if (this.closed) throw new FaceRenderError('face raster is closed');
     // Only a view spanning its whole buffer can be handed over without exposing other memory.
-    const own = target && target.byteOffset === 0 && target.byteLength === target.buffer.byteLength && target.buffer instanceof ArrayBuffer;
+    const own = format !== 'jpeg' && target && target.byteOffset === 0 && target.byteLength === target.buffer.byteLength && target.buffer instanceof ArrayBuffer;
     const buffer = own ? (target.buffer as ArrayBuffer) : null;
-    const reply = await this.slot.request({ t: 'render', key: this.key, pose, target: buffer, format }, buffer ? [buffer] : []);
+    const reply = await this.slot.request({ t: 'render', key: this.key, pose, target: buffer, format, quality: jpegQuality }, buffer ? [buffer] : []);
     if (reply.t !== 'rendered') throw new FaceRenderError(`unexpected reply ${reply.t}`);
     return { image: new Uint8Array(reply.image), mouthGapPx: reply.gap };
   }

@@ -8,13 +8,16 @@
  *      | {t:'close', key}
  * `format: 'i420'` converts the rendered picture to I420 here (plugins/face/i420.ts), so the
  * event loop gets what a WebRTC video source takes; the RGB canvas then stays in the worker.
+ * `format: 'jpeg'` encodes it here (sharp, `quality`): only the JPEG bytes cross back, and the
+ * event loop of a `/realtime` session neither receives 2.7 MB per 720p frame nor encodes it.
+ * Renders of one session are answered in order (a JPEG render is asynchronous).
  * Out: {t:'opened', req, geometry} | {t:'rendered', req, image, gap} | {t:'failed', req, message, name}
  */
 import { parentPort } from 'node:worker_threads';
 import type { FaceLandmarks } from '../../processors/avatar/face-model.ts';
 import type { FaceOptions } from './configuration.ts';
-import type { FacePose } from './face-pose.ts';
-import { rigGeometry } from './face-raster.ts';
+import { REST_POSE, type FacePose } from './face-pose.ts';
+import { encodeRgbJpeg, rigGeometry, type RasterFormat } from './face-raster.ts';
 import { FaceRenderer } from './face-renderer.ts';
 import { buildFaceRig } from './face-rig.ts';
 import { i420Length } from './i420.ts';
@@ -22,7 +25,7 @@ import type { RgbImage } from './landmark-detector.ts';
 
 export type RenderWorkerRequest =
   | { t: 'open'; key: number; req: number; image: RgbImage; landmarks: FaceLandmarks; options: FaceOptions }
-  | { t: 'render'; key: number; req: number; pose: FacePose; target: ArrayBuffer | null; format?: 'rgb' | 'i420' }
+  | { t: 'render'; key: number; req: number; pose: FacePose; target: ArrayBuffer | null; format?: RasterFormat; quality?: number }
   | { t: 'close'; key: number };
 
 export type RenderWorkerReply =
@@ -32,6 +35,8 @@ export type RenderWorkerReply =
 
 const port = parentPort!;
 const renderers = new Map<number, FaceRenderer>();
+/** The last JPEG render of each session still encoding (the next one waits for it). */
+const jpegChains = new Map<number, Promise<void>>();
 /** Opens still building their rig: a close that arrives first cancels the open. */
 const opening = new Set<number>();
 
@@ -46,7 +51,11 @@ port.on('message', (msg: RenderWorkerRequest) => {
     buildFaceRig(msg.image, msg.landmarks, msg.options).then(
       (rig) => {
         if (!opening.delete(msg.key)) return fail(msg.req, new Error('face session closed while it opened'));
-        renderers.set(msg.key, new FaceRenderer(rig));
+        const renderer = new FaceRenderer(rig);
+        // One draw now: the first draw of a renderer touches its canvas and kernel memory for
+        // the first time (~20 ms at 720p), which would make the session's frame 0 late.
+        renderer.draw(REST_POSE);
+        renderers.set(msg.key, renderer);
         port.postMessage({ t: 'opened', req: msg.req, geometry: rigGeometry(rig) } satisfies RenderWorkerReply);
       },
       (err: unknown) => { opening.delete(msg.key); fail(msg.req, err); },
@@ -54,6 +63,22 @@ port.on('message', (msg: RenderWorkerRequest) => {
   } else if (msg.t === 'render') {
     const renderer = renderers.get(msg.key);
     if (!renderer) return fail(msg.req, new Error(`no face renderer for session ${msg.key} on this worker`));
+    if (msg.format === 'jpeg') {
+      // The encoder reads the renderer's canvas asynchronously: the session's next render waits.
+      const previous = jpegChains.get(msg.key) ?? Promise.resolve();
+      const done = previous.then(async () => {
+        try {
+          const jpeg = await encodeRgbJpeg(renderer.draw(msg.pose), renderer.width, renderer.height, msg.quality ?? 85);
+          const image = jpeg.byteOffset === 0 && jpeg.byteLength === jpeg.buffer.byteLength ? (jpeg.buffer as ArrayBuffer) : jpeg.slice().buffer;
+          port.postMessage({ t: 'rendered', req: msg.req, image, gap: renderer.mouthGapPx() } satisfies RenderWorkerReply, [image]);
+        } catch (err) {
+          fail(msg.req, err);
+        }
+      });
+      jpegChains.set(msg.key, done);
+      void done.then(() => { if (jpegChains.get(msg.key) === done) jpegChains.delete(msg.key); });
+      return;
+    }
     try {
       let image: ArrayBuffer;
       if (msg.format === 'i420') {

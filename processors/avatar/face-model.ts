@@ -121,10 +121,12 @@ export interface FaceFrameSource {
    */
   nextFrame(): Promise<FaceFrame>;
   /**
-   * Optional: make pictures as `i420` (planar 4:2:0) instead of RGB, where they are rendered.
-   * A source without it makes RGB and the session converts.
+   * Optional: make pictures as `i420` (planar 4:2:0) or `jpeg` (at `jpegQuality`, 1-100)
+   * instead of RGB, where they are rendered (a render worker thread keeps the conversion and
+   * the encoder off the caller's event loop). A source without it makes RGB and the session
+   * converts or encodes.
    */
-  setImageFormat?(format: 'rgb' | 'i420'): void;
+  setImageFormat?(format: FaceImageFormat, jpegQuality?: number): void;
   /**
    * Optional, called by the session with a rendered frame just before it goes out: when that
    * frame is idle and a turn became ready to play after the frame was decided, the source

@@ -10,6 +10,8 @@ import {
 } from '../../plugins/face/index.ts';
 import { syntheticPhrase } from './speech-signal.ts';
 import { i420Length, rgbToI420 } from '../../plugins/face/i420.ts';
+import { encodeRgbJpeg } from '../../plugins/face/face-raster.ts';
+import sharp from 'sharp';
 import { rgbaToI420 } from '../../transports/webrtc/avatar-media.ts';
 import { holdsWithin } from '../../testing/until.ts';
 
@@ -86,6 +88,32 @@ test('I420 pictures made on the render worker equal the inline RGB pictures conv
   for (let k = 0; k < libyuv.length; k++) worst = Math.max(worst, Math.abs(libyuv[k]! - w[20]!.frame.image.data[k]!));
   t.true(worst <= 1, `largest difference from libyuv: ${worst}`);
   for (const s of [rgb, workerI420, inlineI420]) s.close();
+});
+
+test('JPEG pictures encoded on the render worker are the inline RGB pictures encoded here, byte for byte', async (t) => {
+  const rgb = await inline.openSource({ configuration: { ...SMALL, seed: 7 } });
+  const workerJpeg = await pooled.openSource({ configuration: { ...SMALL, seed: 7 } });
+  const inlineJpeg = await inline.openSource({ configuration: { ...SMALL, seed: 7 } });
+  workerJpeg.setImageFormat('jpeg', 80);
+  inlineJpeg.setImageFormat('jpeg', 80);
+  const [r, w, n] = await Promise.all([script(rgb, 30), script(workerJpeg, 30), script(inlineJpeg, 30)]);
+  t.true(w.every((f) => f.frame.image.format === 'jpeg' && f.frame.image.data[0] === 0xff && f.frame.image.data[1] === 0xd8), 'JPEG (SOI marker)');
+  sameFrames(t, w, n);
+  const encoded = await Promise.all(r.map(async (f) => ({ ...f, frame: { ...f.frame, image: { ...f.frame.image, format: 'jpeg' as const, data: await encodeRgbJpeg(f.frame.image.data, SMALL.width, SMALL.height, 80) } } })));
+  sameFrames(t, w, encoded);
+  for (const s of [rgb, workerJpeg, inlineJpeg]) s.close();
+});
+
+test('a JPEG face session gets its pictures encoded where they are rendered (only JPEG bytes reach this thread)', async (t) => {
+  const session = await pooled.openSession({ configuration: SMALL, imageFormat: 'jpeg' }, new RealClock());
+  const frames: FaceFrame[] = [];
+  await new Promise<void>((resolve) => { const sub = session.frames.subscribe((f) => { frames.push(f); if (frames.length === 3) { sub.unsubscribe(); resolve(); } }); });
+  t.true(frames.every((f) => f.image.format === 'jpeg' && f.image.data.length < SMALL.width * SMALL.height * 3 / 4));
+  const decoded = await sharp(Buffer.from(frames[2]!.image.data)).metadata();
+  t.is(decoded.format, 'jpeg');
+  t.is(decoded.width, SMALL.width);
+  t.is(decoded.height, SMALL.height);
+  session.close();
 });
 
 test('a face session asked for i420 emits I420 frames', async (t) => {

@@ -27,7 +27,8 @@ async function sessionWithSpeechAt(pushAtMs: number, speech: Int16Array, endTurn
     frames.push(f);
     at.push(clock.now() - session.startedAtMs);
   });
-  await clock.advance(pushAtMs);
+  // Times are from frame 0's due time (frame n is due at n * 40 ms).
+  await clock.advance(session.startedAtMs + pushAtMs - clock.now());
   session.pushAudio(speech);
   if (endTurn) session.endTurn();
   await clock.advance(400);
