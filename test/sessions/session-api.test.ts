@@ -77,6 +77,40 @@ test.serial('release is idempotent, accepts beacon forms, and never errors for u
   const big = await s.release('s_whatever', { body: 'x'.repeat(SESSION_API_LIMITS.maxReleaseBodyBytes + 1), headers: { 'content-type': 'text/plain' } });
   t.is(big.status, 400);
   t.true(isSessionError(big.body, 'invalid_request'));
+  // Exactly at the cap is accepted (the limit's other side).
+  const atCap = await s.release('s_whatever', { body: 'x'.repeat(SESSION_API_LIMITS.maxReleaseBodyBytes), headers: { 'content-type': 'text/plain' } });
+  t.is(atCap.status, 200, atCap.text);
+  t.deepEqual(atCap.body, { released: 0 });
+});
+
+test.serial('a connect body of exactly the cap is read (and judged on its fields); one byte more is refused unread', async (t) => {
+  const agentId = await s.agent();
+  const base = JSON.stringify({ agent_id: agentId, pad: '' });
+  const body = JSON.stringify({ agent_id: agentId, pad: 'x'.repeat(SESSION_API_LIMITS.maxConnectBodyBytes - base.length) });
+  t.is(Buffer.byteLength(body), SESSION_API_LIMITS.maxConnectBodyBytes);
+  const ok = await s.connect(body, { 'content-type': 'application/json' });
+  t.is(ok.status, 200, ok.text);
+  await s.release(roomOf(ok.body.room_url));
+  const over = await s.connect(body.replace('"pad":"', '"pad":"x'), { 'content-type': 'application/json' });
+  t.is(over.status, 400);
+  t.true(isSessionError(over.body, 'invalid_request'));
+  t.regex(over.body.message, /exceeds/);
+  t.true(await eventually(async () => s.live.sessions.size === 0, 10_000, 'no live session'));
+});
+
+test.serial('internal_error (500) in the Session API shape for an unexpected failure (a corrupt agent row), with no detail leaked; nothing admitted', async (t) => {
+  const agentId = await s.agent();
+  // allowed_hostnames is a JSON array by every write path of the API; an object here is data no
+  // code path expects (a hand-edited or corrupted row).
+  await s.server.db('agents').where('agent_id', agentId).update({ allowed_hostnames: JSON.stringify({ corrupt: true }) });
+  const res = await s.connect({ agent_id: agentId });
+  t.is(res.status, 500, res.text);
+  t.true(isSessionError(res.body, 'internal_error'));
+  t.is(res.body.message, 'internal server error');
+  t.notRegex(res.text, /TypeError|map|corrupt|stack/i);
+  t.is(s.live.sessions.size, 0);
+  const calls = (await s.call('GET', `/v1/agents/${agentId}/calls`)).body.data as any[];
+  t.is(calls.length, 0, 'refused before admission: no call record');
 });
 
 test.serial('CORS: the connect preflight is answered for any origin with the JSON content type allowed', async (t) => {
