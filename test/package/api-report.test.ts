@@ -62,3 +62,10 @@ test('the report shows signatures, not just names, and leaves out private member
   t.notRegex(processor, /\/\*\*/);
   t.false(core.has('WorkerSource'), 'an unexported class of core/worker.ts is not in the report');
 });
+
+test('members marked @internal are stripped from the declarations, so they are not in the report', (t) => {
+  buildOnce();
+  const worker = sections(apiReports().get('core.api.md')!).get('PipelineWorker')!;
+  t.regex(worker, /interrupt\(\): void;/);
+  t.notRegex(worker, /fromUpstream|fromDownstream/, 'the source and sink callbacks of the worker are internal');
+});
