@@ -11,7 +11,7 @@ import type { FrameObserver } from '../core/observer.ts';
 import { Pipeline } from '../core/pipeline.ts';
 import type { Registry } from '../core/registry.ts';
 import { PipelineWorker, type WorkerOptions, type WorkerOutcome } from '../core/worker.ts';
-import type { FaceSession } from '../processors/avatar/face-model.ts';
+import { FACE_TIMING, type FaceSession } from '../processors/avatar/face-model.ts';
 import { defaultToolLogger, type ToolLogger, type WebhookClient } from '../processors/tools/index.ts';
 import { SESSION_PROTOCOL_VERSION, type BotMessage } from '../protocol/session-messages.ts';
 import type { MediaSink } from '../transports/media-sink.ts';
@@ -74,7 +74,7 @@ export interface BotRunnerOptions {
 
 export const BOT_RUNNER_DEFAULTS = {
   /** Rate of the visitor's audio into the pipeline and of the output clock (the face's rate). */
-  sampleRate: 16_000,
+  sampleRate: FACE_TIMING.audioSampleRate,
 } as const;
 
 const secondsToMs = (s: number | undefined) => (s && s > 0 ? s * 1000 : null);

@@ -13,6 +13,7 @@
  */
 import { chunkAudio } from '../core/audio.ts';
 import { VirtualClock } from '../core/clock.ts';
+import { resolveOptions, type Resolved } from '../core/options.ts';
 import { describeFrame, frame, type Frame, type FrameType } from '../core/frames.ts';
 import { RecordingObserver, type FramePushed } from '../core/observer.ts';
 import type { FrameProcessor } from '../core/processor.ts';
@@ -71,20 +72,13 @@ export class Conversation {
   readonly recorder = new RecordingObserver();
   readonly events: WorkerEvent[] = [];
   private finishedWith: WorkerOutcome | undefined;
-  private readonly sampleRate: number;
-  private readonly chunkMs: number;
-  private readonly stepMs: number;
-  private readonly realPauseMs: number;
-  private readonly maxBusyWaitMs: number;
+  /** CONVERSATION_DEFAULTS with the caller's options over them. */
+  private readonly settings: Resolved<typeof CONVERSATION_DEFAULTS>;
   private readonly busy: (() => boolean) | undefined;
 
   private constructor(options: ConversationOptions) {
     this.clock = options.clock ?? new VirtualClock();
-    this.sampleRate = options.sampleRate ?? CONVERSATION_DEFAULTS.sampleRate;
-    this.chunkMs = options.chunkMs ?? CONVERSATION_DEFAULTS.chunkMs;
-    this.stepMs = options.stepMs ?? CONVERSATION_DEFAULTS.stepMs;
-    this.realPauseMs = options.realPauseMs ?? CONVERSATION_DEFAULTS.realPauseMs;
-    this.maxBusyWaitMs = options.maxBusyWaitMs ?? CONVERSATION_DEFAULTS.maxBusyWaitMs;
+    this.settings = resolveOptions(CONVERSATION_DEFAULTS, options);
     this.busy = options.busy;
     this.worker = new PipelineWorker(options.pipeline, {
       heartbeatMs: null,
@@ -92,8 +86,8 @@ export class Conversation {
       ...options.worker,
       observers: [this.recorder, ...(options.worker?.observers ?? [])],
       clock: this.clock,
-      audioInSampleRate: this.sampleRate,
-      audioOutSampleRate: this.sampleRate,
+      audioInSampleRate: this.settings.sampleRate,
+      audioOutSampleRate: this.settings.sampleRate,
     });
     this.worker.events$.subscribe((e) => this.events.push(e));
   }
@@ -112,33 +106,33 @@ export class Conversation {
   }
 
   /** One virtual step, then the real pauses the options ask for. */
-  async step(ms = this.stepMs): Promise<void> {
+  async step(ms = this.settings.stepMs): Promise<void> {
     if (this.busy) {
       const start = performance.now();
-      while (this.busy() && performance.now() - start < this.maxBusyWaitMs) await realPause(1);
+      while (this.busy() && performance.now() - start < this.settings.maxBusyWaitMs) await realPause(1);
     }
     await this.clock.advance(ms);
-    if (this.realPauseMs > 0) await realPause(this.realPauseMs);
+    if (this.settings.realPauseMs > 0) await realPause(this.settings.realPauseMs);
   }
 
   /** Lets `ms` of virtual time pass (in steps when real work has to keep up). */
   async advance(ms: number): Promise<void> {
-    if (this.realPauseMs === 0 && !this.busy) return this.clock.advance(ms);
-    for (let passed = 0; passed < ms; passed += this.stepMs) await this.step(Math.min(this.stepMs, ms - passed));
+    if (this.settings.realPauseMs === 0 && !this.busy) return this.clock.advance(ms);
+    for (let passed = 0; passed < ms; passed += this.settings.stepMs) await this.step(Math.min(this.settings.stepMs, ms - passed));
   }
 
   /** Feeds user audio in chunks, one chunk per chunk of virtual time. */
   async say(pcm: Int16Array): Promise<void> {
-    for (const chunk of chunkAudio(pcm, this.sampleRate, this.chunkMs)) {
-      this.worker.queueFrame(frame('input-audio', { pcm: chunk, sampleRate: this.sampleRate, channels: 1 }));
-      await this.step(this.chunkMs);
+    for (const chunk of chunkAudio(pcm, this.settings.sampleRate, this.settings.chunkMs)) {
+      this.worker.queueFrame(frame('input-audio', { pcm: chunk, sampleRate: this.settings.sampleRate, channels: 1 }));
+      await this.step(this.settings.chunkMs);
     }
   }
 
   /** Lets time pass until `predicate` holds or `maxMs` of virtual time passed; says which. */
   async settle(predicate: () => boolean, maxMs: number): Promise<boolean> {
-    if (this.realPauseMs === 0 && !this.busy) return this.clock.advanceUntil(predicate, maxMs);
-    for (let passed = 0; passed < maxMs && !predicate(); passed += this.stepMs) await this.step();
+    if (this.settings.realPauseMs === 0 && !this.busy) return this.clock.advanceUntil(predicate, maxMs);
+    for (let passed = 0; passed < maxMs && !predicate(); passed += this.settings.stepMs) await this.step();
     return predicate();
   }
 

@@ -2,6 +2,7 @@
  * Waiting in real time for something another process, socket or browser will make true. Tests
  * of the pipeline itself use the virtual clock (`clock.advanceUntil`) and never wait like this.
  */
+import { resolveOptions } from '../core/options.ts';
 
 export const UNTIL_DEFAULTS = {
   /** Upper bound of a wait: generous, since a loaded test machine is slow, not broken. */
@@ -30,8 +31,7 @@ export class UntilTimeoutError extends Error {
  * `intervalMs`; rejects with an `UntilTimeoutError` naming `what` after `timeoutMs`.
  */
 export async function until<T>(check: () => T | undefined | null | false | Promise<T | undefined | null | false>, options: UntilOptions = {}): Promise<T> {
-  const timeoutMs = options.timeoutMs ?? UNTIL_DEFAULTS.timeoutMs;
-  const intervalMs = options.intervalMs ?? UNTIL_DEFAULTS.intervalMs;
+  const { timeoutMs, intervalMs } = resolveOptions(UNTIL_DEFAULTS, options);
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     const value = await check();

@@ -4,6 +4,7 @@
  * faster than real time and never sleep). Runner-agnostic: failures throw plain Errors.
  */
 import { VirtualClock } from '../clock.ts';
+import { resolveOptions } from '../options.ts';
 import { describeFrame, type Frame, type FrameType } from '../frames.ts';
 import { FrameProcessor } from '../processor.ts';
 import { Pipeline } from '../pipeline.ts';
@@ -12,16 +13,23 @@ import { PipelineWorker, type WorkerEvent, type WorkerOptions, type WorkerOutcom
 /** Frame types the harness leaves out of captures unless asked (lifecycle noise). */
 export const HARNESS_IGNORED: readonly FrameType[] = ['start', 'end', 'heartbeat', 'metrics'];
 
+export const PROCESSOR_TEST_DEFAULTS = {
+  /** Send an end frame after the steps and wait for it to drain. */
+  sendEnd: true,
+  /** Virtual time allowed for the end frame to drain (virtual: a generous bound costs no real time). */
+  drainMs: 60_000,
+  /** Frame types left out of the captures. */
+  ignore: HARNESS_IGNORED as readonly FrameType[],
+} as const;
+
 /** A step of a scripted test: a frame to send, or time to let pass on the virtual clock. */
 export type TestStep = Frame | { readonly sleepMs: number } | { readonly upstream: Frame };
 
 export interface ProcessorTestOptions extends Omit<WorkerOptions, 'clock'> {
   readonly clock?: VirtualClock;
-  /** Send an end frame after the steps and wait for it to drain (default true). */
+  /** Defaults in PROCESSOR_TEST_DEFAULTS. */
   readonly sendEnd?: boolean;
-  /** Virtual time allowed for the end frame to drain (default 60 s). */
   readonly drainMs?: number;
-  /** Frame types left out of the captures (default HARNESS_IGNORED). */
   readonly ignore?: readonly FrameType[];
 }
 
@@ -64,7 +72,8 @@ export async function runProcessorTest(
   options: ProcessorTestOptions = {},
 ): Promise<ProcessorTestResult> {
   const clock = options.clock ?? new VirtualClock();
-  const ignore = new Set(options.ignore ?? HARNESS_IGNORED);
+  const { sendEnd, drainMs, ignore: ignored } = resolveOptions(PROCESSOR_TEST_DEFAULTS, options);
+  const ignore = new Set(ignored);
   const above = new CaptureProcessor('upstream', ignore);
   const below = new CaptureProcessor('downstream', ignore);
   const injector = new UpstreamInjector({ name: 'UpstreamInjector' });
@@ -85,9 +94,9 @@ export async function runProcessorTest(
     else worker.queueFrame(step);
   }
   await clock.advance(0);
-  if (options.sendEnd ?? true) {
+  if (sendEnd) {
     void worker.end();
-    await clock.advanceUntil(() => outcome !== undefined, options.drainMs ?? 60_000);
+    await clock.advanceUntil(() => outcome !== undefined, drainMs);
   }
   return { downstream: below.frames, upstream: above.frames, events, outcome, clock };
 }

@@ -18,6 +18,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { resolveOptions } from '../../core/options.ts';
 import type { FaceLandmarks } from '../../processors/avatar/face-model.ts';
 import type { FaceOptions } from './configuration.ts';
 import type { FacePose } from './face-pose.ts';
@@ -204,12 +205,14 @@ export class FaceRenderPool {
   crashes = 0;
 
   constructor(options: FaceRenderPoolOptions = {}) {
+    const { idleShutdownMs } = resolveOptions(RENDER_POOL_DEFAULTS, options);
+    // The thread count's default depends on the machine and the environment, so it is not a declared constant.
     const threads = options.threads ?? Math.max(1, configuredRenderThreads());
     if (!Number.isInteger(threads) || threads < 1 || threads > RENDER_POOL_DEFAULTS.maxThreads) {
       throw new RangeError(`render pool threads must be an integer from 1 to ${RENDER_POOL_DEFAULTS.maxThreads}, got ${threads}`);
     }
     this.threads = threads;
-    this.idleShutdownMs = options.idleShutdownMs ?? RENDER_POOL_DEFAULTS.idleShutdownMs;
+    this.idleShutdownMs = idleShutdownMs;
   }
 
   /** Live worker threads. */

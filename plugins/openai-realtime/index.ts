@@ -4,6 +4,7 @@
  * descriptor the REST API lists (GET /v1/agents/providers) and a live `verify` used by
  * POST /v1/agents/{id}/verify-provider. See docs/third-party.md.
  */
+import { resolveOptions } from '../../core/options.ts';
 import type { Plugin } from '../../core/registry.ts';
 import type { S2SService } from '../../processors/s2s/s2s-service.ts';
 import { OpenAIRealtimeS2SService, OPENAI_REALTIME_SESSION_DEFAULTS, type OpenAIRealtimeServiceOptions } from './realtime-service.ts';
@@ -29,10 +30,11 @@ export interface OpenAIRealtimePluginOptions {
 }
 
 export function createOpenAIRealtimePlugin(options: OpenAIRealtimePluginOptions = {}): Plugin {
+  const { model, verifyTimeoutMs } = resolveOptions(OPENAI_REALTIME_DEFAULTS, { model: options.defaultModel, verifyTimeoutMs: options.verifyTimeoutMs });
   const verifyOptions = () => ({
     baseURL: options.baseURL ?? process.env.OPENAI_BASE_URL ?? undefined,
-    defaultModel: options.defaultModel ?? OPENAI_REALTIME_DEFAULTS.model,
-    timeoutMs: options.verifyTimeoutMs ?? OPENAI_REALTIME_DEFAULTS.verifyTimeoutMs,
+    defaultModel: model,
+    timeoutMs: verifyTimeoutMs,
   });
   const descriptor = {
     slug: 'openai-realtime',

@@ -13,6 +13,7 @@
  */
 import { createServer, connect as netConnect, isIP, type Server, type Socket } from 'node:net';
 import { connect as tlsConnect, rootCertificates } from 'node:tls';
+import { resolveOptions } from '../../core/options.ts';
 import { AddressPolicy } from '../../processors/tools/address-policy.ts';
 import { resolveWebhookTarget, systemResolver, type HostResolver } from '../../processors/tools/webhook-target.ts';
 
@@ -67,10 +68,14 @@ export interface PinnedRelay {
   close(): Promise<void>;
 }
 
+export const PINNED_RELAY_DEFAULTS = {
+  /** Largest request head (16 KiB) the relay reads before forwarding; a connection whose head is longer is closed. */
+  maxHeadBytes: 16_384,
+} as const;
+
 export interface PinnedRelayOptions {
   /** Extra CA certificates for `wss://` targets (tests; private CAs). */
   readonly ca?: string | readonly string[];
-  /** Largest request head the relay reads before forwarding (default 16 KiB). */
   readonly maxHeadBytes?: number;
 }
 
@@ -100,7 +105,7 @@ function withHost(head: Buffer, host: string): Buffer {
  * checked address (and nowhere else); the first request head's `Host` is the url's.
  */
 export async function startPinnedRelay(target: LiveKitTarget, options: PinnedRelayOptions = {}): Promise<PinnedRelay> {
-  const maxHead = options.maxHeadBytes ?? 16 * 1024;
+  const maxHead = resolveOptions(PINNED_RELAY_DEFAULTS, options).maxHeadBytes;
   // Node's `ca` replaces the bundled roots, so extra CAs are appended to them.
   const ca = options.ca === undefined ? undefined : [...rootCertificates, ...(typeof options.ca === 'string' ? [options.ca] : options.ca)];
   const sockets = new Set<Socket>();

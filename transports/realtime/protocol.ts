@@ -17,6 +17,7 @@
  *     16 u16 width           18 u16 height         20 u32 image byte length
  *     24 u16 audio sample count (640)              26 u8 image format (0 jpeg, 1 rgb)   27 u8 reserved
  */
+import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
 
 export const PROTOCOL_VERSION = 1;
 export const AUDIO_IN_KIND = 0x01;
@@ -45,8 +46,8 @@ export const REALTIME_LIMITS: RealtimeLimits = {
   maxControlMessagesPerSecond: 50,
   /** How long a client may stay connected without sending anything (ms); `ping` keeps it alive. */
   idleTimeoutMs: 5 * 60_000,
-  /** Input audio format. */
-  audioSampleRate: 16_000,
+  /** Input audio format: the face models' rate. */
+  audioSampleRate: FACE_TIMING.audioSampleRate,
 };
 
 export const FRAME_TYPES = ['idle', 'speech-start', 'speech', 'fade-out'] as const;

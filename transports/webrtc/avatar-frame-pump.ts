@@ -7,6 +7,7 @@
  * skipping their pictures would not bring the sound sooner, so they keep them.
  */
 import type { Observable, Subscription } from 'rxjs';
+import { resolveOptions } from '../../core/options.ts';
 import type { FaceFrame } from '../../processors/avatar/face-model.ts';
 import { FrameAudioResampler, imageToI420, type I420Frame } from './avatar-media.ts';
 
@@ -83,8 +84,9 @@ export class AvatarFramePump {
     private readonly sink: AvatarMediaSink,
     private readonly options: FramePumpOptions = {},
   ) {
-    this.maxQueued = options.maxQueuedFrames ?? FRAME_PUMP_DEFAULTS.maxQueuedFrames;
-    this.videoDelayFrames = Math.max(0, Math.floor(options.videoDelayFrames ?? FRAME_PUMP_DEFAULTS.videoDelayFrames));
+    const { maxQueuedFrames, videoDelayFrames } = resolveOptions(FRAME_PUMP_DEFAULTS, options);
+    this.maxQueued = maxQueuedFrames;
+    this.videoDelayFrames = Math.max(0, Math.floor(videoDelayFrames));
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
   }
 

@@ -15,6 +15,7 @@ import type { Observable, Subscription } from 'rxjs';
 import { AudioChunker, Resampler, toMono } from '../../core/audio.ts';
 import { frame, type Direction, type Frame } from '../../core/frames.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
+import { WORKER_DEFAULTS } from '../../core/worker.ts';
 import type { ParticipantAudio, RoomSubscriberEvent } from './room.ts';
 
 export const ROOM_AUDIO_INPUT_DEFAULTS = {
@@ -31,7 +32,7 @@ export interface RoomAudioSource {
 export interface RoomAudioInputOptions extends ProcessorOptions {
   /** Listen only to this participant; default: the first one heard, until it leaves. */
   readonly participantId?: string;
-  /** Rate of the frames; default the start frame's `audioInSampleRate`. */
+  /** Rate of the frames; default the start frame's `audioInSampleRate` (before the start frame, `WORKER_DEFAULTS.audioInSampleRate`). */
   readonly sampleRate?: number;
   readonly chunkMs?: number;
 }
@@ -73,7 +74,7 @@ export class RoomAudioInput extends FrameProcessor {
   }
 
   get sampleRate(): number {
-    return this.options.sampleRate ?? this.startFrame?.audioInSampleRate ?? 16_000;
+    return this.options.sampleRate ?? this.startFrame?.audioInSampleRate ?? WORKER_DEFAULTS.audioInSampleRate;
   }
 
   protected override process(f: Frame, direction: Direction): void {
