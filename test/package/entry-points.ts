@@ -24,18 +24,13 @@ export const HEAVY_MODULES = [
 
 /**
  * What each entry point loads among HEAVY_MODULES at import (docs/package.md says the same).
- * - sharp: the STV client (transports/realtime/stv-client.ts) and the WebRTC media conversions
- *   (transports/webrtc/avatar-media.ts) import it at the top, so `transports`, `clients` and
- *   `agent` (whose bot runner publishes over WebRTC) load it. It could be loaded on first use.
+ * - The transports load sharp on the first image they decode (transports/load-sharp.ts), so
+ *   `transports`, `transports/webrtc`, `agent` and `clients` load none of them at import.
  * - The face plugin loads sharp at import; its landmark detector (TensorFlow, face-api) loads on
  *   first detection, and WebRTC (wrtc) loads when the first peer connection is made.
  */
 const EXPECTED_HEAVY: Record<string, readonly string[]> = {
-  transports: ['sharp'],
-  'transports/webrtc': ['sharp'],
-  'transports/livekit': ['@livekit/rtc-node', 'livekit-server-sdk', 'sharp'],
-  agent: ['sharp'],
-  clients: ['sharp'],
+  'transports/livekit': ['@livekit/rtc-node', 'livekit-server-sdk'],
   'plugins/face': ['sharp'],
 };
 

@@ -112,6 +112,20 @@ for (const entry of ENTRY_POINTS) {
   });
 }
 
+test('sharp loads on first use: converting a picture for video with svc-avatar/transports/webrtc loads it (and wrtc)', (t) => {
+  const loads = join(dir, 'loads-sharp.txt');
+  writeFileSync(loads, '');
+  const script = [
+    "const { imageToI420 } = await import('svc-avatar/transports/webrtc');",
+    "const picture = await imageToI420({ format: 'rgb', width: 4, height: 2, data: new Uint8Array(4 * 2 * 3).fill(128) });",
+    'console.log(JSON.stringify({ width: picture.width, height: picture.height, bytes: picture.data.length }));',
+  ].join('\n');
+  const result = run(process.execPath, ['--import', './record-loads.mjs', '--input-type=module', '-e', script], scratch, { LOADS_FILE: loads });
+  t.is(result.status, 0, result.stderr);
+  t.deepEqual(JSON.parse(result.stdout.trim().split('\n').at(-1)!), { width: 4, height: 2, bytes: 4 * 2 + 2 * 2 });
+  t.deepEqual(heavyModulesIn(readFileSync(loads, 'utf8').split('\n')), ['@roamhq/wrtc', 'sharp']);
+});
+
 test('the recorder sees heavy parts that are loaded later through require (wrtc is loaded on first use)', (t) => {
   const loads = join(dir, 'loads-wrtc.txt');
   writeFileSync(loads, '');

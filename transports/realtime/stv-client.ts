@@ -7,10 +7,10 @@
  * still in flight from the server are discarded until it confirms the cancel, and the clock
  * re-syncs to the frames that follow.
  */
-import sharp from 'sharp';
 import { RealClock, type Clock, type TimerHandle } from '../../core/clock.ts';
 import { concat, Resampler, toMono } from '../../core/audio.ts';
 import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
+import { loadSharp } from '../load-sharp.ts';
 import { AsyncQueue } from './async-queue.ts';
 import { SvcClient, type SvcClientOptions } from './svc-client.ts';
 import { LocalTurn } from './turn-audio.ts';
@@ -291,10 +291,13 @@ export class SvcSTVClient {
     const turn = isSpeech(frame) ? this.turnOf(frame.turnId) : undefined;
     const pcm = turn ? turn.audioFor(frame.audio, rate, samplesOut) : new Int16Array(samplesOut);
     if (frame.final && frame.turnId !== null) this.turns = this.turns.filter((t) => t.serverTurnId !== frame.turnId);
-    const rgb = frame.image
+    const image = frame.image;
+    const rgb = image
       ? frame.imageFormat === 'rgb'
-        ? Promise.resolve(frame.image)
-        : sharp(frame.image).removeAlpha().raw().toBuffer().then((b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength), () => undefined)
+        ? Promise.resolve(image)
+        : loadSharp()
+            .then((sharp) => sharp(image).removeAlpha().raw().toBuffer())
+            .then((b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength), () => undefined)
       : Promise.resolve(undefined);
     this.buffer.push({ frame, rgb, pcm, rate });
     // Re-sync: far behind real time, idle frames are the ones we can skip without losing speech.

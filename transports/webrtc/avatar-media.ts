@@ -6,10 +6,10 @@
  * A/V stay in step because each face frame is handed on as one unit: its picture together with
  * exactly the 40 ms of audio that belongs to it (four 10 ms chunks once the stream is running).
  */
-import sharp from 'sharp';
 import { AudioChunker, Resampler } from '../../core/audio.ts';
 import type { ImagePayload } from '../../core/frames.ts';
 import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
+import { loadSharp } from '../load-sharp.ts';
 import { wrtc } from './wrtc.ts';
 
 export const AVATAR_MEDIA = {
@@ -35,17 +35,13 @@ export function i420ByteLength(width: number, height: number): number {
  * pixel (4:2:0 needs even sizes); the face models only emit even sizes, so this is a safety net.
  */
 export async function imageToI420(image: ImagePayload): Promise<I420Frame> {
-  const input =
-    image.format === 'jpeg'
-      ? sharp(image.data)
-      : image.format === 'rgb'
-        ? sharp(image.data, { raw: { width: image.width, height: image.height, channels: 3 } })
-        : null;
   if (image.format === 'i420') {
     if (image.data.byteLength !== i420ByteLength(image.width, image.height)) throw new RangeError(`i420 image of ${image.width}x${image.height} needs ${i420ByteLength(image.width, image.height)} bytes, got ${image.data.byteLength}`);
     return { width: image.width, height: image.height, data: image.data };
   }
-  if (!input) throw new RangeError(`unsupported image format ${String(image.format)}`);
+  if (image.format !== 'jpeg' && image.format !== 'rgb') throw new RangeError(`unsupported image format ${String(image.format)}`);
+  const sharp = await loadSharp();
+  const input = image.format === 'jpeg' ? sharp(image.data) : sharp(image.data, { raw: { width: image.width, height: image.height, channels: 3 } });
   const { data, info } = await input.ensureAlpha().raw().toBuffer({ resolveWithObject: true });
   return rgbaToI420(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), info.width, info.height);
 }
