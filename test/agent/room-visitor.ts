@@ -8,6 +8,7 @@
  */
 import WebSocket from 'ws';
 import { chunkAudio, rms } from '../../core/audio.ts';
+import { holdsWithin } from '../../testing/until.ts';
 import { wrtcWithSources } from '../../transports/webrtc/wrtc.ts';
 
 const MIC_RATE = 16_000;
@@ -215,11 +216,4 @@ export class RoomVisitor {
 }
 
 /** Polls until `condition` holds (every 20 ms) or `timeoutMs` passes; returns whether it held. */
-export async function waitFor(condition: () => boolean, timeoutMs: number): Promise<boolean> {
-  const end = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > end) return false;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  return true;
-}
+export const waitFor = (condition: () => boolean, timeoutMs: number): Promise<boolean> => holdsWithin(condition, timeoutMs, 20);

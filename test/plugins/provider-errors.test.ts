@@ -16,6 +16,7 @@ import { S2SError, type S2SErrorCode } from '../../processors/s2s/s2s-service.ts
 import type { FrameProcessor } from '../../core/processor.ts';
 import type { LLMEvent, LLMService } from '../../processors/services.ts';
 import { TTSProcessor } from '../../processors/tts/tts-processor.ts';
+import { until } from '../../testing/until.ts';
 import { DeepgramSTTError } from '../../plugins/deepgram/index.ts';
 import { handshakeError } from '../../plugins/deepgram/errors.ts';
 import { ElevenLabsTTSError, ElevenLabsTTSService } from '../../plugins/elevenlabs/index.ts';
@@ -94,14 +95,6 @@ function run(processors: FrameProcessor[]) {
   return { worker, errors, done, outcome: () => outcome };
 }
 
-async function until(predicate: () => boolean, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!predicate()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 test('LLM processor: a refused key ends the pipeline (fatal llm_auth_failed); a cut stream only fails that answer', async (t) => {
   const fake = await startOpenAIFake({ replies: [{ text: 'First answer, cut short by the server.' }, { text: 'Second answer.' }] });
   t.teardown(() => fake.close());
@@ -118,7 +111,7 @@ test('LLM processor: a refused key ends the pipeline (fatal llm_auth_failed); a 
   const cut = run([new LLMProcessor(new OpenAILLMService({ apiKey: fake.apiKey, baseUrl: fake.baseURL, maxRetries: 0 }), new LLMContext())]);
   t.teardown(() => void cut.worker.cancel());
   cut.worker.queueFrame(ask);
-  await until(() => cut.errors.length > 0, 'the error');
+  await until(() => cut.errors.length > 0, { what: 'the error', timeoutMs: 5_000, intervalMs: 5 });
   t.deepEqual(cut.errors, [{ code: 'llm_connection_lost', fatal: false }]);
   t.false(cut.worker.finished, 'the bot carries on: the next turn may work');
 });
@@ -143,7 +136,7 @@ test('a service failing with a plain Error is reported as <kind>_error and is no
   const bot = run([new LLMProcessor(broken, new LLMContext())]);
   t.teardown(() => void bot.worker.cancel());
   bot.worker.queueFrame(frame('llm-messages', { messages: [{ role: 'user', content: 'hi' }], mode: 'append', run: true }));
-  await until(() => bot.errors.length > 0, 'the error');
+  await until(() => bot.errors.length > 0, { what: 'the error', timeoutMs: 5_000, intervalMs: 5 });
   t.deepEqual(bot.errors, [{ code: 'llm_error', fatal: false }]);
   t.false(bot.worker.finished);
 });

@@ -3,31 +3,26 @@
  * config selection, key placement, and every documented limit on both sides of its bound.
  */
 import test from 'ava';
-import { facePlugin } from '../../plugins/face/index.ts';
-import { attachRealtime, createRealtimeResolver, mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
+import { attachRealtime, createRealtimeResolver, type RealtimeEndpoint } from '../../server/realtime/index.ts';
 import { TEMPLATE_ORGANIZATION } from '../../server/services/organizations.ts';
 import { REALTIME_LIMITS, encodeAudioIn } from '../../transports/realtime/protocol.ts';
-import { startTestServer, type TestServer } from '../server/harness.ts';
-import { connectRaw, delay, isError, isReady, tone, type Conn } from './ws-conn.ts';
+import { holdsWithin } from '../../testing/until.ts';
+import type { TestServer } from '../server/harness.ts';
+import { startRealtimeServer, type RealtimeServer } from '../support/realtime-server.ts';
+import { connectRaw, isError, isReady, tone, type Conn } from './ws-conn.ts';
 
 let ts: TestServer;
-let endpoint: RealtimeEndpoint;
 let configId: string;
 
+let fixture: RealtimeServer | undefined;
 test.before(async () => {
-  ts = await startTestServer({ label: 'realtime_limits', plugins: [facePlugin] });
   // Its tests run concurrently, each with sessions of its own: a count limit above the machine default (cores x 2).
-  endpoint = mountRealtime(ts.server, { maxSessions: 32 });
-  const created = await ts.call('POST', '/v1/model-configs', {
-    body: { title: 'limits portrait', model_variant_id: 'svc/human-portrait/v1', model_configurations: { width: 192, height: 128 } },
-  });
-  if (created.status !== 201) throw new Error(`config creation failed: ${created.text}`);
-  configId = created.body.model_config_id;
+  fixture = await startRealtimeServer({ label: 'realtime_limits', canvas: { width: 192, height: 128 }, endpoint: { maxSessions: 32 } });
+  ({ ts, configId } = fixture);
 });
 
 test.after.always(async () => {
-  await endpoint?.close();
-  await ts?.stop();
+  await fixture?.stop();
 });
 
 const open = (query = `config_id=${configId}`, headers: Record<string, string> = { 'x-api-key': ts.keyA }): Conn =>
@@ -162,7 +157,7 @@ test('sessions per process: the limit is served, one more is server_busy (4503),
   await extra.next(isError('server_busy'));
   t.is((await extra.closed).code, 4503);
   sessions[0]!.ws.close();
-  for (let i = 0; i < 100 && small.endpoint.activeSessions > 1; i++) await delay(20);
+  await holdsWithin(() => small.endpoint.activeSessions <= 1, 2_000, 20);
   const again = small.open();
   t.teardown(() => again.ws.close());
   t.like(await again.next((m) => m.type === 'session_ready' || m.type === 'error'), { type: 'session_ready' });

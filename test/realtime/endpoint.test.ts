@@ -3,10 +3,11 @@
  * real face plugin, through real WebSocket connections.
  */
 import test from 'ava';
-import { facePlugin } from '../../plugins/face/index.ts';
-import { mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
+import type { RealtimeEndpoint } from '../../server/realtime/index.ts';
 import { encodeAudioIn } from '../../transports/realtime/protocol.ts';
-import { startTestServer, type TestServer } from '../server/harness.ts';
+import { holdsWithin } from '../../testing/until.ts';
+import type { TestServer } from '../server/harness.ts';
+import { startRealtimeServer, type RealtimeServer } from '../support/realtime-server.ts';
 import { connectRaw, isError, tone, type Conn } from './ws-conn.ts';
 
 let ts: TestServer;
@@ -14,20 +15,14 @@ let endpoint: RealtimeEndpoint;
 let wsBase: string;
 let smallConfigId: string;
 
+let fixture: RealtimeServer | undefined;
 test.before(async () => {
-  ts = await startTestServer({ label: 'realtime', plugins: [facePlugin] });
-  endpoint = mountRealtime(ts.server, { maxSessions: 4 });
-  wsBase = `${ts.url.replace(/^http/, 'ws')}/realtime`;
-  const created = await ts.call('POST', '/v1/model-configs', {
-    body: { title: 'small portrait', model_variant_id: 'svc/human-portrait/v1', model_configurations: { width: 320, height: 240 } },
-  });
-  if (created.status !== 201) throw new Error(`config creation failed: ${created.text}`);
-  smallConfigId = created.body.model_config_id;
+  fixture = await startRealtimeServer({ label: 'realtime', canvas: { width: 320, height: 240 }, endpoint: { maxSessions: 4 } });
+  ({ ts, endpoint, url: wsBase, configId: smallConfigId } = fixture);
 });
 
 test.after.always(async () => {
-  await endpoint?.close();
-  await ts?.stop();
+  await fixture?.stop();
 });
 
 const connect = (query: string, headers: Record<string, string> = { 'x-api-key': ts.keyA }): Conn => connectRaw(`${wsBase}?${query}`, headers);
@@ -132,7 +127,7 @@ test.serial('bad input gets typed errors and the session carries on; other sessi
 });
 
 test.serial('beyond the session limit the server answers server_busy (4503)', async (t) => {
-  for (let i = 0; i < 100 && endpoint.activeSessions > 0; i++) await new Promise((r) => setTimeout(r, 20));
+  await holdsWithin(() => endpoint.activeSessions === 0, 2_000, 20);
   t.is(endpoint.activeSessions, 0, 'earlier sessions have closed');
   const open = [connect(`config_id=${smallConfigId}`), connect(`config_id=${smallConfigId}`), connect(`config_id=${smallConfigId}`), connect(`config_id=${smallConfigId}`)];
   t.teardown(() => open.forEach((c) => c.ws.close()));

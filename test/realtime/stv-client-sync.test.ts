@@ -4,34 +4,29 @@
  * back to back), re-sync after barge-in, and the events the spec lists (payloads, firing rules).
  */
 import test from 'ava';
-import { facePlugin } from '../../plugins/face/index.ts';
-import { mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
-import { mountRooms, type MountedRooms } from '../../server/rooms/index.ts';
+import type { MountedRooms } from '../../server/rooms/index.ts';
 import type { FrameOutMessage } from '../../transports/realtime/protocol.ts';
 import { SvcSTVClient, type STVAudioFrame, type STVEventName, type STVOutput } from '../../transports/realtime/stv-client.ts';
-import { startTestServer, type TestServer } from '../server/harness.ts';
+import type { TestServer } from '../server/harness.ts';
+import { startRealtimeServer, type RealtimeServer } from '../support/realtime-server.ts';
 import { delay, tone } from './ws-conn.ts';
 import { until as pollUntil } from '../../testing/until.ts';
 
 let ts: TestServer;
-let endpoint: RealtimeEndpoint;
 let rooms: MountedRooms;
 let url: string;
 let configId: string;
 
+let fixture: RealtimeServer | undefined;
 test.before(async () => {
-  ts = await startTestServer({ label: 'stv_sync', plugins: [facePlugin] });
-  rooms = mountRooms(ts.server);
-  endpoint = mountRealtime(ts.server, { publishAvatar: rooms.publishAvatar });
-  url = `${ts.url.replace(/^http/, 'ws')}/realtime`;
-  const created = await ts.call('POST', '/v1/model-configs', { body: { title: 'sync portrait', model_variant_id: 'svc/human-portrait/v1', model_configurations: { width: 192, height: 128 } } });
-  configId = created.body.model_config_id;
+  // Rooms mounted: the endpoint publishes the avatar into them for `webrtc` sessions.
+  fixture = await startRealtimeServer({ label: 'stv_sync', canvas: { width: 192, height: 128 }, rooms: true });
+  ({ ts, url, configId } = fixture);
+  rooms = fixture.rooms!;
 });
 
 test.after.always(async () => {
-  await endpoint?.close();
-  await rooms?.close();
-  await ts?.stop();
+  await fixture?.stop();
 });
 
 /** A client whose raw server frames are recorded next to its played output. */

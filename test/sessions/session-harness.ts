@@ -7,6 +7,7 @@ import { localPlugin } from '../../plugins/local/index.ts';
 import { mountRooms, type MountedRooms, type MountRoomsOptions } from '../../server/rooms/mount.ts';
 import { mountEmbeddedSessions, type EmbeddedSessions, type EmbeddedSessionsOptions } from '../../server/sessions/embedded-sessions.ts';
 import type { Plugin } from '../../core/registry.ts';
+import { until } from '../../testing/until.ts';
 import type { ServerInput } from '../../server/app.ts';
 import { startTestServer, type Call, type TestServer } from '../server/harness.ts';
 
@@ -72,13 +73,7 @@ export async function startSessionServer(
 
 export const roomOf = (roomUrl: string): string => new URL(roomUrl).searchParams.get('room')!;
 
-/** Polls `check` until it returns a value other than undefined/false, or fails after `ms`. */
-export async function eventually<T>(check: () => Promise<T | undefined | false>, ms = 10_000, what = 'condition'): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+/** Polls `check` every 50 ms until it returns a truthy value, or fails after `ms` (testing/until.ts). */
+export function eventually<T>(check: () => Promise<T | undefined | false>, ms = 10_000, what = 'condition'): Promise<T> {
+  return until<T>(check, { timeoutMs: ms, intervalMs: 50, what });
 }

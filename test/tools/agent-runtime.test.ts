@@ -6,11 +6,12 @@
  * stand-ins on the virtual clock; webhooks are real local HTTP servers.
  */
 import test from 'ava';
-import { chunkAudio, concat, frame, PipelineWorker, Registry, silence, VirtualClock, type WorkerOutcome } from '../../core/index.ts';
+import { concat, Registry, silence, VirtualClock } from '../../core/index.ts';
 import type { AgentTool } from '../../processors/tools/agent-tool.ts';
 import { WebhookClient } from '../../processors/tools/webhook-client.ts';
 import { buildAgentPipeline, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import { AGENT_DEFAULTS } from '../../server/services/agent-defaults.ts';
+import { Conversation } from '../../testing/index.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
 import { EnergyVAD, ScriptedLLM, ScriptedSTT, ToneTTS, speech, type ScriptedResponse } from '../processors/scripted-services.ts';
 import { captureLogger } from './dispatcher-driver.ts';
@@ -52,26 +53,12 @@ async function session(agent: AgentRuntimeRecord, phrases: string[], responses: 
     logger,
     tuning: { vadOptions: { startMs: 100, stopMs: 300 } },
   });
-  const worker = new PipelineWorker(built.pipeline, { clock, audioInSampleRate: 16_000, audioOutSampleRate: 16_000, heartbeatMs: null, idleTimeoutMs: null });
-  let outcome: WorkerOutcome | undefined;
-  void worker.run().then((o) => (outcome = o));
-  await clock.advance(0);
-  const say = async (ms: number) => {
-    for (const c of chunkAudio(concat([speech(ms), silence(500, 16_000)]), 16_000, 20)) {
-      worker.queueFrame(frame('input-audio', { pcm: c, sampleRate: 16_000, channels: 1 }));
-      await clock.advance(20);
-    }
-  };
-  /** Virtual time for the pipeline, real time for the webhook server, until `predicate` holds. */
-  const until = async (predicate: () => boolean, label: string, maxVirtualMs = 20_000) => {
-    const end = clock.now() + maxVirtualMs;
-    while (!predicate()) {
-      if (clock.now() >= end) throw new Error(`timed out waiting for ${label}`);
-      await new Promise((resolve) => setTimeout(resolve, 1));
-      await clock.advance(10);
-    }
-  };
-  return { clock, llm, tts, sink, logger, built, worker, say, until, outcome: () => outcome };
+  // Virtual time for the pipeline; a real millisecond after every 10 ms step lets the local webhook server answer.
+  const c = await Conversation.start({ pipeline: built.pipeline, clock, stepMs: 10, realPauseMs: 1 });
+  const say = (ms: number) => c.say(concat([speech(ms), silence(500, 16_000)]));
+  /** Steps until `predicate` holds; fails naming `label` after 20 s of virtual time. */
+  const until = (predicate: () => boolean, label: string) => c.expect(predicate, 20_000, label);
+  return { clock, llm, tts, sink, logger, built, worker: c.worker, say, until, outcome: () => c.outcome };
 }
 
 const webhook = (name: string, url: string): AgentTool => ({

@@ -4,12 +4,13 @@
  * about speech only from the frames the real output transport emits.
  */
 import test from 'ava';
-import { chunkAudio, concat, frame, PipelineWorker, RecordingObserver, silence, VirtualClock, type WorkerOutcome } from '../../core/index.ts';
+import { concat, silence, VirtualClock } from '../../core/index.ts';
 import type { BehaviourOptions } from '../../processors/behaviours/conversation-behaviours.ts';
 import { ToolDispatcher } from '../../processors/tools/tool-dispatcher.ts';
 import { prepareToolset } from '../../processors/tools/toolset.ts';
 import { WebhookClient } from '../../processors/tools/webhook-client.ts';
 import { createVoicePipeline } from '../../agent/voice-pipeline.ts';
+import { Conversation } from '../../testing/index.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
 import { EnergyVAD, ScriptedLLM, ScriptedSTT, ToneTTS, speech, type ScriptedResponse } from '../processors/scripted-services.ts';
 import { captureLogger } from './dispatcher-driver.ts';
@@ -35,28 +36,11 @@ async function conversation(phrases: string[], responses: ScriptedResponse[], be
     tools: toolset.definitions,
     afterLLM: new ToolDispatcher({ toolset, webhooks, session: SESSION, logger }),
   });
-  const observer = new RecordingObserver();
-  const worker = new PipelineWorker(voice.processors, {
-    clock,
-    audioInSampleRate: 16_000,
-    audioOutSampleRate: 16_000,
-    heartbeatMs: null,
-    idleTimeoutMs: null,
-    observers: [observer],
-  });
+  const c = await Conversation.start({ pipeline: voice.processors, clock });
   /** Client messages that crossed the whole pipeline, out of its last processor. */
   const clientMessages = () =>
-    observer.events.filter((e) => e.destination === 'WorkerSink' && e.frame.type === 'client-message').map((e) => (e.frame as { message: unknown }).message);
-  let outcome: WorkerOutcome | undefined;
-  void worker.run().then((o) => (outcome = o));
-  await clock.advance(0);
-  const say = async (pcm: Int16Array) => {
-    for (const c of chunkAudio(pcm, 16_000, 20)) {
-      worker.queueFrame(frame('input-audio', { pcm: c, sampleRate: 16_000, channels: 1 }));
-      await clock.advance(20);
-    }
-  };
-  return { clock, sink, llm, tts, voice, worker, say, clientMessages, outcome: () => outcome };
+    c.pushes('client-message').filter((e) => e.destination === 'WorkerSink').map((e) => (e.frame as { message: unknown }).message);
+  return { c, sink, llm, tts, voice, clientMessages };
 }
 
 const utterance = (ms: number) => concat([speech(ms), silence(600, 16_000)]);
@@ -66,9 +50,9 @@ test('end_call in a conversation: the goodbye and the configured farewell are pl
   const h = await conversation(['bye'], [{ text: 'Goodbye, take care!', toolCalls: [endCall] }], {
     farewell: { text: 'See you soon.', mode: 'verbatim' },
   });
-  await h.say(utterance(600));
-  t.true(await h.clock.advanceUntil(() => h.outcome() !== undefined, 20_000), 'the session ended');
-  t.deepEqual(h.outcome(), { how: 'ended', reason: 'end_call' });
+  await h.c.say(utterance(600));
+  t.true(await h.c.settle(() => h.c.outcome !== undefined, 20_000), 'the session ended');
+  t.deepEqual(h.c.outcome, { how: 'ended', reason: 'end_call' });
   t.deepEqual(h.llm.requests[0]!.tools?.map((d) => d.name), ['open_page', 'end_call']);
   t.deepEqual(h.tts.requests.map((r) => r.text), ['Goodbye, take care!', 'See you soon.']);
   t.true(h.sink.audioMs >= 6 * ToneTTS.MS_PER_WORD, `${h.sink.audioMs} ms played: every word of both lines`);
@@ -77,15 +61,15 @@ test('end_call in a conversation: the goodbye and the configured farewell are pl
 test('end_call in a conversation: the user barging into the goodbye keeps the call open', async (t) => {
   const long = 'Goodbye then, it was a real pleasure talking with you today, take care of yourself.';
   const h = await conversation(['bye', 'wait one more thing'], [{ text: long, toolCalls: [endCall] }, 'Sure, what is it?']);
-  await h.say(utterance(600));
-  await h.clock.advanceUntil(() => h.voice.output.botSpeaking, 5_000);
-  await h.clock.advance(300);
-  await h.say(utterance(400));
-  await h.clock.advance(10_000);
-  t.is(h.outcome(), undefined, 'still connected');
+  await h.c.say(utterance(600));
+  await h.c.settle(() => h.voice.output.botSpeaking, 5_000);
+  await h.c.advance(300);
+  await h.c.say(utterance(400));
+  await h.c.advance(10_000);
+  t.is(h.c.outcome, undefined, 'still connected');
   const said = h.voice.context.messages().filter((m) => m.role === 'assistant').map((m) => m.content);
   t.true(said.includes('Sure, what is it?'), `the agent answered the user: ${JSON.stringify(said)}`);
-  await h.worker.cancel();
+  await h.c.cancel();
 });
 
 test('a client tool in a conversation: the message reaches the client and the model speaks after the acknowledgement', async (t) => {
@@ -93,8 +77,8 @@ test('a client tool in a conversation: the message reaches the client and the mo
     ['show me the prices'],
     [{ toolCalls: [{ id: 'c7', name: 'open_page', arguments: '{"q":"pricing"}' }] }, 'Here is our pricing page.'],
   );
-  await h.say(utterance(600));
-  await h.clock.advance(5_000);
+  await h.c.say(utterance(600));
+  await h.c.advance(5_000);
   t.deepEqual(
     h.clientMessages().filter((m) => (m as { type: string }).type === 'tool-call'),
     [{ type: 'tool-call', function_name: 'open_page', tool_call_id: 'c7', arguments: { q: 'pricing' } }],
@@ -106,5 +90,5 @@ test('a client tool in a conversation: the message reaches the client and the mo
     content: 'The request was sent. No result will be returned for this call.',
   });
   t.deepEqual(h.tts.requests.map((r) => r.text), ['Here is our pricing page.']);
-  await h.worker.cancel();
+  await h.c.cancel();
 });

@@ -19,6 +19,7 @@ import sharp from 'sharp';
 import { LocalTTSService } from '../../plugins/local/index.ts';
 import { createCapacityGate } from '../../server/capacity/index.ts';
 import { mintConnectToken } from '../../server/sessions/connect-auth.ts';
+import { until } from '../../testing/until.ts';
 import {
   clickButton,
   events,
@@ -122,16 +123,6 @@ async function withBrowser<T>(t: ExecutionContext, options: Parameters<typeof la
   }
 }
 
-async function eventually<T>(check: () => Promise<T | undefined | false>, ms: number, what: string): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 async function callRecord(agentId: string, sessionId: string): Promise<any> {
   const calls = await server.call('GET', `/v1/agents/${agentId}/calls?limit=100`);
   return (calls.body.data as any[]).find((c) => c.session_id === sessionId);
@@ -139,10 +130,10 @@ async function callRecord(agentId: string, sessionId: string): Promise<any> {
 
 /** Waits until the server ended the session's call (released, hung up, ...). */
 const callEnded = (agentId: string, sessionId: string, ms = 15_000) =>
-  eventually(async () => {
+  until(async () => {
     const c = await callRecord(agentId, sessionId);
     return c && c.ended_at ? c : undefined;
-  }, ms, `the call record of ${sessionId} to end`);
+  }, { timeoutMs: ms, intervalMs: 100, what: `the call record of ${sessionId} to end` });
 
 function outcomes(all: RecordedEvent[]) {
   return all.filter((e) => e.name === 'SvcSessionOutcome').map((e) => e.detail);
@@ -448,11 +439,11 @@ test.serial('connection timeout: ConnectionTimeout with its detail, the widget r
     t.deepEqual(view.buttons, ['Try again']);
     t.true((await events(page)).findIndex((e) => e.name === 'ConnectionTimeout') < (await events(page)).findIndex((e) => e.name === 'SvcSessionOutcome'));
     // The connect request was admitted after the widget gave up: the widget releases that session when the answer arrives.
-    await eventually(async () => server.releases.length > before, 15_000, 'the late session to be released');
-    const calls = await eventually(async () => {
+    await until(async () => server.releases.length > before, { timeoutMs: 15_000, intervalMs: 100, what: 'the late session to be released' });
+    const calls = await until(async () => {
       const list = (await server.call('GET', `/v1/agents/${agentId}/calls`)).body.data as any[];
       return list.length === 1 && list[0].ended_at ? list : undefined;
-    }, 15_000, 'the late session to end');
+    }, { timeoutMs: 15_000, intervalMs: 100, what: 'the late session to end' });
     t.is(calls[0].termination_reason, 'client_released');
     // Retry with a normal timeout.
     await page.$eval('svc-agent', (el) => el.removeAttribute('connect-timeout'));
@@ -497,7 +488,7 @@ test.serial('closing the tab releases the session (pagehide beacon); removing th
     await page.close({ runBeforeUnload: true });
     const record = await callEnded(agentId, connected.detail.sessionId, 15_000);
     t.true(['client_hung_up', 'client_released'].includes(record.termination_reason), `ended by the page going away (${record.termination_reason}), not by the departure timeout`);
-    await eventually(async () => server.releases.length > before, 10_000, 'the release request');
+    await until(async () => server.releases.length > before, { timeoutMs: 10_000, intervalMs: 100, what: 'the release request' });
     t.is(server.releases.length, before + 1, 'one release request reached the server');
     t.is(server.releases.at(-1)!.mode, 'no-cors', 'sent with navigator.sendBeacon');
 
@@ -594,7 +585,7 @@ test.serial('the connection drops during a call: transport_lost; the widget rele
     const view = await widgetView(page);
     t.like(view, { view: 'error', status: 'The connection was lost.' });
     t.deepEqual(view.buttons, ['Try again']);
-    await eventually(async () => server.releases.length > before, 10_000, 'the release request');
+    await until(async () => server.releases.length > before, { timeoutMs: 10_000, intervalMs: 100, what: 'the release request' });
     const record = await callEnded(agentId, connected.detail.sessionId, 15_000);
     t.log(`server ended the session with ${record.termination_reason}`);
     t.true(['client_released', 'client_left'].includes(record.termination_reason));
@@ -641,12 +632,12 @@ test.serial('appendSystemContext changes a later answer: the same question is an
     const firstText = await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptBot' && e.at > firstUser.at, 20_000, 'first answer text');
     t.true(await page.$eval('svc-agent', (el) => (el as any).appendSystemContext('Always respond in French.')), 'sent');
     const userTurns = async () => (await events(page)).filter((e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'user');
-    const secondUser = await eventually(async () => (await userTurns())[1], 40_000, 'the second question');
+    const secondUser = await until(async () => (await userTurns())[1], { timeoutMs: 40_000, intervalMs: 100, what: 'the second question' });
     t.is(secondUser.detail.text, 'What is your name?', 'the same question again');
     const botTurnsAfter = (after: number) => events(page).then((all) => all.filter((e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'bot' && e.at > after));
     const firstAnswer = (await botTurnsAfter(firstUser.at))[0]!;
     t.true(firstAnswer.at < secondUser.at, 'the first answer ended before the second question');
-    const secondAnswer = await eventually(async () => (await botTurnsAfter(secondUser.at))[0], 40_000, 'the second answer');
+    const secondAnswer = await until(async () => (await botTurnsAfter(secondUser.at))[0], { timeoutMs: 40_000, intervalMs: 100, what: 'the second answer' });
     t.log(`before: "${firstAnswer.detail.text}" (first chunk "${firstText.detail.text}"); after: "${secondAnswer.detail.text}"`);
     t.regex(firstAnswer.detail.text, /\bI am\b.*\boffline\b/i, 'the first answer is in English');
     t.notRegex(firstAnswer.detail.text, /Je suis|remplaçant|hors ligne/i);
@@ -707,7 +698,7 @@ test.serial('503 server_busy (this server has no capacity) queues like a 429: Up
     await clickButton(page, 'Start conversation', '#two');
     await waitForEvent(page, (e) => e.name === 'UpdateQueuing' && e.target === 'two' && e.detail.queuing === true, 15_000, 'second queued');
     t.is((await widgetView(page, '#two')).view, 'queued');
-    await eventually(async () => busy.length > 0, 5_000, 'the 503 answer seen by the page');
+    await until(async () => busy.length > 0, { timeoutMs: 5_000, intervalMs: 100, what: 'the 503 answer seen by the page' });
     t.like(busy[0], { status: 503, body: { error_code: 'server_busy' } });
     t.is(typeof busy[0]!.body.retry_after_seconds, 'number');
     t.truthy(busy[0]!.retryAfter, 'Retry-After header');

@@ -3,7 +3,8 @@
  * plugin, ours or a third party's, runs against itself (pointed at its vendor or at a fake).
  */
 import type { S2SConnectOptions, S2SConnection, S2SEvent, S2SService } from '../../processors/s2s/s2s-service.ts';
-import { CONTRACT_DEFAULTS, ensure, ensureAuthFailure, within, type ContractCheck } from './check.ts';
+import { holdsWithin } from '../until.ts';
+import { CONTRACT_DEFAULTS, ContractViolation, ensure, ensureAuthFailure, within, type ContractCheck } from './check.ts';
 
 export interface S2SContractSubject {
   create(): S2SService | Promise<S2SService>;
@@ -28,14 +29,9 @@ async function open(service: S2SService, options: S2SConnectOptions, timeoutMs: 
   return { connection, events, failed: () => failure, completed: () => done };
 }
 
+/** Waits in real time for the provider (testing/until.ts); not in time is a ContractViolation. */
 async function waitFor(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  await within(
-    (async () => {
-      while (!predicate()) await new Promise((r) => setTimeout(r, 10));
-    })(),
-    timeoutMs,
-    what,
-  );
+  if (!(await holdsWithin(predicate, timeoutMs))) throw new ContractViolation(`${what} did not happen within ${timeoutMs} ms`);
 }
 
 export function s2sContract(subject: S2SContractSubject): ContractCheck[] {
