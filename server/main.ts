@@ -7,11 +7,11 @@ import { loadDefaultPlugins } from './default-plugins.ts';
 import { loadConfigFromEnv } from './env-config.ts';
 import { mountRealtime } from './realtime/index.ts';
 import { mountRooms } from './rooms/mount.ts';
-import { createCapacityGate } from './capacity/index.ts';
+import { createCapacityGate, loadCheckFromEnv } from './capacity/index.ts';
 import { mountEmbeddedSessions } from './sessions/embedded-sessions.ts';
 import { mountWidget } from './widget/index.ts';
 import { mountOperations, Readiness } from './health/index.ts';
-import { createServerMetrics, metricsAccessFromEnv } from './metrics/metrics.ts';
+import { createFaceFrameTiming, createServerMetrics, metricsAccessFromEnv } from './metrics/metrics.ts';
 import { registerUpgrade } from './http/upgrades.ts';
 import { servePgliteSocket } from './db/pglite-socket.ts';
 import type { FaceModel } from '../processors/avatar/face-model.ts';
@@ -35,9 +35,9 @@ function shutdownGraceMs(env: NodeJS.ProcessEnv): number {
 }
 
 /** `npm start`: the REST API on PORT (default 8080), embedded PGlite unless DATABASE_URL is set. */
-const { config, metricsAccess, graceMs } = (() => {
+const { config, metricsAccess, graceMs, loadCheck } = (() => {
   try {
-    return { config: loadConfigFromEnv(), metricsAccess: metricsAccessFromEnv(), graceMs: shutdownGraceMs(process.env) };
+    return { config: loadConfigFromEnv(), metricsAccess: metricsAccessFromEnv(), graceMs: shutdownGraceMs(process.env), loadCheck: loadCheckFromEnv() };
   } catch (err) {
     process.stderr.write(`svc server configuration error: ${(err as Error).message}\n`);
     process.exit(1);
@@ -70,10 +70,13 @@ const faceEngine = (async () => {
 await faceEngine.catch(() => undefined);
 const rooms = mountRooms(server);
 // One capacity gate per process: /realtime face sessions and Session API bots share the cores.
-// SVC_CAPACITY_LOAD_CHECK=off admits by count only (tests of other rules, or an operator who measured).
-const capacity = createCapacityGate({ limit: server.config.maxFaceSessions, loadCheck: process.env.SVC_CAPACITY_LOAD_CHECK !== 'off' });
-const realtime = mountRealtime(server, { publishAvatar: rooms.publishAvatar, capacityGate: capacity });
-const sessions = mountEmbeddedSessions(server, rooms, { capacity, shutdownTimeoutMs: graceMs });
+// SVC_CAPACITY_LOAD_CHECK=off admits by count only (tests of other rules, or an operator who
+// measured); SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS moves the lag bound (docs/operations.md, "Overload").
+const capacity = createCapacityGate({ limit: server.config.maxFaceSessions, loadCheck });
+// Face frames' lateness (jitter) of /realtime sessions and bots, exposed by /metrics.
+const frameTiming = createFaceFrameTiming();
+const realtime = mountRealtime(server, { publishAvatar: rooms.publishAvatar, capacityGate: capacity, onFrameLateness: frameTiming.realtime });
+const sessions = mountEmbeddedSessions(server, rooms, { capacity, shutdownTimeoutMs: graceMs, onFrameLateness: frameTiming.bot });
 let demoAgentId: string | null = null;
 mountWidget(server, { demoAgentId: () => demoAgentId });
 // /healthz, /readyz, /metrics; mounted last so that every request is timed.
@@ -84,6 +87,8 @@ const metrics = createServerMetrics({
   sessions: () => sessions.sessions.stats(),
   realtime: () => ({ live: realtime.activeSessions, refusals: realtime.refusals() }),
   capacity,
+  frameTiming,
+  jobs: server.services.generationJobs,
 });
 mountOperations(server, { readiness, metrics, access: metricsAccess, logger });
 const { url } = await server.listen().catch((err: Error) => {

@@ -8,9 +8,10 @@
  *   ran at 2.7 fps each and pushed the REST median to 492 ms (issue 17). Operators set
  *   `SVC_MAX_FACE_SESSIONS` after measuring their own hardware (`npm run bench -- capacity`).
  * - a load check: while the process is overloaded (its event loop busy more than
- *   `maxEventLoopUtilization` of the last window, or its CPU time above `maxCpuShare` of every
- *   core), nothing new is admitted even below the limit: the sessions already running keep their
- *   frame rate instead of all of them slowing down.
+ *   `maxEventLoopUtilization` of the last window, its event-loop lag at p99 above
+ *   `maxEventLoopLagMs`, or its CPU time above `maxCpuShare` of every core), nothing new is
+ *   admitted even below the limit: the sessions already running keep their frame rate instead of
+ *   all of them slowing down (docs/operations.md, "Overload").
  *
  * Usage (the API other modules rely on):
  *
@@ -23,7 +24,7 @@
  * ```
  */
 import { availableParallelism } from 'node:os';
-import { performance, type EventLoopUtilization } from 'node:perf_hooks';
+import { createHistogram, performance, type EventLoopUtilization, type RecordableHistogram } from 'node:perf_hooks';
 
 export const FACE_CAPACITY = {
   /** Face sessions per core at 25 fps (measured: 4 on 2 cores; see the header). */
@@ -32,6 +33,17 @@ export const FACE_CAPACITY = {
   maxEventLoopUtilization: 0.9,
   /** Refuse new work while the process used more than this share of all cores' time. */
   maxCpuShare: 0.9,
+  /**
+   * Refuse new work while the event loop's lag (p99 over the load window) exceeds this many ms
+   * (`SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS`). 40 ms is one face frame: a frame is rendered 32 ms
+   * before it is due and emitted by a timer, so a loop that is late by more than a frame for over
+   * 1 % of its turns emits frames late, and another session would make every one of them later.
+   * A single stall (a bot starting, a full GC) is one sample of the hundreds a window holds and
+   * does not refuse anything; repeated stalls do.
+   */
+  maxEventLoopLagMs: 40,
+  /** Period of the lag sampler (ms): the lag of a turn is how late this timer fires. */
+  lagSampleMs: 10,
   /** Length of the load window (ms); the load is measured over the last 1 to 2 windows. */
   loadWindowMs: 2000,
 } as const;
@@ -44,6 +56,8 @@ export function defaultFaceSessionLimit(cores: number = availableParallelism()):
 export interface LoadCheckOptions {
   readonly maxEventLoopUtilization?: number;
   readonly maxCpuShare?: number;
+  /** p99 event-loop lag (ms) over the load window beyond which new work is refused. */
+  readonly maxEventLoopLagMs?: number;
   readonly windowMs?: number;
   /** Cores the CPU share is measured against (default: os.availableParallelism()). */
   readonly cores?: number;
@@ -75,6 +89,8 @@ export interface CapacitySnapshot {
   /** Over the current load window; undefined when the load check is off. */
   readonly eventLoopUtilization?: number;
   readonly cpuShare?: number;
+  /** p99 of the event-loop lag (ms) over the current load window: how late the loop's timer turns ran. */
+  readonly eventLoopLagMs?: number;
   readonly admitted: number;
   readonly refused: { readonly full: number; readonly overloaded: number };
   readonly lastRefusal?: RefusalReason;
@@ -97,15 +113,30 @@ interface LoadSample {
   readonly at: number;
   readonly elu: EventLoopUtilization;
   readonly cpu: NodeJS.CpuUsage;
+  /** Event-loop lag samples (microseconds) taken since this sample. */
+  readonly lag: RecordableHistogram;
 }
 
-const sample = (): LoadSample => ({ at: performance.now(), elu: performance.eventLoopUtilization(), cpu: process.cpuUsage() });
+const sample = (): LoadSample => ({ at: performance.now(), elu: performance.eventLoopUtilization(), cpu: process.cpuUsage(), lag: createHistogram() });
 
-/** Measures the process's load over a sliding window of one to two `windowMs`. */
+export interface LoadReading {
+  readonly eventLoopUtilization: number;
+  readonly cpuShare: number;
+  readonly eventLoopLagMs: number;
+}
+
+/**
+ * Measures the process's load over a sliding window of one to two `windowMs`. The event-loop lag
+ * is sampled by a timer every FACE_CAPACITY.lagSampleMs: each firing records how much later than
+ * its period it ran (what `monitorEventLoopDelay` measures, minus the period; kept here in
+ * histograms per window so that the p99 covers exactly the window the other figures do).
+ */
 class LoadMeter {
   private older: LoadSample;
   private newer: LoadSample;
   private readonly timer: NodeJS.Timeout;
+  private readonly lagTimer: NodeJS.Timeout;
+  private lastTick = performance.now();
 
   constructor(
     private readonly windowMs: number,
@@ -114,6 +145,13 @@ class LoadMeter {
     this.older = this.newer = sample();
     this.timer = setInterval(() => this.roll(), windowMs);
     this.timer.unref();
+    const period = FACE_CAPACITY.lagSampleMs;
+    this.lagTimer = setInterval(() => {
+      const now = performance.now();
+      this.newer.lag.record(toMicros(now - this.lastTick - period));
+      this.lastTick = now;
+    }, period);
+    this.lagTimer.unref();
   }
 
   private roll(): void {
@@ -121,7 +159,7 @@ class LoadMeter {
     this.newer = sample();
   }
 
-  measure(): { eventLoopUtilization: number; cpuShare: number } {
+  measure(): LoadReading {
     const now = sample();
     // The timer may have been held up by the very load we measure: roll here too.
     if (now.at - this.newer.at >= this.windowMs) {
@@ -131,16 +169,24 @@ class LoadMeter {
     const base = this.older;
     const elapsedMs = Math.max(1, now.at - base.at);
     const cpuMs = (now.cpu.user - base.cpu.user + now.cpu.system - base.cpu.system) / 1000;
+    const lag = createHistogram();
+    lag.add(base.lag);
+    if (this.newer !== base) lag.add(this.newer.lag);
     return {
       eventLoopUtilization: performance.eventLoopUtilization(now.elu, base.elu).utilization,
       cpuShare: cpuMs / (elapsedMs * this.cores),
+      eventLoopLagMs: lag.count ? lag.percentile(99) / 1000 : 0,
     };
   }
 
   close(): void {
     clearInterval(this.timer);
+    clearInterval(this.lagTimer);
   }
 }
+
+/** A lag in ms as the whole microseconds a RecordableHistogram takes (at least 1). */
+const toMicros = (ms: number): number => Math.max(1, Math.round(ms * 1000));
 
 function positiveNumber(value: number, what: string): number {
   if (!(typeof value === 'number' && Number.isFinite(value) && value > 0)) throw new CapacityConfigError(`${what} must be a positive number, got ${String(value)}`);
@@ -152,6 +198,7 @@ export function createCapacityGate(options: CapacityGateOptions = {}): CapacityG
   const load = options.loadCheck === false ? undefined : options.loadCheck === true || options.loadCheck === undefined ? {} : options.loadCheck;
   const maxElu = positiveNumber(load?.maxEventLoopUtilization ?? FACE_CAPACITY.maxEventLoopUtilization, 'maxEventLoopUtilization');
   const maxCpu = positiveNumber(load?.maxCpuShare ?? FACE_CAPACITY.maxCpuShare, 'maxCpuShare');
+  const maxLag = positiveNumber(load?.maxEventLoopLagMs ?? FACE_CAPACITY.maxEventLoopLagMs, 'maxEventLoopLagMs');
   const meter = load ? new LoadMeter(positiveNumber(load.windowMs ?? FACE_CAPACITY.loadWindowMs, 'the load window'), load.cores ?? availableParallelism()) : undefined;
   let inUse = 0;
   let leases = 0;
@@ -162,7 +209,7 @@ export function createCapacityGate(options: CapacityGateOptions = {}): CapacityG
   const overload = () => {
     if (!meter) return { overloaded: false };
     const m = meter.measure();
-    return { overloaded: m.eventLoopUtilization > maxElu || m.cpuShare > maxCpu, ...m };
+    return { overloaded: m.eventLoopUtilization > maxElu || m.cpuShare > maxCpu || m.eventLoopLagMs > maxLag, ...m };
   };
 
   return {
@@ -224,4 +271,18 @@ export function faceSessionLimitFromEnv(env: NodeJS.ProcessEnv = process.env): n
   const n = Number(raw);
   if (!Number.isInteger(n) || n < 1) throw new CapacityConfigError(`SVC_MAX_FACE_SESSIONS must be a positive integer, got ${JSON.stringify(raw)}`);
   return n;
+}
+
+/**
+ * The load check as `npm start` configures it: `SVC_CAPACITY_LOAD_CHECK=off` admits by count only
+ * (false); otherwise on, with `SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS` (a positive number of ms) as
+ * the lag bound when set. A bad value throws at start-up.
+ */
+export function loadCheckFromEnv(env: NodeJS.ProcessEnv = process.env): false | LoadCheckOptions {
+  if (env.SVC_CAPACITY_LOAD_CHECK?.trim().toLowerCase() === 'off') return false;
+  const raw = env.SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS?.trim();
+  if (!raw) return {};
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new CapacityConfigError(`SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS must be a positive number of milliseconds, got ${JSON.stringify(raw)}`);
+  return { maxEventLoopLagMs: n };
 }

@@ -148,6 +148,14 @@ export class JobQueue {
     return Number(row?.n ?? 0);
   }
 
+  /** Jobs `queued` (due or waiting for a retry) and `running`, whichever worker holds them (metrics). */
+  async depth(): Promise<{ queued: number; running: number }> {
+    const rows: Array<{ status: string; n: string | number }> = await this.db(TABLE).whereIn('status', ['queued', 'running']).groupBy('status').select('status').count('* as n');
+    const depth = { queued: 0, running: 0 };
+    for (const r of rows) depth[r.status as keyof typeof depth] = Number(r.n);
+    return depth;
+  }
+
   private fenced(q: Knex | Knex.Transaction, claim: Claim) {
     return q(TABLE).where({ job_id: claim.job_id, runner_id: claim.runner_id, attempts: claim.attempts, status: 'running' });
   }

@@ -25,6 +25,31 @@ export interface JobContext {
 
 export type JobHandler = (job: ClaimedJob, context: JobContext) => Promise<JobOutcome>;
 
+/**
+ * Reason classes of failed attempts (the `reason` label of `svc_job_failures_total`; a bounded
+ * set, the job's own `error` keeps the full text): `interrupted` (the worker running it stopped:
+ * its lease lapsed), `source_missing` (its input is gone), `generator_failed` (the generator threw:
+ * an undecodable image, ffmpeg failing), `storage_failed` (reading the input or storing the result
+ * failed), `other` (anything unclassified, e.g. the database).
+ */
+export const JOB_FAILURE_REASONS = ['interrupted', 'source_missing', 'generator_failed', 'storage_failed', 'other'] as const;
+export type JobFailureReason = (typeof JOB_FAILURE_REASONS)[number];
+
+/** Failed attempts recorded by a worker, by reason class: `retrying` (queued again) or `failed` (the last attempt). */
+export type JobFailureCounts = Readonly<Partial<Record<JobFailureReason, { readonly retrying: number; readonly failed: number }>>>;
+
+const FAILURE_REASON = Symbol('svc.jobFailureReason');
+
+/** Marks `err` with the reason class its failed attempt counts under, and returns it (to throw). */
+export function withFailureReason(err: unknown, reason: JobFailureReason): unknown {
+  if (err !== null && typeof err === 'object' && !(FAILURE_REASON in err)) Object.defineProperty(err, FAILURE_REASON, { value: reason, configurable: true });
+  return err;
+}
+
+function failureReasonOf(err: unknown): JobFailureReason {
+  return err !== null && typeof err === 'object' && FAILURE_REASON in err ? (err as { [FAILURE_REASON]: JobFailureReason })[FAILURE_REASON] : 'other';
+}
+
 interface Running {
   readonly job: ClaimedJob;
   readonly abort: AbortController;
@@ -40,6 +65,7 @@ export class JobWorker {
   private passing: Promise<void> | null = null;
   private passAgain = false;
   private lastReapMs = 0;
+  private readonly failureCounts: Partial<Record<JobFailureReason, { retrying: number; failed: number }>> = {};
 
   constructor(
     private readonly queue: JobQueue,
@@ -61,6 +87,15 @@ export class JobWorker {
   /** Jobs this worker runs now. */
   get active(): number {
     return this.running.size;
+  }
+
+  /** Failed attempts this worker recorded (its own jobs, and others' it reaped), for metrics. */
+  failures(): JobFailureCounts {
+    return Object.fromEntries(Object.entries(this.failureCounts).map(([reason, c]) => [reason, { ...c }]));
+  }
+
+  private countFailure(reason: JobFailureReason, outcome: 'retrying' | 'failed'): void {
+    (this.failureCounts[reason] ??= { retrying: 0, failed: 0 })[outcome]++;
   }
 
   /** Looks for work now (a job was just queued in this process); passes coalesce. */
@@ -101,6 +136,7 @@ export class JobWorker {
     if (Date.now() - this.lastReapMs >= this.settings.pollMs) {
       this.lastReapMs = Date.now();
       for (const r of await this.queue.reapLapsed(this.runnerId)) {
+        this.countFailure('interrupted', r.status === 'failed' ? 'failed' : 'retrying');
         this.logger.warn({ job_id: r.job_id, runner_id: r.runner_id, status: r.status }, 'job worker: reclaimed a job whose worker stopped');
       }
     }
@@ -138,6 +174,7 @@ export class JobWorker {
         this.logger.error({ ...log, err: e }, 'job worker: could not record a failed attempt; it is retried when its lease lapses');
         return 'lost' as const;
       });
+      if (outcome !== 'lost') this.countFailure(failureReasonOf(err), outcome);
       const message = { failed: 'job failed after its last attempt', retrying: 'job attempt failed; retrying after the backoff', lost: 'job attempt ended after the job was taken over; nothing recorded' }[outcome];
       this.logger.warn({ ...log, err, outcome }, message);
     }

@@ -2,16 +2,20 @@
  * Prometheus metrics (`GET /metrics`, prom-client): every series is documented in
  * docs/operations.md. Per server: HTTP request durations by route pattern and status, the
  * Session API's live sessions, admissions, refusals and endings, /realtime face sessions and
- * refusals, the capacity gate. Per process (registered once, shared by every server in the
+ * refusals, face frames' lateness (jitter), the capacity gate, the generation job queue's depth
+ * and this process's job failures. Per process (registered once, shared by every server in the
  * process): prom-client's default `process_*` and `nodejs_*` series, event-loop lag among them.
  *
  * Counts kept by the modules themselves (`LiveSessions.stats()`, `RealtimeEndpoint.refusals()`,
- * `CapacityGate.snapshot()`) are read at scrape time: measuring costs nothing between scrapes.
+ * `CapacityGate.snapshot()`, `GenerationJobs.failures()`) are read at scrape time, and the job
+ * queue's depth is one query at scrape time: measuring costs nothing between scrapes. The one
+ * per-event cost is a face frame's lateness: one histogram observation per frame.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type Router from '@koa/router';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { CapacityGate } from '../capacity/capacity-gate.ts';
+import { JOB_FAILURE_REASONS, type JobFailureCounts } from '../jobs/job-worker.ts';
 import type { LiveSessionStats } from '../sessions/live-sessions.ts';
 
 /** Who may read `/metrics` (`SVC_METRICS`, `SVC_METRICS_TOKEN`); see metricsAccessFromEnv. */
@@ -26,6 +30,15 @@ export const METRICS = {
   sessionRefusals: ['agent_not_found', 'agent_unpublished', 'auth_failed', 'server_busy', 'concurrency_limit', 'room_creation_failed', 'orchestrator_error', 'internal_error'],
   /** /realtime refusal codes always present (0 until seen). */
   faceRefusals: ['auth_failed', 'unknown_config', 'server_busy', 'invalid_configuration', 'internal_error'],
+  /**
+   * Face frame lateness buckets (seconds): 1 ms .. 1 s. A frame is due every 40 ms; 40 ms late is
+   * a whole frame (the client sees a stutter), 5 ms is the arrival-gap target (docs/face-models.md).
+   */
+  frameLatenessBuckets: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 1],
+  /** Job statuses whose count is the queue's depth. */
+  jobQueueStatuses: ['queued', 'running'],
+  /** A scrape waits this long for the job queue's count; past it the depth series are left out. */
+  jobQueueTimeoutMs: 1000,
 } as const;
 
 export class MetricsConfigError extends Error {}
@@ -53,6 +66,46 @@ function tokenAccess(token: string): MetricsAccess {
   return { mode: 'token', token };
 }
 
+/** Where a face session's frames go: a `/realtime` client, or a Session API bot's room. */
+export type FaceFrameConsumer = 'realtime' | 'bot';
+
+/**
+ * How late face frames are emitted against their due time (`FaceSession.startedAtMs + ptsMs`):
+ * their jitter. Created before the endpoints (they record into it), registered by
+ * `createServerMetrics` (`frameTiming` source). Recording is one histogram observation per frame.
+ */
+export interface FaceFrameTiming {
+  /** Records one frame of a `/realtime` session emitted `lateMs` after its due time. */
+  readonly realtime: (lateMs: number) => void;
+  /** Records one frame of a bot's face session emitted `lateMs` after its due time. */
+  readonly bot: (lateMs: number) => void;
+  readonly histogram: Histogram<'source'>;
+}
+
+export function createFaceFrameTiming(): FaceFrameTiming {
+  const histogram = new Histogram({
+    name: 'svc_face_frame_lateness_seconds',
+    help: 'Face frames: how late each was emitted against its due time (session start + index x 40 ms), by where it goes (realtime, bot).',
+    labelNames: ['source'],
+    buckets: [...METRICS.frameLatenessBuckets],
+    registers: [],
+  });
+  const recorder = (source: FaceFrameConsumer) => {
+    const child = histogram.labels({ source });
+    // Early by a fraction of a millisecond (a timer's rounding) is on time.
+    return (lateMs: number) => child.observe(lateMs > 0 ? lateMs / 1000 : 0);
+  };
+  return { realtime: recorder('realtime'), bot: recorder('bot'), histogram };
+}
+
+/** The generation job queue, read at scrape time. */
+export interface JobMetricsSource {
+  /** Jobs by status across every worker (the shared queue): `queued` and `running`. */
+  depth(): Promise<Readonly<Record<string, number>>>;
+  /** This process's worker's failed attempts, by reason class and outcome. */
+  failures(): JobFailureCounts;
+}
+
 /** What the metrics read at scrape time; each is optional (a server without sessions has none). */
 export interface MetricsSources {
   /** The REST router: request routes are labelled with its path patterns. */
@@ -60,6 +113,9 @@ export interface MetricsSources {
   readonly sessions?: () => LiveSessionStats;
   readonly realtime?: () => { readonly live: number; readonly refusals: Readonly<Record<string, number>> };
   readonly capacity?: Pick<CapacityGate, 'snapshot'>;
+  /** Face frame lateness recorded by /realtime and the bots (create it with createFaceFrameTiming). */
+  readonly frameTiming?: FaceFrameTiming;
+  readonly jobs?: JobMetricsSource;
 }
 
 export interface ServerMetrics {
@@ -140,7 +196,44 @@ export function createServerMetrics(sources: MetricsSources): ServerMetrics {
     new Gauge({ name: 'svc_capacity_limit', help: 'Capacity gate: the limit (SVC_MAX_FACE_SESSIONS, default cores x 2).', registers, collect() { this.set(gate.snapshot().limit); } });
     new Gauge({ name: 'svc_capacity_overloaded', help: 'Capacity gate: 1 while the load check refuses new work.', registers, collect() { this.set(gate.snapshot().overloaded ? 1 : 0); } });
     new Gauge({ name: 'svc_capacity_event_loop_utilization', help: 'Capacity gate: event-loop utilization over its load window (0..1).', registers, collect() { this.set(gate.snapshot().eventLoopUtilization ?? 0); } });
+    new Gauge({ name: 'svc_capacity_event_loop_lag_seconds', help: 'Capacity gate: p99 event-loop lag over its load window (refuses past SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS, default 40 ms).', registers, collect() { this.set((gate.snapshot().eventLoopLagMs ?? 0) / 1000); } });
     new Counter({ name: 'svc_capacity_refusals_total', help: 'Capacity gate: leases refused, by reason (full: at the limit; overloaded: the load check).', labelNames: ['reason'], registers, collect() { setCounts(this, 'reason', gate.snapshot().refused, ['full', 'overloaded']); } });
+  }
+
+  if (sources.frameTiming) registry.registerMetric(sources.frameTiming.histogram);
+
+  if (sources.jobs) {
+    const jobs = sources.jobs;
+    new Gauge({
+      name: 'svc_jobs_queue_depth',
+      help: 'Generation jobs in the shared queue (every worker), by status: queued (waiting, including retries in backoff) and running.',
+      labelNames: ['status'],
+      registers,
+      async collect() {
+        this.reset();
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const timeout = new Promise<undefined>((resolve) => {
+          timer = setTimeout(() => resolve(undefined), METRICS.jobQueueTimeoutMs);
+        });
+        // The database unreachable or slow: the series are left out of this scrape (no stale value).
+        const depth = await Promise.race([jobs.depth().catch(() => undefined), timeout]).finally(() => clearTimeout(timer));
+        if (!depth) return;
+        for (const status of METRICS.jobQueueStatuses) this.set({ status }, depth[status] ?? 0);
+      },
+    });
+    new Counter({
+      name: 'svc_job_failures_total',
+      help: "Failed attempts of generation jobs run by this process's worker, by reason class and outcome (retrying: queued again; failed: it was the last attempt).",
+      labelNames: ['reason', 'outcome'],
+      registers,
+      collect() {
+        this.reset();
+        const counts = jobs.failures();
+        for (const reason of JOB_FAILURE_REASONS) {
+          for (const outcome of ['retrying', 'failed'] as const) this.inc({ reason, outcome }, counts[reason]?.[outcome] ?? 0);
+        }
+      },
+    });
   }
 
   const defaults = processMetrics();

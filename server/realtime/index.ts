@@ -20,6 +20,8 @@ export interface MountRealtimeOptions {
   readonly publishAvatar?: AvatarPublisher;
   /** Close connections silent for this long (default 5 min; clients ping to stay open). */
   readonly idleTimeoutMs?: number;
+  /** Each emitted frame's lateness against its due time, ms (`createFaceFrameTiming().realtime`). */
+  readonly onFrameLateness?: (lateMs: number) => void;
 }
 
 export function mountRealtime(server: Pick<AppServer, 'httpServer' | 'db' | 'storage' | 'registry' | 'services' | 'logger'> & { readonly config?: Partial<Pick<AppServer['config'], 'maxFaceSessions' | 'livekitAllowedRanges'>> }, options: MountRealtimeOptions = {}): RealtimeEndpoint {
@@ -34,6 +36,7 @@ export function mountRealtime(server: Pick<AppServer, 'httpServer' | 'db' | 'sto
     publishAvatar: options.publishAvatar,
     livekitAllowedRanges: options.livekitAllowedRanges ?? server.config?.livekitAllowedRanges,
     idleTimeoutMs: options.idleTimeoutMs,
+    onFrameLateness: options.onFrameLateness,
     log,
   });
 }

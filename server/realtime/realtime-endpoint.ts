@@ -125,6 +125,11 @@ export interface RealtimeEndpointOptions {
   /** Close a connection after this long without any client message (default REALTIME_LIMITS.idleTimeoutMs). */
   readonly idleTimeoutMs?: number;
   readonly log?: (event: string, details: Record<string, unknown>) => void;
+  /**
+   * Called for every frame a session emits with how late it was (ms) against its due time
+   * (`startedAtMs + ptsMs`): the frame jitter metric (server/metrics, `FaceFrameTiming.realtime`).
+   */
+  readonly onFrameLateness?: (lateMs: number) => void;
 }
 
 export interface RealtimeEndpoint {
@@ -189,7 +194,7 @@ export function attachRealtime(server: Server, options: RealtimeEndpointOptions)
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (url.pathname !== path) return; // another upgrade handler's path
     wss.handleUpgrade(req, socket, head, (ws) => {
-      const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, log, live, refused, gate, limits, publishAvatar: options.publishAvatar, livekitAllowedRanges: options.livekitAllowedRanges ?? [] });
+      const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, log, live, refused, gate, limits, publishAvatar: options.publishAvatar, livekitAllowedRanges: options.livekitAllowedRanges ?? [], onFrameLateness: options.onFrameLateness });
       void connection.open();
     });
   };
@@ -221,6 +226,7 @@ interface ConnectionDeps {
   live: Set<RealtimeConnection>;
   refused(code: RealtimeErrorCode): void;
   log(event: string, details: Record<string, unknown>): void;
+  onFrameLateness: ((lateMs: number) => void) | undefined;
 }
 
 class RealtimeConnection {
@@ -295,8 +301,11 @@ class RealtimeConnection {
         return;
       }
       this.session = session;
+      const frameLateness = this.deps.onFrameLateness;
       this.frames = session.frames.subscribe({
         next: (f) => {
+          // Frames are emitted synchronously to subscribers: now is when this one left the session.
+          frameLateness?.(this.deps.clock.now() - session.startedAtMs - f.ptsMs);
           if (f.type === 'speech' || f.type === 'speech-start') this.queuedAudioMs = Math.max(0, this.queuedAudioMs - FACE_TIMING.frameDurationMs);
           if (this.ws.readyState !== this.ws.OPEN || this.publication) return;
           // Audio always goes out; under backpressure the image is skipped, never the sound.

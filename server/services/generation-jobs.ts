@@ -7,7 +7,7 @@ import { ApiError } from '../http/api-error.ts';
 import type { Principal } from '../http/principal.ts';
 import { JobQueue, type ClaimedJob } from '../jobs/job-queue.ts';
 import { resolveJobSettings, type JobSettings } from '../jobs/job-settings.ts';
-import { JobWorker, type JobContext, type JobOutcome } from '../jobs/job-worker.ts';
+import { JobWorker, withFailureReason, type JobContext, type JobFailureCounts, type JobOutcome } from '../jobs/job-worker.ts';
 import type { ObjectStorage } from '../storage/object-storage.ts';
 import { isImageAsset } from './asset-hooks.ts';
 import type { Assets } from './assets.ts';
@@ -122,6 +122,16 @@ export class GenerationJobs {
     await this.worker?.close();
   }
 
+  /** Jobs queued and running in the shared queue (every worker's), for metrics. */
+  depth(): Promise<{ queued: number; running: number }> {
+    return this.queue.depth();
+  }
+
+  /** Failed attempts recorded by this process's worker, by reason class (none without a worker). */
+  failures(): JobFailureCounts {
+    return this.worker?.failures() ?? {};
+  }
+
   /**
    * Waits until no job in the database is running or due (tests): each has ended or waits for its
    * next attempt. Returns at once in a process without a worker (nothing here would run them).
@@ -152,19 +162,30 @@ export class GenerationJobs {
         .where('asset_id', row.source_asset_id)
         .whereIn('organization_id', [row.organization_id, TEMPLATE_ORGANIZATION.organization_id])
         .first();
-      if (!source) throw new Error(`source asset ${row.source_asset_id} no longer exists`);
+      if (!source) throw withFailureReason(new Error(`source asset ${row.source_asset_id} no longer exists`), 'source_missing');
       const generator = this.registry.create<IdleVideoGenerator>(IDLE_VIDEO_GENERATOR_KIND, row.generator);
-      const video = await generator.generate({
-        sourceImage: await this.storage.getObject(source.storage_key),
-        sourceContentType: source.content_type,
-        referenceTemplate: row.reference_template,
-        modelVariantId: row.model_variant_id,
-        signal: context.signal,
+      const sourceImage = await this.storage.getObject(source.storage_key).catch((err: unknown) => {
+        throw withFailureReason(err, 'storage_failed');
       });
+      const video = await generator
+        .generate({
+          sourceImage,
+          sourceContentType: source.content_type,
+          referenceTemplate: row.reference_template,
+          modelVariantId: row.model_variant_id,
+          signal: context.signal,
+        })
+        .catch((err: unknown) => {
+          throw withFailureReason(err, 'generator_failed');
+        });
       if (context.signal.aborted) throw context.signal.reason;
       // Another worker reclaimed the job while this one generated: leave the asset to it.
       if (!(await context.stillHeld())) throw new Error('lease lost before storing the result');
-      await this.assets.createFromBytes(row.organization_id, row.created_by, { asset_id: assetId, name: video.name, category: 'video', content_type: video.contentType, data: video.data });
+      await this.assets
+        .createFromBytes(row.organization_id, row.created_by, { asset_id: assetId, name: video.name, category: 'video', content_type: video.contentType, data: video.data })
+        .catch((err: unknown) => {
+          throw withFailureReason(err, 'storage_failed');
+        });
     }
     return {
       result: { asset_id: assetId },

@@ -27,6 +27,11 @@ export interface EmbeddedSessionsOptions extends Partial<Pick<MountSessionsOptio
    * (`liveKitSessionSettingsFromEnv`); `null`: embedded rooms whatever the environment says.
    */
   readonly livekit?: LiveKitSessionSettings | null;
+  /**
+   * Called for every frame a bot's face session emits with how late it was (ms) against its due
+   * time (`startedAtMs + ptsMs`): the frame jitter metric (`createFaceFrameTiming().bot`).
+   */
+  readonly onFrameLateness?: (lateMs: number) => void;
 }
 
 /** The deployment's LiveKit server for sessions (docs/sessions.md, "LiveKit rooms"). */
@@ -66,7 +71,13 @@ export function mountEmbeddedSessions(server: AppServer, rooms: MountedRooms, op
     rooms: rooms.rooms,
     // The bot joins LiveKit rooms through the same address policy as any LiveKit publishing.
     livekitAllowedRanges: server.config.livekitAllowedRanges,
-    openFace: (agent, clock, limits) => openFace(agent, clock, limits),
+    openFace: async (agent, clock, limits) => {
+      const face = await openFace(agent, clock, limits);
+      const onFrameLateness = options.onFrameLateness;
+      // Subscribers get each frame as it is emitted; the subscription ends with the session.
+      if (onFrameLateness) face.frames.subscribe({ next: (f) => onFrameLateness(clock.now() - face.startedAtMs - f.ptsMs), error: () => undefined });
+      return face;
+    },
     webhooks: new WebhookClient({ allowedRanges: server.config.webhookAllowedRanges }),
     ...options.runner,
   });

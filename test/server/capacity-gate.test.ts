@@ -1,5 +1,5 @@
 import test from 'ava';
-import { createCapacityGate } from '../../server/capacity/capacity-gate.ts';
+import { CapacityConfigError, createCapacityGate, FACE_CAPACITY, loadCheckFromEnv } from '../../server/capacity/capacity-gate.ts';
 
 /** Keeps the event loop busy for `ms` (the load the gate measures). */
 function burn(ms: number): void {
@@ -32,4 +32,76 @@ test('an overloaded process refuses new work while something runs, but an idle g
   first!.release();
   t.truthy(gate.tryAcquire(), 'idle again: admitted');
   gate.close();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+// The lag tests run one at a time: another test's busy loop would be a stall in theirs.
+/** Bounds other than the lag's that nothing here can reach: only the lag decides. */
+const LAG_ONLY = { maxEventLoopUtilization: 1, maxCpuShare: 100 } as const;
+
+test.serial('event-loop lag past the bound refuses new work while utilization and CPU stay below theirs; admitted again once the lag falls', async (t) => {
+  const gate = createCapacityGate({ limit: 4, loadCheck: { windowMs: 500, maxEventLoopLagMs: 100, ...LAG_ONLY } });
+  t.teardown(() => gate.close());
+  const running = gate.tryAcquire(); // an idle gate always admits: something must run to be starved
+  t.truthy(running);
+  // Repeated stalls, as a saturated process has them: the loop blocked 150 ms, then free 100 ms,
+  // for more than a window. Every stall is a turn 140 ms late; the loop is busy about 60 % of the time.
+  for (let i = 0; i < 5; i++) {
+    burn(150);
+    await sleep(100);
+  }
+  const busy = gate.snapshot();
+  t.true(busy.eventLoopLagMs! > 100, JSON.stringify(busy));
+  t.true(busy.eventLoopUtilization! < 1);
+  t.true(busy.overloaded);
+  t.is(gate.tryAcquire(), null, 'refused while the lag is past the bound');
+  t.like(gate.snapshot(), { refused: { full: 0, overloaded: 1 }, lastRefusal: 'overloaded' });
+  // The stalls stopped: within a couple of windows the lag falls and the gate admits (a bound for a loaded machine).
+  let lease = null;
+  for (let i = 0; i < 200 && !lease; i++) {
+    await sleep(50);
+    lease = gate.tryAcquire();
+  }
+  t.truthy(lease, JSON.stringify(gate.snapshot()));
+  t.true(gate.snapshot().eventLoopLagMs! <= 100);
+  lease?.release();
+  running!.release();
+});
+
+test.serial('a single stall among a window of turns does not refuse: the bound is on the p99, not on one late turn', async (t) => {
+  const gate = createCapacityGate({ limit: 4, loadCheck: { windowMs: 1000, maxEventLoopLagMs: 100, ...LAG_ONLY } });
+  t.teardown(() => gate.close());
+  const running = gate.tryAcquire();
+  t.truthy(running);
+  await sleep(1100); // a full window of idle turns (about 100 samples)
+  burn(300); // one turn 290 ms late: a bot starting, a full GC
+  await sleep(200);
+  const snap = gate.snapshot();
+  t.true(snap.eventLoopLagMs! < 100, JSON.stringify(snap));
+  const lease = gate.tryAcquire();
+  t.truthy(lease, JSON.stringify(gate.snapshot()));
+  lease?.release();
+  running!.release();
+});
+
+test.serial('the lag bound: FACE_CAPACITY default (one face frame), SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS, SVC_CAPACITY_LOAD_CHECK=off still turns every load criterion off', async (t) => {
+  t.is(FACE_CAPACITY.maxEventLoopLagMs, 40);
+  t.deepEqual(loadCheckFromEnv({}), {});
+  t.deepEqual(loadCheckFromEnv({ SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS: ' 75 ' }), { maxEventLoopLagMs: 75 });
+  t.deepEqual(loadCheckFromEnv({ SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS: '12.5' }), { maxEventLoopLagMs: 12.5 });
+  t.is(loadCheckFromEnv({ SVC_CAPACITY_LOAD_CHECK: 'off', SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS: '75' }), false);
+  for (const bad of ['0', '-5', 'soon', 'Infinity']) {
+    t.throws(() => loadCheckFromEnv({ SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS: bad }), { instanceOf: CapacityConfigError, message: /SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS must be a positive number of milliseconds/ }, bad);
+  }
+  t.throws(() => createCapacityGate({ loadCheck: { maxEventLoopLagMs: 0 } }), { instanceOf: CapacityConfigError });
+
+  const gate = createCapacityGate({ limit: 4, loadCheck: loadCheckFromEnv({ SVC_CAPACITY_LOAD_CHECK: 'off' }) });
+  t.teardown(() => gate.close());
+  const running = gate.tryAcquire();
+  burn(300);
+  const lease = gate.tryAcquire();
+  t.truthy(lease, 'load check off: admitted by count inside a stall');
+  t.is(gate.snapshot().eventLoopLagMs, undefined);
+  lease?.release();
+  running?.release();
 });

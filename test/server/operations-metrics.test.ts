@@ -1,8 +1,8 @@
 /**
  * /healthz, /readyz and /metrics. The metrics test drives a real `server/main.ts` process (what
  * `npm start` runs) with real traffic (REST calls, a Session API session and a refusal, a
- * /realtime face session and a refusal), then reads the series it documents
- * (docs/operations.md). Readiness against an unreachable database uses a real TCP relay to
+ * /realtime face session and a refusal, a real idle-video job and one that fails), then reads the
+ * series it documents (docs/operations.md). Readiness against an unreachable database uses a real TCP relay to
  * PostgreSQL that the test stops.
  */
 import test from 'ava';
@@ -14,6 +14,8 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import WebSocket from 'ws';
 import { Registry } from '../../core/registry.ts';
+import { JOB_FAILURE_REASONS } from '../../server/jobs/job-worker.ts';
+import { TEMPLATE_FACE_ASSET } from '../../server/services/catalogue-seed.ts';
 import { createServer } from '../../server/app.ts';
 import { mountOperations, Readiness } from '../../server/health/index.ts';
 import { metricsAccessFromEnv } from '../../server/metrics/metrics.ts';
@@ -49,9 +51,21 @@ async function startProcess(env: Record<string, string>): Promise<{ proc: Server
   return { proc, db };
 }
 
-test('metrics after real traffic: route patterns (never ids), sessions, face sessions, refusals, capacity, event-loop lag; refused without the token', async (t) => {
+test('metrics after real traffic: route patterns (never ids), sessions, face sessions and their frame lateness, refusals, capacity, event-loop lag, job queue depth and failures; refused without the token', async (t) => {
+  t.timeout(240_000); // a real idle-video generation, bounded for a shared 2-core machine
   const token = randomBytes(24).toString('base64url');
-  const { proc } = await startProcess({ SVC_METRICS: 'token', SVC_METRICS_TOKEN: token, SVC_MAX_FACE_SESSIONS: '6' });
+  // One job at a time and one attempt each: the queue's depth and a failure are what the test makes.
+  // Overload is not what this test is about (operations-overload.test.ts is): a shared test machine
+  // lagging this process past the default 40 ms must not refuse its face session, so the lag bound
+  // is raised (through its documented variable); the other load bounds stay the defaults.
+  const { proc } = await startProcess({
+    SVC_METRICS: 'token',
+    SVC_METRICS_TOKEN: token,
+    SVC_MAX_FACE_SESSIONS: '6',
+    SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS: '1000',
+    SVC_JOB_CONCURRENCY: '1',
+    SVC_JOB_MAX_ATTEMPTS: '1',
+  });
   const key = proc.firstKey!;
   const api = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(`${proc.url}${path}`, { method, headers: { 'x-api-key': key, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
@@ -81,12 +95,17 @@ test('metrics after real traffic: route patterns (never ids), sessions, face ses
   t.is(refusedFace, 'auth_failed');
   const face = new WebSocket(`${proc.url.replace(/^http/, 'ws')}/realtime?config_id=svc/human-portrait`, { headers: { 'x-api-key': key } });
   cleanups.push(() => face.terminate());
+  let faceFrames = 0;
   await new Promise<void>((resolve, reject) => {
     face.on('message', (d, binary) => {
-      if (!binary && JSON.parse(String(d)).type === 'session_ready') resolve();
+      if (binary) return void faceFrames++;
+      const message = JSON.parse(String(d));
+      if (message.type === 'session_ready') resolve();
+      else if (message.type === 'error' && message.fatal) reject(new Error(`the face session was refused: ${String(d)}`));
     });
     face.on('error', reject);
   });
+  await eventually('ten face frames', async () => (faceFrames >= 10 ? true : undefined));
 
   // Protected: no token, a wrong token.
   const none = await fetch(`${proc.url}/metrics`);
@@ -129,10 +148,28 @@ test('metrics after real traffic: route patterns (never ids), sessions, face ses
   t.true([0, 1].includes(sample(text, 'svc_capacity_overloaded')!));
   const elu = sample(text, 'svc_capacity_event_loop_utilization')!;
   t.true(elu >= 0 && elu <= 1);
+  t.true(sample(text, 'svc_capacity_event_loop_lag_seconds')! >= 0);
+  // Every frame the /realtime session emitted was timed against its due time (one observation each).
+  const lateness = (what: string, source: string, le?: string) => sample(text, `svc_face_frame_lateness_seconds_${what}{${le ? `le="${le}",` : ''}source="${source}"}`);
+  t.true(lateness('count', 'realtime')! >= 10, 'at least the frames the client received');
+  t.is(lateness('bucket', 'realtime', '+Inf'), lateness('count', 'realtime'));
+  t.true(lateness('bucket', 'realtime', '0.04')! <= lateness('count', 'realtime')!);
+  t.true(lateness('sum', 'realtime')! >= 0);
+  t.not(lateness('count', 'bot'), undefined, 'the bot series is there from the start');
   t.true(sample(text, 'nodejs_eventloop_lag_p99_seconds')! >= 0);
   t.not(sample(text, 'nodejs_eventloop_lag_seconds'), undefined);
   t.not(sample(text, 'process_cpu_seconds_total'), undefined);
-  for (const name of ['svc_http_request_duration_seconds histogram', 'svc_sessions_live gauge', 'svc_session_admissions_refused_total counter', 'svc_face_sessions_refused_total counter', 'svc_capacity_in_use gauge']) {
+  for (const name of [
+    'svc_http_request_duration_seconds histogram',
+    'svc_sessions_live gauge',
+    'svc_session_admissions_refused_total counter',
+    'svc_face_sessions_refused_total counter',
+    'svc_capacity_in_use gauge',
+    'svc_capacity_event_loop_lag_seconds gauge',
+    'svc_face_frame_lateness_seconds histogram',
+    'svc_jobs_queue_depth gauge',
+    'svc_job_failures_total counter',
+  ]) {
     t.true(text.includes(`# TYPE ${name}`), name);
   }
 
@@ -140,6 +177,46 @@ test('metrics after real traffic: route patterns (never ids), sessions, face ses
   const again = await (await fetch(`${proc.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })).text();
   t.is(sample(again, 'svc_http_request_duration_seconds_count{method="GET",route="/metrics",status="401"}'), 3);
   t.is(sample(again, 'svc_http_request_duration_seconds_count{method="GET",route="/metrics",status="200"}'), 1);
+
+  // The bot's face session is timed too.
+  const scrape = async () => (await fetch(`${proc.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })).text();
+  await eventually('bot face frames timed', async () => ((sample(await scrape(), 'svc_face_frame_lateness_seconds_count{source="bot"}') ?? 0) > 0 ? true : undefined));
+
+  // Jobs: a real idle-video generation (the template face, ffmpeg), and one whose source is not an
+  // image (the generator fails; one attempt allowed: it fails for good).
+  const broken = Buffer.from('this is not a PNG image at all');
+  const init = (await api('POST', '/v1/assets/initiate-upload', { name: 'broken.png', category: 'image' })).body;
+  const signed = (await api('POST', '/v1/assets/sign-part', { ...init, part_number: 1 })).body;
+  const etag = (await fetch(signed.upload_url, { method: 'PUT', body: new Uint8Array(broken) })).headers.get('etag');
+  const uploaded = await api('POST', '/v1/assets', { asset_id: init.asset_id, upload_id: init.upload_id, name: 'broken.png', category: 'image', content_type: 'image/png', size_bytes: broken.length, parts: [{ part_number: 1, etag }] });
+  t.is(uploaded.status, 201, JSON.stringify(uploaded.body));
+  const good = await api('POST', '/v1/assets/generate/idle-v1', { source_asset_id: TEMPLATE_FACE_ASSET.asset_id });
+  const bad = await api('POST', '/v1/assets/generate/idle-v1', { source_asset_id: init.asset_id });
+  t.is(good.status, 202);
+  t.is(bad.status, 202);
+  const depth = (text: string, status: string) => sample(text, `svc_jobs_queue_depth{status="${status}"}`);
+  // Both are in the queue now: the first runs (a generation takes seconds), the second waits for
+  // the one slot. The depth counts them, queued or running.
+  const first = await scrape();
+  t.is(depth(first, 'queued')! + depth(first, 'running')!, 2, first);
+  t.true(depth(first, 'running')! <= 1);
+  const jobStatus = async (id: string) => (await api('GET', `/v1/assets/generate/jobs/${id}`)).body.status as string;
+  await eventually('both jobs to end', async () => {
+    const ended = ['succeeded', 'failed'];
+    return ended.includes(await jobStatus(good.body.job_id)) && ended.includes(await jobStatus(bad.body.job_id)) ? true : undefined;
+  }, 180_000);
+  t.is(await jobStatus(good.body.job_id), 'succeeded');
+  t.is(await jobStatus(bad.body.job_id), 'failed');
+  const after = await scrape();
+  t.is(depth(after, 'queued'), 0);
+  t.is(depth(after, 'running'), 0);
+  for (const reason of JOB_FAILURE_REASONS) {
+    for (const outcome of ['retrying', 'failed']) {
+      const expected = reason === 'generator_failed' && outcome === 'failed' ? 1 : 0;
+      t.is(sample(after, `svc_job_failures_total{reason="${reason}",outcome="${outcome}"}`), expected, `${reason} ${outcome}`);
+    }
+  }
+  t.false(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i.test(after), 'no raw ids in any label');
 
   const health = await fetch(`${proc.url}/healthz`);
   t.deepEqual(await health.json(), { status: 'alive' });
