@@ -88,11 +88,12 @@ export interface EmbeddedClient {
 }
 
 /**
- * The embedded database for a process that is not the server (the CLI, `npm run worker`): through
- * the running server's socket when a server holds the directory (pglite-socket.ts), otherwise the
+ * The embedded database for a process that is not the server (the CLI): through the running
+ * server's socket when a server holds the directory (pglite-socket.ts), otherwise the
  * directory itself, locked to this process until `closeDatabase(db)` like the server does. A socket
  * left by a server that was killed answers nothing and is passed over (its stale lock is then
- * taken over by PgliteLock).
+ * taken over by PgliteLock). `npm run worker` does not come here: it requires DATABASE_URL, since
+ * on the embedded database `npm start` runs the jobs itself (server/worker.ts, docs/jobs.md).
  */
 export async function openEmbeddedClient(pgliteDir: string): Promise<EmbeddedClient> {
   const socketPath = pgliteSocketPath(pgliteDir);
