@@ -347,6 +347,9 @@ class RealtimeConnection {
       };
       this.send(ready);
       this.ready = true;
+      // The client's silence counts from here: the time this server took to open the session
+      // (authentication, the configuration, the face) is not the client's to answer for.
+      this.lastMessageAt = Math.max(this.lastMessageAt, this.deps.clock.now());
       this.deps.log('realtime.session_ready', { session_id: this.sessionId, principal: principal.principal, config_id: resolved.configId });
     } catch (err) {
       if (err instanceof RealtimeConfigError) return this.refuseConfig(err.code, err.message, err.details);
@@ -372,6 +375,12 @@ class RealtimeConnection {
   private armIdleTimer(confirming = false): void {
     if (this.closed) return;
     const ms = this.deps.limits.idleTimeoutMs;
+    // Before session_ready the client waits for us: its silence is not counted (set-up ends on
+    // its own: ready, or a fatal error).
+    if (!this.ready) {
+      this.idleTimer = this.deps.clock.setTimeout(() => this.armIdleTimer(), ms);
+      return;
+    }
     const left = this.lastMessageAt + ms - this.deps.clock.now();
     if (left <= 0) {
       if (!confirming) {

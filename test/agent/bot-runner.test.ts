@@ -205,14 +205,14 @@ test.serial('a visitor is greeted after client-ready, talks with the bot, and ha
     t.like(outcome.metadata, { turns: 3, user_turns: 1, room_provider: 'embedded', client_ready: true });
     t.like(outcome.metadata, { latency_turns: 1, latency_p50_ms: latency.user_stopped_to_bot_audio_ms, latency_max_ms: latency.user_stopped_to_bot_audio_ms });
     t.true((outcome.metadata.first_frame_ms as number) >= 0);
-    t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 2000));
+    t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 10_000));
     t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'client_hung_up' });
     t.is(visitor.ofType('bot-state').at(-1)?.state, 'ended');
     // Nothing left running: unpublished, no server peer, the runner forgot it; the room is the server's.
     await nothingLeft(t, bot, s.embedded);
     t.deepEqual(Object.values(s.embedded.peerStates()), ['none'], 'the visitor is still in the room, without a peer');
     t.false(s.embedded.closed);
-    t.true(await waitFor(() => visitor.signalling.some((m) => m.type === 'unpublished'), 2000));
+    t.true(await waitFor(() => visitor.signalling.some((m) => m.type === 'unpublished'), 10_000));
     t.is((await s.running.stop('client_released')).terminationReason, 'client_hung_up', 'stop after the end returns the first outcome');
   } finally {
     visitor.close();
@@ -282,7 +282,7 @@ test.serial('stop(client_released) ends a live session cleanly and tells the vis
     const outcome = await s.running.stop('client_released');
     t.is(outcome.terminationReason, 'client_released');
     t.is(outcome, await s.running.stop('server_shutdown'), 'idempotent');
-    t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 2000));
+    t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 10_000));
     t.is(visitor.ofType('session-ended')[0]?.reason, 'client_released');
     await nothingLeft(t, bot, s.embedded);
   } finally {
@@ -338,7 +338,7 @@ test.serial('the agent hangs up (end_call): the farewell is heard, then session-
     const outcome = await s.running.ended;
     t.is(outcome.terminationReason, 'agent_ended');
     t.is(outcome.failureDetail, null);
-    t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 2000));
+    t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 10_000));
     const order = types(visitor);
     t.true(botTurns(visitor).some((m) => m.text === 'It was nice talking to you.'), 'the farewell was spoken to the end');
     t.true(order.lastIndexOf('bot-tts-stopped') < order.indexOf('session-ended'), 'session-ended after the farewell');
@@ -358,7 +358,7 @@ test.serial('session_limit_seconds ends the session with the farewell: session_l
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
     const outcome = await s.running.ended;
     t.is(outcome.terminationReason, 'session_limit_reached');
-    t.true(await waitFor(() => visitor.ofType('session-ended')[0]?.reason === 'session_limit_reached', 2000));
+    t.true(await waitFor(() => visitor.ofType('session-ended')[0]?.reason === 'session_limit_reached', 10_000));
     t.true(botTurns(visitor).some((m) => m.text === 'Time is up.'), types(visitor).join(','));
     await nothingLeft(t, bot, s.embedded);
   } finally {

@@ -108,6 +108,22 @@ test('idle timeout: a silent client is closed with idle_timeout (4408); session_
   t.is((await c.closed).code, 4408);
 });
 
+test.serial('idle timeout: a set-up slower than the timeout (a stalled server) is not the client\'s silence: it gets session_ready and its full timeout', async (t) => {
+  const c = open('svc/human-portrait/v1', '/realtime-idle');
+  t.teardown(() => c.ws.close());
+  // The connection is being set up; this process (server included) is busy past the idle timeout.
+  const stalledUntil = Date.now() + IDLE_MS + 500;
+  while (Date.now() < stalledUntil);
+  await c.next(isReady);
+  const readyAt = Date.now();
+  await delay(IDLE_MS / 2);
+  t.is(c.ws.readyState, c.ws.OPEN);
+  t.deepEqual(c.messages.filter((m) => m.type === 'error'), []);
+  // Silent from session_ready on: closed one timeout later, not before.
+  t.like(await c.next(isError('idle_timeout')), { fatal: true });
+  t.true(Date.now() - readyAt >= IDLE_MS - 50, `closed ${Date.now() - readyAt} ms after session_ready`);
+});
+
 test.serial('idle timeout: a ping already waiting in the socket when a stalled server wakes up keeps the session open', async (t) => {
   const c = open('svc/human-portrait/v1', '/realtime-idle');
   t.teardown(() => c.ws.close());
