@@ -62,7 +62,9 @@ async function serverWithLiveSession(label: string) {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-shutdown-'));
   cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
   const proc = await startServerProcess({
-    DATABASE_URL: relay.via(db.url), SVC_DATA_DIR: dataDir, SVC_SHUTDOWN_GRACE_MS: '60000',
+    // Admission by count only: a loaded test machine must not turn this test's session into an
+    // overload refusal (overload has its own test, operations-overload).
+    DATABASE_URL: relay.via(db.url), SVC_DATA_DIR: dataDir, SVC_SHUTDOWN_GRACE_MS: '60000', SVC_CAPACITY_LOAD_CHECK: 'off',
     SVC_ENCRYPTION_KEY: 'shutdown-test-key', SVC_SIGNING_SECRET: 'shutdown-test-signing',
   });
   cleanups.push(async () => {
