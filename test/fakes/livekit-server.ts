@@ -8,6 +8,23 @@
  * refused with HTTP 401 on the upgrade, as LiveKit does; `GET /rtc/validate` answers the same
  * check over plain HTTP (the SDK calls it to explain a refused upgrade).
  *
+ * Browsers (the widget's `livekit-client`, test/widget/widget-livekit.test.ts) needed two more
+ * things of LiveKit's, added for them:
+ * - CORS on every HTTP answer, 404s included: `Access-Control-Allow-Origin` echoing the request's
+ *   Origin (`Vary: Origin`) and preflights answered 204, as LiveKit's outermost middleware
+ *   (rs/cors, any origin, any header) does. Without it a page of another origin cannot read
+ *   `/rtc/v1/validate`'s 404, so livekit-client takes the refused v1 upgrade for an unreachable
+ *   server instead of falling back to `/rtc`, and the join fails (observed).
+ * - Resume: a signalling connection with `reconnect=1&sid=...` (the SDK lost its socket and tries
+ *   to keep its session) is answered as LiveKit answers one for a participant it no longer has
+ *   (this fake forgets a participant when its socket closes): a LeaveRequest (STATE_MISMATCH,
+ *   action RECONNECT, can_reconnect) on the opened socket, then close; the SDK then rejoins in
+ *   full (a new join, its tracks published again). Earlier it was taken for a new join.
+ * And two faults a test can cause (no LiveKit API): `dropSignal(identity)` drops the signalling
+ * socket without a close handshake (a blip the SDK recovers from by rejoining), `cutOff(identity)`
+ * drops it, closes the peer connections, and drops every later connection with that identity's
+ * token before an answer, as an unreachable server would be, until `restore(identity)`.
+ *
  * Signalling version: rtc-node 1.1 first tries `/rtc/v1` (single peer connection, the join request
  * with the publisher offer in the URL); this fake answers 404 there, as a LiveKit server without
  * v1 signalling does, and the SDK falls back to `/rtc` (protocol v0, publisher and subscriber
@@ -44,8 +61,9 @@
  * `leave`; `deleteRoom` sends the server's `leave`, and so does a second join with the same
  * identity (DUPLICATE_IDENTITY) to the earlier connection. Everything else is recorded and ignored.
  *
- * Not modelled: reconnection/resume, simulcast layers (a simulcast publication is received as
- * libwebrtc's receiver takes it; the session bot publishes without simulcast), adaptive stream and
+ * Not modelled: resuming a session (see above), ICE restarts, simulcast layers (a simulcast
+ * publication is received as libwebrtc's receiver takes it; the session bot and the widget's
+ * microphone publish without simulcast), adaptive stream and
  * track settings, speaker detection, room metadata, webhooks, region/URL failover, the data-track
  * channel and data streams beyond plain user packets, permissions updates after joining.
  */
@@ -147,9 +165,9 @@ export interface FakeParticipant {
   state: 'joined' | 'active' | 'disconnected';
   /**
    * `leave` (the client sent a LeaveRequest), `socket_closed`, `room_deleted`, `replaced` (the
-   * same identity joined again) or `server_closed`.
+   * same identity joined again), `server_closed` or `cut_off` (`cutOff`, a network cut).
    */
-  leftBy?: 'leave' | 'socket_closed' | 'room_deleted' | 'replaced' | 'server_closed';
+  leftBy?: 'leave' | 'socket_closed' | 'room_deleted' | 'replaced' | 'server_closed' | 'cut_off';
   /** libwebrtc's connection state of the publisher PeerConnection. */
   publisherState: string;
   /** libwebrtc's connection state of the subscriber PeerConnection (`none`: never offered one). */
@@ -191,6 +209,25 @@ export interface LiveKitServerFake {
    * many were removed.
    */
   deleteRoom(room: string): number;
+  /**
+   * A network cut between the participants of `identity` and this server (a test's fault, no
+   * LiveKit API): their signalling sockets are dropped without a close handshake, their peer
+   * connections closed (the others are told they left), and every later connection carrying a
+   * token of that identity (signalling on any path, /rtc/validate) is dropped before an answer, as
+   * an unreachable server would be, until `restore(identity)`. Returns how many were cut.
+   */
+  cutOff(identity: string): number;
+  restore(identity: string): void;
+  /**
+   * Drops the signalling sockets of `identity` without a close handshake (a test's fault, as a
+   * network blip would): the fake forgets those participants as for any closed socket, and their
+   * SDK's resume gets the LeaveRequest of `resume` (then it joins again). Returns how many.
+   */
+  dropSignal(identity: string): number;
+  /** Signalling connections of a cut-off identity dropped since (what its SDK tried meanwhile). */
+  readonly droppedWhileCut: string[];
+  /** Identities whose resume (`reconnect=1`) was answered with a LeaveRequest (action RECONNECT). */
+  readonly resumesRefused: string[];
   /** libwebrtc's inbound-rtp figures of a participant's publisher connection (diagnostics). */
   inboundStats(participantSid: string): Promise<Array<Record<string, unknown>>>;
   close(): Promise<void>;
@@ -279,10 +316,26 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
   const participants: FakeParticipant[] = [];
   const refusedUpgrades: Array<{ path: string; status: number; reason: string }> = [];
   const validations: number[] = [];
+  const cut = new Set<string>();
+  const resumesRefused: string[] = [];
+  const droppedWhileCut: string[] = [];
   const connections = new Set<Connection>();
   const rooms = new Map<string, { sid: string; createdAt: bigint }>();
   const roomApiRequests: string[] = [];
   const createdRooms: LiveKitServerFake['createdRooms'] = new Map();
+
+  /** Whether a request carries a token of a cut-off identity (read unverified: the cut is below HTTP). */
+  function isCut(req: IncomingMessage, url: URL): boolean {
+    if (cut.size === 0) return false;
+    const header = req.headers.authorization;
+    const token = header?.startsWith('Bearer ') ? header.slice(7) : url.searchParams.get('access_token');
+    try {
+      const sub = (JSON.parse(Buffer.from(token?.split('.')[1] ?? '', 'base64url').toString('utf8')) as { sub?: unknown }).sub;
+      return typeof sub === 'string' && cut.has(sub);
+    } catch {
+      return false;
+    }
+  }
 
   /** The token check of both the upgrade and /rtc/validate: the grant, or why it is refused. */
   async function authenticate(req: IncomingMessage, url: URL): Promise<{ grant: ClaimGrants } | { status: number; reason: string }> {
@@ -302,6 +355,23 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
 
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
+    if (isCut(req, url)) {
+      droppedWhileCut.push(`http ${url.pathname}`);
+      return void req.socket.destroy();
+    }
+    // CORS for every origin on every HTTP answer, 404s included, as LiveKit's outermost middleware
+    // (rs/cors, any origin, any header) does: browsers read /rtc/validate from the page's origin.
+    const origin = req.headers.origin;
+    if (origin) {
+      res.setHeader('Access-Control-Allow-Origin', origin);
+      res.setHeader('Vary', 'Origin');
+      if (req.method === 'OPTIONS' && req.headers['access-control-request-method']) {
+        const headers = req.headers['access-control-request-headers'];
+        return void res
+          .writeHead(204, { 'Access-Control-Allow-Methods': String(req.headers['access-control-request-method']).toUpperCase(), ...(headers ? { 'Access-Control-Allow-Headers': headers } : {}), 'Access-Control-Max-Age': '86400' })
+          .end();
+      }
+    }
     const twirp = url.pathname.match(/^\/twirp\/livekit\.RoomService\/(\w+)$/)?.[1];
     if (twirp && req.method === 'POST') return void roomService(twirp, req, res).catch((error: unknown) => twirpError(res, 500, 'internal', String(error)));
     if (req.method !== 'GET' || url.pathname !== '/rtc/validate') return void res.writeHead(404).end('404 page not found\n');
@@ -359,15 +429,39 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
   server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
     socket.on('error', () => undefined); // a client that hangs up during the token check
     const url = new URL(req.url ?? '/', 'http://localhost');
+    if (isCut(req, url)) {
+      droppedWhileCut.push(`ws ${url.pathname}${url.searchParams.get('reconnect') === '1' ? ' (resume)' : ''}`);
+      return void socket.destroy();
+    }
     if (url.pathname !== '/rtc') return refuse(socket, url.pathname, 404, '404 page not found\n');
     void authenticate(req, url).then((auth) => {
       if ('status' in auth) return refuse(socket, url.pathname, auth.status, auth.reason);
-      wss.handleUpgrade(req, socket, head, (ws) => join(ws, auth.grant, Object.fromEntries(url.searchParams)));
+      const query = Object.fromEntries(url.searchParams);
+      wss.handleUpgrade(req, socket, head, (ws) => (query.reconnect === '1' || query.reconnect === 'true' ? resume(ws, auth.grant, query) : join(ws, auth.grant, query)));
     });
   });
 
   function send(conn: Connection, message: SignalResponse['message']): void {
     if (!conn.closed && conn.ws.readyState === conn.ws.OPEN) conn.ws.send(enc(message));
+  }
+
+  /**
+   * A resume (`reconnect=1&sid=...`: the SDK lost its signalling socket and tries to keep its
+   * session). Not modelled beyond LiveKit's answer when it cannot resume: this fake forgets a
+   * participant as soon as its socket closes, so, as LiveKit does for a participant it no longer
+   * has, it answers with a LeaveRequest (STATE_MISMATCH, action RECONNECT, can_reconnect) and
+   * closes; the SDK then reconnects in full (a new join, its tracks published again). A
+   * participant whose earlier socket is somehow still open is closed first (LiveKit would resume it).
+   */
+  function resume(ws: WebSocket, grant: ClaimGrants, query: Record<string, string>): void {
+    const roomName = grant.video!.room!;
+    for (const old of [...connections].filter((c) => c.participant.room === roomName && c.participant.identity === grant.sub && c.participant.sid === query.sid)) {
+      disconnect(old, 'socket_closed');
+      old.ws.close(1000);
+    }
+    resumesRefused.push(grant.sub!);
+    ws.send(enc({ case: 'leave', value: new LeaveRequest({ canReconnect: true, reason: DisconnectReason.STATE_MISMATCH, action: LeaveRequest_Action.RECONNECT }) }));
+    ws.close(1000);
   }
 
   function join(ws: WebSocket, grant: ClaimGrants, query: Record<string, string>): void {
@@ -856,6 +950,25 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     roomApiRequests,
     createdRooms,
     deleteRoom,
+    droppedWhileCut,
+    resumesRefused,
+    cutOff(identity) {
+      cut.add(identity);
+      const victims = [...connections].filter((c) => c.participant.identity === identity);
+      for (const conn of victims) {
+        disconnect(conn, 'cut_off');
+        conn.ws.terminate();
+      }
+      return victims.length;
+    },
+    restore(identity) {
+      cut.delete(identity);
+    },
+    dropSignal(identity) {
+      const victims = [...connections].filter((c) => c.participant.identity === identity);
+      for (const conn of victims) conn.ws.terminate();
+      return victims.length;
+    },
     async close() {
       for (const conn of [...connections]) {
         disconnect(conn, 'server_closed');
