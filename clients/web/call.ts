@@ -1,12 +1,12 @@
 /**
  * One call of the widget, from the start click to its end: microphone, the Session API connect
- * request (with the bounded queue on 429), the embedded room (room-client.js, bundled), the bot's
- * session messages turned into DOM events, the setup timeout, and the release of the session.
+ * request (with the bounded queue on 429), the room (transport.ts: the embedded room, bundled, or
+ * a LiveKit room, loaded on demand), the bot's session messages turned into DOM events
+ * (bot-messages.ts for the plain ones), the setup timeout, and the release of the session.
  * Levels, the browser's voice activity and per-turn latency are measured by its CallMeter
  * (call-meter.ts). The element (element.ts) owns the view and the event target; a
  * Call is used once.
  */
-import SvcRoom, { type RoomConnection } from 'svc:room-client';
 import { SESSION_PROTOCOL_VERSION } from '../../protocol/session-messages.ts';
 import {
   OUTCOMES,
@@ -19,7 +19,11 @@ import {
   type WidgetBotState,
   type WindowEventName,
 } from './events.ts';
+import { dispatchBotEvent, outcomeForEnding } from './bot-messages.ts';
 import { CallMeter } from './call-meter.ts';
+import { joinEmbeddedRoom } from './embedded-transport.ts';
+import { loadLiveKit } from './livekit-loader.ts';
+import { JoinFailure, roomKind, roomNameOf, type JoinRoom, type RoomTransport } from './transport.ts';
 import { WIDGET_VERSION } from './version.ts';
 
 export const CALL_DEFAULTS = {
@@ -31,7 +35,7 @@ export const CALL_DEFAULTS = {
   defaultRetryAfterS: 5,
   minRetryAfterS: 1,
   maxRetryAfterS: 30,
-  /** ICE `disconnected` for this long ends the call (`transport_lost`); `failed` ends it at once. */
+  /** ICE `disconnected` (LiveKit: reconnecting) for this long ends the call (`transport_lost`); `failed` ends it at once. */
   iceDisconnectGraceMs: 8_000,
   // Levels, browser voice activity and per-turn latency: METER_DEFAULTS (call-meter.ts).
 } as const;
@@ -101,46 +105,11 @@ const round = (v: number) => Math.round(v * 10) / 10;
 const since = (a: number | null, b: number | null) => (a === null || b === null ? null : round(b - a));
 const offline = () => typeof navigator !== 'undefined' && navigator.onLine === false;
 
-/** The room name in an embedded room_url (`...?room=<name>`): what the release takes. */
-function roomOf(roomUrl: string): string | null {
-  try {
-    return new URL(roomUrl).searchParams.get('room');
-  } catch {
-    return null;
-  }
-}
-
-/** termination_reason of the bot's `session-ended` -> outcome. */
-function outcomeForEnding(reason: string): Outcome {
-  switch (reason) {
-    case 'client_hung_up':
-    case 'client_released':
-      return 'ended_by_visitor';
-    case 'agent_ended':
-      return 'ended_by_agent';
-    case 'session_limit_reached':
-    case 'max_duration_reached':
-      return 'time_limit_reached';
-    case 'server_shutdown':
-      return 'service_shutdown';
-    case 'client_left':
-    case 'join_timeout':
-      return 'transport_lost';
-    case 'pipeline_error':
-    case 'runner_lost':
-    case 'bot_start_failed':
-    case 'room_creation_failed':
-      return 'agent_error';
-    default:
-      return 'ended_by_agent';
-  }
-}
-
 export class Call {
   private phase: OutcomePhase | 'done' = 'connect';
   sessionId: string | null = null;
   private roomName: string | null = null;
-  private room: RoomConnection | null = null;
+  private room: RoomTransport | null = null;
   private roomClosedReason: string | null = null;
   private sessionEndedReason: string | null = null;
   private fatalBotError = false;
@@ -157,6 +126,8 @@ export class Call {
   private readyAt = 0;
   private botReady = false;
   private iceConnected = false;
+  /** The media path was `disconnected` (within the grace): `client-ready` is sent again when it recovers. */
+  private recovering = false;
   private firstFrame = false;
   private videoExpected = true;
   private audioAttached = false;
@@ -306,7 +277,7 @@ export class Call {
       }
       const data = (await response.json().catch(() => null)) as Record<string, unknown> | null;
       if (this.ended) {
-        const late = response.ok && data && isString(data.room_url) ? roomOf(data.room_url) : null;
+        const late = response.ok && data && isString(data.room_url) && isString(data.token) ? roomNameOf({ room_url: data.room_url, token: data.token }) : null;
         if (late) this.release(late, 'fetch');
         throw new CallFailure('cancelled');
       }
@@ -358,16 +329,40 @@ export class Call {
 
   private async joinRoom(grant: SessionGrant): Promise<void> {
     this.sessionId = grant.session_id;
-    this.roomName = roomOf(grant.room_url);
-    if (!this.roomName) throw new CallFailure('service_error');
+    const kind = roomKind(grant.room_url);
+    this.roomName = roomNameOf(grant);
+    if (!kind || !this.roomName) throw new CallFailure('service_error');
     this.host.setConnectionState('connecting');
-    let room: RoomConnection;
+    let join: JoinRoom = joinEmbeddedRoom;
+    if (kind === 'livekit') {
+      try {
+        join = await loadLiveKit(this.settings.endpoint);
+      } catch {
+        throw new CallFailure('connection_failed', offline() ? 'client_env' : 'ojin');
+      }
+      if (this.phase === 'done') return;
+    }
+    let room: RoomTransport;
     try {
       const microphone = this.mic?.getAudioTracks()[0];
-      room = await SvcRoom.join({ url: grant.room_url, token: grant.token, toolCallEvents: false, ...(microphone ? { microphone } : {}) });
+      room = await join({
+        url: grant.room_url,
+        token: grant.token,
+        ...(microphone ? { microphone } : {}),
+        signal: this.abort.signal,
+        handlers: {
+          track: (track) => this.attachTrack(track),
+          peerState: (state) => this.onPeerState(state),
+          message: (message) => this.onBotMessage(message),
+          closed: (reason) => {
+            this.roomClosedReason = reason;
+          },
+          disconnected: () => this.onSignallingClosed(),
+        },
+      });
     } catch (err) {
-      const code = (err as { code?: string })?.code ?? '';
-      throw new CallFailure('connection_failed', code === 'connection_closed' ? (offline() ? 'client_env' : 'unknown') : 'ojin');
+      const network = err instanceof JoinFailure && err.why === 'network';
+      throw new CallFailure('connection_failed', network ? (offline() ? 'client_env' : 'unknown') : 'ojin');
     }
     if (this.phase === 'done') {
       room.leave();
@@ -375,13 +370,6 @@ export class Call {
     }
     this.room = room;
     this.marks.signallingJoined = performance.now();
-    room.on('track', ({ track }) => this.attachTrack(track));
-    room.on('connectionstatechange', ({ state }) => this.onPeerState(state));
-    room.on('message', (message) => this.onBotMessage(message));
-    room.on('closed', ({ reason }) => {
-      this.roomClosedReason = reason;
-    });
-    room.on('disconnected', () => this.onSignallingClosed());
     this.meter.start(this.mic);
   }
 
@@ -422,7 +410,7 @@ export class Call {
     this.maybeReady();
   }
 
-  private onPeerState(state: RTCPeerConnectionState): void {
+  private onPeerState(state: 'connected' | 'disconnected' | 'failed'): void {
     if (this.phase === 'done') return;
     if (state === 'connected') {
       if (this.iceTimer !== null) clearTimeout(this.iceTimer);
@@ -432,9 +420,14 @@ export class Call {
         this.marks.iceConnected = performance.now();
         this.host.setConnectionState('connected');
       }
+      // After a recovery (LiveKit may have rejoined as a new participant) the bot is told again;
+      // it answers with its current state and changes nothing else (docs/session-messages.md).
+      if (this.recovering) this.clientReadySent = false;
+      this.recovering = false;
       this.maybeClientReady();
       this.maybeReady();
     } else if (state === 'disconnected') {
+      this.recovering = this.iceConnected;
       if (this.iceTimer === null) this.iceTimer = setTimeout(() => this.onTransportLost(), CALL_DEFAULTS.iceDisconnectGraceMs);
     } else if (state === 'failed') {
       this.onTransportLost();
@@ -478,15 +471,7 @@ export class Call {
   }
 
   private sendToBot(message: Record<string, unknown>): boolean {
-    const room = this.room;
-    if (!room) return false;
-    try {
-      if (typeof room.sendMessage === 'function') room.sendMessage(message);
-      else room.send({ type: 'client_message', message });
-      return true;
-    } catch {
-      return false;
-    }
+    return this.room?.send(message) ?? false;
   }
 
   // ---- bot messages -----------------------------------------------------------------------
@@ -518,38 +503,9 @@ export class Call {
       case 'bot-stopped-speaking':
         this.setBotSpeaking(m.type === 'bot-started-speaking');
         break;
-      case 'user-transcription':
-        if (isString(m.text)) d('ReceivedTranscriptUser', { text: m.text, timestamp: isString(m.timestamp) ? m.timestamp : new Date().toISOString(), user: isString(m.user_id) ? m.user_id : 'user', final: m.final === true });
-        break;
-      case 'bot-llm-text':
-        if (isString(m.text)) d('ReceivedTranscriptBot', { text: m.text });
-        break;
-      case 'bot-output':
-        if (isString(m.text)) d('ReceivedTranscriptBotPartial', { owner: 'bot', text: m.text, final: false });
-        break;
-      case 'bot-tts-stopped':
-        d('BotTtsStopped', null);
-        break;
-      case 'transcript-turn':
-        if (isString(m.text) && (m.owner === 'user' || m.owner === 'bot')) d('ReceivedTranscriptTurn', { owner: m.owner, text: m.text, final: true });
-        break;
       case 'latency-report':
         this.meter.latencyReport(m);
         break;
-      case 'tool-call': {
-        if (!isString(m.function_name)) break;
-        let args: unknown = m.arguments;
-        if (isString(args)) {
-          try {
-            args = JSON.parse(args);
-          } catch {
-            args = {};
-          }
-        }
-        if (!args || typeof args !== 'object' || Array.isArray(args)) args = {};
-        this.host.dispatchOnWindow('svcToolCall', { function_name: m.function_name, tool_call_id: String(m.tool_call_id ?? ''), arguments: args });
-        break;
-      }
       case 'session-ended':
         this.sessionEndedReason = isString(m.reason) ? m.reason : '';
         this.finish(outcomeForEnding(this.sessionEndedReason), { release: 'none' });
@@ -558,7 +514,7 @@ export class Call {
         if (m.fatal === true) this.fatalBotError = true;
         break;
       default:
-        break; // unknown types are ignored: the vocabulary grows
+        dispatchBotEvent(m, d, (name, detail) => this.host.dispatchOnWindow(name, detail)); // unknown types are ignored: the vocabulary grows
     }
   }
 

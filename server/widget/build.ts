@@ -4,16 +4,22 @@
  * (transports/webrtc/room-client.js) is bundled unmodified: the virtual module `svc:room-client`
  * runs that plain script against a private `window`, so the bundle defines nothing on the host
  * page but the custom element, and the signalling client exists once in the codebase.
+ *
+ * Beside it, `buildLiveKitModule()`: the widget's LiveKit room (clients/web/livekit-transport.ts)
+ * with LiveKit's browser SDK (`livekit-client` from node_modules), one minified ES module that
+ * the widget imports only for sessions in LiveKit rooms (clients/web/livekit-loader.ts).
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { build, type Plugin } from 'esbuild';
 import { WIDGET_VERSION } from '../../clients/web/version.ts';
 
 export const WIDGET_ENTRY = fileURLToPath(new URL('../../clients/web/svc-agent.ts', import.meta.url));
+export const LIVEKIT_ENTRY = fileURLToPath(new URL('../../clients/web/livekit-transport.ts', import.meta.url));
 export const ROOM_CLIENT_FILE = fileURLToPath(new URL('../../transports/webrtc/room-client.js', import.meta.url));
 
 /** Browsers the bundle is lowered for (custom elements v1, shadow DOM, WebRTC unified plan). */
@@ -56,7 +62,41 @@ export async function buildWidget(options: { minify?: boolean } = {}): Promise<W
   });
   const file = result.outputFiles[0];
   if (!file) throw new Error('esbuild produced no output for the widget');
-  const code = Buffer.from(file.contents);
+  return bundleOf(Buffer.from(file.contents));
+}
+
+/** The version of `livekit-client` bundled into the LiveKit module (its package.json). */
+export async function liveKitClientVersion(): Promise<string> {
+  // Its `exports` do not list package.json: found from the resolved entry (dist/…).
+  const entry = createRequire(import.meta.url).resolve('livekit-client');
+  const pkg = JSON.parse(await readFile(join(dirname(dirname(entry)), 'package.json'), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+/**
+ * The widget's LiveKit room with `livekit-client` bundled in: one minified ES module exporting
+ * `joinLiveKitRoom` (and nothing on the page), for the same browsers as the widget.
+ */
+export async function buildLiveKitModule(options: { minify?: boolean } = {}): Promise<WidgetBundle> {
+  const result = await build({
+    entryPoints: [LIVEKIT_ENTRY],
+    bundle: true,
+    write: false,
+    format: 'esm',
+    platform: 'browser',
+    target: WIDGET_TARGETS,
+    minify: options.minify ?? true,
+    legalComments: 'none',
+    charset: 'utf8',
+    logLevel: 'silent',
+    banner: { js: `/* svc-agent ${WIDGET_VERSION} LiveKit room | Apache-2.0; livekit-client ${await liveKitClientVersion()} | Apache-2.0 */` },
+  });
+  const file = result.outputFiles[0];
+  if (!file) throw new Error('esbuild produced no output for the LiveKit module');
+  return bundleOf(Buffer.from(file.contents));
+}
+
+function bundleOf(code: Buffer): WidgetBundle {
   return {
     version: WIDGET_VERSION,
     code,

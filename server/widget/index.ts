@@ -1,25 +1,31 @@
 /**
  * Widget hosting ({cdn_url} = this server): the `<svc-agent>` script at
  * GET /widget/latest/svc-agent.js (short cache, revalidated with its ETag) and
- * GET /widget/<version>/svc-agent.js (immutable), with permissive CORS; and the demo page at
- * GET / embedding the widget for the demo agent. The script is built from clients/web/ with
- * esbuild when the module is mounted (in the background, about 20 ms of esbuild work) and kept
- * in memory; requests that arrive first wait for that build. docs/widget.md.
+ * GET /widget/<version>/svc-agent.js (immutable), with permissive CORS; beside it, under the same
+ * rules, the widget's LiveKit room module (livekit-client.js: clients/web/livekit-transport.ts with
+ * LiveKit's browser SDK), which the widget imports only for sessions in LiveKit rooms; and the
+ * demo page at GET / embedding the widget for the demo agent. The script is built from
+ * clients/web/ with esbuild when the module is mounted (in the background, about 20 ms of esbuild
+ * work), the LiveKit module on its first request (about 0.2 s); both are kept in memory, and
+ * requests that arrive first wait for the build. docs/widget.md.
  *
  *   mountWidget(server, { demoAgentId: () => demoAgent?.agent_id ?? null });
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppServer } from '../app.ts';
 import { WIDGET_VERSION } from '../../clients/web/version.ts';
-import { buildWidget, type WidgetBundle } from './build.ts';
+import { buildLiveKitModule, buildWidget, type WidgetBundle } from './build.ts';
 import { demoPage } from './demo-page.ts';
 
-export { buildWidget, type WidgetBundle } from './build.ts';
+export { buildLiveKitModule, buildWidget, type WidgetBundle } from './build.ts';
 export { WIDGET_VERSION } from '../../clients/web/version.ts';
 
 export const WIDGET_PATHS = {
   latest: '/widget/latest/svc-agent.js',
   versioned: `/widget/${WIDGET_VERSION}/svc-agent.js`,
+  /** The LiveKit room module (clients/web/livekit-loader.ts imports the versioned one). */
+  liveKitLatest: '/widget/latest/livekit-client.js',
+  liveKitVersioned: `/widget/${WIDGET_VERSION}/livekit-client.js`,
   demo: '/',
 } as const;
 
@@ -40,6 +46,8 @@ export interface MountWidgetOptions {
 export interface MountedWidget {
   /** Resolves with the built script (rejects if the build failed). */
   readonly bundle: () => Promise<WidgetBundle>;
+  /** Resolves with the built LiveKit module (built on the first call or request). */
+  readonly liveKitBundle: () => Promise<WidgetBundle>;
   readonly paths: typeof WIDGET_PATHS;
   /** The plain Node handler (true when it answered the request), for servers that route themselves. */
   readonly handler: (req: IncomingMessage, res: ServerResponse) => boolean;
@@ -56,15 +64,24 @@ type WidgetServerParts = Pick<AppServer, 'httpServer' | 'logger' | 'baseUrl'> & 
  * request does, unchanged. Call it once, before or after `listen()`.
  */
 export function mountWidget(server: WidgetServerParts, options: MountWidgetOptions = {}): MountedWidget {
-  let built: Promise<WidgetBundle> | null = null;
-  const bundle = () => {
-    built ??= buildWidget().catch((err: unknown) => {
-      server.logger.error({ err }, 'widget build failed');
-      built = null; // the next request tries again
-      throw err;
-    });
-    return built;
+  /** A build kept in memory once it succeeded; a failed one is logged and tried again by the next request. */
+  const memo = (what: string, run: () => Promise<WidgetBundle>) => {
+    let built: Promise<WidgetBundle> | null = null;
+    return () => {
+      built ??= run().catch((err: unknown) => {
+        server.logger.error({ err }, `${what} build failed`);
+        built = null;
+        throw err;
+      });
+      return built;
+    };
   };
+  const bundle = memo('widget', () => buildWidget());
+  const liveKitBundle = memo('widget LiveKit module', async () => {
+    const b = await buildLiveKitModule();
+    server.logger.info({ version: b.version, bytes: b.code.length, gzip_bytes: b.gzip.length }, 'widget LiveKit module built');
+    return b;
+  });
   void bundle()
     .then((b) => server.logger.info({ version: b.version, bytes: b.code.length, gzip_bytes: b.gzip.length }, 'widget built'))
     .catch(() => undefined);
@@ -73,13 +90,19 @@ export function mountWidget(server: WidgetServerParts, options: MountWidgetOptio
     const path = (req.url ?? '/').split('?')[0]!;
     const method = req.method ?? 'GET';
     const isRead = method === 'GET' || method === 'HEAD';
-    if (path === WIDGET_PATHS.latest || path === WIDGET_PATHS.versioned) {
+    const script =
+      path === WIDGET_PATHS.latest || path === WIDGET_PATHS.versioned
+        ? { built: bundle, what: 'the widget script', latest: path === WIDGET_PATHS.latest }
+        : path === WIDGET_PATHS.liveKitLatest || path === WIDGET_PATHS.liveKitVersioned
+          ? { built: liveKitBundle, what: 'the widget LiveKit module', latest: path === WIDGET_PATHS.liveKitLatest }
+          : null;
+    if (script) {
       if (method === 'OPTIONS') {
         res.writeHead(204, { 'Access-Control-Allow-Origin': '*', 'Access-Control-Allow-Methods': 'GET, HEAD, OPTIONS', 'Access-Control-Max-Age': '600' }).end();
         return true;
       }
       if (!isRead) return false;
-      void serveScript(req, res, path === WIDGET_PATHS.latest ? WIDGET_CACHE.latest : WIDGET_CACHE.versioned);
+      void serveScript(req, res, script.built, script.what, script.latest ? WIDGET_CACHE.latest : WIDGET_CACHE.versioned);
       return true;
     }
     if (options.demoPage !== false && isRead && (path === '/' || path === '/index.html')) {
@@ -89,13 +112,13 @@ export function mountWidget(server: WidgetServerParts, options: MountWidgetOptio
     return false;
   };
 
-  const serveScript = async (req: IncomingMessage, res: ServerResponse, cache: string) => {
+  const serveScript = async (req: IncomingMessage, res: ServerResponse, built: () => Promise<WidgetBundle>, what: string, cache: string) => {
     let b: WidgetBundle;
     try {
-      b = await bundle();
+      b = await built();
     } catch {
       res.writeHead(500, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'private, no-store' });
-      res.end(JSON.stringify({ code: 'internal_error', message: 'the widget script could not be built' }));
+      res.end(JSON.stringify({ code: 'internal_error', message: `${what} could not be built` }));
       return;
     }
     const headers: Record<string, string> = {
@@ -156,5 +179,5 @@ export function mountWidget(server: WidgetServerParts, options: MountWidgetOptio
     if (handler(req, res)) return;
     for (const listener of previous) listener.call(http, req, res);
   });
-  return { bundle, paths: WIDGET_PATHS, handler };
+  return { bundle, liveKitBundle, paths: WIDGET_PATHS, handler };
 }

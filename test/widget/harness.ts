@@ -35,8 +35,12 @@ export interface WidgetServer extends TestServer {
   readonly defaultCapacity: CapacityGate;
 }
 
-export async function startWidgetServer(label = 'widget'): Promise<WidgetServer> {
-  const ts = await startTestServer({ label, plugins: [localPlugin, facePlugin] });
+/**
+ * `livekit`: sessions run in rooms of this LiveKit server (the local fake, test/fakes/livekit-server.ts)
+ * instead of embedded rooms, its loopback address opened as an operator would (SVC_LIVEKIT_ALLOWED_RANGES).
+ */
+export async function startWidgetServer(label = 'widget', options: { livekit?: { url: string; apiKey: string; apiSecret: string } } = {}): Promise<WidgetServer> {
+  const ts = await startTestServer({ label, plugins: [localPlugin, facePlugin], ...(options.livekit ? { config: { livekitAllowedRanges: ['127.0.0.0/8'] } } : {}) });
   const rooms = mountRooms(ts.server);
   const defaultCapacity = createCapacityGate({ limit: 64, loadCheck: false });
   const handle = ts as WidgetServer;
@@ -45,6 +49,7 @@ export async function startWidgetServer(label = 'widget'): Promise<WidgetServer>
     // Each lease comes from (and goes back to) the gate set when the session was admitted.
     capacity: { tryAcquire: () => handle.capacity.tryAcquire() },
     shutdownTimeoutMs: 5_000,
+    livekit: options.livekit ? { url: options.livekit.url, apiKey: options.livekit.apiKey, apiSecret: options.livekit.apiSecret } : null,
     providers: { stt: 'local', llm: 'local', vad: 'local', options: { 'stt:local': { phrases: [...DEFAULT_STT_PHRASES.en!, TOOL_PHRASE] } } },
     runner: { tuning: { vadOptions: { stopMs: 500 } }, logger: { info: () => undefined, warn: () => undefined } },
   });

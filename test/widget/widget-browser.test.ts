@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import sharp from 'sharp';
+import { WIDGET_VERSION } from '../../clients/web/version.ts';
 import { LocalTTSService } from '../../plugins/local/index.ts';
 import { createCapacityGate } from '../../server/capacity/index.ts';
 import { mintConnectToken } from '../../server/sessions/connect-auth.ts';
@@ -158,7 +159,7 @@ function assertOutcomeShape(t: ExecutionContext, d: any, hasSession: boolean) {
   t.deepEqual(Object.keys(d).sort(), keys.sort());
   t.true(['connect', 'session'].includes(d.phase));
   t.true(['client_env', 'ojin', 'backend', 'unknown'].includes(d.faultDomain));
-  t.is(d.widgetVersion, '1.0.0');
+  t.is(d.widgetVersion, WIDGET_VERSION);
   t.regex(d.instanceId, /^[0-9a-f-]{36}$/);
   t.true(Number.isInteger(d.elapsedMs) && d.elapsedMs >= 0);
 }
@@ -220,6 +221,8 @@ test.serial('a full conversation: greeting heard, a question through the microph
   const agentId = await server.agent({ behaviour: { greeting: GREETING } });
   await withBrowser(t, { microphone: wavs.question }, async (browser) => {
     const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
+    const requested: string[] = [];
+    page.on('request', (r) => requested.push(r.url()));
     await page.waitForFunction(() => (document.querySelector('svc-agent') as HTMLElement).dataset.record === 'loaded');
     await clickButton(page, 'Start conversation');
     t.like((await widgetView(page)).buttons, ['Cancel']);
@@ -299,6 +302,7 @@ test.serial('a full conversation: greeting heard, a question through the microph
     const loud = answerStart && all.find((e) => e.name === 'botVolume' && e.at > answerStart.at && e.detail.volume > 0.01);
     if (answerStart && loud) t.log(`bot-started-speaking -> audible at the page: ${Math.round(loud.at - answerStart.at)} ms (100 ms sampling)`);
     t.is((await widgetView(page)).video, 'on');
+    t.false(requested.some((u) => u.includes('livekit-client.js')), 'an embedded room: the LiveKit module is never fetched');
 
     await clickButton(page, 'Hang up');
     const ended = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'session outcome');

@@ -6,7 +6,7 @@
 import test from 'ava';
 import { gunzipSync } from 'node:zlib';
 import { WIDGET_VERSION } from '../../clients/web/version.ts';
-import { buildWidget, mountWidget, WIDGET_CACHE, WIDGET_PATHS } from '../../server/widget/index.ts';
+import { buildLiveKitModule, buildWidget, mountWidget, WIDGET_CACHE, WIDGET_PATHS } from '../../server/widget/index.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
 
 let ts: TestServer;
@@ -81,6 +81,43 @@ test('the bundle: built deterministically, small, no framework; size logged', as
   const text = a.code.toString();
   t.false(text.includes('/work/'), 'no build paths in the output');
   t.true(text.includes('customElements.define("svc-agent"') || /customElements\.define\("svc-agent"/.test(text));
+});
+
+test('the LiveKit module beside the widget: latest and versioned with the same cache, CORS and ETag rules; an ES module exporting joinLiveKitRoom; built from the npm package; size logged', async (t) => {
+  t.is(WIDGET_PATHS.liveKitVersioned, `/widget/${WIDGET_VERSION}/livekit-client.js`);
+  const [latest, versioned] = await Promise.all([
+    fetch(`${ts.url}${WIDGET_PATHS.liveKitLatest}`, { headers: { 'accept-encoding': 'gzip' } }),
+    fetch(`${ts.url}${WIDGET_PATHS.liveKitVersioned}`, { headers: { 'accept-encoding': 'gzip' } }),
+  ]);
+  for (const [res, cache] of [[latest, WIDGET_CACHE.latest], [versioned, WIDGET_CACHE.versioned]] as const) {
+    t.is(res.status, 200);
+    t.is(res.headers.get('cache-control'), cache);
+    t.is(res.headers.get('content-type'), 'text/javascript; charset=utf-8');
+    t.is(res.headers.get('content-encoding'), 'gzip');
+    t.is(res.headers.get('access-control-allow-origin'), '*', 'CORS: a module script is fetched in cors mode');
+    t.is(res.headers.get('cross-origin-resource-policy'), 'cross-origin');
+    t.is(res.headers.get('x-widget-version'), WIDGET_VERSION);
+  }
+  const etag = versioned.headers.get('etag')!;
+  t.is(latest.headers.get('etag'), etag);
+  const code = await versioned.text();
+  t.is(await latest.text(), code);
+  t.true(code.startsWith(`/* svc-agent ${WIDGET_VERSION} LiveKit room`), code.slice(0, 120));
+  t.regex(code, /livekit-client 2\.\d+\.\d+/, 'names the bundled SDK version');
+  t.regex(code, /export\s*\{[^}]*\bjoinLiveKitRoom\b[^}]*\}/, 'an ES module exporting joinLiveKitRoom');
+  t.false(code.includes('/work/'), 'no build paths in the output');
+  const again = await fetch(`${ts.url}${WIDGET_PATHS.liveKitVersioned}`, { headers: { 'if-none-match': etag } });
+  t.is(again.status, 304);
+  const preflight = await fetch(`${ts.url}${WIDGET_PATHS.liveKitVersioned}`, { method: 'OPTIONS', headers: { origin: 'https://customer.example', 'access-control-request-method': 'GET' } });
+  t.is(preflight.status, 204);
+  t.is((await fetch(`${ts.url}/widget/0.0.1/livekit-client.js`)).status, 404, 'other versions are not served');
+
+  const [widget, lk] = await Promise.all([buildWidget(), buildLiveKitModule()]);
+  t.is(lk.etag, (await buildLiveKitModule()).etag, 'deterministic');
+  t.log(`livekit-client.js ${WIDGET_VERSION}: ${lk.code.length} bytes minified, ${lk.gzip.length} bytes gzipped (loaded only for LiveKit rooms)`);
+  const text = widget.code.toString();
+  t.false(/RTCEngine|SignalClient|livekit\.SignalRequest/.test(text), 'none of the SDK is in the widget bundle');
+  t.true(text.includes('livekit-client.js'), 'the widget names the module it imports');
 });
 
 test('the demo page embeds the widget for the demo agent, or explains how to pick one; query agent_id must be a UUID', async (t) => {

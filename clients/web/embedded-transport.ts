@@ -1,0 +1,43 @@
+/**
+ * The embedded room (transports/webrtc/room-client.js, bundled as `svc:room-client`) behind the
+ * call's room interface (transport.ts): signalling WebSocket, one peer connection, session
+ * messages as `client_message` / `app_message` on the socket.
+ */
+import SvcRoom from 'svc:room-client';
+import { JoinFailure, type JoinRoom, type RoomTransport } from './transport.ts';
+
+export const joinEmbeddedRoom: JoinRoom = async ({ url, token, microphone, handlers }) => {
+  let room: Awaited<ReturnType<typeof SvcRoom.join>>;
+  try {
+    room = await SvcRoom.join({ url, token, toolCallEvents: false, ...(microphone ? { microphone } : {}) });
+  } catch (err) {
+    const code = (err as { code?: string })?.code ?? '';
+    throw new JoinFailure(code === 'connection_closed' ? 'network' : 'refused', String((err as Error)?.message ?? err));
+  }
+  let left = false;
+  room.on('track', ({ track }) => !left && handlers.track(track));
+  room.on('connectionstatechange', ({ state }) => {
+    if (!left && (state === 'connected' || state === 'disconnected' || state === 'failed')) handlers.peerState(state);
+  });
+  room.on('message', (message) => !left && handlers.message(message));
+  room.on('closed', ({ reason }) => !left && handlers.closed(reason));
+  room.on('disconnected', () => !left && handlers.disconnected());
+  const transport: RoomTransport = {
+    send(message) {
+      if (left) return false;
+      try {
+        if (typeof room.sendMessage === 'function') room.sendMessage(message);
+        else room.send({ type: 'client_message', message });
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    leave() {
+      if (left) return;
+      left = true;
+      room.leave();
+    },
+  };
+  return transport;
+};

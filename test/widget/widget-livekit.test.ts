@@ -1,0 +1,400 @@
+/**
+ * `<svc-agent>` in a real chromium when the server runs its sessions in LiveKit rooms: the widget
+ * script as served, the Session API answering with the LiveKit URL and a join token, the widget
+ * importing its LiveKit module (LiveKit's own browser SDK, `livekit-client`, built by the server
+ * from the npm package) and joining with it; the bot in the room with @livekit/rtc-node. The
+ * LiveKit server is the local fake speaking LiveKit's wire protocol with a small SFU
+ * (test/fakes/livekit-server.ts); offline engines, the human-portrait face, real PostgreSQL, the
+ * visitor's microphone is chromium's fake capture device playing espeak speech. Nothing of ours
+ * is mocked and nothing leaves the machine. Time bounds only catch hangs.
+ *
+ * One chromium at a time (2-core machine): every test launches its own and closes it.
+ */
+import test, { type ExecutionContext } from 'ava';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Page } from 'playwright-core';
+import { dispose } from '@livekit/rtc-node';
+import { LIVEKIT_SESSION_TOPIC as WIDGET_TOPIC } from '../../clients/web/transport.ts';
+import { WIDGET_VERSION } from '../../clients/web/version.ts';
+import { LIVEKIT_SESSION_TOPIC } from '../../transports/livekit/livekit-bot-room.ts';
+import { until } from '../../testing/until.ts';
+import { startLiveKitServerFake, type LiveKitServerFake } from '../fakes/livekit-server.ts';
+import { recognise } from '../sessions/conversation-audio.ts';
+import {
+  clickButton,
+  events,
+  launchBrowser,
+  RECORD_EVENTS,
+  speechWav,
+  startWidgetServer,
+  waitForEvent,
+  widgetView,
+  type RecordedEvent,
+  type WidgetBrowser,
+  type WidgetServer,
+} from './harness.ts';
+
+const GREETING = 'Hello, I am Ada.';
+const MODULE_PATH = `/widget/${WIDGET_VERSION}/livekit-client.js`;
+
+let fake: LiveKitServerFake;
+let server: WidgetServer;
+let site: { url: string; close(): Promise<void> };
+let dir: string;
+const wavs: Record<string, string> = {};
+
+test.before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'svc-widget-livekit-'));
+  fake = await startLiveKitServerFake();
+  server = await startWidgetServer('widget_livekit', { livekit: fake });
+  site = await startCustomerSite();
+  wavs.silent = await speechWav([60_000], dir, 'silent.wav');
+  wavs.question = await speechWav([9_000, 'What is your name?', 40_000], dir, 'question.wav');
+});
+
+test.after.always(async () => {
+  await site?.close();
+  await server?.stop();
+  await fake?.close();
+  await dispose(); // the LiveKit FFI runtime of the bot's rtc-node
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** The customer's own site on another origin, embedding the widget from the server. */
+async function startCustomerSite(): Promise<{ url: string; close(): Promise<void> }> {
+  const http: Server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    if (url.pathname !== '/page') return void res.writeHead(404).end();
+    const api = url.searchParams.get('api')!;
+    res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
+    res.end(`<!doctype html><html><head><meta charset="utf-8"><script src="${api}/widget/latest/svc-agent.js"></script></head>
+<body><svc-agent id="one" agent-id="${url.searchParams.get('agent')}" core-api-endpoint="${api}" ${url.searchParams.get('extra') ?? ''}></svc-agent></body></html>`);
+  });
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+  return {
+    url,
+    close: () =>
+      new Promise<void>((resolve) => {
+        http.closeAllConnections();
+        http.close(() => resolve());
+      }),
+  };
+}
+
+/**
+ * Records (calls through, changes nothing) the sound of the widget's <audio> element: whenever its
+ * srcObject is set to a stream with an audio track, that track is recorded from then on (mono PCM
+ * at the AudioContext's rate) into `window.__botAudio`, replacing the recording of the one before
+ * (the widget first plays a silent stream to unlock audio, then the bot's track).
+ */
+const RECORD_BOT_AUDIO = `
+(() => {
+  window.__botAudio = { rate: 0, chunks: [], tracks: 0 };
+  const desc = Object.getOwnPropertyDescriptor(HTMLMediaElement.prototype, 'srcObject');
+  let ctx = null;
+  let previous = null;
+  Object.defineProperty(HTMLMediaElement.prototype, 'srcObject', {
+    configurable: true, enumerable: desc.enumerable, get() { return desc.get.call(this); },
+    set(value) {
+      desc.set.call(this, value);
+      const track = this instanceof HTMLAudioElement && value && value.getAudioTracks ? value.getAudioTracks()[0] : null;
+      if (!track) return;
+      ctx = ctx || new AudioContext();
+      if (previous) previous.disconnect();
+      const source = ctx.createMediaStreamSource(new MediaStream([track]));
+      const node = ctx.createScriptProcessor(4096, 1, 1);
+      previous = node;
+      const rec = window.__botAudio;
+      rec.rate = ctx.sampleRate; rec.chunks = []; rec.tracks += 1;
+      node.onaudioprocess = (e) => { if (previous === node) rec.chunks.push(Array.from(e.inputBuffer.getChannelData(0), (v) => Math.max(-32768, Math.min(32767, Math.round(v * 32767))))); };
+      source.connect(node);
+      node.connect(ctx.destination);
+      void ctx.resume();
+    },
+  });
+})();
+`;
+
+async function botAudio(page: Page): Promise<{ pcm: Int16Array; rate: number }> {
+  const rec = (await page.evaluate('({ rate: window.__botAudio.rate, samples: window.__botAudio.chunks.flat() })')) as { rate: number; samples: number[] };
+  return { pcm: Int16Array.from(rec.samples), rate: rec.rate };
+}
+
+async function open(browser: WidgetBrowser, url: string, t: ExecutionContext): Promise<{ page: Page; requests: string[] }> {
+  const page = await browser.context.newPage();
+  const requests: string[] = [];
+  page.on('pageerror', (e) => t.log(`page error: ${e.message}`));
+  page.on('request', (r) => requests.push(r.url()));
+  await page.addInitScript(RECORD_EVENTS);
+  await page.addInitScript(RECORD_BOT_AUDIO);
+  await page.goto(url);
+  await page.waitForFunction(() => customElements.get('svc-agent') !== undefined);
+  return { page, requests };
+}
+
+const customerPage = (agentId: string, extra = '') => `${site.url}/page?${new URLSearchParams({ agent: agentId, api: server.url, extra })}`;
+
+async function withBrowser<T>(options: Parameters<typeof launchBrowser>[0], run: (browser: WidgetBrowser) => Promise<T>): Promise<T> {
+  const browser = await launchBrowser(options);
+  try {
+    return await run(browser);
+  } finally {
+    await browser.close();
+  }
+}
+
+async function callRecord(agentId: string, sessionId: string): Promise<any> {
+  const calls = await server.call('GET', `/v1/agents/${agentId}/calls?limit=100`);
+  return (calls.body.data as any[]).find((c) => c.session_id === sessionId);
+}
+
+const callEnded = (agentId: string, sessionId: string, ms = 15_000) =>
+  until(async () => {
+    const c = await callRecord(agentId, sessionId);
+    return c && c.ended_at ? c : undefined;
+  }, { timeoutMs: ms, intervalMs: 100, what: `the call record of ${sessionId} to end` });
+
+async function videoSnapshot(page: Page): Promise<{ decoded: number; width: number; height: number }> {
+  return page.$eval('svc-agent', (el) => {
+    const v = el.shadowRoot!.querySelector('video')!;
+    return { decoded: v.getVideoPlaybackQuality().totalVideoFrames, width: v.videoWidth, height: v.videoHeight };
+  });
+}
+
+/** The Session API's answers to the page (room_url, token), in order. */
+function grants(page: Page): Array<{ room_url: string; token: string; session_id: string }> {
+  const seen: Array<{ room_url: string; token: string; session_id: string }> = [];
+  page.on('response', (res) => {
+    if (res.url().endsWith('/v1/public/agents/connect') && res.status() === 200) void res.json().then((body) => seen.push(body), () => undefined);
+  });
+  return seen;
+}
+
+/** The visitor participant (identity `user-...`) of a room at the fake. */
+const visitorIn = (room: string) => fake.inRoom(room).find((p) => p.identity.startsWith('user-'));
+
+/** Connects the widget of `page` and returns the session id and the LiveKit room. */
+async function connect(page: Page, seen: ReturnType<typeof grants>): Promise<{ sessionId: string; room: string }> {
+  await clickButton(page, 'Start conversation');
+  const connected = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'connect', 60_000, 'connect outcome');
+  if (connected.detail.outcome !== 'success') throw new Error(`connect: ${connected.detail.outcome}`);
+  const grant = await until(async () => seen.find((g) => g.session_id === connected.detail.sessionId), { timeoutMs: 5_000, intervalMs: 50, what: 'the grant' });
+  return { sessionId: connected.detail.sessionId, room: roomOfToken(grant.token) };
+}
+
+/** The room named by the `video.room` grant of the LiveKit token the page was given. */
+function roomOfToken(token: string): string {
+  return JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8')).video.room;
+}
+
+test.serial('the widget and the bot use the same data packet topic', (t) => {
+  t.is(WIDGET_TOPIC, LIVEKIT_SESSION_TOPIC);
+});
+
+test.serial('a full conversation in a LiveKit room: the SDK loaded on demand, greeting heard, a question answered, transcripts, speaking states, video frames, hang-up and release', async (t) => {
+  const agentId = await server.agent({ behaviour: { greeting: GREETING } });
+  await withBrowser({ microphone: wavs.question }, async (browser) => {
+    const { page, requests } = await open(browser, customerPage(agentId), t);
+    await page.waitForFunction(() => (document.querySelector('svc-agent') as HTMLElement).dataset.record === 'loaded');
+    t.false(requests.some((u) => u.includes('livekit-client.js')), 'nothing of LiveKit is fetched before a call');
+    let grant: { room_url: string; token: string; session_id: string } | undefined;
+    page.on('response', (res) => {
+      if (res.url().endsWith('/v1/public/agents/connect') && res.status() === 200) void res.json().then((body) => (grant = body), () => undefined);
+    });
+    await clickButton(page, 'Start conversation');
+    const connected = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 60_000, 'connect outcome');
+    t.like(connected.detail, { outcome: 'success', phase: 'connect', faultDomain: 'unknown', agentId, httpStatus: 200, widgetVersion: WIDGET_VERSION });
+    const sessionId = connected.detail.sessionId as string;
+    t.truthy(grant);
+    t.is(grant!.room_url, fake.url, 'the Session API named the LiveKit server');
+    t.deepEqual(requests.filter((u) => u.includes('livekit-client.js')), [`${server.url}${MODULE_PATH}`], 'the LiveKit module, once, from beside the widget script');
+    const room = roomOfToken(grant!.token);
+    const visitor = fake.inRoom(room).find((p) => p.identity.startsWith('user-'));
+    t.truthy(visitor, 'the page joined the LiveKit room');
+    t.is(visitor!.query.sdk, 'js', 'with LiveKit\'s JavaScript SDK');
+
+    // The greeting: its words are in the sound the page's audio element plays.
+    const greetingTurn = await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'bot', 30_000, 'greeting turn');
+    t.is(greetingTurn.detail.text, GREETING);
+    await new Promise((r) => setTimeout(r, 1_000)); // the tail of the greeting through the SFU and the jitter buffer
+    const heard = await botAudio(page);
+    t.true(heard.pcm.length > heard.rate, `recorded ${heard.pcm.length} samples at ${heard.rate} Hz`);
+    t.deepEqual(await recognise(heard.pcm, heard.rate, [GREETING, 'What is your name?', 'Goodbye']), [GREETING], 'the offline recogniser hears the greeting in the page\'s audio');
+    const audio = await page.$eval('svc-agent', (el) => {
+      const a = el.shadowRoot!.querySelector('audio')!;
+      const stream = a.srcObject as MediaStream | null;
+      return { paused: a.paused, muted: a.muted, tracks: stream?.getTracks().map((x) => `${x.kind}:${x.readyState}`) };
+    });
+    t.deepEqual(audio, { paused: false, muted: false, tracks: ['audio:live'] });
+
+    // Video frames keep arriving.
+    const frames1 = await videoSnapshot(page);
+    let frames2 = frames1;
+    for (const deadline = Date.now() + 30_000; frames2.decoded <= frames1.decoded + 10 && Date.now() < deadline; ) {
+      await new Promise((r) => setTimeout(r, 100));
+      frames2 = await videoSnapshot(page);
+    }
+    t.true(frames2.decoded > frames1.decoded + 10, `video frames keep arriving (${frames1.decoded} -> ${frames2.decoded})`);
+    t.true(frames1.width > 0 && frames1.height > 0, `the avatar video has a size (${frames1.width}x${frames1.height})`);
+    t.is((await widgetView(page)).video, 'on');
+
+    // The question through the microphone (9 s after the click), its transcript and the answer.
+    const userTurn = await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'user', 40_000, 'user turn');
+    t.deepEqual(userTurn.detail, { owner: 'user', text: 'What is your name?', final: true });
+    const answer = await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'bot' && e.detail.text !== GREETING, 40_000, 'answer turn');
+    t.regex(answer.detail.text, /assistant/i);
+    await waitForEvent(page, (e) => e.name === 'LatencyReport', 10_000, 'latency report');
+    const all = await events(page);
+    t.deepEqual(all.filter((e) => e.name === 'botIsSpeaking').map((e) => e.detail.isSpeaking).slice(0, 4), [true, false, true, false], 'botIsSpeaking for the greeting and the answer');
+    t.true(all.some((e) => e.name === 'ReceivedTranscriptUser' && e.detail.final && e.detail.text === 'What is your name?'));
+    t.true(all.some((e) => e.name === 'ReceivedTranscriptBot'));
+    t.true(all.some((e) => e.name === 'ReceivedTranscriptBotPartial'));
+    t.true(all.some((e) => e.name === 'UserStartedSpeaking') && all.some((e) => e.name === 'UserStoppedSpeaking'));
+    t.true(all.some((e) => e.name === 'botVolume' && e.detail.volume > 0.01), 'the bot is heard at the page (botVolume)');
+    t.true(all.some((e) => e.name === 'userVolume' && e.detail.volume > 0.01), 'the microphone is heard (userVolume)');
+    t.deepEqual(all.filter((e) => e.name === 'UpdateConnectionState').map((e) => e.detail.connectionState), ['requesting', 'connecting', 'connected', 'ready']);
+    const botStates = all.filter((e) => e.name === 'UpdateBotState').map((e) => e.detail.botState);
+    for (const s of ['initializing', 'listening', 'speaking', 'thinking']) t.true(botStates.includes(s), `botState ${s} seen: ${botStates.join(',')}`);
+    const timing = all.find((e) => e.name === 'ConnectionTimingReport')!.detail;
+    t.like(timing, { sessionId, agentId, connectAttempts: 1 });
+    for (const mark of ['microphoneReady', 'connectRequest', 'connectResponse', 'signallingJoined', 'iceConnected', 'firstVideoFrame', 'botReady']) t.is(typeof timing.marks[mark], 'number', `mark ${mark}`);
+    t.true(timing.marks.connectResponse <= timing.marks.signallingJoined && timing.marks.signallingJoined <= timing.marks.iceConnected);
+    t.log(`connection timing (LiveKit, first call of the page: the module load is in signallingMs): ${JSON.stringify(timing.durations)}`);
+    t.true(visitor!.dataSent.some((d) => d.topic === LIVEKIT_SESSION_TOPIC && d.kind === 'reliable'), 'the page sent session messages as reliable data packets');
+    t.true(visitor!.tracks.some((tr) => tr.type === 'audio' && tr.received), 'the microphone track reached the SFU');
+
+    // Hang-up: ended_by_visitor, the session released with the room of the token.
+    const before = server.releases.length;
+    await clickButton(page, 'Hang up');
+    const ended = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'session outcome');
+    t.like(ended.detail, { outcome: 'ended_by_visitor', faultDomain: 'unknown', sessionId });
+    t.deepEqual((await events(page)).filter((e: RecordedEvent) => e.name === 'SvcSessionOutcome').map((e) => `${e.detail.phase}:${e.detail.outcome}`), ['connect:success', 'session:ended_by_visitor']);
+    t.like(await widgetView(page), { view: 'ended', video: 'off' });
+    await until(async () => server.releases.length > before, { timeoutMs: 10_000, intervalMs: 100, what: 'the release request' });
+    t.is(server.releases.at(-1)!.room, room, 'released with the room of the token\'s video.room grant');
+    const record = await callEnded(agentId, sessionId);
+    t.true(['client_hung_up', 'client_released'].includes(record.termination_reason), record.termination_reason);
+    t.is(record.metadata.room_provider, 'livekit');
+    await until(async () => fake.inRoom(room).length === 0, { timeoutMs: 10_000, intervalMs: 100, what: 'the room to empty' });
+    t.is(visitor!.leftBy, 'leave', 'the page left the room with a LeaveRequest');
+  });
+});
+
+test.serial('the LiveKit module fails to load: connection_failed (ojin), the admitted session is released; "Try again" loads it and connects; closing the tab releases with a beacon', async (t) => {
+  const agentId = await server.agent({ behaviour: { greeting: GREETING } });
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
+    const { page } = await open(browser, customerPage(agentId), t);
+    const seen = grants(page);
+    await page.route(`**${MODULE_PATH}`, (route) => route.fulfill({ status: 503, body: 'unavailable' }));
+    const before = server.releases.length;
+    await clickButton(page, 'Start conversation');
+    const failed = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 30_000, 'outcome');
+    t.like(failed.detail, { outcome: 'connection_failed', phase: 'connect', faultDomain: 'ojin', httpStatus: 200 });
+    t.like(await widgetView(page), { view: 'error', status: 'The connection could not be set up. Please try again.' });
+    await until(async () => server.releases.length > before, { timeoutMs: 10_000, intervalMs: 100, what: 'the release request' });
+    t.is(server.releases.at(-1)!.room, roomOfToken(seen[0]!.token), 'the session admitted for it is released');
+    t.is((await callEnded(agentId, failed.detail.sessionId)).termination_reason, 'client_released');
+
+    await page.unroute(`**${MODULE_PATH}`);
+    await clickButton(page, 'Try again');
+    const retried = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.outcome === 'success', 60_000, 'retry connects');
+    const room = roomOfToken(seen.find((g) => g.session_id === retried.detail.sessionId)!.token);
+    t.truthy(visitorIn(room), 'in the LiveKit room');
+
+    const beforeClose = server.releases.length;
+    await page.close({ runBeforeUnload: true });
+    const record = await callEnded(agentId, retried.detail.sessionId, 15_000);
+    t.true(['client_hung_up', 'client_released'].includes(record.termination_reason), `ended by the page going away (${record.termination_reason})`);
+    await until(async () => server.releases.length > beforeClose, { timeoutMs: 10_000, intervalMs: 100, what: 'the release request' });
+    t.like(server.releases.at(-1), { room, mode: 'no-cors' }, 'released with navigator.sendBeacon, the room of the token');
+  });
+});
+
+test.serial('the demo page at / in a LiveKit deployment; the server ends the session (session_limit_seconds): time_limit_reached over a data packet, nothing to release', async (t) => {
+  const agentId = await server.agent({ session_limit_seconds: 4, behaviour: { greeting: GREETING } });
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
+    const { page } = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
+    const seen = grants(page);
+    const before = server.releases.length;
+    const { sessionId, room } = await connect(page, seen);
+    const ended = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 30_000, 'session end');
+    t.like(ended.detail, { outcome: 'time_limit_reached', faultDomain: 'unknown', sessionId });
+    t.like(await widgetView(page), { view: 'ended', status: 'The conversation reached its time limit.' });
+    t.is((await callEnded(agentId, sessionId)).termination_reason, 'session_limit_reached');
+    t.is(server.releases.length, before, 'no release for a session the server ended');
+    await until(async () => fake.inRoom(room).length === 0, { timeoutMs: 10_000, intervalMs: 100, what: 'the room to empty' });
+    t.is((await events(page)).filter((e) => e.name === 'UpdateBotState').at(-1)!.detail.botState, 'ended');
+  });
+});
+
+test.serial('the LiveKit room is deleted under the page (no session-ended): ended_by_agent, nothing to release', async (t) => {
+  const agentId = await server.agent({ behaviour: { greeting: GREETING } });
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
+    const { page } = await open(browser, customerPage(agentId), t);
+    const seen = grants(page);
+    const before = server.releases.length;
+    const { sessionId, room } = await connect(page, seen);
+    t.true(fake.deleteRoom(room) >= 2, 'the page and the bot are removed (LeaveRequest ROOM_DELETED)');
+    const ended = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 15_000, 'session end');
+    t.like(ended.detail, { outcome: 'ended_by_agent', faultDomain: 'unknown', sessionId });
+    t.is((await widgetView(page)).view, 'ended');
+    const record = await callEnded(agentId, sessionId);
+    t.log(`the server ended the session with ${record.termination_reason}`);
+    t.is(server.releases.length, before, 'the room was closed by the server: nothing to release');
+  });
+});
+
+test.serial('the signalling socket drops and LiveKit rejoins within the grace: the call goes on (no outcome), client-ready again, the bot still answers', async (t) => {
+  const agentId = await server.agent({ behaviour: { greeting: GREETING } });
+  await withBrowser({ microphone: wavs.question }, async (browser) => {
+    const { page } = await open(browser, customerPage(agentId), t);
+    const seen = grants(page);
+    const { sessionId, room } = await connect(page, seen);
+    const first = visitorIn(room)!;
+    await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'bot', 30_000, 'greeting turn');
+    t.is(fake.dropSignal(first.identity), 1);
+    // The SDK's resume is refused (the fake forgot the participant, as LiveKit answers then) and it joins again.
+    const again = await until(async () => fake.inRoom(room).find((p) => p.identity === first.identity && p.sid !== first.sid && p.tracks.some((tr) => tr.received)), { timeoutMs: 15_000, intervalMs: 100, what: 'the page to join again' });
+    t.true(fake.resumesRefused.includes(first.identity), 'the SDK tried to resume first');
+    await until(async () => again.dataSent.some((d) => d.topic === LIVEKIT_SESSION_TOPIC), { timeoutMs: 10_000, intervalMs: 100, what: 'client-ready again, on the new connection' });
+    // The question (9 s after the click) is heard over the new connection and answered.
+    const answer = await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'bot' && e.detail.text !== GREETING, 45_000, 'answer turn');
+    t.regex(answer.detail.text, /assistant/i);
+    const frames1 = await videoSnapshot(page);
+    await until(async () => (await videoSnapshot(page)).decoded > frames1.decoded + 5, { timeoutMs: 15_000, intervalMs: 100, what: 'video frames after the rejoin' });
+    t.deepEqual((await events(page)).filter((e) => e.name === 'SvcSessionOutcome').map((e) => `${e.detail.phase}:${e.detail.outcome}`), ['connect:success'], 'the call was never ended');
+    await clickButton(page, 'Hang up');
+    await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'hang-up');
+    t.true(['client_hung_up', 'client_released'].includes((await callEnded(agentId, sessionId)).termination_reason));
+  });
+});
+
+test.serial('the network to the LiveKit server is cut during a call: the SDK tries to resume, the 8 s grace passes, transport_lost; the widget releases the session', async (t) => {
+  const agentId = await server.agent({ behaviour: { greeting: GREETING } });
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
+    const { page } = await open(browser, customerPage(agentId), t);
+    const seen = grants(page);
+    const { sessionId, room } = await connect(page, seen);
+    const identity = visitorIn(room)!.identity;
+    t.teardown(() => fake.restore(identity));
+    const before = server.releases.length;
+    const cutAt = await page.evaluate(() => performance.now());
+    t.is(fake.cutOff(identity), 1);
+    const lost = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 30_000, 'transport lost');
+    t.like(lost.detail, { outcome: 'transport_lost', faultDomain: 'unknown', sessionId });
+    t.true(lost.at - cutAt >= 7_500, `ended ${Math.round(lost.at - cutAt)} ms after the cut (the grace)`);
+    t.true(fake.droppedWhileCut.some((d) => d.includes('(resume)')), `the SDK tried to resume meanwhile: ${fake.droppedWhileCut.join(', ')}`);
+    const view = await widgetView(page);
+    t.like(view, { view: 'error', status: 'The connection was lost.' });
+    t.deepEqual(view.buttons, ['Try again']);
+    await until(async () => server.releases.length > before, { timeoutMs: 10_000, intervalMs: 100, what: 'the release request' });
+    t.like(server.releases.at(-1), { room, mode: 'cors' });
+    const record = await callEnded(agentId, sessionId, 15_000);
+    t.true(['client_released', 'client_left'].includes(record.termination_reason), record.termination_reason);
+  });
+});
