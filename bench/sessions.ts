@@ -272,7 +272,6 @@ async function throughServer(): Promise<void> {
   }
 }
 
-/** GET `url` at `rate` requests per second for `ms`; latencies of the answered ones. */
 /** Cumulative counts of the bots' face frames by lateness bucket (`le` in seconds), from /metrics. */
 async function botFrameLateness(baseUrl: string): Promise<Map<string, number>> {
   const text = await (await fetch(`${baseUrl}/metrics`)).text();
@@ -304,6 +303,7 @@ function restLoadInWorker(baseUrl: string, key: string, agentId: string, rate: n
     });
     worker.once('message', (m: { latencies: number[]; errors: number }) => { void worker.terminate(); resolve(m); });
     worker.once('error', reject);
+    worker.once('exit', (code) => reject(new Error(`REST load generator exited (${code}) without its figures`)));
   });
 }
 

@@ -69,6 +69,8 @@ export class InlineFaceRaster implements FaceRaster {
   readonly geometry: FaceGeometry;
   readonly threaded = false;
   private closed = false;
+  /** The last JPEG render, while its encoder reads the canvas (never rejects). */
+  private encoding: Promise<unknown> = Promise.resolve();
 
   constructor(rig: FaceRig) {
     this.renderer = new FaceRenderer(rig);
@@ -82,9 +84,17 @@ export class InlineFaceRaster implements FaceRaster {
   async render(pose: FacePose, target?: Uint8Array, format: RasterFormat = 'rgb', jpegQuality = 85): Promise<RasterResult> {
     if (this.closed) throw new Error('face raster is closed');
     if (format === 'jpeg') {
-      const image = await encodeRgbJpeg(this.renderer.draw(pose), this.width, this.height, jpegQuality);
-      return { image, mouthGapPx: this.renderer.mouthGapPx() };
+      // The encoder reads the canvas asynchronously: renders queue behind the one encoding.
+      const done = this.encoding.then(async () => {
+        const canvas = this.renderer.draw(pose);
+        const mouthGapPx = this.renderer.mouthGapPx();
+        const image = await encodeRgbJpeg(canvas, this.width, this.height, jpegQuality);
+        return { image, mouthGapPx };
+      });
+      this.encoding = done.catch(() => undefined);
+      return done;
     }
+    await this.encoding;
     if (format === 'i420') {
       return { image: this.renderer.drawI420(pose, target), mouthGapPx: this.renderer.mouthGapPx() };
     }

@@ -61,6 +61,11 @@ export class WorkerLandmarkDetector implements LandmarkDetector {
     clearTimeout(this.idleTimer);
     const worker = this.worker;
     this.worker = null;
+    // Its exit no longer reaches the handlers below (they ignore a worker that is not current):
+    // the detections it owed are rejected here, or their callers would wait forever.
+    const error = new Error('face landmark detector closed');
+    for (const p of this.pending.values()) p.reject(error);
+    this.pending.clear();
     if (worker) await worker.terminate();
   }
 

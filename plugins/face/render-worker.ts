@@ -10,7 +10,7 @@
  * event loop gets what a WebRTC video source takes; the RGB canvas then stays in the worker.
  * `format: 'jpeg'` encodes it here (sharp, `quality`): only the JPEG bytes cross back, and the
  * event loop of a `/realtime` session neither receives 2.7 MB per 720p frame nor encodes it.
- * Renders of one session are answered in order (a JPEG render is asynchronous).
+ * Renders of one session run and are answered in order (a JPEG render is asynchronous).
  * Out: {t:'opened', req, geometry} | {t:'rendered', req, image, gap} | {t:'failed', req, message, name}
  */
 import { parentPort } from 'node:worker_threads';
@@ -35,8 +35,8 @@ export type RenderWorkerReply =
 
 const port = parentPort!;
 const renderers = new Map<number, FaceRenderer>();
-/** The last JPEG render of each session still encoding (the next one waits for it). */
-const jpegChains = new Map<number, Promise<void>>();
+/** The last render of each session still in progress (the next one waits for it; never rejects). */
+const chains = new Map<number, Promise<void>>();
 /** Opens still building their rig: a close that arrives first cancels the open. */
 const opening = new Set<number>();
 
@@ -63,39 +63,37 @@ port.on('message', (msg: RenderWorkerRequest) => {
   } else if (msg.t === 'render') {
     const renderer = renderers.get(msg.key);
     if (!renderer) return fail(msg.req, new Error(`no face renderer for session ${msg.key} on this worker`));
-    if (msg.format === 'jpeg') {
-      // The encoder reads the renderer's canvas asynchronously: the session's next render waits.
-      const previous = jpegChains.get(msg.key) ?? Promise.resolve();
-      const done = previous.then(async () => {
-        try {
-          const jpeg = await encodeRgbJpeg(renderer.draw(msg.pose), renderer.width, renderer.height, msg.quality ?? 85);
-          const image = jpeg.byteOffset === 0 && jpeg.byteLength === jpeg.buffer.byteLength ? (jpeg.buffer as ArrayBuffer) : jpeg.slice().buffer;
-          port.postMessage({ t: 'rendered', req: msg.req, image, gap: renderer.mouthGapPx() } satisfies RenderWorkerReply, [image]);
-        } catch (err) {
-          fail(msg.req, err);
-        }
-      });
-      jpegChains.set(msg.key, done);
-      void done.then(() => { if (jpegChains.get(msg.key) === done) jpegChains.delete(msg.key); });
-      return;
-    }
-    try {
-      let image: ArrayBuffer;
-      if (msg.format === 'i420') {
-        const length = i420Length(renderer.width, renderer.height);
-        const target = msg.target && msg.target.byteLength === length ? new Uint8Array(msg.target) : new Uint8Array(length);
-        image = renderer.drawI420(msg.pose, target).buffer as ArrayBuffer;
-      } else {
-        const out = renderer.render(msg.pose, msg.target ? new Uint8Array(msg.target) : undefined);
-        // `out` spans its whole buffer (the transferred target, or a fresh copy of the base canvas).
-        image = out.buffer as ArrayBuffer;
-      }
-      port.postMessage({ t: 'rendered', req: msg.req, image, gap: renderer.mouthGapPx() } satisfies RenderWorkerReply, [image]);
-    } catch (err) {
-      fail(msg.req, err);
-    }
+    // Renders of one session run one after another: a JPEG render's encoder reads the renderer's
+    // canvas asynchronously, and no later render (of any format) may draw over it meanwhile.
+    const previous = chains.get(msg.key) ?? Promise.resolve();
+    const done = previous.then(() => render(renderer, msg));
+    chains.set(msg.key, done);
+    void done.then(() => { if (chains.get(msg.key) === done) chains.delete(msg.key); });
   } else if (msg.t === 'close') {
     opening.delete(msg.key);
     renderers.delete(msg.key);
   }
 });
+
+async function render(renderer: FaceRenderer, msg: Extract<RenderWorkerRequest, { t: 'render' }>): Promise<void> {
+  try {
+    let image: ArrayBuffer;
+    if (msg.format === 'jpeg') {
+      const jpeg = await encodeRgbJpeg(renderer.draw(msg.pose), renderer.width, renderer.height, msg.quality ?? 85);
+      // sharp's output memory cannot be transferred (Node marks it untransferable; from Node 21
+      // postMessage refuses it): copy the ~100 KB into a buffer of our own, which moves.
+      image = jpeg.slice().buffer as ArrayBuffer;
+    } else if (msg.format === 'i420') {
+      const length = i420Length(renderer.width, renderer.height);
+      const target = msg.target && msg.target.byteLength === length ? new Uint8Array(msg.target) : new Uint8Array(length);
+      image = renderer.drawI420(msg.pose, target).buffer as ArrayBuffer;
+    } else {
+      const out = renderer.render(msg.pose, msg.target ? new Uint8Array(msg.target) : undefined);
+      // `out` spans its whole buffer (the transferred target, or a fresh copy of the base canvas).
+      image = out.buffer as ArrayBuffer;
+    }
+    port.postMessage({ t: 'rendered', req: msg.req, image, gap: renderer.mouthGapPx() } satisfies RenderWorkerReply, [image]);
+  } catch (err) {
+    fail(msg.req, err);
+  }
+}

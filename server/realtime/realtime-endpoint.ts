@@ -41,6 +41,12 @@ export const REALTIME_ENDPOINT_DEFAULTS = {
   maxBufferedBytes: 2 * 1024 * 1024,
   /** ws closes connections whose single message exceeds this (code 1009); below it we answer typed errors. */
   hardMaxPayloadBytes: 1024 * 1024,
+  /**
+   * A connection not ready (`session_ready`) within this long is closed with `internal_error`:
+   * the idle timeout only counts from `session_ready`, and a set-up that hangs (a database that
+   * does not answer, a face that never opens) must not hold its socket and capacity forever.
+   */
+  setupTimeoutMs: 60_000,
 } as const;
 
 export interface RealtimePrincipal {
@@ -124,6 +130,8 @@ export interface RealtimeEndpointOptions {
   readonly maxBufferedBytes?: number;
   /** Close a connection after this long without any client message (default REALTIME_LIMITS.idleTimeoutMs). */
   readonly idleTimeoutMs?: number;
+  /** Close a connection not ready within this long (default REALTIME_ENDPOINT_DEFAULTS.setupTimeoutMs). */
+  readonly setupTimeoutMs?: number;
   readonly log?: (event: string, details: Record<string, unknown>) => void;
   /**
    * Called for every frame a session emits with how late it was (ms) against its due time
@@ -194,7 +202,7 @@ export function attachRealtime(server: Server, options: RealtimeEndpointOptions)
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (url.pathname !== path) return; // another upgrade handler's path
     wss.handleUpgrade(req, socket, head, (ws) => {
-      const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, log, live, refused, gate, limits, publishAvatar: options.publishAvatar, livekitAllowedRanges: options.livekitAllowedRanges ?? [], onFrameLateness: options.onFrameLateness });
+      const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, log, live, refused, gate, limits, setupTimeoutMs: options.setupTimeoutMs ?? REALTIME_ENDPOINT_DEFAULTS.setupTimeoutMs, publishAvatar: options.publishAvatar, livekitAllowedRanges: options.livekitAllowedRanges ?? [], onFrameLateness: options.onFrameLateness });
       void connection.open();
     });
   };
@@ -223,6 +231,7 @@ interface ConnectionDeps {
   maxBuffered: number;
   gate: CapacityGate;
   limits: RealtimeLimits;
+  setupTimeoutMs: number;
   live: Set<RealtimeConnection>;
   refused(code: RealtimeErrorCode): void;
   log(event: string, details: Record<string, unknown>): void;
@@ -243,6 +252,7 @@ class RealtimeConnection {
   private turnOpen = false;
   private idleTimer: TimerHandle | undefined;
   private lastMessageAt: number;
+  private readonly openedAt: number;
   /** Set once frames go to a WebRTC room instead of this socket. */
   private publication: { close(): void | Promise<void> } | undefined;
   /** This session's share of the process's capacity. */
@@ -258,6 +268,7 @@ class RealtimeConnection {
     private readonly deps: ConnectionDeps,
   ) {
     this.lastMessageAt = deps.clock.now();
+    this.openedAt = this.lastMessageAt;
     ws.on('message', (data, isBinary) => this.onMessage(data, isBinary));
     this.armIdleTimer();
     ws.on('close', () => this.shutdown('client closed'));
@@ -375,10 +386,15 @@ class RealtimeConnection {
   private armIdleTimer(confirming = false): void {
     if (this.closed) return;
     const ms = this.deps.limits.idleTimeoutMs;
-    // Before session_ready the client waits for us: its silence is not counted (set-up ends on
-    // its own: ready, or a fatal error).
+    // Before session_ready the client waits for us: its silence is not counted; the set-up has
+    // its own deadline (setupTimeoutMs, counted from the connection).
     if (!this.ready) {
-      this.idleTimer = this.deps.clock.setTimeout(() => this.armIdleTimer(), ms);
+      const setupLeft = this.openedAt + this.deps.setupTimeoutMs - this.deps.clock.now();
+      if (setupLeft <= 0) {
+        this.deps.log('realtime.setup_timeout', { session_id: this.sessionId, config_id: this.configId, timeout_ms: this.deps.setupTimeoutMs });
+        return this.fail('internal_error', `the session could not be set up within ${this.deps.setupTimeoutMs} ms`);
+      }
+      this.idleTimer = this.deps.clock.setTimeout(() => this.armIdleTimer(), Math.min(ms, setupLeft));
       return;
     }
     const left = this.lastMessageAt + ms - this.deps.clock.now();

@@ -61,3 +61,14 @@ test('the worker stops when idle past its shutdown delay, and a later detection 
 test('the reference cache detects on the worker by default', (t) => {
   t.true(new FaceReferenceCache().detector instanceof WorkerLandmarkDetector);
 });
+
+test('closing the detector rejects a detection in flight (no caller waits forever); the cache then detects anew', async (t) => {
+  const worker = new WorkerLandmarkDetector();
+  t.teardown(() => worker.close());
+  const face = await rgbOf(new Uint8Array(readFileSync(DEFAULT_FACE_IMAGE_PATH)));
+  const inFlight = worker.detect(face, 'closing');
+  await worker.close();
+  await t.throwsAsync(inFlight, { message: /closed/ });
+  t.false(worker.running);
+  t.is((await worker.detect(face, 'after')).points.length, 136, 'a later detection starts a new worker');
+});

@@ -13,11 +13,14 @@ import { SvcClient } from '../../transports/realtime/svc-client.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
 import { connectRaw, delay, isError, isReady } from './ws-conn.ts';
 
-/** Faulty variants: `faulty-stream` errors after 5 frames, `faulty-open` throws when opened. */
+/**
+ * Faulty variants: `faulty-stream` errors after 5 frames, `faulty-open` throws when opened,
+ * `faulty-slow` takes SLOW_OPEN_MS to open (a set-up slower than the idle timeout).
+ */
 const faultyPlugin: Plugin = {
   name: 'faulty-face',
   register(registry) {
-    for (const kind of ['stream', 'open'] as const) {
+    for (const kind of ['stream', 'open', 'slow'] as const) {
       const descriptor = {
         model_variant_id: `svc/faulty-${kind}/v1`, model_id: `svc/faulty-${kind}`, title: `Faulty ${kind}`, description: { en: 'test' },
         configuration_schema: { type: 'object' }, status: 'public', tags: ['test'], preview_media_url: null,
@@ -32,6 +35,10 @@ const faultyPlugin: Plugin = {
           openSource: (c) => real.openSource(c),
           async openSession(config, clock) {
             if (kind === 'open') throw new Error('renderer exploded');
+            if (kind === 'slow') {
+              await delay(SLOW_OPEN_MS);
+              return real.openSession(config, clock);
+            }
             const session = await real.openSession(config, clock);
             const frames = session.frames.pipe(
               map((f) => {
@@ -56,12 +63,16 @@ let endpoint: RealtimeEndpoint;
 let idle: RealtimeEndpoint;
 const configs: Record<string, string> = {};
 const IDLE_MS = 1500; // generous: pings every 500 ms must survive event-loop stalls on a loaded machine
+const SLOW_OPEN_MS = 2 * IDLE_MS;
+let setup: RealtimeEndpoint;
+const SETUP_MS = 1000;
 
 test.before(async () => {
   ts = await startTestServer({ label: 'realtime_faults', plugins: [facePlugin, faultyPlugin] });
   endpoint = mountRealtime(ts.server);
   idle = attachRealtime(ts.server.httpServer, { registry: ts.server.registry, resolver: createRealtimeResolver(ts.server), path: '/realtime-idle', idleTimeoutMs: IDLE_MS });
-  for (const variant of ['svc/faulty-stream/v1', 'svc/faulty-open/v1', 'svc/human-portrait/v1']) {
+  setup = attachRealtime(ts.server.httpServer, { registry: ts.server.registry, resolver: createRealtimeResolver(ts.server), path: '/realtime-setup', setupTimeoutMs: SETUP_MS });
+  for (const variant of ['svc/faulty-stream/v1', 'svc/faulty-open/v1', 'svc/faulty-slow/v1', 'svc/human-portrait/v1']) {
     const created = await ts.call('POST', '/v1/model-configs', { body: { title: variant, model_variant_id: variant, model_configurations: variant.includes('portrait') ? { width: 192, height: 128 } : {} } });
     if (created.status !== 201) throw new Error(`config creation failed: ${created.text}`);
     configs[variant] = created.body.model_config_id;
@@ -70,6 +81,7 @@ test.before(async () => {
 
 test.after.always(async () => {
   await idle?.close();
+  await setup?.close();
   await endpoint?.close();
   await ts?.stop();
 });
@@ -108,20 +120,32 @@ test('idle timeout: a silent client is closed with idle_timeout (4408); session_
   t.is((await c.closed).code, 4408);
 });
 
-test.serial('idle timeout: a set-up slower than the timeout (a stalled server) is not the client\'s silence: it gets session_ready and its full timeout', async (t) => {
-  const c = open('svc/human-portrait/v1', '/realtime-idle');
+test('idle timeout: a set-up slower than the timeout (a face that takes twice the timeout to open) is not the client\'s silence: session_ready, then its full timeout', async (t) => {
+  const c = open('svc/faulty-slow/v1', '/realtime-idle');
   t.teardown(() => c.ws.close());
-  // The connection is being set up; this process (server included) is busy past the idle timeout.
-  const stalledUntil = Date.now() + IDLE_MS + 500;
-  while (Date.now() < stalledUntil);
+  const connectedAt = Date.now();
   await c.next(isReady);
   const readyAt = Date.now();
-  await delay(IDLE_MS / 2);
-  t.is(c.ws.readyState, c.ws.OPEN);
-  t.deepEqual(c.messages.filter((m) => m.type === 'error'), []);
+  t.true(readyAt - connectedAt >= SLOW_OPEN_MS - 50, `ready after ${readyAt - connectedAt} ms`);
+  t.deepEqual(c.messages.filter((m) => m.type === 'error'), [], 'not closed as idle while it was set up');
   // Silent from session_ready on: closed one timeout later, not before.
   t.like(await c.next(isError('idle_timeout')), { fatal: true });
   t.true(Date.now() - readyAt >= IDLE_MS - 50, `closed ${Date.now() - readyAt} ms after session_ready`);
+});
+
+test('a set-up that does not finish within setupTimeoutMs is internal_error (1011), and its capacity is given back', async (t) => {
+  const c = open('svc/faulty-slow/v1', '/realtime-setup');
+  t.teardown(() => c.ws.close());
+  const connectedAt = Date.now();
+  const err = await c.next(isError('internal_error'));
+  t.like(err, { fatal: true });
+  t.regex((err as { message: string }).message, /could not be set up within 1000 ms/);
+  t.true(Date.now() - connectedAt >= SETUP_MS - 50);
+  t.is((await c.closed).code, 1011);
+  t.is(setup.activeSessions, 0, 'the connection left the live set');
+  // The face opens later (it was slow, not dead): it is closed at once, nothing is left.
+  await delay(SLOW_OPEN_MS);
+  t.is(setup.activeSessions, 0);
 });
 
 test.serial('idle timeout: a ping already waiting in the socket when a stalled server wakes up keeps the session open', async (t) => {
