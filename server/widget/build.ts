@@ -46,23 +46,7 @@ const roomClientPlugin: Plugin = {
 };
 
 export async function buildWidget(options: { minify?: boolean } = {}): Promise<WidgetBundle> {
-  const result = await build({
-    entryPoints: [WIDGET_ENTRY],
-    bundle: true,
-    write: false,
-    format: 'iife',
-    platform: 'browser',
-    target: WIDGET_TARGETS,
-    minify: options.minify ?? true,
-    legalComments: 'none',
-    charset: 'utf8',
-    logLevel: 'silent',
-    banner: { js: `/* svc-agent ${WIDGET_VERSION} | Apache-2.0 */` },
-    plugins: [roomClientPlugin],
-  });
-  const file = result.outputFiles[0];
-  if (!file) throw new Error('esbuild produced no output for the widget');
-  return bundleOf(Buffer.from(file.contents));
+  return bundle('the widget', WIDGET_ENTRY, 'iife', `/* svc-agent ${WIDGET_VERSION} | Apache-2.0 */`, options.minify, [roomClientPlugin]);
 }
 
 /** The version of `livekit-client` bundled into the LiveKit module (its package.json). */
@@ -78,21 +62,28 @@ export async function liveKitClientVersion(): Promise<string> {
  * `joinLiveKitRoom` (and nothing on the page), for the same browsers as the widget.
  */
 export async function buildLiveKitModule(options: { minify?: boolean } = {}): Promise<WidgetBundle> {
+  const banner = `/* svc-agent ${WIDGET_VERSION} LiveKit room | Apache-2.0; livekit-client ${await liveKitClientVersion()} | Apache-2.0 */`;
+  return bundle('the LiveKit module', LIVEKIT_ENTRY, 'esm', banner, options.minify);
+}
+
+/** One browser bundle for the widget's targets (minified unless asked otherwise), in memory. */
+async function bundle(what: string, entry: string, format: 'iife' | 'esm', banner: string, minify = true, plugins: Plugin[] = []): Promise<WidgetBundle> {
   const result = await build({
-    entryPoints: [LIVEKIT_ENTRY],
+    entryPoints: [entry],
     bundle: true,
     write: false,
-    format: 'esm',
+    format,
     platform: 'browser',
     target: WIDGET_TARGETS,
-    minify: options.minify ?? true,
+    minify,
     legalComments: 'none',
     charset: 'utf8',
     logLevel: 'silent',
-    banner: { js: `/* svc-agent ${WIDGET_VERSION} LiveKit room | Apache-2.0; livekit-client ${await liveKitClientVersion()} | Apache-2.0 */` },
+    banner: { js: banner },
+    plugins,
   });
   const file = result.outputFiles[0];
-  if (!file) throw new Error('esbuild produced no output for the LiveKit module');
+  if (!file) throw new Error(`esbuild produced no output for ${what}`);
   return bundleOf(Buffer.from(file.contents));
 }
 

@@ -123,3 +123,21 @@ export const OBSERVE_MICROPHONE = `
   };
 })();
 `;
+
+/** Runs `run` with a fresh browser, closed afterwards whatever happens. */
+export async function withBrowser<T>(options: Parameters<typeof launchBrowser>[0], run: (browser: WidgetBrowser) => Promise<T>): Promise<T> {
+  const browser = await launchBrowser(options);
+  try {
+    return await run(browser);
+  } finally {
+    await browser.close();
+  }
+}
+
+/** Frames the widget's <video> decoded so far, and its picture size. */
+export async function videoSnapshot(page: Page): Promise<{ decoded: number; width: number; height: number }> {
+  return page.$eval('svc-agent', (el) => {
+    const v = el.shadowRoot!.querySelector('video')!;
+    return { decoded: v.getVideoPlaybackQuality().totalVideoFrames, width: v.videoWidth, height: v.videoHeight };
+  });
+}

@@ -12,8 +12,10 @@ import { mountRooms, type MountedRooms } from '../../server/rooms/mount.ts';
 import { mountEmbeddedSessions, type EmbeddedSessions } from '../../server/sessions/embedded-sessions.ts';
 import { mountWidget, type MountedWidget } from '../../server/widget/index.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
+import { until } from '../../testing/until.ts';
 
-export { CHROMIUM_PATH, clickButton, events, launchBrowser, OBSERVE_MICROPHONE, RECORD_EVENTS, speechWav, waitForEvent, widgetView, type RecordedEvent, type WidgetBrowser } from './browser.ts';
+export { CHROMIUM_PATH, clickButton, events, launchBrowser, OBSERVE_MICROPHONE, RECORD_EVENTS, speechWav, videoSnapshot, waitForEvent, widgetView, withBrowser, type RecordedEvent, type WidgetBrowser } from './browser.ts';
+export { startCustomerSite, type CustomerSite } from './customer-site.ts';
 
 /** The phrase that makes the offline responder call the client tool `open_page`. */
 export const TOOL_PHRASE = 'Call tool open page with page pricing';
@@ -33,6 +35,10 @@ export interface WidgetServer extends TestServer {
    */
   capacity: CapacityGate;
   readonly defaultCapacity: CapacityGate;
+  /** The call record of a session (through the REST API), or undefined. */
+  callRecord(agentId: string, sessionId: string): Promise<any>;
+  /** Waits (up to `ms`) until the server ended the session's call (released, hung up, ...); returns it. */
+  callEnded(agentId: string, sessionId: string, ms?: number): Promise<any>;
 }
 
 /**
@@ -77,6 +83,16 @@ export async function startWidgetServer(label = 'widget', options: { livekit?: {
       const published = await ts.call('PATCH', `/v1/agents/${id}/status`, { body: { status: 'published' } });
       if (published.status !== 200) throw new Error(published.text);
       return id;
+    },
+    async callRecord(agentId: string, sessionId: string) {
+      const calls = await ts.call('GET', `/v1/agents/${agentId}/calls?limit=100`);
+      return (calls.body.data as any[]).find((c) => c.session_id === sessionId);
+    },
+    callEnded(agentId: string, sessionId: string, ms = 15_000) {
+      return until(async () => {
+        const c = await handle.callRecord(agentId, sessionId);
+        return c && c.ended_at ? c : undefined;
+      }, { timeoutMs: ms, intervalMs: 100, what: `the call record of ${sessionId} to end` });
     },
     async stop() {
       await live.close();

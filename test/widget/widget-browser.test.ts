@@ -9,13 +9,11 @@
  */
 import test, { type ExecutionContext } from 'ava';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
-import sharp from 'sharp';
 import { WIDGET_VERSION } from '../../clients/web/version.ts';
 import { LocalTTSService } from '../../plugins/local/index.ts';
 import { createCapacityGate } from '../../server/capacity/index.ts';
@@ -24,14 +22,17 @@ import { until } from '../../testing/until.ts';
 import {
   clickButton,
   events,
-  launchBrowser,
   OBSERVE_MICROPHONE,
   RECORD_EVENTS,
   speechWav,
+  startCustomerSite,
   startWidgetServer,
   TOOL_PHRASE,
+  videoSnapshot,
   waitForEvent,
   widgetView,
+  withBrowser,
+  type CustomerSite,
   type RecordedEvent,
   type WidgetBrowser,
   type WidgetServer,
@@ -47,7 +48,7 @@ const ELEMENT_EVENT_NAMES = [
 const WINDOW_EVENT_NAMES = ['svcToolCall', 'LatencyReport', 'ConnectionTimingReport', 'SvcSessionOutcome'];
 
 let server: WidgetServer;
-let site: { url: string; close(): Promise<void> };
+let site: CustomerSite;
 let dir: string;
 const wavs: Record<string, string> = {};
 
@@ -71,37 +72,6 @@ test.after.always(async () => {
 });
 
 /** The customer's own site on another origin: a page that embeds the widget from the server, and an image for the agent preview. */
-async function startCustomerSite(): Promise<{ url: string; close(): Promise<void> }> {
-  const png = await sharp({ create: { width: 320, height: 240, channels: 3, background: { r: 40, g: 120, b: 200 } } }).png().toBuffer();
-  const http: Server = createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://x');
-    if (url.pathname === '/preview.png') return void res.writeHead(200, { 'Content-Type': 'image/png' }).end(png);
-    if (url.pathname === '/page') {
-      const agent = url.searchParams.get('agent')!;
-      const api = url.searchParams.get('api')!;
-      const extra = url.searchParams.get('extra') ?? '';
-      const bg = url.searchParams.get('bg') ?? '#ffffff';
-      res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
-      res.end(`<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<script src="${api}/widget/latest/svc-agent.js"></script></head><body style="background:${bg};margin:16px">
-<svc-agent id="one" agent-id="${agent}" core-api-endpoint="${api}" ${extra}></svc-agent>
-${url.searchParams.get('two') ? `<svc-agent id="two" agent-id="${agent}" core-api-endpoint="${api}"></svc-agent>` : ''}
-</body></html>`);
-      return;
-    }
-    res.writeHead(404).end();
-  });
-  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
-  return {
-    url,
-    close: () => new Promise<void>((resolve) => {
-      http.closeAllConnections();
-      http.close(() => resolve());
-    }),
-  };
-}
-
 async function open(browser: WidgetBrowser, url: string, t: ExecutionContext): Promise<Page> {
   const page = await browser.context.newPage();
   page.on('pageerror', (e) => t.log(`page error: ${e.message}`));
@@ -112,29 +82,10 @@ async function open(browser: WidgetBrowser, url: string, t: ExecutionContext): P
   return page;
 }
 
-const customerPage = (agentId: string, params: Record<string, string> = {}) =>
-  `${site.url}/page?${new URLSearchParams({ agent: agentId, api: server.url, ...params })}`;
+const customerPage = (agentId: string, params: Record<string, string> = {}) => site.page(agentId, server.url, params);
 
-async function withBrowser<T>(t: ExecutionContext, options: Parameters<typeof launchBrowser>[0], run: (browser: WidgetBrowser) => Promise<T>): Promise<T> {
-  const browser = await launchBrowser(options);
-  try {
-    return await run(browser);
-  } finally {
-    await browser.close();
-  }
-}
-
-async function callRecord(agentId: string, sessionId: string): Promise<any> {
-  const calls = await server.call('GET', `/v1/agents/${agentId}/calls?limit=100`);
-  return (calls.body.data as any[]).find((c) => c.session_id === sessionId);
-}
-
-/** Waits until the server ended the session's call (released, hung up, ...). */
-const callEnded = (agentId: string, sessionId: string, ms = 15_000) =>
-  until(async () => {
-    const c = await callRecord(agentId, sessionId);
-    return c && c.ended_at ? c : undefined;
-  }, { timeoutMs: ms, intervalMs: 100, what: `the call record of ${sessionId} to end` });
+const callRecord = (agentId: string, sessionId: string) => server.callRecord(agentId, sessionId);
+const callEnded = (agentId: string, sessionId: string, ms?: number) => server.callEnded(agentId, sessionId, ms);
 
 function outcomes(all: RecordedEvent[]) {
   return all.filter((e) => e.name === 'SvcSessionOutcome').map((e) => e.detail);
@@ -166,7 +117,7 @@ function assertOutcomeShape(t: ExecutionContext, d: any, hasSession: boolean) {
 
 test.serial('before the call: the public record gives the title and preview; the page embeds the widget from another origin', async (t) => {
   const agentId = await server.agent({ title: 'Ada from Acme', preview_url: `${site.url}/preview.png` });
-  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
     const page = await open(browser, customerPage(agentId), t);
     await page.waitForFunction(() => (document.querySelector('svc-agent') as HTMLElement).dataset.record === 'loaded');
     const view = await widgetView(page);
@@ -219,7 +170,7 @@ test.serial('before the call: the public record gives the title and preview; the
 
 test.serial('a full conversation: greeting heard, a question through the microphone, transcripts, speaking states, video frames, reports, hang-up', async (t) => {
   const agentId = await server.agent({ behaviour: { greeting: GREETING } });
-  await withBrowser(t, { microphone: wavs.question }, async (browser) => {
+  await withBrowser({ microphone: wavs.question }, async (browser) => {
     const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
     const requested: string[] = [];
     page.on('request', (r) => requested.push(r.url()));
@@ -325,13 +276,6 @@ async function spokenMs(text: string): Promise<number> {
   return Math.round(samples / 16);
 }
 
-async function videoSnapshot(page: Page): Promise<{ decoded: number; width: number; height: number }> {
-  return page.$eval('svc-agent', (el) => {
-    const v = el.shadowRoot!.querySelector('video')!;
-    return { decoded: v.getVideoPlaybackQuality().totalVideoFrames, width: v.videoWidth, height: v.videoHeight };
-  });
-}
-
 /** Screenshots of the widget's states for docs/media, only when SVC_WIDGET_SCREENSHOTS=1 (a normal run leaves the tree clean). */
 async function screenshot(page: Page, path: string, selector = 'svc-agent'): Promise<void> {
   if (process.env.SVC_WIDGET_SCREENSHOTS !== '1') return;
@@ -342,7 +286,7 @@ async function screenshot(page: Page, path: string, selector = 'svc-agent'): Pro
 test.serial('barge-in: the visitor talks over the greeting; the bot stops and answers', async (t) => {
   const greetingMs = await spokenMs(LONG_GREETING);
   const agentId = await server.agent({ behaviour: { greeting: LONG_GREETING } });
-  await withBrowser(t, { microphone: wavs.bargeIn }, async (browser) => {
+  await withBrowser({ microphone: wavs.bargeIn }, async (browser) => {
     const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
     await clickButton(page, 'Start conversation');
     const connected = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect outcome');
@@ -373,7 +317,7 @@ test.serial('barge-in: the visitor talks over the greeting; the bot stops and an
 
 test.serial('a refused microphone ends the attempt with mic_permission_denied (client_env), shown in plain words, no session', async (t) => {
   const agentId = await server.agent({});
-  await withBrowser(t, { denyMicrophone: true }, async (browser) => {
+  await withBrowser({ denyMicrophone: true }, async (browser) => {
     const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
     await clickButton(page, 'Start conversation');
     const outcome = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 15_000, 'outcome');
@@ -393,7 +337,7 @@ test.serial('a refused microphone ends the attempt with mic_permission_denied (c
 test.serial('two widgets on one page: distinct instanceIds; at max_concurrency the second waits in the queue (429) and is admitted after the first releases', async (t) => {
   // A short session limit keeps retry_after_seconds (derived from the live session's hard end) small.
   const agentId = await server.agent({ max_concurrency: 1, session_limit_seconds: 12, behaviour: { greeting: GREETING } });
-  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
     const page = await open(browser, customerPage(agentId, { two: '1' }), t);
     await clickButton(page, 'Start conversation', '#one');
     const first = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'connect', 40_000, 'first connects');
@@ -425,7 +369,7 @@ test.serial('two widgets on one page: distinct instanceIds; at max_concurrency t
 
 test.serial('connection timeout: ConnectionTimeout with its detail, the widget resets to an error with retry, the session is released; retry connects', async (t) => {
   const agentId = await server.agent({});
-  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
     // 1 ms cannot cover the connect request (admission in the database, room, bot start): the real
     // setup overruns it while the request is in flight (0.05 s was sometimes enough on a warm server).
     const page = await open(browser, customerPage(agentId, { extra: 'connect-timeout="0.001"' }), t);
@@ -464,7 +408,7 @@ test.serial('client tools: a client-mode tool call arrives as svcToolCall on win
     behaviour: { greeting: 'Hi.' },
     tools: [{ type: 'function', enabled: true, function: { name: 'open_page', description: 'Opens a page of the site', parameters: { type: 'object', properties: { page: { type: 'string' } }, required: ['page'] } }, delivery: { mode: 'client' } }],
   });
-  await withBrowser(t, { microphone: wavs.tool }, async (browser) => {
+  await withBrowser({ microphone: wavs.tool }, async (browser) => {
     const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
     t.false(await page.$eval('svc-agent', (el) => (el as any).appendSystemContext('too early')), 'nothing to send to before a call');
     await clickButton(page, 'Start conversation');
@@ -484,7 +428,7 @@ test.serial('client tools: a client-mode tool call arrives as svcToolCall on win
 
 test.serial('closing the tab releases the session (pagehide beacon); removing the element releases it too', async (t) => {
   const agentId = await server.agent({ behaviour: { greeting: GREETING } });
-  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
     const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
     await clickButton(page, 'Start conversation');
     const connected = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect');
@@ -511,7 +455,7 @@ test.serial('closing the tab releases the session (pagehide beacon); removing th
 test.serial('phone-sized viewport, light and dark pages: the card fits, text contrast is readable, controls are large enough', async (t) => {
   const agentId = await server.agent({ title: 'Ada from Acme', preview_url: `${site.url}/preview.png` });
   for (const scheme of ['light', 'dark'] as const) {
-    await withBrowser(t, { microphone: wavs.silent, viewport: { width: 360, height: 740 }, colorScheme: scheme }, async (browser) => {
+    await withBrowser({ microphone: wavs.silent, viewport: { width: 360, height: 740 }, colorScheme: scheme }, async (browser) => {
       const page = await open(browser, customerPage(agentId, { bg: scheme === 'dark' ? '#0b0b0f' : '#ffffff', extra: 'style="width:100%"' }), t);
       await page.waitForFunction(() => (document.querySelector('svc-agent') as HTMLElement).dataset.record === 'loaded');
       // A string: tsx's helpers (__name) do not exist in the page.
@@ -549,7 +493,7 @@ test.serial('phone-sized viewport, light and dark pages: the card fits, text con
 
 test.serial('the server ends the session (session_limit_seconds): time_limit_reached, the ended view, nothing to release', async (t) => {
   const agentId = await server.agent({ session_limit_seconds: 4, behaviour: { greeting: GREETING } });
-  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
     const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
     const before = server.releases.length;
     await clickButton(page, 'Start conversation');
@@ -577,7 +521,7 @@ test.serial('the connection drops during a call: transport_lost; the widget rele
   };
   server.server.httpServer.on('upgrade', watch);
   t.teardown(() => void server.server.httpServer.off('upgrade', watch));
-  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
     const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
     await clickButton(page, 'Start conversation');
     const connected = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect');
@@ -606,7 +550,7 @@ test.serial('Session API refusals become outcomes in plain words: unknown agent,
     { agentId: unpublished, outcome: 'agent_unavailable', httpStatus: 403, text: 'This agent is not available right now.', record: 'This agent is not available.' },
     { agentId: foreign, outcome: 'not_allowed', httpStatus: 403, text: 'This agent cannot be used on this website.', record: '' },
   ];
-  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
     for (const c of cases) {
       const page = await open(browser, customerPage(c.agentId), t);
       await page.waitForFunction(() => ['loaded', 'unavailable'].includes((document.querySelector('svc-agent') as HTMLElement).dataset.record ?? ''));
@@ -625,7 +569,7 @@ test.serial('Session API refusals become outcomes in plain words: unknown agent,
 
 test.serial('appendSystemContext changes a later answer: the same question is answered in English, then in French after "Always respond in French."', async (t) => {
   const agentId = await server.agent({ behaviour: { greeting: GREETING } });
-  await withBrowser(t, { microphone: wavs.twice }, async (browser) => {
+  await withBrowser({ microphone: wavs.twice }, async (browser) => {
     const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
     await clickButton(page, 'Start conversation');
     const connected = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 40_000, 'connect outcome');
@@ -660,7 +604,7 @@ test.serial('auth_enabled agents: the auth-token attribute is sent as auth_token
   const good = mintConnectToken(secret, agentId, { clientUserRef: 'visitor-1' });
   const forAnother = mintConnectToken(secret, agentId, { clientUserRef: 'visitor-2' });
   const wrongSecret = mintConnectToken('not-the-secret', agentId, { clientUserRef: 'visitor-1' });
-  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
     for (const [label, extra] of [
       ['no token', 'client-user-ref="visitor-1"'],
       ['a token for another visitor', `client-user-ref="visitor-1" auth-token="${forAnother}"`],
@@ -690,7 +634,7 @@ test.serial('503 server_busy (this server has no capacity) queues like a 429: Up
   const agentId = await server.agent({ max_concurrency: -1, behaviour: { greeting: GREETING } });
   server.capacity = createCapacityGate({ limit: 1, loadCheck: false });
   t.teardown(() => void (server.capacity = server.defaultCapacity));
-  await withBrowser(t, { microphone: wavs.silent }, async (browser) => {
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
     const page = await open(browser, customerPage(agentId, { two: '1' }), t);
     const busy: { status: number; retryAfter: string | null; body: any }[] = [];
     page.on('response', (res) => {
@@ -732,7 +676,7 @@ test.serial('503 server_busy (this server has no capacity) queues like a 429: Up
 
 test.serial('mute: a muted microphone sends silence (the bot hears nothing of a spoken question); unmuted, the same question is heard', async (t) => {
   const agentId = await server.agent({ behaviour: { greeting: GREETING } });
-  await withBrowser(t, { microphone: wavs.loop }, async (browser) => {
+  await withBrowser({ microphone: wavs.loop }, async (browser) => {
     const page = await open(browser, `${server.url}/?agent_id=${agentId}`, t);
     // Muted before the call: no race with the question, spoken 9 s after the microphone opens (and again each 19 s loop).
     await page.$eval('svc-agent', (el) => void ((el as any).muted = true));

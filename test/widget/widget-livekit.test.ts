@@ -12,8 +12,6 @@
  */
 import test, { type ExecutionContext } from 'ava';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
@@ -27,12 +25,15 @@ import { recognise } from '../sessions/conversation-audio.ts';
 import {
   clickButton,
   events,
-  launchBrowser,
   RECORD_EVENTS,
   speechWav,
+  startCustomerSite,
   startWidgetServer,
+  videoSnapshot,
   waitForEvent,
   widgetView,
+  withBrowser,
+  type CustomerSite,
   type RecordedEvent,
   type WidgetBrowser,
   type WidgetServer,
@@ -43,7 +44,7 @@ const MODULE_PATH = `/widget/${WIDGET_VERSION}/livekit-client.js`;
 
 let fake: LiveKitServerFake;
 let server: WidgetServer;
-let site: { url: string; close(): Promise<void> };
+let site: CustomerSite;
 let dir: string;
 const wavs: Record<string, string> = {};
 
@@ -65,27 +66,6 @@ test.after.always(async () => {
 });
 
 /** The customer's own site on another origin, embedding the widget from the server. */
-async function startCustomerSite(): Promise<{ url: string; close(): Promise<void> }> {
-  const http: Server = createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://x');
-    if (url.pathname !== '/page') return void res.writeHead(404).end();
-    const api = url.searchParams.get('api')!;
-    res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
-    res.end(`<!doctype html><html><head><meta charset="utf-8"><script src="${api}/widget/latest/svc-agent.js"></script></head>
-<body><svc-agent id="one" agent-id="${url.searchParams.get('agent')}" core-api-endpoint="${api}" ${url.searchParams.get('extra') ?? ''}></svc-agent></body></html>`);
-  });
-  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
-  return {
-    url,
-    close: () =>
-      new Promise<void>((resolve) => {
-        http.closeAllConnections();
-        http.close(() => resolve());
-      }),
-  };
-}
-
 /**
  * Records (calls through, changes nothing) the sound of the widget's <audio> element: whenever its
  * srcObject is set to a stream with an audio track, that track is recorded from then on (mono PCM
@@ -137,34 +117,9 @@ async function open(browser: WidgetBrowser, url: string, t: ExecutionContext): P
   return { page, requests };
 }
 
-const customerPage = (agentId: string, extra = '') => `${site.url}/page?${new URLSearchParams({ agent: agentId, api: server.url, extra })}`;
+const customerPage = (agentId: string, extra = '') => site.page(agentId, server.url, { extra });
 
-async function withBrowser<T>(options: Parameters<typeof launchBrowser>[0], run: (browser: WidgetBrowser) => Promise<T>): Promise<T> {
-  const browser = await launchBrowser(options);
-  try {
-    return await run(browser);
-  } finally {
-    await browser.close();
-  }
-}
-
-async function callRecord(agentId: string, sessionId: string): Promise<any> {
-  const calls = await server.call('GET', `/v1/agents/${agentId}/calls?limit=100`);
-  return (calls.body.data as any[]).find((c) => c.session_id === sessionId);
-}
-
-const callEnded = (agentId: string, sessionId: string, ms = 15_000) =>
-  until(async () => {
-    const c = await callRecord(agentId, sessionId);
-    return c && c.ended_at ? c : undefined;
-  }, { timeoutMs: ms, intervalMs: 100, what: `the call record of ${sessionId} to end` });
-
-async function videoSnapshot(page: Page): Promise<{ decoded: number; width: number; height: number }> {
-  return page.$eval('svc-agent', (el) => {
-    const v = el.shadowRoot!.querySelector('video')!;
-    return { decoded: v.getVideoPlaybackQuality().totalVideoFrames, width: v.videoWidth, height: v.videoHeight };
-  });
-}
+const callEnded = (agentId: string, sessionId: string, ms?: number) => server.callEnded(agentId, sessionId, ms);
 
 /** The Session API's answers to the page (room_url, token), in order. */
 function grants(page: Page): Array<{ room_url: string; token: string; session_id: string }> {
