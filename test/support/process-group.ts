@@ -2,12 +2,15 @@
  * A TypeScript entry point of this repository (`server/main.ts`, `server/worker.ts`) as a child
  * process in a process group of its own, so that a test can signal, or kill -9, the whole group
  * and nothing it started survives. Output is collected; `ready` resolves once `isReady(output)`
- * holds and rejects if the process exits first.
+ * holds and rejects if the process exits first. A child whose test process dies without stopping
+ * it (a timeout, a crash) kills its own group within half a second.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 
 const ROOT = join(import.meta.dirname, '..', '..');
+/** Makes the child kill its process group once this process is gone (exit-with-parent.mjs). */
+const EXIT_WITH_PARENT = new URL('./exit-with-parent.mjs', import.meta.url).href;
 
 export interface GroupProcess {
   readonly child: ChildProcess;
@@ -25,7 +28,7 @@ export function spawnEntryPoint(
   isReady: (output: string) => boolean,
   what: string,
 ): { readonly process: GroupProcess; readonly ready: Promise<void> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+  const child = spawn(process.execPath, ['--import', EXIT_WITH_PARENT, '--import', 'tsx', entry], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
     detached: true,
