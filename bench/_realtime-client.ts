@@ -15,6 +15,8 @@ export interface RealtimeClientJob {
   readonly sessions: number;
   /** Sessions run first and not counted (the first compiles the paths, starts the render worker). */
   readonly warmup?: number;
+  /** Then this long with nothing to do, before the measured sessions (see settleMs in realtime.ts). */
+  readonly settleMs?: number;
 }
 
 export interface RealtimeFigures {
@@ -31,7 +33,8 @@ function speech(ms: number): Int16Array {
 
 export async function runRealtimeClient(job: RealtimeClientJob): Promise<RealtimeFigures> {
   const warmup = job.warmup ?? 0;
-  if (warmup > 0) await runRealtimeClient({ ...job, sessions: warmup, warmup: 0 });
+  if (warmup > 0) await runRealtimeClient({ ...job, sessions: warmup, warmup: 0, settleMs: 0 });
+  if (job.settleMs) await new Promise((r) => setTimeout(r, job.settleMs));
   const figures: RealtimeFigures = { connect: [], firstFrame: [], intervals: [], cancel: [] };
   // Synthesised once, before any session: made per session, its 48,000 sin() calls blocked the
   // event loop (the server's too, when they share it) for ~30 ms in the middle of every session.
