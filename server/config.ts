@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { AddressPolicy } from '../processors/tools/address-policy.ts';
-import { resolveJobSettings, type JobSettings } from './jobs/job-settings.ts';
+import { EMBEDDED_JOB_POLL_MS, resolveJobSettings, type JobSettings } from './jobs/job-settings.ts';
 
 /** Object storage: the filesystem driver (embedded default) or any S3-compatible service. */
 export type StorageConfig =
@@ -143,7 +143,7 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     headersTimeoutMs: input.headersTimeoutMs ?? SERVER_DEFAULTS.headersTimeoutMs,
     requestTimeoutMs: input.requestTimeoutMs ?? SERVER_DEFAULTS.requestTimeoutMs,
     database: { ...SERVER_DEFAULTS.database, ...input.database },
-    jobs: resolveJobSettings(input.jobs),
+    jobs: resolveJobSettings(input.databaseUrl || input.jobs?.pollMs !== undefined ? input.jobs : { ...input.jobs, pollMs: EMBEDDED_JOB_POLL_MS }),
   };
 }
 

@@ -138,6 +138,31 @@ export class JobQueue {
     });
   }
 
+  /**
+   * One cheap read answering whether a claim or a reap would find anything: is a queued job due,
+   * is a running job (not `exceptRunner`'s) past its lease; and when the next of either will be
+   * (`nextAtMs`, epoch ms, null when nothing is waiting). Workers ask it before the claim and
+   * reap transactions (row locks, an advisory lock, an UPDATE): on the embedded database those run
+   * on the event loop, about 4 and 1.5 ms, once a second for nothing most of the time.
+   */
+  async pending(exceptRunner?: string): Promise<{ due: boolean; lapsed: boolean; nextAtMs: number | null }> {
+    const { rows } = await this.db.raw(
+      `SELECT EXISTS (SELECT 1 FROM ${TABLE} WHERE status = 'queued' AND run_after <= clock_timestamp()) AS due,
+              EXISTS (SELECT 1 FROM ${TABLE} WHERE status = 'running'
+                        AND (lease_expires_at IS NULL OR lease_expires_at <= clock_timestamp())
+                        AND (runner_id IS NULL OR runner_id <> ?)) AS lapsed,
+              (SELECT min(t) FROM (
+                 SELECT min(run_after) AS t FROM ${TABLE} WHERE status = 'queued' AND run_after > clock_timestamp()
+                 UNION ALL
+                 SELECT min(lease_expires_at) FROM ${TABLE} WHERE status = 'running' AND lease_expires_at > clock_timestamp()
+                   AND (runner_id IS NULL OR runner_id <> ?)) AS upcoming) AS next_at`,
+      [exceptRunner ?? '', exceptRunner ?? ''],
+    );
+    const row = rows[0] as { due: boolean; lapsed: boolean; next_at: Date | string | null };
+    const nextAtMs = row.next_at === null ? null : new Date(row.next_at).getTime();
+    return { due: row.due === true, lapsed: row.lapsed === true, nextAtMs: Number.isFinite(nextAtMs) ? nextAtMs : null };
+  }
+
   /** Jobs running or due now (not those waiting for a retry): `settled()` waits for none. */
   async busy(): Promise<number> {
     const row = await this.db(TABLE)

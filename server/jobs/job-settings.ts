@@ -50,6 +50,13 @@ export const JOB_DEFAULTS = {
   pollMs: 1_000,
 } as const satisfies JobSettings;
 
+/**
+ * `pollMs` on the embedded database (PGlite) unless set: only this process queues jobs there (it
+ * wakes its worker when it does), and each look runs on the event loop (about 2 ms), so a worker
+ * looks rarely and otherwise wakes when the next retry or lease expiry it read is due.
+ */
+export const EMBEDDED_JOB_POLL_MS = 30_000;
+
 /** Upper bound for `SVC_JOB_MAX_ATTEMPTS`: beyond, a broken job would retry for hours. */
 const MAX_ATTEMPTS_LIMIT = 20;
 

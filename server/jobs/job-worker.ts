@@ -61,6 +61,8 @@ export class JobWorker {
   readonly runnerId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   private readonly running = new Map<string, Running>();
   private timers: NodeJS.Timeout[] = [];
+  /** A one-shot wake at the next retry or lease expiry the last look read (before the next poll). */
+  private nextWake: { atMs: number; timer: NodeJS.Timeout } | null = null;
   private closing = false;
   private passing: Promise<void> | null = null;
   private passAgain = false;
@@ -128,23 +130,48 @@ export class JobWorker {
   async close(): Promise<void> {
     this.closing = true;
     for (const t of this.timers) clearInterval(t);
+    if (this.nextWake) clearTimeout(this.nextWake.timer);
+    this.nextWake = null;
     for (const r of this.running.values()) r.abort.abort(new Error('the worker is shutting down'));
     await this.idle();
   }
 
   private async pass(): Promise<void> {
-    if (Date.now() - this.lastReapMs >= this.settings.pollMs) {
+    const reapDue = Date.now() - this.lastReapMs >= this.settings.pollMs;
+    if (!reapDue && this.running.size >= this.settings.concurrency) return;
+    // Most passes find nothing to do: one cheap read first, the locking transactions only when it
+    // says there is something for them.
+    const pending = await this.queue.pending(this.runnerId);
+    this.wakeAt(pending.nextAtMs);
+    if (reapDue) {
       this.lastReapMs = Date.now();
-      for (const r of await this.queue.reapLapsed(this.runnerId)) {
+      for (const r of pending.lapsed ? await this.queue.reapLapsed(this.runnerId) : []) {
         this.countFailure('interrupted', r.status === 'failed' ? 'failed' : 'retrying');
         this.logger.warn({ job_id: r.job_id, runner_id: r.runner_id, status: r.status }, 'job worker: reclaimed a job whose worker stopped');
       }
     }
+    // A reap just queued its jobs again (after their backoff): they are not due now either.
+    if (!pending.due) return;
     while (!this.closing && this.running.size < this.settings.concurrency) {
       const job = await this.queue.claim(this.runnerId);
       if (!job) return;
       this.startJob(job);
     }
+  }
+
+  /** Wakes at `atMs` (epoch ms) when that comes before the next poll and any wake already set. */
+  private wakeAt(atMs: number | null): void {
+    if (atMs === null || this.closing) return;
+    const delay = Math.max(0, atMs - Date.now()) + 5; // just past it: the database's clock decides
+    if (delay >= this.settings.pollMs) return;
+    if (this.nextWake && this.nextWake.atMs <= atMs) return;
+    if (this.nextWake) clearTimeout(this.nextWake.timer);
+    const timer = setTimeout(() => {
+      this.nextWake = null;
+      this.wake();
+    }, delay);
+    timer.unref();
+    this.nextWake = { atMs, timer };
   }
 
   private startJob(job: ClaimedJob): void {

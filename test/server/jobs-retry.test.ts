@@ -99,3 +99,20 @@ test.serial('a passing fault: the next attempt succeeds and the job reports the 
   t.is(final.last_error, 'encoder crashed', 'the failed attempt stays visible');
   t.truthy((await s.call('GET', `/v1/assets/${final.result.asset_id}`)).body.asset_url);
 });
+
+test.serial('a worker that polls rarely still starts a retry when it is due: it woke at the next_attempt_at it read', async (t) => {
+  // A minute between looks, as on the embedded database (30 s): only the wake-up at the retry's
+  // due time can start the second attempt within seconds.
+  const rare = await startTestServer({ label: 'jobs_rare_poll', plugins: [facePlugin, flakyPlugin], config: { jobs: { maxAttempts: 2, retryBaseMs: 300, pollMs: 60_000 } } });
+  t.teardown(() => rare.stop());
+  failuresLeft = 1;
+  const res = await rare.call('POST', '/v1/assets/generate/flaky', { body: { source_asset_id: TEMPLATE_FACE_ASSET.asset_id } });
+  t.is(res.status, 202);
+  const started = Date.now();
+  const final = await eventually('the retried job to succeed', async () => {
+    const job = (await rare.call('GET', `/v1/assets/generate/jobs/${res.body.job_id}`)).body;
+    return job.status === 'succeeded' ? job : undefined;
+  }, 30_000, 50);
+  t.is(final.attempts, 2);
+  t.true(Date.now() - started < 30_000, 'well before the next poll');
+});

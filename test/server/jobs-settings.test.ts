@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfigFromEnv } from '../../server/env-config.ts';
-import { JOB_DEFAULTS, jobSettingsFromEnv, resolveJobSettings, retryDelayMs } from '../../server/jobs/job-settings.ts';
+import { EMBEDDED_JOB_POLL_MS, JOB_DEFAULTS, jobSettingsFromEnv, resolveJobSettings, retryDelayMs } from '../../server/jobs/job-settings.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 
@@ -16,7 +16,10 @@ test('defaults: a worker in npm start, 3 attempts, 15 s leases renewed every 5 s
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-jobs-settings-'));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const { jobs } = loadConfigFromEnv({ SVC_DATA_DIR: dataDir });
-  t.deepEqual(jobs, { ...JOB_DEFAULTS });
+  // The embedded database (no DATABASE_URL): only this process queues jobs, so it looks rarely.
+  t.deepEqual(jobs, { ...JOB_DEFAULTS, pollMs: EMBEDDED_JOB_POLL_MS });
+  t.is(loadConfigFromEnv({ SVC_DATA_DIR: dataDir, DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test' }).jobs.pollMs, JOB_DEFAULTS.pollMs, 'PostgreSQL: other processes queue jobs too');
+  t.is(loadConfigFromEnv({ SVC_DATA_DIR: dataDir, SVC_JOB_POLL_MS: '250' }).jobs.pollMs, 250, 'an operator\'s value wins');
   t.true(jobs.runWorker);
   t.is(jobs.maxAttempts, 3);
   t.is(jobs.leaseMs, 15_000);
