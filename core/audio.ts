@@ -216,6 +216,43 @@ function kernelFor(ratio: number) {
   return kernel;
 }
 
+/** Rates whose ratio reduces to at most this many output phases get precomputed tap weights. */
+const MAX_PHASE_WEIGHTS = 1 << 18;
+
+function gcd(a: number, b: number): number {
+  while (b) [a, b] = [b, a % b];
+  return a;
+}
+
+/**
+ * Polyphase weights for integer rates: with toRate/fromRate = l/m reduced, output n lies at input
+ * position n*m/l, whose fractional part is one of l phases; each phase's 2*halfWidth tap weights
+ * are the kernel table's (interpolated as the general path does), computed once. Per output
+ * sample the inner loop is then one multiply-add per tap instead of a table lookup and an
+ * interpolation (48 <-> 16 kHz, the WebRTC edges of every session: about 4x faster).
+ */
+function polyphaseFor(fromRate: number, toRate: number, kernel: ReturnType<typeof kernelFor>) {
+  if (!Number.isInteger(fromRate) || !Number.isInteger(toRate)) return undefined;
+  const g = gcd(fromRate, toRate);
+  const l = toRate / g;
+  const m = fromRate / g;
+  const { table, halfWidth } = kernel;
+  const taps = 2 * halfWidth;
+  if (l * taps > MAX_PHASE_WEIGHTS) return undefined;
+  const res = RESAMPLER_DEFAULTS.tableResolution;
+  const weights = new Float64Array(l * taps);
+  for (let p = 0; p < l; p++) {
+    for (let j = 0; j < taps; j++) {
+      // Tap j of the window ending at floor(t) + halfWidth, with t = floor(t) + p/l.
+      const x = Math.abs(halfWidth - 1 - j + p / l) * res;
+      const i = x | 0;
+      const frac = x - i;
+      weights[p * taps + j] = table[i]! + (table[i + 1]! - table[i]!) * frac;
+    }
+  }
+  return { l, m, taps, weights };
+}
+
 /**
  * Streaming mono resampler. Feed chunks with `process`, call `flush` at the end of a stream;
  * the output length converges to input length x toRate / fromRate. Stateful: one per stream.
@@ -223,6 +260,7 @@ function kernelFor(ratio: number) {
 export class Resampler {
   private readonly step: number;
   private readonly kernel: ReturnType<typeof kernelFor>;
+  private readonly phases: ReturnType<typeof polyphaseFor>;
   private buffer: Float32Array;
   private length: number;
   /** Input samples dropped from the front of `buffer` so far (excluding the initial padding). */
@@ -233,6 +271,7 @@ export class Resampler {
     if (!(fromRate > 0 && toRate > 0)) throw new RangeError(`invalid sample rates ${fromRate} -> ${toRate}`);
     this.step = fromRate / toRate;
     this.kernel = kernelFor(toRate / fromRate);
+    this.phases = polyphaseFor(fromRate, toRate, this.kernel);
     // Leading zeros stand for the silence before the stream, so the first outputs are defined.
     this.buffer = new Float32Array(4096 + this.kernel.halfWidth);
     this.length = this.kernel.halfWidth;
@@ -270,7 +309,25 @@ export class Resampler {
     const out: number[] = [];
     // Sample positions are computed from counters (not accumulated) so long streams never drift.
     const totalInput = this.dropped + this.length - pad - (final ? halfWidth + 1 : 0);
+    const phases = this.phases;
+    if (phases) {
+      // Rational ratio: output n sits at input n*m/l exactly, its taps' weights precomputed per phase.
+      const { l, m, taps, weights } = phases;
+      for (;;) {
+        const num = this.produced * m;
+        if (final && num >= totalInput * l) break;
+        const phase = num % l;
+        const last = (num - phase) / l - this.dropped + pad + halfWidth;
+        if (last >= this.length) break;
+        let acc = 0;
+        let w = phase * taps;
+        for (let k = last - taps + 1; k <= last; k++) acc += buf[k]! * weights[w++]!;
+        out.push(acc);
+        this.produced++;
+      }
+    }
     for (;;) {
+      if (phases) break;
       const tAbs = this.produced * this.step;
       if (final && tAbs >= totalInput) break;
       const t = tAbs - this.dropped + pad; // position inside buffer

@@ -185,6 +185,11 @@ export class SessionStore {
 
   /** Deletes sessions whose lease lapsed and fails their calls (`runner_lost`). */
   async reap(): Promise<ReapedSession[]> {
+    // Nearly always nothing has lapsed: one plain read first, the deleting transaction only when it
+    // finds a row (on the embedded database every statement runs on the event loop, live sessions'
+    // frames included).
+    const lapsed = await this.db('agent_sessions').where('lease_expires_at', '<=', this.db.fn.now()).first('session_id');
+    if (!lapsed) return [];
     return this.db.transaction(async (trx) => {
       const rows = await trx('agent_sessions').where('lease_expires_at', '<=', trx.fn.now()).delete().returning(['session_id', 'agent_id', 'room', 'call_id', 'runner_id']);
       if (rows.length === 0) return [];
