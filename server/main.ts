@@ -75,8 +75,10 @@ const rooms = mountRooms(server);
 const capacity = createCapacityGate({ limit: server.config.maxFaceSessions, loadCheck });
 // Face frames' lateness (jitter) of /realtime sessions and bots, exposed by /metrics.
 const frameTiming = createFaceFrameTiming();
-const realtime = mountRealtime(server, { publishAvatar: rooms.publishAvatar, capacityGate: capacity, onFrameLateness: frameTiming.realtime });
-const sessions = mountEmbeddedSessions(server, rooms, { capacity, shutdownTimeoutMs: graceMs, onFrameLateness: frameTiming.bot });
+// The gate judges overload by them too: frames leaving late are what a saturated machine does to
+// the sessions it already runs.
+const realtime = mountRealtime(server, { publishAvatar: rooms.publishAvatar, capacityGate: capacity, onFrameLateness: (ms) => (frameTiming.realtime(ms), capacity.recordFrameLateness(ms)) });
+const sessions = mountEmbeddedSessions(server, rooms, { capacity, shutdownTimeoutMs: graceMs, onFrameLateness: (ms) => (frameTiming.bot(ms), capacity.recordFrameLateness(ms)) });
 let demoAgentId: string | null = null;
 mountWidget(server, { demoAgentId: () => demoAgentId });
 // /healthz, /readyz, /metrics; mounted last so that every request is timed.

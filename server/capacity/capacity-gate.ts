@@ -9,9 +9,10 @@
  *   `SVC_MAX_FACE_SESSIONS` after measuring their own hardware (`npm run bench -- capacity`).
  * - a load check: while the process is overloaded (its event loop busy more than
  *   `maxEventLoopUtilization` of the last window, its event-loop lag at p99 above
- *   `maxEventLoopLagMs`, or its CPU time above `maxCpuShare` of every core), nothing new is
- *   admitted even below the limit: the sessions already running keep their frame rate instead of
- *   all of them slowing down (docs/operations.md, "Overload").
+ *   `maxEventLoopLagMs`, its CPU time above `maxCpuShare` of every core, or more than
+ *   `maxLateFrameShare` of its live sessions' face frames leaving over `lateFrameMs` after their
+ *   due time), nothing new is admitted even below the limit: the sessions already running keep
+ *   their frame rate instead of all of them slowing down (docs/operations.md, "Overload").
  *
  * Usage (the API other modules rely on):
  *
@@ -42,6 +43,19 @@ export const FACE_CAPACITY = {
    * does not refuse anything; repeated stalls do.
    */
   maxEventLoopLagMs: 40,
+  /**
+   * Refuse new work while more than this share of the face frames emitted over the load window
+   * (`/realtime` sessions and bots, reported with `recordFrameLateness`) left more than
+   * `lateFrameMs` after their due time. The frames are what the sessions are for: the process's
+   * own loop and CPU share can look fine while its render worker or the machine's cores are
+   * saturated (measured: 6 bots on 2 cores shared with their visitors, 64 % of frames > 5 ms late,
+   * loop lag and process CPU under their bounds). 5 %: a held count runs 0-2 %.
+   */
+  maxLateFrameShare: 0.05,
+  /** A frame emitted more than this many ms after its due time counts as late (10 ms: the client jitter bound). */
+  lateFrameMs: 10,
+  /** The late share is judged only over at least this many frames (2 s of one session). */
+  minFramesForLateShare: 50,
   /** Period of the lag sampler (ms): the lag of a turn is how late this timer fires. */
   lagSampleMs: 10,
   /** Length of the load window (ms); the load is measured over the last 1 to 2 windows. */
@@ -58,6 +72,8 @@ export interface LoadCheckOptions {
   readonly maxCpuShare?: number;
   /** p99 event-loop lag (ms) over the load window beyond which new work is refused. */
   readonly maxEventLoopLagMs?: number;
+  /** Share of face frames late by more than FACE_CAPACITY.lateFrameMs beyond which new work is refused. */
+  readonly maxLateFrameShare?: number;
   readonly windowMs?: number;
   /** Cores the CPU share is measured against (default: os.availableParallelism()). */
   readonly cores?: number;
@@ -91,6 +107,8 @@ export interface CapacitySnapshot {
   readonly cpuShare?: number;
   /** p99 of the event-loop lag (ms) over the current load window: how late the loop's timer turns ran. */
   readonly eventLoopLagMs?: number;
+  /** Share of the face frames reported over the load window that were late (0 with too few frames to judge). */
+  readonly lateFrameShare?: number;
   readonly admitted: number;
   readonly refused: { readonly full: number; readonly overloaded: number };
   readonly lastRefusal?: RefusalReason;
@@ -101,6 +119,8 @@ export interface CapacityGate {
   /** A lease of `weight` (default 1), or null when it does not fit or the process is overloaded. */
   tryAcquire(weight?: number): Lease | null;
   snapshot(): CapacitySnapshot;
+  /** Reports one face frame emitted `lateMs` after its due time (feeds the late-frame check; cheap). */
+  recordFrameLateness(lateMs: number): void;
   /** Stops the load sampler's timer (leases stay valid). */
   close(): void;
 }
@@ -115,14 +135,18 @@ interface LoadSample {
   readonly cpu: NodeJS.CpuUsage;
   /** Event-loop lag samples (microseconds) taken since this sample. */
   readonly lag: RecordableHistogram;
+  /** Face frames reported since this sample, and how many of them were late. */
+  frames: number;
+  lateFrames: number;
 }
 
-const sample = (): LoadSample => ({ at: performance.now(), elu: performance.eventLoopUtilization(), cpu: process.cpuUsage(), lag: createHistogram() });
+const sample = (): LoadSample => ({ at: performance.now(), elu: performance.eventLoopUtilization(), cpu: process.cpuUsage(), lag: createHistogram(), frames: 0, lateFrames: 0 });
 
 export interface LoadReading {
   readonly eventLoopUtilization: number;
   readonly cpuShare: number;
   readonly eventLoopLagMs: number;
+  readonly lateFrameShare: number;
 }
 
 /**
@@ -154,6 +178,11 @@ class LoadMeter {
     this.lagTimer.unref();
   }
 
+  frame(lateMs: number): void {
+    this.newer.frames++;
+    if (lateMs > FACE_CAPACITY.lateFrameMs) this.newer.lateFrames++;
+  }
+
   private roll(): void {
     this.older = this.newer;
     this.newer = sample();
@@ -172,10 +201,13 @@ class LoadMeter {
     const lag = createHistogram();
     lag.add(base.lag);
     if (this.newer !== base) lag.add(this.newer.lag);
+    const frames = base.frames + (this.newer !== base ? this.newer.frames : 0);
+    const lateFrames = base.lateFrames + (this.newer !== base ? this.newer.lateFrames : 0);
     return {
       eventLoopUtilization: performance.eventLoopUtilization(now.elu, base.elu).utilization,
       cpuShare: cpuMs / (elapsedMs * this.cores),
       eventLoopLagMs: lag.count ? lag.percentile(99) / 1000 : 0,
+      lateFrameShare: frames >= FACE_CAPACITY.minFramesForLateShare ? lateFrames / frames : 0,
     };
   }
 
@@ -199,6 +231,7 @@ export function createCapacityGate(options: CapacityGateOptions = {}): CapacityG
   const maxElu = positiveNumber(load?.maxEventLoopUtilization ?? FACE_CAPACITY.maxEventLoopUtilization, 'maxEventLoopUtilization');
   const maxCpu = positiveNumber(load?.maxCpuShare ?? FACE_CAPACITY.maxCpuShare, 'maxCpuShare');
   const maxLag = positiveNumber(load?.maxEventLoopLagMs ?? FACE_CAPACITY.maxEventLoopLagMs, 'maxEventLoopLagMs');
+  const maxLate = positiveNumber(load?.maxLateFrameShare ?? FACE_CAPACITY.maxLateFrameShare, 'maxLateFrameShare');
   const meter = load ? new LoadMeter(positiveNumber(load.windowMs ?? FACE_CAPACITY.loadWindowMs, 'the load window'), load.cores ?? availableParallelism()) : undefined;
   let inUse = 0;
   let leases = 0;
@@ -209,7 +242,7 @@ export function createCapacityGate(options: CapacityGateOptions = {}): CapacityG
   const overload = () => {
     if (!meter) return { overloaded: false };
     const m = meter.measure();
-    return { overloaded: m.eventLoopUtilization > maxElu || m.cpuShare > maxCpu || m.eventLoopLagMs > maxLag, ...m };
+    return { overloaded: m.eventLoopUtilization > maxElu || m.cpuShare > maxCpu || m.eventLoopLagMs > maxLag || m.lateFrameShare > maxLate, ...m };
   };
 
   return {
@@ -257,6 +290,9 @@ export function createCapacityGate(options: CapacityGateOptions = {}): CapacityG
         refused: { ...refused },
         ...(lastRefusal ? { lastRefusal } : {}),
       };
+    },
+    recordFrameLateness(lateMs) {
+      if (Number.isFinite(lateMs)) meter?.frame(lateMs);
     },
     close() {
       meter?.close();

@@ -197,6 +197,7 @@ export function createServerMetrics(sources: MetricsSources): ServerMetrics {
     new Gauge({ name: 'svc_capacity_overloaded', help: 'Capacity gate: 1 while the load check refuses new work.', registers, collect() { this.set(gate.snapshot().overloaded ? 1 : 0); } });
     new Gauge({ name: 'svc_capacity_event_loop_utilization', help: 'Capacity gate: event-loop utilization over its load window (0..1).', registers, collect() { this.set(gate.snapshot().eventLoopUtilization ?? 0); } });
     new Gauge({ name: 'svc_capacity_event_loop_lag_seconds', help: 'Capacity gate: p99 event-loop lag over its load window (refuses past SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS, default 40 ms).', registers, collect() { this.set((gate.snapshot().eventLoopLagMs ?? 0) / 1000); } });
+    new Gauge({ name: 'svc_capacity_late_frame_share', help: 'Capacity gate: share of face frames over its load window emitted more than 10 ms after their due time (refuses above 0.05).', registers, collect() { this.set(gate.snapshot().lateFrameShare ?? 0); } });
     new Counter({ name: 'svc_capacity_refusals_total', help: 'Capacity gate: leases refused, by reason (full: at the limit; overloaded: the load check).', labelNames: ['reason'], registers, collect() { setCounts(this, 'reason', gate.snapshot().refused, ['full', 'overloaded']); } });
   }
 

@@ -105,3 +105,44 @@ test.serial('the lag bound: FACE_CAPACITY default (one face frame), SVC_CAPACITY
   lease?.release();
   running?.release();
 });
+
+test.serial('face frames leaving late refuse new work while the loop itself looks fine; too few frames are not judged; admitted again once they are on time', async (t) => {
+  // Only the late share can refuse here: the loop, its utilization and the CPU share have bounds nothing reaches.
+  const gate = createCapacityGate({ limit: 8, loadCheck: { windowMs: 200, maxEventLoopLagMs: 10_000, ...LAG_ONLY } });
+  t.teardown(() => gate.close());
+  const running = gate.tryAcquire();
+  t.truthy(running);
+  const late = FACE_CAPACITY.lateFrameMs + 5;
+  // Fewer frames than the minimum, all late: one session's first second proves nothing yet.
+  for (let i = 0; i < FACE_CAPACITY.minFramesForLateShare - 1; i++) gate.recordFrameLateness(late);
+  t.is(gate.snapshot().lateFrameShare, 0);
+  t.false(gate.snapshot().overloaded);
+  // Enough frames, 1 in 10 late: over the 5 % bound.
+  for (let i = 0; i < 60; i++) gate.recordFrameLateness(i % 10 === 0 ? late : 1);
+  const busy = gate.snapshot();
+  t.true(busy.lateFrameShare! > FACE_CAPACITY.maxLateFrameShare, JSON.stringify(busy));
+  t.true(busy.eventLoopLagMs! < 10_000);
+  t.is(gate.tryAcquire(), null, 'refused while the running sessions\' frames are late');
+  t.like(gate.snapshot(), { refused: { full: 0, overloaded: 1 }, lastRefusal: 'overloaded' });
+  // Frames on time (a late frame exactly at the bound is not late) for more than two windows: the late ones age out.
+  for (let i = 0; i < 3; i++) {
+    await sleep(250);
+    for (let j = 0; j < 60; j++) gate.recordFrameLateness(j === 0 ? FACE_CAPACITY.lateFrameMs : 2);
+  }
+  t.is(gate.snapshot().lateFrameShare, 0, JSON.stringify(gate.snapshot()));
+  const lease = gate.tryAcquire();
+  t.truthy(lease, JSON.stringify(gate.snapshot()));
+  lease?.release();
+  running!.release();
+});
+
+test('a gate without the load check ignores frame lateness (admits by count only)', (t) => {
+  const gate = createCapacityGate({ limit: 3, loadCheck: false });
+  const running = gate.tryAcquire();
+  for (let i = 0; i < 200; i++) gate.recordFrameLateness(500);
+  gate.recordFrameLateness(Number.NaN);
+  t.truthy(gate.tryAcquire());
+  t.is(gate.snapshot().lateFrameShare, undefined);
+  running?.release();
+  gate.close();
+});
