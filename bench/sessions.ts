@@ -11,7 +11,8 @@
  *   `turn_ours_from_last_loud_*` measures the same from the last loud 10 ms the microphone sent
  *   (the utterance's own quiet ending not counted as the bot's);
  * - barge_in: the bot's user-started-speaking message at the client -> the last loud bot audio;
- * - capacity: with N sessions live (each with a connected client), the client-side frame interval
+ * - capacity: with N sessions live (each with a connected client that said client-ready and heard
+ *   the greeting: the bot then listens to its microphone), the client-side frame interval
  *   jitter p99 (|interval - 40 ms|) and frames per second per client over a window; then REST GET
  *   p99 at 200 req/s while those sessions run (load generator in a worker thread, so the clients'
  *   work on this event loop does not delay its timing), and the clients' jitter under that load.
@@ -113,6 +114,15 @@ async function throughServer(): Promise<void> {
       if (!(await waitFor(() => first > 0, 20_000))) throw new Error('no frame within 20 s');
       return { ...entry, connectToFirstFrameMs: first - t0 };
     };
+    // A real visitor's page says it is ready, and the conversation starts: the greeting, then the
+    // bot listening (VAD and STT on the microphone, which sends silence). Without it a bot waits
+    // for client-ready (up to clientReadyWaitMs) and its first greeting, with the offline engines'
+    // first use in the process, fell into a measured window.
+    const converse = async (l: Live): Promise<Live> => {
+      l.visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
+      if (!(await waitFor(() => l.visitor.ofType('transcript-turn').some((m) => m.owner === 'bot'), 20_000))) throw new Error('no greeting within 20 s');
+      return l;
+    };
     const close = async (l: Live) => {
       l.visitor.close();
       await fetch(`${server!.url}/v1/public/agents/connect/${l.room}`, { method: 'POST' });
@@ -187,7 +197,7 @@ async function throughServer(): Promise<void> {
     // The first session and the REST route's first requests compile their code on the server:
     // not what a running server costs. One session and 2 s of REST load first, not counted.
     if (PARTS.has('capacity')) {
-      const warm = await open();
+      const warm = await converse(await open());
       await restLoadInWorker(server.url, key, agentId, 200, 2_000);
       await close(warm);
       await new Promise((r) => setTimeout(r, 2_000));
@@ -211,7 +221,7 @@ async function throughServer(): Promise<void> {
         }
       }
       if (!opened) break;
-      live.push(opened);
+      live.push(await converse(opened));
       await new Promise((r) => setTimeout(r, 2_000));
       const windowOf = async (ms: number) => {
         for (const l of live) l.frames.length = 0;
@@ -245,6 +255,13 @@ async function throughServer(): Promise<void> {
       else break;
     }
     const atHeld = capacity.find((c) => c.sessions === held);
+    // The issue's own bound, absolute: jitter p99 at the client within 10 ms (the client's own
+    // jitter included, which with one session already ranges 3-15 ms here).
+    let heldAbsolute = 0;
+    for (const c of capacity) {
+      if (c.fps >= 24 && c.jitterP99 <= 10) heldAbsolute = c.sessions;
+      else break;
+    }
 
     printTable([
       { figure: 'connect -> first frame (ms)', p50: percentile(connects, 50), p99: percentile(connects, 99), goal: 'p50 < 500, p99 < 1000' },
@@ -260,7 +277,7 @@ async function throughServer(): Promise<void> {
       turn_ours_p50_ms: percentile(turnOurs, 50), turn_ours_p99_ms: percentile(turnOurs, 99), turns: turnOurs.length,
       turn_ours_from_last_loud_p50_ms: percentile(turnOursLastLoud, 50), turn_ours_from_last_loud_p99_ms: percentile(turnOursLastLoud, 99),
       barge_in_p50_ms: percentile(bargeIn, 50), barge_in_p99_ms: percentile(bargeIn, 99), barge_ins: bargeIn.length,
-      sessions_held_at_640x360: held, client_jitter_baseline_p99_ms: baseline, rest_get_p99_ms_at_held: atHeld?.restP99 ?? null,
+      sessions_held_at_640x360: held, sessions_held_client_jitter_under_10ms: heldAbsolute, client_jitter_baseline_p99_ms: baseline, rest_get_p99_ms_at_held: atHeld?.restP99 ?? null,
       capacity: capacity.map((c) => ({ n: c.sessions, jitter_p99_ms: Number(c.jitterP99.toFixed(1)), fps: Number(c.fps.toFixed(1)), jitter_p99_under_rest_ms: Number(c.jitterP99UnderRest.toFixed(1)), rest_p99_ms: Number(c.restP99.toFixed(1)), busy_retries: c.busyRetries, server_frames_late_over_5ms: Number(c.serverLate5.toFixed(4)), server_frames_late_over_10ms: Number(c.serverLate10.toFixed(4)) })),
     });
   } finally {
