@@ -18,6 +18,12 @@ export interface PluginInfo {
 export interface Plugin {
   readonly name: string;
   register(registry: Registry): void;
+  /**
+   * Optional: work done once per process so that the plugin's first use is no slower than the
+   * next (starting an engine, compiling WASM, building caches). A host calls it after start-up,
+   * in the background; failing is allowed (the first use then pays, as without it).
+   */
+  warmUp?(): Promise<void>;
 }
 
 export class RegistryError extends Error {
@@ -43,7 +49,7 @@ const tokenOf = (kind: string, slug: string) => `${kind}:${slug}`;
 export class Registry {
   readonly container: DependencyContainer;
   private readonly entries = new Map<string, Entry>();
-  private readonly plugins = new Set<string>();
+  private readonly plugins = new Map<string, Plugin>();
 
   constructor(parent: DependencyContainer = rootContainer) {
     this.container = parent.createChildContainer();
@@ -65,9 +71,24 @@ export class Registry {
   /** Loads a plugin module once (idempotent by name). */
   use(plugin: Plugin): this {
     if (this.plugins.has(plugin.name)) return this;
-    this.plugins.add(plugin.name);
+    this.plugins.set(plugin.name, plugin);
     plugin.register(this);
     return this;
+  }
+
+  /**
+   * Runs the `warmUp` of every plugin used that has one, one after another (they compete for the
+   * same cores). A failure goes to `onError` and the others still run; nothing throws.
+   */
+  async warmUp(onError?: (plugin: string, error: unknown) => void): Promise<void> {
+    for (const plugin of [...this.plugins.values()]) {
+      if (!plugin.warmUp) continue;
+      try {
+        await plugin.warmUp();
+      } catch (error) {
+        onError?.(plugin.name, error);
+      }
+    }
   }
 
   has(kind: string, slug: string): boolean {

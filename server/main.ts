@@ -97,6 +97,10 @@ const { url } = await server.listen().catch((err: Error) => {
   process.stderr.write(`svc server cannot listen on ${config.host}:${config.port}: ${err.message}\n`);
   process.exit(1);
 });
+// The plugins' once-per-process work (the offline engines' worker, WASM and phrase templates), in
+// the background: otherwise the first session of the process paid about a second for it before
+// its greeting, and stalled the other live sessions meanwhile (plugins/local/warm-up.ts).
+void registry.warmUp((plugin, err) => logger.warn({ err, plugin }, 'plugin warm-up failed; its first use pays for it instead'));
 const demo = await bootstrapDemo(server.services.organizations, server.services.apiKeys);
 demoAgentId = await ensureDemoAgent(server, demo !== null).catch((err: Error) => {
   logger.warn({ err }, 'the demo agent could not be prepared; the demo page has no agent');

@@ -14,9 +14,11 @@ import { LocalResponder, type LocalResponderOptions } from './local-responder.ts
 import { LocalPhraseSTT, type LocalSTTOptions } from './local-stt.ts';
 import { LocalTTSService, type LocalTTSOptions } from './local-tts.ts';
 import { WebRtcVADAnalyzer, type WebRtcVADOptions } from './webrtc-vad.ts';
+import { warmLocalEngines } from './warm-up.ts';
 
 export const localPlugin: Plugin = {
   name: 'local',
+  warmUp: () => warmLocalEngines(),
   register(registry: Registry): void {
     registry.register<TTSService, LocalTTSOptions>('tts', 'local', (o) => new LocalTTSService(o), {
       label: 'Offline TTS (eSpeak-NG)',
@@ -45,3 +47,4 @@ export { END_CALL_TOOL } from './responder/responder-rules.ts';
 export { RESPONDER_PHRASES, pinnedLanguage } from './responder/responder-phrases.ts';
 export { UNRECOGNISED_SPEECH } from './unrecognised-speech.ts';
 export { WebRtcVADAnalyzer, WEBRTC_VAD_DEFAULTS, type WebRtcVADOptions } from './webrtc-vad.ts';
+export { warmLocalEngines, LOCAL_WARM_UP } from './warm-up.ts';

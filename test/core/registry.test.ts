@@ -50,3 +50,19 @@ test('registries are isolated from each other', (t) => {
   a.register('llm', 'only-a', () => 'a');
   t.false(b.has('llm', 'only-a'));
 });
+
+test('warmUp runs each used plugin\'s warm-up once, in order; a failing one is reported and the others still run', async (t) => {
+  const registry = new Registry();
+  const ran: string[] = [];
+  const plugin = (name: string, warmUp?: () => Promise<void>): Plugin => ({ name, register: () => undefined, ...(warmUp ? { warmUp } : {}) });
+  registry.use(plugin('a', async () => void ran.push('a')));
+  registry.use(plugin('none'));
+  registry.use(plugin('broken', async () => { throw new Error('no engine here'); }));
+  registry.use(plugin('c', async () => void ran.push('c')));
+  registry.use(plugin('a', async () => void ran.push('a again'))); // same name: not used twice
+  const errors: Array<[string, string]> = [];
+  await registry.warmUp((name, err) => errors.push([name, (err as Error).message]));
+  t.deepEqual(ran, ['a', 'c']);
+  t.deepEqual(errors, [['broken', 'no engine here']]);
+  await t.notThrowsAsync(registry.warmUp(), 'without onError a failure is still swallowed');
+});
