@@ -77,8 +77,12 @@ const capacity = createCapacityGate({ limit: server.config.maxFaceSessions, load
 const frameTiming = createFaceFrameTiming();
 // The gate judges overload by them too: frames leaving late are what a saturated machine does to
 // the sessions it already runs.
-const realtime = mountRealtime(server, { publishAvatar: rooms.publishAvatar, capacityGate: capacity, onFrameLateness: (ms) => (frameTiming.realtime(ms), capacity.recordFrameLateness(ms)) });
-const sessions = mountEmbeddedSessions(server, rooms, { capacity, shutdownTimeoutMs: graceMs, onFrameLateness: (ms) => (frameTiming.bot(ms), capacity.recordFrameLateness(ms)) });
+const lateness = (record: (lateMs: number) => void) => (lateMs: number) => {
+  record(lateMs);
+  capacity.recordFrameLateness(lateMs);
+};
+const realtime = mountRealtime(server, { publishAvatar: rooms.publishAvatar, capacityGate: capacity, onFrameLateness: lateness(frameTiming.realtime) });
+const sessions = mountEmbeddedSessions(server, rooms, { capacity, shutdownTimeoutMs: graceMs, onFrameLateness: lateness(frameTiming.bot) });
 let demoAgentId: string | null = null;
 mountWidget(server, { demoAgentId: () => demoAgentId });
 // /healthz, /readyz, /metrics; mounted last so that every request is timed.

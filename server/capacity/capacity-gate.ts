@@ -198,11 +198,16 @@ class LoadMeter {
     const base = this.older;
     const elapsedMs = Math.max(1, now.at - base.at);
     const cpuMs = (now.cpu.user - base.cpu.user + now.cpu.system - base.cpu.system) / 1000;
+    // What was recorded since `base`: its window, and the current one when it is another.
+    const windows = this.newer === base ? [base] : [base, this.newer];
     const lag = createHistogram();
-    lag.add(base.lag);
-    if (this.newer !== base) lag.add(this.newer.lag);
-    const frames = base.frames + (this.newer !== base ? this.newer.frames : 0);
-    const lateFrames = base.lateFrames + (this.newer !== base ? this.newer.lateFrames : 0);
+    let frames = 0;
+    let lateFrames = 0;
+    for (const w of windows) {
+      lag.add(w.lag);
+      frames += w.frames;
+      lateFrames += w.lateFrames;
+    }
     return {
       eventLoopUtilization: performance.eventLoopUtilization(now.elu, base.elu).utilization,
       cpuShare: cpuMs / (elapsedMs * this.cores),

@@ -46,6 +46,13 @@ export function withFailureReason(err: unknown, reason: JobFailureReason): unkno
   return err;
 }
 
+/** A `.catch` handler rethrowing the error marked with `reason`: `await step().catch(failedAs('storage_failed'))`. */
+export function failedAs(reason: JobFailureReason): (err: unknown) => never {
+  return (err) => {
+    throw withFailureReason(err, reason);
+  };
+}
+
 function failureReasonOf(err: unknown): JobFailureReason {
   return err !== null && typeof err === 'object' && FAILURE_REASON in err ? (err as { [FAILURE_REASON]: JobFailureReason })[FAILURE_REASON] : 'other';
 }

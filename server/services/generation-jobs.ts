@@ -7,7 +7,7 @@ import { ApiError } from '../http/api-error.ts';
 import type { Principal } from '../http/principal.ts';
 import { JobQueue, type ClaimedJob } from '../jobs/job-queue.ts';
 import { resolveJobSettings, type JobSettings } from '../jobs/job-settings.ts';
-import { JobWorker, withFailureReason, type JobContext, type JobFailureCounts, type JobOutcome } from '../jobs/job-worker.ts';
+import { failedAs, JobWorker, withFailureReason, type JobContext, type JobFailureCounts, type JobOutcome } from '../jobs/job-worker.ts';
 import type { ObjectStorage } from '../storage/object-storage.ts';
 import { isImageAsset } from './asset-hooks.ts';
 import type { Assets } from './assets.ts';
@@ -164,9 +164,7 @@ export class GenerationJobs {
         .first();
       if (!source) throw withFailureReason(new Error(`source asset ${row.source_asset_id} no longer exists`), 'source_missing');
       const generator = this.registry.create<IdleVideoGenerator>(IDLE_VIDEO_GENERATOR_KIND, row.generator);
-      const sourceImage = await this.storage.getObject(source.storage_key).catch((err: unknown) => {
-        throw withFailureReason(err, 'storage_failed');
-      });
+      const sourceImage = await this.storage.getObject(source.storage_key).catch(failedAs('storage_failed'));
       const video = await generator
         .generate({
           sourceImage,
@@ -175,17 +173,13 @@ export class GenerationJobs {
           modelVariantId: row.model_variant_id,
           signal: context.signal,
         })
-        .catch((err: unknown) => {
-          throw withFailureReason(err, 'generator_failed');
-        });
+        .catch(failedAs('generator_failed'));
       if (context.signal.aborted) throw context.signal.reason;
       // Another worker reclaimed the job while this one generated: leave the asset to it.
       if (!(await context.stillHeld())) throw new Error('lease lost before storing the result');
       await this.assets
         .createFromBytes(row.organization_id, row.created_by, { asset_id: assetId, name: video.name, category: 'video', content_type: video.contentType, data: video.data })
-        .catch((err: unknown) => {
-          throw withFailureReason(err, 'storage_failed');
-        });
+        .catch(failedAs('storage_failed'));
     }
     return {
       result: { asset_id: assetId },
