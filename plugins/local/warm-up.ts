@@ -8,8 +8,9 @@
  *
  * What it does: builds the English phrase templates through the same `LocalPhraseSTT` path and
  * process-wide cache a session uses (which starts the shared eSpeak-NG worker), and synthesises one
- * short phrase at the pipelines' 16 kHz. Other languages still build theirs on first use.
+ * short phrase at the pipelines' rate. Other languages still build theirs on first use.
  */
+import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
 import { sharedEspeakEngine, type EspeakEngine } from './espeak-engine.ts';
 import { LocalPhraseSTT } from './local-stt.ts';
 import { LocalTTSService } from './local-tts.ts';
@@ -17,8 +18,8 @@ import { LocalTTSService } from './local-tts.ts';
 export const LOCAL_WARM_UP = {
   /** The language warmed: the Agent default (server/services/agent-defaults.ts). */
   language: 'en',
-  /** The rate the voice pipelines ask the TTS for. */
-  sampleRate: 16_000,
+  /** The rate the voice pipelines ask the TTS for (the face's, which the bot runner's pipeline runs at). */
+  sampleRate: FACE_TIMING.audioSampleRate,
   text: 'Hello.',
 } as const;
 
