@@ -1,17 +1,16 @@
 /**
- * One call of the widget, from the start click to its end: microphone, the Session API connect
- * request (with the bounded queue on 429), the room (transport.ts: the embedded room, bundled, or
- * a LiveKit room, loaded on demand), the bot's session messages turned into DOM events
- * (bot-messages.ts for the plain ones), the setup timeout, and the release of the session.
+ * One call of the widget, from the start click to its end: microphone, the session (the Session
+ * API's connect request with its queue, and the release: session-api.ts), the room (transport.ts:
+ * the embedded room, bundled, or a LiveKit room, loaded on demand), the bot's session messages
+ * turned into DOM events (bot-messages.ts for the plain ones), the setup timeout and the outcome.
  * Levels, the browser's voice activity and per-turn latency are measured by its CallMeter
- * (call-meter.ts). The element (element.ts) owns the view and the event target; a
- * Call is used once.
+ * (call-meter.ts), the setup steps' times by its ConnectionTiming (connection-timing.ts). The
+ * element (element.ts) owns the view and the event target; a Call is used once.
  */
 import { SESSION_PROTOCOL_VERSION } from '../../protocol/session-messages.ts';
 import {
   OUTCOMES,
   type ConnectionState,
-  type ConnectionTimingReportDetail,
   type FaultDomain,
   type Outcome,
   type OutcomePhase,
@@ -21,8 +20,10 @@ import {
 } from './events.ts';
 import { dispatchBotEvent, outcomeForEnding } from './bot-messages.ts';
 import { CallMeter } from './call-meter.ts';
+import { ConnectionTiming } from './connection-timing.ts';
 import { joinEmbeddedRoom } from './embedded-transport.ts';
 import { loadLiveKit } from './livekit-loader.ts';
+import { CallFailure, offline, SessionApi, type SessionGrant } from './session-api.ts';
 import { JoinFailure, roomKind, roomNameOf, type JoinRoom, type RoomTransport } from './transport.ts';
 import { WIDGET_VERSION } from './version.ts';
 
@@ -31,10 +32,7 @@ export const CALL_DEFAULTS = {
   setupTimeoutMs: 20_000,
   /** Longest total wait in the queue (attribute `queue-timeout`, seconds) before giving up. */
   queueTimeoutMs: 120_000,
-  /** Wait between queued retries when the server names none; server values are clamped to 1..30 s. */
-  defaultRetryAfterS: 5,
-  minRetryAfterS: 1,
-  maxRetryAfterS: 30,
+  // Waits between queued retries: SESSION_API_DEFAULTS (session-api.ts).
   /** ICE `disconnected` (LiveKit: reconnecting) for this long ends the call (`transport_lost`); `failed` ends it at once. */
   iceDisconnectGraceMs: 8_000,
   // Levels, browser voice activity and per-turn latency: METER_DEFAULTS (call-meter.ts).
@@ -84,26 +82,7 @@ export interface CallEnd {
 /** Why the visitor's side ends a call. */
 export type LocalEnd = 'visitor' | 'element_removed' | 'page_closed';
 
-interface SessionGrant {
-  readonly session_id: string;
-  readonly room_url: string;
-  readonly token: string;
-}
-
-class CallFailure extends Error {
-  constructor(
-    readonly outcome: Outcome,
-    readonly faultDomain: FaultDomain = OUTCOMES[outcome],
-  ) {
-    super(outcome);
-  }
-}
-
 const isString = (v: unknown): v is string => typeof v === 'string';
-const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
-const round = (v: number) => Math.round(v * 10) / 10;
-const since = (a: number | null, b: number | null) => (a === null || b === null ? null : round(b - a));
-const offline = () => typeof navigator !== 'undefined' && navigator.onLine === false;
 
 export class Call {
   private phase: OutcomePhase | 'done' = 'connect';
@@ -113,16 +92,12 @@ export class Call {
   private roomClosedReason: string | null = null;
   private sessionEndedReason: string | null = null;
   private fatalBotError = false;
-  private httpStatus: number | null = null;
   private mic: MediaStream | null = null;
   private readonly abort = new AbortController();
-  private readonly timers = new Set<ReturnType<typeof setTimeout>>();
   private setupTimer: ReturnType<typeof setTimeout> | null = null;
   private iceTimer: ReturnType<typeof setTimeout> | null = null;
-  private queuing = false;
-  private queuedSince = 0;
-  private queuedMs = 0;
-  private connectAttempts = 0;
+  /** The connect request, its queue, and the release (session-api.ts). */
+  private readonly api: SessionApi;
   private readyAt = 0;
   private botReady = false;
   private iceConnected = false;
@@ -133,15 +108,8 @@ export class Call {
   private audioAttached = false;
   private clientReadySent = false;
   private botSpeaking = false;
-  private readonly marks = {
-    microphoneReady: null as number | null,
-    connectRequest: null as number | null,
-    connectResponse: null as number | null,
-    signallingJoined: null as number | null,
-    iceConnected: null as number | null,
-    firstVideoFrame: null as number | null,
-    botReady: null as number | null,
-  };
+  /** When each setup step happened (connection-timing.ts). */
+  private readonly timing = new ConnectionTiming();
   /** Levels, browser voice activity and per-turn latency (call-meter.ts). */
   private readonly meter: CallMeter;
 
@@ -150,6 +118,19 @@ export class Call {
     private readonly settings: CallSettings,
   ) {
     const call = this;
+    this.api = new SessionApi(settings, {
+      ended: () => this.phase === 'done',
+      attempt: () => {
+        this.armSetupTimer();
+        this.timing.mark('connectRequest');
+      },
+      answered: () => this.timing.mark('connectResponse'),
+      queuing: (on) => {
+        if (on) this.disarmSetupTimer();
+        host.setQueuing(on);
+      },
+      signal: this.abort.signal,
+    });
     this.meter = new CallMeter({
       get audioContext() { return host.audioContext; },
       get muted() { return host.muted; },
@@ -180,7 +161,7 @@ export class Call {
       this.host.setBotState('initializing');
       this.host.setConnectionState('requesting');
       await this.openMicrophone();
-      const grant = await this.requestSession();
+      const grant = await this.api.connect();
       await this.joinRoom(grant);
     } catch (err) {
       if (this.phase === 'done') return;
@@ -233,7 +214,7 @@ export class Call {
     }
     this.mic = stream;
     this.setMuted(this.host.muted);
-    this.marks.microphoneReady = performance.now();
+    this.timing.mark('microphoneReady');
   }
 
   private armSetupTimer(): void {
@@ -257,74 +238,6 @@ export class Call {
     });
     // requesting: the service did not answer; connected: the bot never became ready; connecting: the network path (ICE).
     this.finish('connection_timeout', { faultDomain: connectionState === 'connecting' ? (offline() ? 'client_env' : 'unknown') : 'ojin', hangUp: true });
-  }
-
-  private async requestSession(): Promise<SessionGrant> {
-    const { endpoint, agentId, clientUserRef, authToken, queueTimeoutMs } = this.settings;
-    const body = JSON.stringify({ agent_id: agentId, ...(clientUserRef ? { client_user_ref: clientUserRef } : {}), ...(authToken ? { auth_token: authToken } : {}) });
-    for (;;) {
-      if (this.phase === 'done') throw new CallFailure('cancelled');
-      this.armSetupTimer();
-      this.connectAttempts++;
-      this.marks.connectRequest = performance.now();
-      let response: Response;
-      // Not aborted when the call ends meanwhile (hang-up, setup timeout): the server may admit
-      // the session anyway, and only the response names the room to release.
-      try {
-        response = await fetch(`${endpoint}/v1/public/agents/connect`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body, credentials: 'omit' });
-      } catch {
-        throw new CallFailure('network_error', offline() ? 'client_env' : 'unknown');
-      }
-      const data = (await response.json().catch(() => null)) as Record<string, unknown> | null;
-      if (this.ended) {
-        const late = response.ok && data && isString(data.room_url) && isString(data.token) ? roomNameOf({ room_url: data.room_url, token: data.token }) : null;
-        if (late) this.release(late, 'fetch');
-        throw new CallFailure('cancelled');
-      }
-      this.httpStatus = response.status;
-      if (response.ok) {
-        this.marks.connectResponse = performance.now();
-        if (this.queuing) this.leaveQueue();
-        if (!data || !isString(data.session_id) || !isString(data.room_url) || !isString(data.token)) throw new CallFailure('service_error');
-        return data as unknown as SessionGrant;
-      }
-      const code = data && isString(data.error_code) ? data.error_code : '';
-      if ((response.status === 429 && code === 'concurrency_limit') || (response.status === 503 && code === 'server_busy')) {
-        await this.waitInQueue(response, data, queueTimeoutMs, code === 'server_busy' ? 'ojin' : 'backend');
-        continue;
-      }
-      if (code === 'agent_not_found' || code === 'agent_unpublished' || response.status === 404) throw new CallFailure('agent_unavailable');
-      if (code === 'auth_failed' || response.status === 403) throw new CallFailure('not_allowed');
-      throw new CallFailure('service_error');
-    }
-  }
-
-  private async waitInQueue(response: Response, data: Record<string, unknown> | null, queueTimeoutMs: number, domain: FaultDomain): Promise<void> {
-    this.disarmSetupTimer();
-    const now = performance.now();
-    if (!this.queuing) {
-      this.queuing = true;
-      this.queuedSince = now;
-      this.host.setQueuing(true);
-    }
-    const header = Number(response.headers.get('retry-after'));
-    const named = num(data?.retry_after_seconds) ?? (Number.isFinite(header) && header > 0 ? header : null);
-    const waitS = Math.min(CALL_DEFAULTS.maxRetryAfterS, Math.max(CALL_DEFAULTS.minRetryAfterS, named ?? CALL_DEFAULTS.defaultRetryAfterS));
-    if (now - this.queuedSince + waitS * 1000 > queueTimeoutMs) throw new CallFailure('queue_timeout', domain);
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        this.timers.delete(timer);
-        resolve();
-      }, waitS * 1000);
-      this.timers.add(timer);
-      this.abort.signal.addEventListener('abort', () => resolve(), { once: true });
-    });
-  }
-
-  private leaveQueue(): void {
-    this.queuedMs += performance.now() - this.queuedSince;
-    this.queuing = false;
-    this.host.setQueuing(false);
   }
 
   private async joinRoom(grant: SessionGrant): Promise<void> {
@@ -369,7 +282,7 @@ export class Call {
       return;
     }
     this.room = room;
-    this.marks.signallingJoined = performance.now();
+    this.timing.mark('signallingJoined');
     this.meter.start(this.mic);
   }
 
@@ -405,7 +318,7 @@ export class Call {
   private onFirstFrame(): void {
     if (this.firstFrame || this.phase === 'done') return;
     this.firstFrame = true;
-    this.marks.firstVideoFrame = performance.now();
+    this.timing.mark('firstVideoFrame');
     this.host.showVideo();
     this.maybeReady();
   }
@@ -417,7 +330,7 @@ export class Call {
       this.iceTimer = null;
       if (!this.iceConnected) {
         this.iceConnected = true;
-        this.marks.iceConnected = performance.now();
+        this.timing.mark('iceConnected');
         this.host.setConnectionState('connected');
       }
       // After a recovery (LiveKit may have rejoined as a new participant) the bot is told again;
@@ -482,7 +395,7 @@ export class Call {
     switch (m.type) {
       case 'bot-ready': {
         this.botReady = true;
-        this.marks.botReady ??= performance.now();
+        this.timing.mark('botReady', true);
         const caps = m.capabilities as { video_out?: unknown } | undefined;
         this.videoExpected = caps?.video_out !== false;
         this.maybeReady();
@@ -534,7 +447,6 @@ export class Call {
     const faultDomain = options.faultDomain ?? OUTCOMES[outcome];
     this.abort.abort();
     this.disarmSetupTimer();
-    for (const timer of this.timers) clearTimeout(timer);
     if (this.iceTimer !== null) clearTimeout(this.iceTimer);
     this.meter.stop(phase === 'session');
     const room = this.room;
@@ -542,28 +454,17 @@ export class Call {
       if (options.hangUp) this.sendToBot({ type: 'hang-up' });
       room.leave();
     }
-    if (this.roomName && options.release !== 'none' && this.roomClosedReason === null) this.release(this.roomName, options.release ?? 'fetch');
+    if (this.roomName && options.release !== 'none' && this.roomClosedReason === null) this.api.release(this.roomName, options.release ?? 'fetch');
     for (const track of this.mic?.getTracks() ?? []) track.stop();
     this.host.video.srcObject = null;
     this.host.audio.srcObject = null;
-    if (this.queuing) this.leaveQueue();
+    this.api.leaveQueue();
     this.setBotSpeaking(false);
     this.host.setSoundBlocked(false);
     this.host.setBotState(phase === 'session' ? 'ended' : 'disconnected');
     this.host.setConnectionState('disconnected');
     this.emitOutcome(outcome, phase, faultDomain);
     this.host.callEnded(this, { outcome, phase, faultDomain });
-  }
-
-  /** POST {core-api-endpoint}/v1/public/agents/connect/{room}: a beacon when the page is going away, else fetch with keepalive. */
-  private release(room: string, mode: 'fetch' | 'beacon'): void {
-    const url = `${this.settings.endpoint}/v1/public/agents/connect/${encodeURIComponent(room)}`;
-    try {
-      if (mode === 'beacon' && typeof navigator.sendBeacon === 'function' && navigator.sendBeacon(url)) return;
-    } catch {
-      // fall through to fetch
-    }
-    void fetch(url, { method: 'POST', keepalive: true, credentials: 'omit' }).catch(() => undefined);
   }
 
   private emitOutcome(outcome: Outcome, phase: OutcomePhase, faultDomain: FaultDomain): void {
@@ -575,7 +476,7 @@ export class Call {
       ...(this.sessionId ? { sessionId: this.sessionId } : {}),
       agentId: this.settings.agentId,
       instanceId: this.settings.instanceId,
-      httpStatus: this.httpStatus,
+      httpStatus: this.api.httpStatus,
       elapsedMs: Math.round(phase === 'session' ? now - this.readyAt : now - this.settings.startClicked),
       widgetVersion: WIDGET_VERSION,
     };
@@ -583,25 +484,8 @@ export class Call {
   }
 
   private emitTimingReport(): void {
-    const m = this.marks;
-    const s = this.settings;
-    const detail: ConnectionTimingReportDetail = {
-      instanceId: s.instanceId,
-      sessionId: this.sessionId!,
-      agentId: s.agentId,
-      marks: { scriptStart: round(s.scriptStart), startClicked: round(s.startClicked), ...Object.fromEntries(Object.entries(m).map(([k, v]) => [k, v === null ? null : round(v)])) } as ConnectionTimingReportDetail['marks'],
-      durations: {
-        microphoneMs: since(s.startClicked, m.microphoneReady),
-        queuedMs: round(this.queuedMs),
-        connectRequestMs: since(m.connectRequest, m.connectResponse),
-        signallingMs: since(m.connectResponse, m.signallingJoined),
-        iceMs: since(m.signallingJoined, m.iceConnected),
-        firstVideoFrameMs: since(m.signallingJoined, m.firstVideoFrame),
-        botReadyMs: since(m.signallingJoined, m.botReady),
-        totalMs: round(this.readyAt - s.startClicked),
-      },
-      connectAttempts: this.connectAttempts,
-    };
+    const { instanceId, agentId, scriptStart, startClicked } = this.settings;
+    const detail = this.timing.report({ instanceId, agentId, scriptStart, startClicked, sessionId: this.sessionId!, readyAt: this.readyAt, queuedMs: this.api.queuedMs, connectAttempts: this.api.attempts });
     this.host.dispatchOnWindow('ConnectionTimingReport', detail);
   }
 }
