@@ -18,7 +18,8 @@ from .credentials import (
     resolve_credentials,
 )
 from .protocol import FrameOut, ProtocolError, ServerMessage
-from .stv import STVAudioFrame, STVEvent, STVOutput, STVVideoFrame, SvcSTVClient
+from .stv import SvcSTVClient
+from .stv_frames import STVAudioFrame, STVEvent, STVOutput, STVVideoFrame
 from .webrtc import WebRTCSettings
 
 __version__ = "0.1.0"

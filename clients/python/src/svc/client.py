@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection
@@ -82,6 +82,27 @@ def resolve_ws_url(url: str | None = None, env: Mapping[str, str] | None = None)
     if scheme == "ws" and (parts.hostname or "") not in _LOOPBACK:
         log.warning("svc: %s is not encrypted (ws://): the API key would travel in clear; use wss://", parts.netloc)
     return urlunsplit((scheme, parts.netloc, path, parts.query, ""))
+
+
+class RealtimeTransport(Protocol):
+    """What SvcSTVClient needs of a low-level client: SvcClient below, or a fake in tests."""
+
+    @property
+    def is_connected(self) -> bool: ...
+
+    async def connect(self) -> ServerMessage: ...
+
+    def subscribe(
+        self, on_message: Callable[[RealtimeMessage], None], on_close: Callable[[], None] | None = None
+    ) -> Callable[[], None]: ...
+
+    async def send_audio(self, pcm16k: Any, end_of_turn: bool = False) -> None: ...
+
+    async def start_turn(self) -> bool: ...
+
+    async def cancel(self) -> bool: ...
+
+    async def close(self) -> None: ...
 
 
 class SvcClient:

@@ -13,32 +13,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
-import functools
-import inspect
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar, cast
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
-from .client import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_KEEP_ALIVE_S, RealtimeMessage, SvcClient, SvcClientError
+from .client import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_KEEP_ALIVE_S,
+    RealtimeMessage,
+    RealtimeTransport,
+    SvcClient,
+    SvcClientError,
+)
 from .clock import Clock, LoopClock
 from .credentials import resolve_credentials
 from .decode import Decoder, default_decoder
+from .listeners import H, Handler, Listeners
+from .pcm import EMPTY, join, to_mono
 from .protocol import (
     FRAME_MS,
     SAMPLE_RATE,
     FrameOut,
-    FrameType,
-    ImageFormat,
     Int16Array,
     ServerMessage,
     int16_samples,
 )
 from .resample import Resampler, make_resampler
+from .stv_frames import STVAudioFrame, STVEvent, STVOutput, STVVideoFrame
 from .sync import LocalTurn
 from .webrtc import WebRTCSettings
 
@@ -53,70 +58,6 @@ DEFAULT_MAX_BUFFERED_FRAMES = 25
 #: tick during the next silence (speech frames are never dropped). 2 frames absorb ordinary
 #: network unevenness without dropping anything.
 DEFAULT_DRAIN_SLACK_FRAMES = 2
-
-
-class STVEvent(str, enum.Enum):
-    SESSION_READY = "SESSION_READY"
-    FIRST_FRAME = "FIRST_FRAME"
-    WEBRTC_CONNECTED = "WEBRTC_CONNECTED"
-    BOT_STARTED_SPEAKING = "BOT_STARTED_SPEAKING"
-    BOT_STOPPED_SPEAKING = "BOT_STOPPED_SPEAKING"
-    INTERRUPTED = "INTERRUPTED"
-    ERROR = "ERROR"
-    CLOSED = "CLOSED"
-
-
-@dataclass(frozen=True, eq=False)
-class STVAudioFrame:
-    """40 ms of audio at ``sample_rate`` (mono int16): the sound of the frame ``frame_index``."""
-
-    pcm: Int16Array = field(repr=False)
-    sample_rate: int
-    pts_ms: int
-    frame_index: int
-    kind: Literal["audio"] = "audio"
-
-
-@dataclass(frozen=True, eq=False)
-class STVVideoFrame:
-    """The picture of frame ``frame_index``: ``rgb`` is width*height*3 bytes, or None when no
-    decoder is installed or the image could not be decoded (``image`` then holds the JPEG)."""
-
-    rgb: bytes | None = field(repr=False)
-    width: int
-    height: int
-    pts_ms: int
-    frame_index: int
-    frame_type: FrameType
-    image: bytes | None = field(default=None, repr=False)
-    image_format: ImageFormat = "jpeg"
-    kind: Literal["video"] = "video"
-
-
-STVOutput = STVAudioFrame | STVVideoFrame
-Handler = Callable[[dict[str, Any]], Any]
-H = TypeVar("H", bound=Handler)
-
-
-class RealtimeTransport(Protocol):
-    """What SvcSTVClient needs of a low-level client (SvcClient, or a fake in tests)."""
-
-    @property
-    def is_connected(self) -> bool: ...
-
-    async def connect(self) -> ServerMessage: ...
-
-    def subscribe(
-        self, on_message: Callable[[RealtimeMessage], None], on_close: Callable[[], None] | None = None
-    ) -> Callable[[], None]: ...
-
-    async def send_audio(self, pcm16k: Any, end_of_turn: bool = False) -> None: ...
-
-    async def start_turn(self) -> bool: ...
-
-    async def cancel(self) -> bool: ...
-
-    async def close(self) -> None: ...
 
 
 @dataclass
@@ -178,9 +119,7 @@ class SvcSTVClient:
         if drain_slack_frames < 0:
             raise ValueError(f"drain_slack_frames must be >= 0, got {drain_slack_frames}")
         self._drain_slack = drain_slack_frames
-        self._on_handler_error = on_handler_error
-        self._handlers: dict[STVEvent, list[Handler]] = {e: [] for e in STVEvent}
-        self._tasks: set[asyncio.Future[Any]] = set()
+        self._listeners = Listeners(STVEvent, "SvcSTVClient", on_handler_error)
         self._output: asyncio.Queue[STVOutput | None] = asyncio.Queue()
         self._buffer: deque[_Buffered] = deque()
         #: Utterances sent and not yet finished playing, oldest first.
@@ -221,17 +160,10 @@ class SvcSTVClient:
     def add_listener(self, event: STVEvent | str, handler: Handler) -> Callable[[], None]:
         """Calls ``handler(payload: dict)`` on ``event`` (sync or async); returns a remover. A handler
         that raises is reported to ``on_handler_error`` (default: logged) and never disturbs playback."""
-        ev = STVEvent(event)
-        self._handlers[ev].append(handler)
-
-        def remove() -> None:
-            self.remove_listener(ev, handler)
-
-        return remove
+        return self._listeners.add(event, handler)
 
     def remove_listener(self, event: STVEvent | str, handler: Handler) -> None:
-        with contextlib.suppress(ValueError):
-            self._handlers[STVEvent(event)].remove(handler)
+        self._listeners.remove(event, handler)
 
     def on(self, event: STVEvent | str) -> Callable[[H], H]:
         """Decorator form of :meth:`add_listener`."""
@@ -243,30 +175,7 @@ class SvcSTVClient:
         return register
 
     def _emit(self, event: STVEvent, payload: dict[str, Any]) -> None:
-        for handler in list(self._handlers[event]):
-            try:
-                result = handler(payload)
-                if inspect.isawaitable(result):
-                    task = asyncio.ensure_future(result)
-                    self._tasks.add(task)
-                    task.add_done_callback(functools.partial(self._handler_done, event))
-            except Exception as err:
-                self._handler_failed(event, err)
-
-    def _handler_done(self, event: STVEvent, task: asyncio.Future[Any]) -> None:
-        self._tasks.discard(task)
-        err = None if task.cancelled() else task.exception()
-        if err is not None:
-            self._handler_failed(event, err)
-
-    def _handler_failed(self, event: STVEvent, err: BaseException) -> None:
-        if self._on_handler_error is not None:
-            try:
-                self._on_handler_error(event, err)
-                return
-            except Exception:
-                pass
-        log.error("SvcSTVClient: %s handler failed", event.value, exc_info=err)
+        self._listeners.emit(event, payload)
 
     # ---- session --------------------------------------------------------------------------------
 
@@ -326,7 +235,7 @@ class SvcSTVClient:
         1-D samples, or an array of shape ``(frames, num_channels)``. Raises ``TypeError`` for samples
         that are not int16, ``ValueError`` for a bad rate or channel layout, and
         :class:`~svc.client.SvcClientError` once the session is closed."""
-        mono = _to_mono(int16_samples(pcm), num_channels)
+        mono = to_mono(int16_samples(pcm), num_channels)
         if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, np.integer)) or not (
             1_000 <= sample_rate <= 384_000
         ):
@@ -339,20 +248,20 @@ class SvcSTVClient:
             await self.start_turn()
         turn = self._turns[-1]
         # The rate changed mid-utterance: the previous resamplers' tails come first.
-        server_tail = local_tail = _EMPTY
+        server_tail = local_tail = EMPTY
         if self._to_server is not None and self._to_server.from_rate != sample_rate:
             server_tail, self._to_server = self._to_server.flush(), None
         if self._to_output is not None and self._to_output.from_rate != sample_rate:
             local_tail, self._to_output = self._to_output.flush(), None
         if self._to_server is None:
             self._to_server = self._resampler_factory(sample_rate, SAMPLE_RATE)
-        to_server = _join(server_tail, self._to_server.process(mono))
+        to_server = join(server_tail, self._to_server.process(mono))
         local = mono
         if sample_rate != self._output_rate:
             if self._to_output is None:
                 self._to_output = self._resampler_factory(sample_rate, self._output_rate)
             local = self._to_output.process(mono)
-        local = _join(local_tail, local)
+        local = join(local_tail, local)
         turn.sent.push(to_server)
         turn.original.push(local)
         if len(to_server):  # a resampler may hold everything back until more audio comes
@@ -379,7 +288,7 @@ class SvcSTVClient:
 
     async def say(self, pcm: Any, sample_rate: int, num_channels: int = 1) -> None:
         """One-shot: a whole utterance (``start_turn()`` + ``send_tts_audio()`` + ``end_turn()``)."""
-        _to_mono(int16_samples(pcm), num_channels)  # bad input fails before a turn is opened
+        to_mono(int16_samples(pcm), num_channels)  # bad input fails before a turn is opened
         await self.start_turn()
         await self.send_tts_audio(pcm, sample_rate, num_channels)
         await self.end_turn()
@@ -562,39 +471,3 @@ class SvcSTVClient:
             self._player.cancel()
         self._output.put_nowait(None)
         self._emit(STVEvent.CLOSED, {})
-
-
-_EMPTY: Int16Array = np.zeros(0, dtype=np.int16)
-
-
-def _join(a: Int16Array, b: Int16Array) -> Int16Array:
-    return b if not len(a) else cast(Int16Array, np.concatenate([a, b]))
-
-
-def _to_mono(pcm: Int16Array, channels: int) -> Int16Array:
-    """Mono from interleaved 1-D samples or a ``(frames, channels)`` array: channels are averaged
-    (rounded like the TypeScript client). A layout that does not match ``channels`` raises ValueError."""
-    if isinstance(channels, bool) or not isinstance(channels, (int, np.integer)) or channels < 1:
-        raise ValueError(f"num_channels must be an integer of at least 1, got {channels!r}")
-    if pcm.ndim == 2:
-        if pcm.shape[1] != channels:
-            raise ValueError(
-                f"pcm has shape {pcm.shape} ({pcm.shape[1]} channels) but num_channels={channels}: "
-                f"pass num_channels={pcm.shape[1]} (channels are averaged to mono)"
-            )
-        frames = pcm
-    elif pcm.ndim <= 1:
-        flat = pcm.reshape(-1)
-        if channels == 1:
-            return flat
-        if len(flat) % channels:
-            raise ValueError(
-                f"{len(flat)} interleaved samples are not whole frames of {channels} channels"
-            )
-        frames = flat.reshape(-1, channels)
-    else:
-        raise ValueError(f"pcm must be 1-D (interleaved) or (frames, channels), got shape {pcm.shape}")
-    if channels == 1:
-        return frames.reshape(-1)
-    total = frames.astype(np.int32).sum(axis=1)
-    return cast(Int16Array, np.floor(total / channels + 0.5).astype(np.int16))
