@@ -136,6 +136,25 @@ test.serial('face frames leaving late refuse new work while the loop itself look
   running!.release();
 });
 
+test('the late-frame bound from SVC_CAPACITY_MAX_LATE_FRAME_SHARE: a share in (0, 1], anything else stops start-up; with the lag bound too', (t) => {
+  t.deepEqual(loadCheckFromEnv({ SVC_CAPACITY_MAX_LATE_FRAME_SHARE: ' 0.2 ' }), { maxLateFrameShare: 0.2 });
+  t.deepEqual(loadCheckFromEnv({ SVC_CAPACITY_MAX_LATE_FRAME_SHARE: '1', SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS: '75' }), { maxEventLoopLagMs: 75, maxLateFrameShare: 1 });
+  t.is(loadCheckFromEnv({ SVC_CAPACITY_LOAD_CHECK: 'off', SVC_CAPACITY_MAX_LATE_FRAME_SHARE: '0.2' }), false);
+  for (const bad of ['0', '-0.1', '1.5', 'most', 'Infinity']) {
+    t.throws(() => loadCheckFromEnv({ SVC_CAPACITY_MAX_LATE_FRAME_SHARE: bad }), { instanceOf: CapacityConfigError, message: /SVC_CAPACITY_MAX_LATE_FRAME_SHARE must be a share above 0 and at most 1/ }, bad);
+  }
+  // 1 never refuses: a share of late frames is at most 1.
+  const gate = createCapacityGate({ limit: 4, loadCheck: { ...loadCheckFromEnv({ SVC_CAPACITY_MAX_LATE_FRAME_SHARE: '1' }), maxEventLoopLagMs: 10_000, ...LAG_ONLY } });
+  t.teardown(() => gate.close());
+  const running = gate.tryAcquire();
+  for (let i = 0; i < 200; i++) gate.recordFrameLateness(500);
+  t.is(gate.snapshot().lateFrameShare, 1);
+  const lease = gate.tryAcquire();
+  t.truthy(lease, JSON.stringify(gate.snapshot()));
+  lease?.release();
+  running?.release();
+});
+
 test('a gate without the load check ignores frame lateness (admits by count only)', (t) => {
   const gate = createCapacityGate({ limit: 3, loadCheck: false });
   const running = gate.tryAcquire();

@@ -108,11 +108,10 @@ test.serial('a worker that polls rarely still starts a retry when it is due: it 
   failuresLeft = 1;
   const res = await rare.call('POST', '/v1/assets/generate/flaky', { body: { source_asset_id: TEMPLATE_FACE_ASSET.asset_id } });
   t.is(res.status, 202);
-  const started = Date.now();
+  // Half the poll period: a retry left to the next poll would time out here.
   const final = await eventually('the retried job to succeed', async () => {
     const job = (await rare.call('GET', `/v1/assets/generate/jobs/${res.body.job_id}`)).body;
     return job.status === 'succeeded' ? job : undefined;
   }, 30_000, 50);
   t.is(final.attempts, 2);
-  t.true(Date.now() - started < 30_000, 'well before the next poll');
 });

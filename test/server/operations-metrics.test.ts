@@ -57,12 +57,14 @@ test('metrics after real traffic: route patterns (never ids), sessions, face ses
   // One job at a time and one attempt each: the queue's depth and a failure are what the test makes.
   // Overload is not what this test is about (operations-overload.test.ts is): a shared test machine
   // lagging this process past the default 40 ms must not refuse its face session, so the lag bound
-  // is raised (through its documented variable); the other load bounds stay the defaults.
+  // is raised (through its documented variable), and so is the late-frame bound (a loaded machine
+  // runs the bot's frames late before the face session asks); the other load bounds stay the defaults.
   const { proc } = await startProcess({
     SVC_METRICS: 'token',
     SVC_METRICS_TOKEN: token,
     SVC_MAX_FACE_SESSIONS: '6',
     SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS: '1000',
+    SVC_CAPACITY_MAX_LATE_FRAME_SHARE: '1',
     SVC_JOB_CONCURRENCY: '1',
     SVC_JOB_MAX_ATTEMPTS: '1',
   });
