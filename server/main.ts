@@ -8,7 +8,8 @@ import { loadConfigFromEnv } from './env-config.ts';
 import { mountRealtime } from './realtime/index.ts';
 import { mountRooms } from './rooms/mount.ts';
 import { createCapacityGate, loadCheckFromEnv } from './capacity/index.ts';
-import { mountEmbeddedSessions } from './sessions/embedded-sessions.ts';
+import { botHostFromEnv, mountEmbeddedSessions } from './sessions/embedded-sessions.ts';
+import { BotHost } from './sessions/bot-host.ts';
 import { mountWidget } from './widget/index.ts';
 import { mountOperations, Readiness } from './health/index.ts';
 import { createFaceFrameTiming, createServerMetrics, metricsAccessFromEnv } from './metrics/metrics.ts';
@@ -35,9 +36,9 @@ function shutdownGraceMs(env: NodeJS.ProcessEnv): number {
 }
 
 /** `npm start`: the REST API on PORT (default 8080), embedded PGlite unless DATABASE_URL is set. */
-const { config, metricsAccess, graceMs, loadCheck } = (() => {
+const { config, metricsAccess, graceMs, loadCheck, botHost } = (() => {
   try {
-    return { config: loadConfigFromEnv(), metricsAccess: metricsAccessFromEnv(), graceMs: shutdownGraceMs(process.env), loadCheck: loadCheckFromEnv() };
+    return { config: loadConfigFromEnv(), metricsAccess: metricsAccessFromEnv(), graceMs: shutdownGraceMs(process.env), loadCheck: loadCheckFromEnv(), botHost: botHostFromEnv(process.env) };
   } catch (err) {
     process.stderr.write(`svc server configuration error: ${(err as Error).message}\n`);
     process.exit(1);
@@ -72,7 +73,17 @@ const rooms = mountRooms(server);
 // One capacity gate per process: /realtime face sessions and Session API bots share the cores.
 // SVC_CAPACITY_LOAD_CHECK=off admits by count only (tests of other rules, or an operator who
 // measured); SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS moves the lag bound (docs/operations.md, "Overload").
-const capacity = createCapacityGate({ limit: server.config.maxFaceSessions, loadCheck });
+// Its CPU share counts the bot host's CPU too (SVC_BOT_HOST=process: the bots' process).
+let hostCpu: (() => NodeJS.CpuUsage) | undefined;
+const capacity = createCapacityGate({
+  limit: server.config.maxFaceSessions,
+  loadCheck,
+  cpuUsage: () => {
+    const own = process.cpuUsage();
+    const host = hostCpu?.();
+    return host ? { user: own.user + host.user, system: own.system + host.system } : own;
+  },
+});
 // Face frames' lateness (jitter) of /realtime sessions and bots, exposed by /metrics.
 const frameTiming = createFaceFrameTiming();
 // The gate judges overload by them too: frames leaving late are what a saturated machine does to
@@ -82,7 +93,10 @@ const lateness = (record: (lateMs: number) => void) => (lateMs: number) => {
   capacity.recordFrameLateness(lateMs);
 };
 const realtime = mountRealtime(server, { publishAvatar: rooms.publishAvatar, capacityGate: capacity, onFrameLateness: lateness(frameTiming.realtime) });
-const sessions = mountEmbeddedSessions(server, rooms, { capacity, shutdownTimeoutMs: graceMs, onFrameLateness: lateness(frameTiming.bot) });
+// The Session API's bots run in a child process (the bot host) unless SVC_BOT_HOST=inline.
+const sessions = mountEmbeddedSessions(server, rooms, { capacity, shutdownTimeoutMs: graceMs, onFrameLateness: lateness(frameTiming.bot), botHost });
+const sessionRunner = sessions.runner;
+if (sessionRunner instanceof BotHost) hostCpu = () => sessionRunner.cpuUsage();
 let demoAgentId: string | null = null;
 mountWidget(server, { demoAgentId: () => demoAgentId });
 // /healthz, /readyz, /metrics; mounted last so that every request is timed.
@@ -122,7 +136,7 @@ const lines = [
   `  Reference:  ${url}/v1/docs`,
   `  Realtime:   ${url.replace(/^http/, 'ws')}/realtime?config_id=svc/human-portrait  (face models; X-API-Key header)`,
   `  WebRTC:     ${url.replace(/^http/, 'ws')}/v1/rooms/signal  (embedded rooms; browser client ${url}/v1/rooms/client.js)`,
-  `  Sessions:   POST ${url}/v1/public/agents/connect  (Session API)`,
+  `  Sessions:   POST ${url}/v1/public/agents/connect  (Session API; bots ${botHost ? 'in a bot host process' : 'in this process'})`,
   `  Widget:     ${url}/widget/latest/svc-agent.js  (<svc-agent agent-id="..." core-api-endpoint="${url}">)`,
   `  Demo page:  ${url}/${demoAgentId ? '  (talk to the demo agent in your browser)' : '  (no demo agent: add ?agent_id=<a published agent>)'}`,
   `  Health:     ${url}/healthz, ${url}/readyz;  metrics ${url}/metrics (${metricsAccess.mode === 'off' ? 'off: SVC_METRICS' : metricsAccess.mode === 'token' ? 'Authorization: Bearer SVC_METRICS_TOKEN' : 'public'})`,

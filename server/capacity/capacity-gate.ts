@@ -84,6 +84,11 @@ export interface CapacityGateOptions {
   readonly limit?: number;
   /** The load check; `false` admits by count only (default: on, with FACE_CAPACITY's values). */
   readonly loadCheck?: boolean | LoadCheckOptions;
+  /**
+   * The CPU time the gated work has used so far (default `process.cpuUsage()`): a server whose
+   * bots run in a process of their own (server/sessions/bot-host.ts) adds that process's.
+   */
+  readonly cpuUsage?: () => NodeJS.CpuUsage;
 }
 
 export interface Lease {
@@ -140,7 +145,7 @@ interface LoadSample {
   lateFrames: number;
 }
 
-const sample = (): LoadSample => ({ at: performance.now(), elu: performance.eventLoopUtilization(), cpu: process.cpuUsage(), lag: createHistogram(), frames: 0, lateFrames: 0 });
+const sample = (cpuUsage: () => NodeJS.CpuUsage): LoadSample => ({ at: performance.now(), elu: performance.eventLoopUtilization(), cpu: cpuUsage(), lag: createHistogram(), frames: 0, lateFrames: 0 });
 
 export interface LoadReading {
   readonly eventLoopUtilization: number;
@@ -165,8 +170,9 @@ class LoadMeter {
   constructor(
     private readonly windowMs: number,
     private readonly cores: number,
+    private readonly cpuUsage: () => NodeJS.CpuUsage,
   ) {
-    this.older = this.newer = sample();
+    this.older = this.newer = sample(cpuUsage);
     this.timer = setInterval(() => this.roll(), windowMs);
     this.timer.unref();
     const period = FACE_CAPACITY.lagSampleMs;
@@ -185,11 +191,11 @@ class LoadMeter {
 
   private roll(): void {
     this.older = this.newer;
-    this.newer = sample();
+    this.newer = sample(this.cpuUsage);
   }
 
   measure(): LoadReading {
-    const now = sample();
+    const now = sample(this.cpuUsage);
     // The timer may have been held up by the very load we measure: roll here too.
     if (now.at - this.newer.at >= this.windowMs) {
       this.older = this.newer;
@@ -237,7 +243,7 @@ export function createCapacityGate(options: CapacityGateOptions = {}): CapacityG
   const maxCpu = positiveNumber(load?.maxCpuShare ?? FACE_CAPACITY.maxCpuShare, 'maxCpuShare');
   const maxLag = positiveNumber(load?.maxEventLoopLagMs ?? FACE_CAPACITY.maxEventLoopLagMs, 'maxEventLoopLagMs');
   const maxLate = positiveNumber(load?.maxLateFrameShare ?? FACE_CAPACITY.maxLateFrameShare, 'maxLateFrameShare');
-  const meter = load ? new LoadMeter(positiveNumber(load.windowMs ?? FACE_CAPACITY.loadWindowMs, 'the load window'), load.cores ?? availableParallelism()) : undefined;
+  const meter = load ? new LoadMeter(positiveNumber(load.windowMs ?? FACE_CAPACITY.loadWindowMs, 'the load window'), load.cores ?? availableParallelism(), options.cpuUsage ?? (() => process.cpuUsage())) : undefined;
   let inUse = 0;
   let leases = 0;
   let admitted = 0;

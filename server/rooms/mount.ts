@@ -7,12 +7,12 @@
 import type { AppServer } from '../app.ts';
 import { createAvatarPublisher, RoomRegistry, type RoomRegistryOptions } from '../../transports/webrtc/index.ts';
 import type { AvatarPublisher } from '../realtime/realtime-endpoint.ts';
-import { attachRoomSignalling, type RoomSignalling } from './room-signalling.ts';
+import { attachRoomSignalling, type AttachedRoomSignalling } from './room-signalling.ts';
 import { ROOM_CLIENT_PATH, roomClientScript } from './room-client-script.ts';
 
 export interface MountedRooms {
   readonly rooms: RoomRegistry;
-  readonly signalling: RoomSignalling;
+  readonly signalling: AttachedRoomSignalling;
   /** Pass to `mountRealtime(server, { publishAvatar })`. */
   readonly publishAvatar: AvatarPublisher;
   /** Closes every room (participants are told) and the signalling socket. */

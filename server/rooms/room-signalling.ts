@@ -43,57 +43,104 @@ export interface RoomSignallingOptions {
   readonly maxMessagesPerSecond?: number;
   readonly heartbeatIntervalMs?: number;
   readonly log?: (event: string, details: Record<string, unknown>) => void;
+  /**
+   * Rooms that live in another process of this server (the bot host, server/sessions/bot-host.ts):
+   * an upgrade whose URL names such a room (`?room=`) is handed over, socket and all, instead of
+   * being served from `rooms`.
+   */
+  readonly delegate?: SignallingDelegate;
 }
+
+export interface SignallingDelegate {
+  owns(room: string): boolean;
+  /** Takes the upgrade over; the socket is the delegate's from then on. */
+  forward(req: UpgradeRequest, socket: Duplex, head: Buffer): void;
+}
+
+/** What serving an upgrade reads of its request (a request handed over from another process has only these). */
+export type UpgradeRequest = Pick<IncomingMessage, 'url' | 'headers' | 'method'>;
 
 export interface RoomSignalling {
   readonly connections: number;
   close(): Promise<void>;
 }
 
-function bearerToken(req: IncomingMessage): string | undefined {
+/** The signalling socket mounted on the server's path. */
+export interface AttachedRoomSignalling extends RoomSignalling {
+  /** Hands upgrades for rooms of another process to `delegate` from now on (null: none). */
+  delegateTo(delegate: SignallingDelegate | null): void;
+}
+
+/** The signalling socket without an HTTP server of its own: it serves upgrades handed to it. */
+export interface RoomSignallingHandler extends RoomSignalling {
+  handleUpgrade(req: UpgradeRequest, socket: Duplex, head: Buffer): void;
+}
+
+function bearerToken(req: UpgradeRequest): string | undefined {
   const auth = req.headers.authorization;
   if (auth?.startsWith('Bearer ')) return auth.slice(7).trim() || undefined;
   return undefined;
 }
 
-export function attachRoomSignalling(server: Server, options: RoomSignallingOptions): RoomSignalling {
-  const path = options.path ?? ROOM_SIGNALLING_DEFAULTS.path;
+export function createRoomSignallingHandler(options: Omit<RoomSignallingOptions, 'path' | 'delegate'>): RoomSignallingHandler {
   const wss = new WebSocketServer({ noServer: true, maxPayload: SIGNALLING_LIMITS.hardMaxPayloadBytes });
   const live = new Set<SignallingConnection>();
   const log = options.log ?? (() => undefined);
-
-  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    const url = new URL(req.url ?? '/', 'http://localhost');
-    if (url.pathname !== path) return; // another upgrade handler's path
-    wss.handleUpgrade(req, socket, head, (ws) => {
-      const connection = new SignallingConnection(ws, {
-        rooms: options.rooms,
-        roomInUrl: url.searchParams.get('room') ?? undefined,
-        tokenInUrl: url.searchParams.has('token') || url.searchParams.has('access_token'),
-        headerToken: bearerToken(req),
-        joinTimeoutMs: options.joinTimeoutMs ?? ROOM_SIGNALLING_DEFAULTS.joinTimeoutMs,
-        maxMessagesPerSecond: options.maxMessagesPerSecond ?? ROOM_SIGNALLING_DEFAULTS.maxMessagesPerSecond,
-        log,
-        live,
-      });
-      connection.open();
-    });
-  };
-  const unregisterUpgrade = registerUpgrade(server, path, onUpgrade); // the server's dispatcher refuses other paths
   const heartbeat = setInterval(() => {
     for (const c of [...live]) c.heartbeat();
   }, options.heartbeatIntervalMs ?? ROOM_SIGNALLING_DEFAULTS.heartbeatIntervalMs);
   heartbeat.unref();
-
   return {
+    handleUpgrade(req, socket, head) {
+      const url = new URL(req.url ?? '/', 'http://localhost');
+      wss.handleUpgrade(req as IncomingMessage, socket, head, (ws) => {
+        const connection = new SignallingConnection(ws, {
+          rooms: options.rooms,
+          roomInUrl: url.searchParams.get('room') ?? undefined,
+          tokenInUrl: url.searchParams.has('token') || url.searchParams.has('access_token'),
+          headerToken: bearerToken(req),
+          joinTimeoutMs: options.joinTimeoutMs ?? ROOM_SIGNALLING_DEFAULTS.joinTimeoutMs,
+          maxMessagesPerSecond: options.maxMessagesPerSecond ?? ROOM_SIGNALLING_DEFAULTS.maxMessagesPerSecond,
+          log,
+          live,
+        });
+        connection.open();
+      });
+    },
     get connections() {
       return live.size;
     },
     async close() {
       clearInterval(heartbeat);
-      unregisterUpgrade();
       for (const c of [...live]) c.shutdown('server shutting down');
       await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
+  };
+}
+
+export function attachRoomSignalling(server: Server, options: RoomSignallingOptions): AttachedRoomSignalling {
+  const path = options.path ?? ROOM_SIGNALLING_DEFAULTS.path;
+  const handler = createRoomSignallingHandler(options);
+  let delegate = options.delegate ?? null;
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    if (url.pathname !== path) return; // another upgrade handler's path
+    const room = url.searchParams.get('room');
+    if (delegate && room && delegate.owns(room)) delegate.forward(req, socket, head);
+    else handler.handleUpgrade(req, socket, head);
+  };
+  const unregisterUpgrade = registerUpgrade(server, path, onUpgrade); // the server's dispatcher refuses other paths
+
+  return {
+    get connections() {
+      return handler.connections;
+    },
+    delegateTo(next) {
+      delegate = next;
+    },
+    async close() {
+      unregisterUpgrade();
+      await handler.close();
     },
   };
 }

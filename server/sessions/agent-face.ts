@@ -11,7 +11,7 @@
  */
 import type { Clock } from '../../core/clock.ts';
 import type { Registry } from '../../core/registry.ts';
-import type { FaceModel, FaceSession } from '../../processors/avatar/face-model.ts';
+import type { FaceModel, FaceReference, FaceSession } from '../../processors/avatar/face-model.ts';
 import type { Db } from '../db/connect.ts';
 import { createRealtimeResolver } from '../realtime/realtime-resolver.ts';
 import type { Services } from '../services/index.ts';
@@ -43,22 +43,52 @@ export function sessionCanvas(configuration: Record<string, unknown>, maxDimensi
   return { width: even(width * scale), height: even(height * scale) };
 }
 
-export function createSessionFaceOpener(deps: { db: Db; storage: ObjectStorage; registry: Registry; services: Pick<Services, 'apiKeys' | 'modelConfigs'> }): SessionFaceOpener {
+/**
+ * What a session's face is made of, resolved from the database and storage: the face model's
+ * slug, the reference image (with its stored landmarks when known) and the configuration (its
+ * canvas not yet applied). Plain data: it crosses to a bot host process as it is.
+ */
+export interface ResolvedSessionFace {
+  readonly faceSlug: string;
+  readonly referenceImage: Uint8Array | FaceReference | undefined;
+  readonly configuration: Record<string, unknown>;
+}
+
+export type SessionFaceResolver = (agent: SessionFaceAgent) => Promise<ResolvedSessionFace>;
+
+/** Resolves an agent's face: its `face_id`, or `svc/human-portrait` when it has none. */
+export function createSessionFaceResolver(deps: { db: Db; storage: ObjectStorage; registry: Registry; services: Pick<Services, 'apiKeys' | 'modelConfigs'> }): SessionFaceResolver {
   const resolver = createRealtimeResolver(deps);
-  const models = new Map<string, FaceModel>();
-  return async (agent, clock, limits) => {
+  return async (agent) => {
     const organizationId = agent.organization_id ?? '';
     const configId = agent.face_id ?? SESSION_FACE_DEFAULTS.configId;
     const resolved = await resolver.resolveConfig({ organizationId, principal: 'session' }, configId);
     if (!resolved) throw new Error(`face configuration ${configId} cannot be resolved for this agent`);
-    let model = models.get(resolved.faceSlug);
+    return { faceSlug: resolved.faceSlug, referenceImage: resolved.referenceImage, configuration: resolved.configuration };
+  };
+}
+
+/**
+ * Opens resolved faces with the models of `registry` (one model per slug, kept: a model holds its
+ * render worker and prepared faces). The canvas (`sessionCanvas`) is applied here.
+ */
+export function createResolvedFaceOpener(registry: Registry): (face: ResolvedSessionFace, clock: Clock, limits: { readonly maxDimension: number | undefined }) => Promise<FaceSession> {
+  const models = new Map<string, FaceModel>();
+  return async (face, clock, limits) => {
+    let model = models.get(face.faceSlug);
     if (!model) {
-      model = deps.registry.create<FaceModel>('face', resolved.faceSlug, {});
-      models.set(resolved.faceSlug, model);
+      model = registry.create<FaceModel>('face', face.faceSlug, {});
+      models.set(face.faceSlug, model);
     }
-    const configuration = { ...resolved.configuration, ...sessionCanvas(resolved.configuration, limits.maxDimension) };
+    const configuration = { ...face.configuration, ...sessionCanvas(face.configuration, limits.maxDimension) };
     // I420: what the WebRTC video source takes, made on the face's render worker (no conversion
     // on this event loop); a model that cannot make it sends another format and the publisher converts.
-    return model.openSession({ referenceImage: resolved.referenceImage, configuration, imageFormat: 'i420' }, clock);
+    return model.openSession({ ...(face.referenceImage ? { referenceImage: face.referenceImage } : {}), configuration, imageFormat: 'i420' }, clock);
   };
+}
+
+export function createSessionFaceOpener(deps: { db: Db; storage: ObjectStorage; registry: Registry; services: Pick<Services, 'apiKeys' | 'modelConfigs'> }): SessionFaceOpener {
+  const resolve = createSessionFaceResolver(deps);
+  const open = createResolvedFaceOpener(deps.registry);
+  return async (agent, clock, limits) => open(await resolve(agent), clock, limits);
 }

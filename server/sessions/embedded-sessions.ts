@@ -12,7 +12,8 @@ import { LiveKitRoomProvider, type LiveKitRoomProviderOptions } from '../../tran
 import { EmbeddedRoomProvider, type RoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { AppServer } from '../app.ts';
 import type { MountedRooms } from '../rooms/mount.ts';
-import { createSessionFaceOpener } from './agent-face.ts';
+import { createSessionFaceOpener, createSessionFaceResolver } from './agent-face.ts';
+import { BotHost } from './bot-host.ts';
 import type { BotCapacity, LiveSessions } from './live-sessions.ts';
 import { mountSessions, type MountSessionsOptions } from './mount.ts';
 
@@ -32,6 +33,13 @@ export interface EmbeddedSessionsOptions extends Partial<Pick<MountSessionsOptio
    * time (`startedAtMs + ptsMs`): the frame jitter metric (`createFaceFrameTiming().bot`).
    */
   readonly onFrameLateness?: (lateMs: number) => void;
+  /**
+   * Run the bots in a child process of this server (server/sessions/bot-host.ts), off the event
+   * loop that answers the API: what `npm start` does (SVC_BOT_HOST, docs/sessions.md "Where bots
+   * run"). Default false: in this process, as a developer embedding the server gets it (their own
+   * plugins and runner tuning apply; a host process loads the default plugins only).
+   */
+  readonly botHost?: boolean;
 }
 
 /** The deployment's LiveKit server for sessions (docs/sessions.md, "LiveKit rooms"). */
@@ -55,15 +63,24 @@ export function liveKitSessionSettingsFromEnv(env: NodeJS.ProcessEnv): LiveKitSe
 
 export interface EmbeddedSessions {
   readonly sessions: LiveSessions;
-  readonly runner: BotRunner;
+  /** The in-process runner, or the bot host (`botHost`). */
+  readonly runner: BotRunner | BotHost;
   close(): Promise<void>;
+}
+
+/** SVC_BOT_HOST: `process` (default) runs the bots in a child process, `inline` in the server's. */
+export function botHostFromEnv(env: NodeJS.ProcessEnv): boolean {
+  const value = (env.SVC_BOT_HOST ?? 'process').trim().toLowerCase();
+  if (value === 'process' || value === '') return true;
+  if (value === 'inline') return false;
+  throw new Error(`SVC_BOT_HOST must be process or inline, got ${JSON.stringify(env.SVC_BOT_HOST)}`);
 }
 
 export function mountEmbeddedSessions(server: AppServer, rooms: MountedRooms, options: EmbeddedSessionsOptions = {}): EmbeddedSessions {
   const livekit = options.livekit === undefined ? liveKitSessionSettingsFromEnv(process.env) : options.livekit;
-  const roomProvider: RoomProvider = livekit
-    ? new LiveKitRoomProvider(livekit)
-    : new EmbeddedRoomProvider(rooms.rooms, { signalUrl: `${server.baseUrl().replace(/^http/, 'ws')}/v1/rooms/signal` });
+  const signalUrl = `${server.baseUrl().replace(/^http/, 'ws')}/v1/rooms/signal`;
+  if (options.botHost) return mountHostedSessions(server, rooms, livekit, signalUrl, options);
+  const roomProvider: RoomProvider = livekit ? new LiveKitRoomProvider(livekit) : new EmbeddedRoomProvider(rooms.rooms, { signalUrl });
   const openFace = createSessionFaceOpener({ db: server.db, storage: server.storage, registry: server.registry, services: server.services });
   const runner = new BotRunner({
     registry: server.registry,
@@ -95,6 +112,46 @@ export function mountEmbeddedSessions(server: AppServer, rooms: MountedRooms, op
     async close() {
       await sessions.close('server_shutdown');
       await runner.stopAll('server_shutdown');
+    },
+  };
+}
+
+/** The Session API with its bots in a bot host process. */
+function mountHostedSessions(server: AppServer, rooms: MountedRooms, livekit: LiveKitSessionSettings | null, signalUrl: string, options: EmbeddedSessionsOptions): EmbeddedSessions {
+  const { clock, observers, worker, publish, ...tuning } = options.runner?.tuning ?? {};
+  // Objects with behaviour (a clock, observers, callbacks) cannot cross to another process.
+  if (clock || observers || worker || publish || options.runner?.logger) throw new Error('a bot host takes plain engine tuning only (no clock, observers, worker, publish or logger): run the bots inline for those');
+  const host = new BotHost({
+    init: {
+      logLevel: server.logger.level,
+      providers: options.providers ?? providersFromEnv(),
+      webhookAllowedRanges: server.config.webhookAllowedRanges,
+      livekitAllowedRanges: server.config.livekitAllowedRanges,
+      ...(options.runner?.timeouts ? { timeouts: options.runner.timeouts } : {}),
+      ...(Object.keys(tuning).length ? { tuning } : {}),
+    },
+    signalUrl,
+    resolveFace: createSessionFaceResolver({ db: server.db, storage: server.storage, registry: server.registry, services: server.services }),
+    logger: server.logger,
+    ...(options.onFrameLateness ? { onFrameLateness: options.onFrameLateness } : {}),
+  });
+  // Visitors' upgrades for the host's rooms go to it; other rooms (/realtime's) stay here.
+  rooms.signalling.delegateTo(host);
+  const sessions = mountSessions(server, {
+    rooms: livekit ? new LiveKitRoomProvider(livekit) : host,
+    runner: host,
+    ...(options.capacity ? { capacity: options.capacity } : {}),
+    ...(options.lease ? { lease: options.lease } : {}),
+    ...(options.runnerId ? { runnerId: options.runnerId } : {}),
+    ...(options.shutdownTimeoutMs !== undefined ? { shutdownTimeoutMs: options.shutdownTimeoutMs } : {}),
+  });
+  return {
+    sessions,
+    runner: host,
+    async close() {
+      await sessions.close('server_shutdown');
+      rooms.signalling.delegateTo(null);
+      await host.close();
     },
   };
 }

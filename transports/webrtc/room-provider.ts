@@ -4,7 +4,7 @@
  * for the bot) and release it, whichever provider the deployment runs.
  */
 import type { AvatarRoomSettings } from './publish-avatar.ts';
-import type { RoomRegistry } from './room-registry.ts';
+import type { CreatedRoom, RoomRegistry } from './room-registry.ts';
 
 export interface AvatarRoom {
   readonly provider: 'embedded' | 'livekit';
@@ -55,6 +55,24 @@ function signalUrlFor(baseUrl: string, configured: string): URL {
   return url;
 }
 
+/**
+ * An embedded room as a session's room: `roomUrl` is the signalling socket (`signalUrl`, on the
+ * caller's host when `baseUrl` is given) with the room's name, which is not a secret; the token
+ * never goes in the URL.
+ */
+export function embeddedAvatarRoom(created: CreatedRoom, signalUrl: string, baseUrl?: string): AvatarRoom {
+  const url = baseUrl ? signalUrlFor(baseUrl, signalUrl) : new URL(signalUrl);
+  url.searchParams.set('room', created.room);
+  return {
+    provider: 'embedded',
+    room: created.room,
+    roomUrl: url.toString(),
+    subscriberToken: created.subscriberToken,
+    publisherSettings: { provider: 'embedded', room: created.room, token: created.publisherToken },
+    expiresAtMs: created.expiresAtMs,
+  };
+}
+
 export class EmbeddedRoomProvider implements RoomProvider {
   readonly name = 'embedded' as const;
 
@@ -68,16 +86,7 @@ export class EmbeddedRoomProvider implements RoomProvider {
       ...(options.name === undefined ? {} : { name: options.name }),
       ...(options.tokenTtlMs === undefined ? {} : { tokenTtlMs: options.tokenTtlMs }),
     });
-    const url = options.baseUrl ? signalUrlFor(options.baseUrl, this.options.signalUrl) : new URL(this.options.signalUrl);
-    url.searchParams.set('room', created.room); // the name is not a secret; the token never goes in the URL
-    return {
-      provider: 'embedded',
-      room: created.room,
-      roomUrl: url.toString(),
-      subscriberToken: created.subscriberToken,
-      publisherSettings: { provider: 'embedded', room: created.room, token: created.publisherToken },
-      expiresAtMs: created.expiresAtMs,
-    };
+    return embeddedAvatarRoom(created, this.options.signalUrl, options.baseUrl);
   }
 
   async closeRoom(room: string): Promise<boolean> {

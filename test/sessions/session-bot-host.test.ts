@@ -1,0 +1,131 @@
+/**
+ * The Session API with its bots in a bot host process (server/sessions/bot-host.ts), as
+ * `npm start` runs it: the visitor's signalling upgrade is handed to the host with its socket,
+ * the bot runs there (offline engines, the human-portrait face), and the server keeps the
+ * database, the admission and the call records. A host killed with SIGKILL ends its sessions
+ * `runner_lost` at once (not a lease later) and the next session gets a new host; closing the
+ * sessions ends the host's sessions cleanly and leaves no process behind.
+ */
+import test from 'ava';
+import { LocalTTSService } from '../../plugins/local/index.ts';
+import { BotHost } from '../../server/sessions/bot-host.ts';
+import { RoomVisitor, waitFor } from '../agent/room-visitor.ts';
+import { concat } from '../../core/audio.ts';
+import { recognise, speech } from './conversation-audio.ts';
+import { eventually, roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
+
+const GREETING = 'Welcome to the space station tour.';
+const voice = new LocalTTSService();
+let s: SessionTestServer;
+let host: BotHost;
+const visitors: RoomVisitor[] = [];
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+test.before(async () => {
+  s = await startSessionServer('session_bot_host', { sessions: { botHost: true, runner: { tuning: { vadOptions: { stopMs: 500 } } } } });
+  host = s.live.runner as BotHost;
+  await voice.warmUp();
+});
+test.after.always(async () => {
+  for (const v of visitors) v.close();
+  const pid = host?.pid;
+  await s?.stop();
+  if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
+});
+
+async function joined(agentId: string) {
+  const res = await s.connect({ agent_id: agentId, client_user_ref: 'visitor-7' }, { origin: 'https://tour.example.org' });
+  if (res.status !== 200) throw new Error(`connect: ${res.status} ${res.text}`);
+  const visitor = await RoomVisitor.join(res.body.room_url, res.body.token);
+  visitors.push(visitor);
+  return { res, visitor };
+}
+
+test.serial('a conversation runs with its bot in the bot host process', async (t) => {
+  t.true(s.live.runner instanceof BotHost);
+  const agentId = await s.agent({ behaviour: { greeting: GREETING, greeting_mode: 'verbatim' }, starts_conversation: true });
+  const { res, visitor } = await joined(agentId);
+  const pid = host.pid;
+  t.truthy(pid);
+  t.not(pid, process.pid, 'the bot runs in another process');
+  t.is(host.live, 1);
+  // Nothing of the session lives in this process's rooms: the room and its visitor are the host's.
+  t.is(s.rooms.rooms.get(roomOf(res.body.room_url)), undefined);
+
+  const audio: { at: number; pcm: Int16Array; rate: number }[] = [];
+  visitor.onAudio = (samples, rate, channels, at) => {
+    const mono = channels === 1 ? samples : samples.filter((_, i) => i % channels === 0);
+    audio.push({ at, pcm: Int16Array.from(mono), rate });
+  };
+  t.true(await waitFor(() => visitor.connectionState === 'connected' && visitor.videoFrames > 10, 20_000), 'the idle face arrives from the host');
+  t.deepEqual(visitor.videoSize, { width: 640, height: 360 });
+
+  const readyAt = Date.now();
+  visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
+  const botTurns = () => visitor.ofType('transcript-turn').filter((m) => m.owner === 'bot');
+  t.true(await waitFor(() => botTurns().length >= 1, 30_000), 'the greeting turn ends');
+  t.is(botTurns()[0]!.text, GREETING);
+  const greeting = audio.filter((a) => a.at >= readyAt);
+  t.deepEqual(await recognise(concat(greeting.map((a) => a.pcm)), greeting[0]!.rate, [GREETING, 'What is your name?', 'Goodbye']), [GREETING]);
+
+  visitor.say(await speech(voice, 'What is your name?'));
+  t.true(await waitFor(() => botTurns().length >= 2, 30_000), 'the answer turn ends');
+  t.like(visitor.ofType('transcript-turn').find((m) => m.owner === 'user'), { text: 'What is your name?', final: true });
+
+  // The host's frames reach this process's capacity gate and metrics, and so does its CPU time.
+  const cpu = host.cpuUsage();
+  t.true(cpu.user + cpu.system > 0, 'the host reports its CPU time');
+
+  t.deepEqual((await s.release(roomOf(res.body.room_url))).body, { released: 1 });
+  t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 10_000));
+  t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'client_released' });
+  const call = await eventually(async () => {
+    const c = await s.callOf(agentId, res.body.session_id);
+    return c?.status !== 'active' && c;
+  }, 10_000, 'the call record');
+  t.like(call, { status: 'completed', termination_reason: 'client_released', participant_count: 1, client_user_ref: 'visitor-7' });
+  t.true(call.metadata.turns >= 2);
+  t.is(host.live, 0);
+  t.is(host.pid, pid, 'one host serves session after session');
+});
+
+test.serial('a host that dies ends its sessions runner_lost at once; the next session gets a new host', async (t) => {
+  const agentId = await s.agent({ behaviour: { greeting: GREETING, greeting_mode: 'verbatim' } });
+  const { res, visitor } = await joined(agentId);
+  t.true(await waitFor(() => visitor.videoFrames > 5, 20_000));
+  const pid = host.pid!;
+  process.kill(pid, 'SIGKILL');
+  const killedAt = Date.now();
+  const call = await eventually(async () => {
+    const c = await s.callOf(agentId, res.body.session_id);
+    return c?.status !== 'active' && c;
+  }, 10_000, 'the lost call');
+  t.like(call, { status: 'failed', termination_reason: 'runner_lost', failure_reason: 'runner_lost' });
+  t.true(Date.now() - killedAt < 5_000, 'ended when the host died, not when its lease lapsed');
+  t.is(s.live.sessions.size, 0, 'the slot is free');
+
+  const next = await joined(agentId);
+  t.not(host.pid, pid, 'a new host');
+  t.true(await waitFor(() => next.visitor.videoFrames > 5, 20_000), 'the new host serves the next session');
+  t.deepEqual((await s.release(roomOf(next.res.body.room_url))).body, { released: 1 });
+});
+
+test.serial('closing the sessions ends the host’s sessions cleanly and stops the host', async (t) => {
+  const agentId = await s.agent({ behaviour: { greeting: GREETING, greeting_mode: 'verbatim' } });
+  const { res, visitor } = await joined(agentId);
+  t.true(await waitFor(() => visitor.videoFrames > 5, 20_000));
+  const pid = host.pid!;
+  await s.live.close();
+  t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 5_000), 'the visitor is told');
+  t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'server_shutdown' });
+  t.like(await s.callOf(agentId, res.body.session_id), { status: 'completed', termination_reason: 'server_shutdown' });
+  t.false(alive(pid), 'the host process has exited');
+});
