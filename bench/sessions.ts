@@ -27,7 +27,11 @@
  *   runner run in this process with an observer on its pipeline (see `turnBreakdown`).
  *
  * `SESSIONS_BENCH_PARTS=turns,breakdown npm run bench -- sessions` runs only some parts
- * (connect, turns, breakdown, capacity).
+ * (connect, turns, breakdown, capacity); `SESSIONS_BENCH_MAX_SESSIONS` and
+ * `SESSIONS_BENCH_WINDOW_MS` bound the capacity part's count and lengthen its windows;
+ * `SVC_BOT_HOST=process` reaches the server (bots in a bot host). Beside the REST p99 the
+ * bench sees, the capacity rows read the server's own view from /metrics: the share of those GETs
+ * it took more than 10 ms to answer, and its event loop's p99 lag and utilization.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -54,8 +58,9 @@ import { percentile, printJson, printTable } from './table.ts';
 
 const CONNECTS = 10;
 const TURNS = 10;
-const MAX_SESSIONS = 8;
-const WINDOW_MS = 5_000;
+/** SESSIONS_BENCH_MAX_SESSIONS and SESSIONS_BENCH_WINDOW_MS change these (a longer window at fewer sessions compares two builds with less noise). */
+const MAX_SESSIONS = Number(process.env.SESSIONS_BENCH_MAX_SESSIONS ?? 8);
+const WINDOW_MS = Number(process.env.SESSIONS_BENCH_WINDOW_MS ?? 5_000);
 /** A session refused as `server_busy` is asked for again this many times, 2 s apart. */
 const CAPACITY_BUSY_RETRIES = 5;
 const LOUD = 0.02;
@@ -193,7 +198,7 @@ async function throughServer(): Promise<void> {
     // thread (its own event loop: the visitors' decoding on this one cannot delay its timing)
     // while the same sessions run. A `server_busy` refusal is retried as the widget does (the
     // server's capacity gate judges the last seconds, and the load window was one of them).
-    const capacity: Array<{ sessions: number; jitterP99: number; fps: number; jitterP99UnderRest: number; restP99: number; restErrors: number; busyRetries: number; serverLate5: number; serverLate10: number }> = [];
+    const capacity: Array<{ sessions: number; jitterP99: number; fps: number; jitterP99UnderRest: number; restP99: number; restErrors: number; busyRetries: number; serverLate5: number; serverLate10: number; serverSlowGets: number; serverLagMs: number; serverElu: number }> = [];
     // The first session and the REST route's first requests compile their code on the server:
     // not what a running server costs. One session and 2 s of REST load first, not counted.
     if (PARTS.has('capacity')) {
@@ -236,11 +241,18 @@ async function throughServer(): Promise<void> {
       const quiet = await windowOf(WINDOW_MS);
       const lateness = lateShare(before, await botFrameLateness(server.url));
       for (const l of live) l.frames.length = 0;
+      const getsBefore = await serverGetTimes(server.url);
       const rest = await restLoadInWorker(server.url, key, agentId, 200, WINDOW_MS);
       const underRest = sample();
+      // The server's own view of those requests: how many took it more than 10 ms to answer.
+      const loop = await serverLoop(server.url);
+      const gets = await serverGetTimes(server.url);
+      const getDelta = (le: string) => (gets.get(le) ?? 0) - (getsBefore.get(le) ?? 0);
+      const serverSlowGets = getDelta('+Inf') > 0 ? 1 - getDelta('0.01') / getDelta('+Inf') : Number.NaN;
       capacity.push({
         sessions: n, jitterP99: percentile(quiet.jitters, 99), fps: quiet.fps, jitterP99UnderRest: percentile(underRest.jitters, 99),
         restP99: percentile(rest.latencies, 99), restErrors: rest.errors, busyRetries, serverLate5: lateness.over5, serverLate10: lateness.over10,
+        serverSlowGets, serverLagMs: loop.lagMs, serverElu: loop.elu,
       });
       const baseline = capacity[0]!.jitterP99;
       const ok = (c: (typeof capacity)[number]) => c.fps >= 24 && c.jitterP99 <= baseline + 10;
@@ -270,7 +282,7 @@ async function throughServer(): Promise<void> {
       { figure: '  ours, from the last loud 10 ms sent', p50: percentile(turnOursLastLoud, 50), p99: percentile(turnOursLastLoud, 99), goal: '' },
       { figure: 'barge-in -> bot audio stops at client (ms)', p50: percentile(bargeIn, 50), p99: percentile(bargeIn, 99), goal: '< 100' },
     ]);
-    printTable(capacity.map((c) => ({ sessions: c.sessions, 'jitter p99 ms': c.jitterP99, 'fps/client': c.fps, 'server frames late >5/>10 ms %': `${(100 * c.serverLate5).toFixed(1)} / ${(100 * c.serverLate10).toFixed(1)}`, 'jitter p99 under REST': c.jitterP99UnderRest, 'REST p99 ms @200/s': c.restP99, 'REST errors': c.restErrors, 'busy retries': c.busyRetries })));
+    printTable(capacity.map((c) => ({ sessions: c.sessions, 'jitter p99 ms': c.jitterP99, 'fps/client': c.fps, 'server frames late >5/>10 ms %': `${(100 * c.serverLate5).toFixed(1)} / ${(100 * c.serverLate10).toFixed(1)}`, 'jitter p99 under REST': c.jitterP99UnderRest, 'REST p99 ms @200/s': c.restP99, 'server GETs > 10 ms %': (100 * c.serverSlowGets).toFixed(2), 'server loop lag p99 ms / busy %': `${c.serverLagMs.toFixed(1)} / ${(100 * c.serverElu).toFixed(0)}`, 'REST errors': c.restErrors, 'busy retries': c.busyRetries })));
     printJson('sessions', {
       connect_to_first_frame_p50_ms: percentile(connects, 50), connect_to_first_frame_p99_ms: percentile(connects, 99), connects: connects.length,
       turn_total_p50_ms: percentile(turnTotal, 50), turn_total_p99_ms: percentile(turnTotal, 99),
@@ -278,7 +290,7 @@ async function throughServer(): Promise<void> {
       turn_ours_from_last_loud_p50_ms: percentile(turnOursLastLoud, 50), turn_ours_from_last_loud_p99_ms: percentile(turnOursLastLoud, 99),
       barge_in_p50_ms: percentile(bargeIn, 50), barge_in_p99_ms: percentile(bargeIn, 99), barge_ins: bargeIn.length,
       sessions_held_at_640x360: held, sessions_held_client_jitter_under_10ms: heldAbsolute, client_jitter_baseline_p99_ms: baseline, rest_get_p99_ms_at_held: atHeld?.restP99 ?? null,
-      capacity: capacity.map((c) => ({ n: c.sessions, jitter_p99_ms: Number(c.jitterP99.toFixed(1)), fps: Number(c.fps.toFixed(1)), jitter_p99_under_rest_ms: Number(c.jitterP99UnderRest.toFixed(1)), rest_p99_ms: Number(c.restP99.toFixed(1)), busy_retries: c.busyRetries, server_frames_late_over_5ms: Number(c.serverLate5.toFixed(4)), server_frames_late_over_10ms: Number(c.serverLate10.toFixed(4)) })),
+      capacity: capacity.map((c) => ({ n: c.sessions, jitter_p99_ms: Number(c.jitterP99.toFixed(1)), fps: Number(c.fps.toFixed(1)), jitter_p99_under_rest_ms: Number(c.jitterP99UnderRest.toFixed(1)), rest_p99_ms: Number(c.restP99.toFixed(1)), server_gets_over_10ms: Number(c.serverSlowGets.toFixed(4)), server_loop_lag_p99_ms: Number(c.serverLagMs.toFixed(1)), server_loop_utilization: Number(c.serverElu.toFixed(3)), busy_retries: c.busyRetries, server_frames_late_over_5ms: Number(c.serverLate5.toFixed(4)), server_frames_late_over_10ms: Number(c.serverLate10.toFixed(4)) })),
     });
   } finally {
     for (const l of live) l.visitor.close();
@@ -297,6 +309,25 @@ async function botFrameLateness(baseUrl: string): Promise<Map<string, number>> {
     const labels = m[1]!;
     const le = /le="([^"]+)"/.exec(labels)?.[1];
     if (le && labels.includes('source="bot"')) counts.set(le, Number(m[2]));
+  }
+  return counts;
+}
+
+/** The server's event loop as its capacity gate sees it now (last 2-4 s): p99 lag (ms) and utilization. */
+async function serverLoop(baseUrl: string): Promise<{ lagMs: number; elu: number }> {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  const read = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
+  return { lagMs: read('svc_capacity_event_loop_lag_seconds') * 1000, elu: read('svc_capacity_event_loop_utilization') };
+}
+
+/** Cumulative counts of the server's GET /v1/agents/{id} handling times by bucket (`le`, seconds), from /metrics. */
+async function serverGetTimes(baseUrl: string): Promise<Map<string, number>> {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  const counts = new Map<string, number>();
+  for (const m of text.matchAll(/^svc_http_request_duration_seconds_bucket\{([^}]*)\} (\d+)/gm)) {
+    const labels = m[1]!;
+    const le = /le="([^"]+)"/.exec(labels)?.[1];
+    if (le && labels.includes('method="GET"') && /route="\/v1\/agents\/:[a-z_]+"/.test(labels) && labels.includes('status="200"')) counts.set(le, (counts.get(le) ?? 0) + Number(m[2]));
   }
   return counts;
 }

@@ -73,7 +73,7 @@ const rooms = mountRooms(server);
 // One capacity gate per process: /realtime face sessions and Session API bots share the cores.
 // SVC_CAPACITY_LOAD_CHECK=off admits by count only (tests of other rules, or an operator who
 // measured); SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS moves the lag bound (docs/operations.md, "Overload").
-// Its CPU share counts the bot host's CPU too (SVC_BOT_HOST=process: the bots' process).
+// Its CPU share counts the bot host's CPU too (SVC_BOT_HOST=process: the bots' own process).
 let hostCpu: (() => NodeJS.CpuUsage) | undefined;
 const capacity = createCapacityGate({
   limit: server.config.maxFaceSessions,
@@ -93,7 +93,7 @@ const lateness = (record: (lateMs: number) => void) => (lateMs: number) => {
   capacity.recordFrameLateness(lateMs);
 };
 const realtime = mountRealtime(server, { publishAvatar: rooms.publishAvatar, capacityGate: capacity, onFrameLateness: lateness(frameTiming.realtime) });
-// The Session API's bots run in a child process (the bot host) unless SVC_BOT_HOST=inline.
+// The Session API's bots run in this process, or in a child process with SVC_BOT_HOST=process.
 const sessions = mountEmbeddedSessions(server, rooms, { capacity, shutdownTimeoutMs: graceMs, onFrameLateness: lateness(frameTiming.bot), botHost });
 const sessionRunner = sessions.runner;
 if (sessionRunner instanceof BotHost) hostCpu = () => sessionRunner.cpuUsage();
@@ -136,7 +136,7 @@ const lines = [
   `  Reference:  ${url}/v1/docs`,
   `  Realtime:   ${url.replace(/^http/, 'ws')}/realtime?config_id=svc/human-portrait  (face models; X-API-Key header)`,
   `  WebRTC:     ${url.replace(/^http/, 'ws')}/v1/rooms/signal  (embedded rooms; browser client ${url}/v1/rooms/client.js)`,
-  `  Sessions:   POST ${url}/v1/public/agents/connect  (Session API; bots ${botHost ? 'in a bot host process' : 'in this process'})`,
+  `  Sessions:   POST ${url}/v1/public/agents/connect  (Session API; bots ${botHost ? `in a bot host process, nice ${botHost.nice}` : 'in this process'})`,
   `  Widget:     ${url}/widget/latest/svc-agent.js  (<svc-agent agent-id="..." core-api-endpoint="${url}">)`,
   `  Demo page:  ${url}/${demoAgentId ? '  (talk to the demo agent in your browser)' : '  (no demo agent: add ?agent_id=<a published agent>)'}`,
   `  Health:     ${url}/healthz, ${url}/readyz;  metrics ${url}/metrics (${metricsAccess.mode === 'off' ? 'off: SVC_METRICS' : metricsAccess.mode === 'token' ? 'Authorization: Bearer SVC_METRICS_TOKEN' : 'public'})`,

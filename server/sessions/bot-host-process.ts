@@ -13,6 +13,7 @@
  * reaches the whole process group).
  */
 import type { Socket } from 'node:net';
+import { setPriority } from 'node:os';
 import pino from 'pino';
 import { Registry } from '../../core/registry.ts';
 import { BotRunner } from '../../agent/bot-runner.ts';
@@ -71,6 +72,12 @@ async function stopAndExit(reason: 'server_shutdown'): Promise<void> {
 
 async function startHost(init: BotHostInit) {
   const logger = pino({ level: init.logLevel, base: { component: 'bot-host', pid: process.pid } }, pino.destination({ dest: 1, sync: false }));
+  try {
+    // Every thread started from now on (render workers, libwebrtc's) inherits it.
+    if (init.nice !== 0) setPriority(init.nice);
+  } catch (err) {
+    logger.warn({ err, nice: init.nice }, 'could not set the bot host\'s priority; it runs at the server\'s');
+  }
   const registry = new Registry();
   await loadDefaultPlugins(registry, logger);
   const rooms = new RoomRegistry();

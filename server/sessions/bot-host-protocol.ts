@@ -14,6 +14,8 @@ import type { ResolvedSessionFace } from './agent-face.ts';
 /** What the host is started with (its first message). */
 export interface BotHostInit {
   readonly logLevel: string;
+  /** The host's scheduling priority (os.setPriority), set before it loads anything. */
+  readonly nice: number;
   readonly providers: ProviderChoice;
   readonly webhookAllowedRanges: readonly string[];
   readonly livekitAllowedRanges: readonly string[];

@@ -229,7 +229,11 @@ export class BotHost implements SessionRunner, RoomProvider, SignallingDelegate 
     this.child = child;
     const init: BotHostInit = { ...this.options.init, loadReportMs: this.options.loadReportMs ?? BOT_HOST_DEFAULTS.loadReportMs };
     this.ready = new Promise<ChildProcess>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`the bot host did not start within ${BOT_HOST_DEFAULTS.startTimeoutMs} ms`)), BOT_HOST_DEFAULTS.startTimeoutMs);
+      // A host that does not come up is killed: its exit lets the next session fork another.
+      const timer = setTimeout(() => {
+        reject(new Error(`the bot host did not start within ${BOT_HOST_DEFAULTS.startTimeoutMs} ms`));
+        child.kill('SIGKILL');
+      }, BOT_HOST_DEFAULTS.startTimeoutMs);
       timer.unref();
       child.on('message', (message: FromHost) => {
         if (message.t === 'ready') {
@@ -242,7 +246,10 @@ export class BotHost implements SessionRunner, RoomProvider, SignallingDelegate 
         reject(new Error(`the bot host exited (${signal ?? `code ${code}`}) before it was ready`));
         this.onExit(child, code, signal);
       });
-      child.on('error', (err) => this.log.error({ err }, 'bot host process error'));
+      child.on('error', (err) => {
+        this.log.error({ err }, 'bot host process error');
+        reject(err);
+      });
     });
     this.ready.catch(() => undefined);
     child.send({ t: 'init', init } satisfies ToHost);

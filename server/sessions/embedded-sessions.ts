@@ -35,11 +35,11 @@ export interface EmbeddedSessionsOptions extends Partial<Pick<MountSessionsOptio
   readonly onFrameLateness?: (lateMs: number) => void;
   /**
    * Run the bots in a child process of this server (server/sessions/bot-host.ts), off the event
-   * loop that answers the API: what `npm start` does (SVC_BOT_HOST, docs/sessions.md "Where bots
-   * run"). Default false: in this process, as a developer embedding the server gets it (their own
-   * plugins and runner tuning apply; a host process loads the default plugins only).
+   * loop that answers the API, with `nice` as its scheduling priority (SVC_BOT_HOST=process,
+   * docs/sessions.md "Where bots run"). Default: in this process (their own plugins and runner
+   * tuning apply; a host process loads the default plugins only).
    */
-  readonly botHost?: boolean;
+  readonly botHost?: BotHostSettings | null;
 }
 
 /** The deployment's LiveKit server for sessions (docs/sessions.md, "LiveKit rooms"). */
@@ -68,18 +68,32 @@ export interface EmbeddedSessions {
   close(): Promise<void>;
 }
 
-/** SVC_BOT_HOST: `process` (default) runs the bots in a child process, `inline` in the server's. */
-export function botHostFromEnv(env: NodeJS.ProcessEnv): boolean {
-  const value = (env.SVC_BOT_HOST ?? 'process').trim().toLowerCase();
-  if (value === 'process' || value === '') return true;
-  if (value === 'inline') return false;
-  throw new Error(`SVC_BOT_HOST must be process or inline, got ${JSON.stringify(env.SVC_BOT_HOST)}`);
+export interface BotHostSettings {
+  /** The host's nice value (-20..19; above 0 lets the API's process win the cores it shares with the bots). */
+  readonly nice: number;
+}
+
+/** `SVC_BOT_HOST_NICE` unless set: the API first when both want the cores (docs/sessions.md). */
+export const BOT_HOST_DEFAULT_NICE = 10;
+
+/**
+ * SVC_BOT_HOST: `inline` (default) runs the bots in the server's process, `process` in a bot host
+ * (a child process) with SVC_BOT_HOST_NICE (default 10). A bad value of either is a
+ * configuration error at startup.
+ */
+export function botHostFromEnv(env: NodeJS.ProcessEnv): BotHostSettings | null {
+  const value = (env.SVC_BOT_HOST ?? '').trim().toLowerCase();
+  if (value !== 'process' && value !== 'inline' && value !== '') throw new Error(`SVC_BOT_HOST must be inline or process, got ${JSON.stringify(env.SVC_BOT_HOST)}`);
+  const rawNice = env.SVC_BOT_HOST_NICE?.trim();
+  const nice = rawNice ? Number(rawNice) : BOT_HOST_DEFAULT_NICE;
+  if (!Number.isInteger(nice) || nice < -20 || nice > 19) throw new Error(`SVC_BOT_HOST_NICE must be a whole number from -20 to 19, got ${JSON.stringify(env.SVC_BOT_HOST_NICE)}`);
+  return value === 'process' ? { nice } : null;
 }
 
 export function mountEmbeddedSessions(server: AppServer, rooms: MountedRooms, options: EmbeddedSessionsOptions = {}): EmbeddedSessions {
   const livekit = options.livekit === undefined ? liveKitSessionSettingsFromEnv(process.env) : options.livekit;
   const signalUrl = `${server.baseUrl().replace(/^http/, 'ws')}/v1/rooms/signal`;
-  if (options.botHost) return mountHostedSessions(server, rooms, livekit, signalUrl, options);
+  if (options.botHost) return mountHostedSessions(server, rooms, livekit, signalUrl, options.botHost, options);
   const roomProvider: RoomProvider = livekit ? new LiveKitRoomProvider(livekit) : new EmbeddedRoomProvider(rooms.rooms, { signalUrl });
   const openFace = createSessionFaceOpener({ db: server.db, storage: server.storage, registry: server.registry, services: server.services });
   const runner = new BotRunner({
@@ -117,13 +131,14 @@ export function mountEmbeddedSessions(server: AppServer, rooms: MountedRooms, op
 }
 
 /** The Session API with its bots in a bot host process. */
-function mountHostedSessions(server: AppServer, rooms: MountedRooms, livekit: LiveKitSessionSettings | null, signalUrl: string, options: EmbeddedSessionsOptions): EmbeddedSessions {
+function mountHostedSessions(server: AppServer, rooms: MountedRooms, livekit: LiveKitSessionSettings | null, signalUrl: string, settings: BotHostSettings, options: EmbeddedSessionsOptions): EmbeddedSessions {
   const { clock, observers, worker, publish, ...tuning } = options.runner?.tuning ?? {};
   // Objects with behaviour (a clock, observers, callbacks) cannot cross to another process.
   if (clock || observers || worker || publish || options.runner?.logger) throw new Error('a bot host takes plain engine tuning only (no clock, observers, worker, publish or logger): run the bots inline for those');
   const host = new BotHost({
     init: {
       logLevel: server.logger.level,
+      nice: settings.nice,
       providers: options.providers ?? providersFromEnv(),
       webhookAllowedRanges: server.config.webhookAllowedRanges,
       livekitAllowedRanges: server.config.livekitAllowedRanges,

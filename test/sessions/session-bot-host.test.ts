@@ -7,8 +7,14 @@
  * sessions ends the host's sessions cleanly and leaves no process behind.
  */
 import test from 'ava';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { getPriority, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { LocalTTSService } from '../../plugins/local/index.ts';
 import { BotHost } from '../../server/sessions/bot-host.ts';
+import { BOT_HOST_DEFAULT_NICE, botHostFromEnv } from '../../server/sessions/embedded-sessions.ts';
+import { startServerProcess } from './server-process.ts';
 import { RoomVisitor, waitFor } from '../agent/room-visitor.ts';
 import { concat } from '../../core/audio.ts';
 import { recognise, speech } from './conversation-audio.ts';
@@ -30,7 +36,7 @@ const alive = (pid: number): boolean => {
 };
 
 test.before(async () => {
-  s = await startSessionServer('session_bot_host', { sessions: { botHost: true, runner: { tuning: { vadOptions: { stopMs: 500 } } } } });
+  s = await startSessionServer('session_bot_host', { sessions: { botHost: { nice: 10 }, runner: { tuning: { vadOptions: { stopMs: 500 } } } } });
   host = s.live.runner as BotHost;
   await voice.warmUp();
 });
@@ -57,6 +63,7 @@ test.serial('a conversation runs with its bot in the bot host process', async (t
   t.truthy(pid);
   t.not(pid, process.pid, 'the bot runs in another process');
   t.is(host.live, 1);
+  t.is(getPriority(pid!), 10, 'the host runs at the nice value it was given');
   // Nothing of the session lives in this process's rooms: the room and its visitor are the host's.
   t.is(s.rooms.rooms.get(roomOf(res.body.room_url)), undefined);
 
@@ -128,4 +135,56 @@ test.serial('closing the sessions ends the host’s sessions cleanly and stops t
   t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'server_shutdown' });
   t.like(await s.callOf(agentId, res.body.session_id), { status: 'completed', termination_reason: 'server_shutdown' });
   t.false(alive(pid), 'the host process has exited');
+});
+
+test('SVC_BOT_HOST and SVC_BOT_HOST_NICE: inline by default, process with nice 10 unless set, bad values refused', (t) => {
+  t.is(botHostFromEnv({}), null);
+  t.is(botHostFromEnv({ SVC_BOT_HOST: 'inline' }), null);
+  t.deepEqual(botHostFromEnv({ SVC_BOT_HOST: 'process' }), { nice: BOT_HOST_DEFAULT_NICE });
+  t.deepEqual(botHostFromEnv({ SVC_BOT_HOST: ' Process ', SVC_BOT_HOST_NICE: '0' }), { nice: 0 });
+  t.deepEqual(botHostFromEnv({ SVC_BOT_HOST: 'process', SVC_BOT_HOST_NICE: '-5' }), { nice: -5 });
+  t.throws(() => botHostFromEnv({ SVC_BOT_HOST: 'thread' }), { message: 'SVC_BOT_HOST must be inline or process, got "thread"' });
+  for (const bad of ['20', '-21', '2.5', 'low']) t.throws(() => botHostFromEnv({ SVC_BOT_HOST: 'process', SVC_BOT_HOST_NICE: bad }), { message: /SVC_BOT_HOST_NICE must be a whole number from -20 to 19/ });
+});
+
+test('npm start with SVC_BOT_HOST=process: a session is served by the host; SIGTERM ends it cleanly and leaves no process', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-bot-host-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  const server = await startServerProcess({ SVC_DATA_DIR: dataDir, DATABASE_URL: '', SVC_BOT_HOST: 'process', SVC_CAPACITY_LOAD_CHECK: 'off' });
+  let hostPid: number | undefined;
+  t.teardown(() => {
+    server.kill('SIGKILL');
+    if (hostPid && alive(hostPid)) process.kill(hostPid, 'SIGKILL');
+  });
+  t.regex(server.output, /bots in a bot host process, nice 10/);
+  const key = server.firstKey!;
+  const api = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${server.url}${path}`, { method, headers: { 'x-api-key': key, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    return (await res.json()) as any;
+  };
+  const agentId = (await api('POST', '/v1/agents', { title: 'hosted' })).agent_id as string;
+  await api('PATCH', `/v1/agents/${agentId}`, { allowed_hostnames: ['*'], behaviour: { greeting: 'Hi.', greeting_mode: 'verbatim' } });
+  await api('PATCH', `/v1/agents/${agentId}/status`, { status: 'published' });
+  const connected = await fetch(`${server.url}/v1/public/agents/connect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ agent_id: agentId }) });
+  t.is(connected.status, 200);
+  const grant = (await connected.json()) as { session_id: string; room_url: string; token: string };
+  const visitor = await RoomVisitor.join(grant.room_url, grant.token);
+  visitors.push(visitor);
+  t.true(await waitFor(() => visitor.videoFrames > 5, 20_000), 'the face arrives');
+  // The bot's process: the server's child, a process of its own.
+  const children = await new Promise<string>((resolve) => {
+    const ps = spawn('ps', ['-o', 'pid=,ppid=,ni=', '--ppid', String(server.child.pid)]);
+    let out = '';
+    ps.stdout.on('data', (d) => (out += d));
+    ps.on('close', () => resolve(out));
+  });
+  const host = children.trim().split('\n').map((l) => l.trim().split(/\s+/).map(Number)).find((cols) => cols[2] === 10);
+  t.truthy(host, `a child of the server at nice 10: ${children}`);
+  hostPid = host![0];
+
+  server.kill('SIGTERM');
+  t.is(await server.exited, 0);
+  t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 5_000));
+  t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'server_shutdown' });
+  t.true(await waitFor(() => !alive(hostPid!), 5_000), 'the host has exited');
 });
