@@ -103,6 +103,7 @@ async function startHost(init: BotHostInit) {
     rooms,
     livekitAllowedRanges: init.livekitAllowedRanges,
     webhooks: new WebhookClient({ allowedRanges: init.webhookAllowedRanges }),
+    logger: logger.child({ component: 'bot' }),
     ...(init.timeouts ? { timeouts: init.timeouts } : {}),
     ...(init.tuning ? { tuning: init.tuning } : {}),
     openFace: async (agent, clock, limits) => {

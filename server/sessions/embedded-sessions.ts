@@ -110,6 +110,8 @@ export function mountEmbeddedSessions(server: AppServer, rooms: MountedRooms, op
       return face;
     },
     webhooks: new WebhookClient({ allowedRanges: server.config.webhookAllowedRanges }),
+    // The server's logger (its LOG_LEVEL), not the tools' fallback at info.
+    logger: server.logger.child({ component: 'bot' }),
     ...options.runner,
   });
   const sessions = mountSessions(server, {
