@@ -49,7 +49,8 @@ export class BotRunner implements SessionRunner {
     return this.live.size;
   }
 
-  async start(session: SessionStart): Promise<RunningSession> {
+  /** `participantPeak`: the peak number of visitors so far, while the session runs. */
+  async start(session: SessionStart): Promise<RunningSession & { readonly participantPeak: number }> {
     const bot = new BotSession(session, this.options);
     await bot.start();
     this.live.add(bot);

@@ -107,6 +107,11 @@ export class BotSession implements RunningSession {
   /** Visitors in the room, with their peer connection state. */
   private readonly visitors = new Map<string, RTCPeerConnectionState | 'none'>();
   private peakVisitors = 0;
+
+  /** Peak number of visitors in the room so far (the outcome's `participantCount` when it ends). */
+  get participantPeak(): number {
+    return this.peakVisitors;
+  }
   private hadVisitor = false;
   private clientReady = false;
   private conversationStarted = false;

@@ -87,10 +87,14 @@ async function startHost(init: BotHostInit) {
 
   // Frame lateness and CPU, reported to the server (its capacity gate and /metrics).
   let lateness: number[] = [];
-  const reporter = setInterval(() => {
-    send({ t: 'load', lateness, cpu: process.cpuUsage() });
+  const load = (): FromHost => {
+    const peaks: Record<string, number> = {};
+    for (const [sessionId, bot] of running) peaks[sessionId] = bot.participantPeak;
+    const report: FromHost = { t: 'load', lateness, cpu: process.cpuUsage(), peaks };
     lateness = [];
-  }, init.loadReportMs);
+    return report;
+  };
+  const reporter = setInterval(() => send(load()), init.loadReportMs);
   reporter.unref();
 
   // By the session's own agent record (each `start` message brings a new one): two sessions of
@@ -179,7 +183,7 @@ async function startHost(init: BotHostInit) {
       await runner.stopAll(reason);
       clearInterval(reporter);
       clearInterval(sweeper);
-      send({ t: 'load', lateness, cpu: process.cpuUsage() });
+      send(load());
       rooms.closeAll();
       await signalling.close();
     },

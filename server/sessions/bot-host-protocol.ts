@@ -49,5 +49,8 @@ export type FromHost =
   | { readonly t: 'reply'; readonly id: number; readonly ok: true; readonly value: HostReplyValue }
   | { readonly t: 'reply'; readonly id: number; readonly ok: false; readonly error: string }
   | { readonly t: 'ended'; readonly sessionId: string; readonly outcome: SessionOutcome }
-  /** Face frames' lateness (ms) since the last report, and the host's CPU time so far. */
-  | { readonly t: 'load'; readonly lateness: readonly number[]; readonly cpu: NodeJS.CpuUsage };
+  /**
+   * Face frames' lateness (ms) since the last report, the host's CPU time so far, and each live
+   * session's peak visitor count (what its call records if the host dies).
+   */
+  | { readonly t: 'load'; readonly lateness: readonly number[]; readonly cpu: NodeJS.CpuUsage; readonly peaks: Readonly<Record<string, number>> };

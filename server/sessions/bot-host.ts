@@ -10,7 +10,7 @@
  * - What a bot needs from the database (the agent, its face and reference image, a third-party
  *   key) is resolved here and sent with the session; the host has no database.
  * - If the host dies, every session it ran ends `runner_lost` at once (the call is `failed`, the
- *   slot is free): the server and its other work go on.
+ *   slot is free, `participant_count` the peak it last reported): the server and its other work go on.
  * - `close()` ends the host's sessions (their outcomes reach the Session API first), then the
  *   host; a host that does not exit in time is killed.
  * - Its load (face frames' lateness, CPU time) comes back for the capacity gate and /metrics.
@@ -66,6 +66,8 @@ interface Pending {
 
 class HostedSession implements RunningSession {
   readonly ended: Promise<SessionOutcome>;
+  /** Peak visitors as the host last reported it (recorded if the host dies). */
+  participantPeak = 0;
   settle!: (outcome: SessionOutcome) => void;
   private stopping: Promise<SessionOutcome> | undefined;
 
@@ -286,6 +288,10 @@ export class BotHost implements SessionRunner, RoomProvider, SignallingDelegate 
         return;
       case 'load':
         this.cpuLive = message.cpu;
+        for (const [sessionId, peak] of Object.entries(message.peaks)) {
+          const session = this.sessions.get(sessionId);
+          if (session) session.participantPeak = peak;
+        }
         if (this.options.onFrameLateness) for (const ms of message.lateness) this.options.onFrameLateness(ms);
         return;
       case 'ready':
@@ -305,7 +311,7 @@ export class BotHost implements SessionRunner, RoomProvider, SignallingDelegate 
     this.pending.clear();
     if (!this.closing || this.sessions.size > 0) this.log[this.closing ? 'warn' : 'error']({ pid: child.pid, code, signal, sessions: this.sessions.size }, 'the bot host exited');
     for (const session of this.sessions.values()) {
-      session.settle({ terminationReason: 'runner_lost', failureDetail: `the bot host process exited (${how})`, failureCode: 'runner_lost', participantCount: 0, metadata: {} });
+      session.settle({ terminationReason: 'runner_lost', failureDetail: `the bot host process exited (${how})`, failureCode: 'runner_lost', participantCount: session.participantPeak, metadata: {} });
     }
     this.sessions.clear();
   }

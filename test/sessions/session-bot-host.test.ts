@@ -108,6 +108,8 @@ test.serial('a host that dies ends its sessions runner_lost at once; the next se
   const agentId = await s.agent({ behaviour: { greeting: GREETING, greeting_mode: 'verbatim' } });
   const { res, visitor } = await joined(agentId);
   t.true(await waitFor(() => visitor.videoFrames > 5, 20_000));
+  // The host's load reports (every 250 ms) carry the session's peak visitor count.
+  await new Promise((r) => setTimeout(r, 600));
   const pid = host.pid!;
   process.kill(pid, 'SIGKILL');
   const killedAt = Date.now();
@@ -115,7 +117,7 @@ test.serial('a host that dies ends its sessions runner_lost at once; the next se
     const c = await s.callOf(agentId, res.body.session_id);
     return c?.status !== 'active' && c;
   }, 10_000, 'the lost call');
-  t.like(call, { status: 'failed', termination_reason: 'runner_lost', failure_reason: 'runner_lost' });
+  t.like(call, { status: 'failed', termination_reason: 'runner_lost', failure_reason: 'runner_lost', participant_count: 1 });
   t.true(Date.now() - killedAt < 5_000, 'ended when the host died, not when its lease lapsed');
   t.is(s.live.sessions.size, 0, 'the slot is free');
 
