@@ -29,7 +29,8 @@
  * `SESSIONS_BENCH_PARTS=turns,breakdown npm run bench -- sessions` runs only some parts
  * (connect, turns, breakdown, capacity); `SESSIONS_BENCH_MAX_SESSIONS` and
  * `SESSIONS_BENCH_WINDOW_MS` bound the capacity part's count and lengthen its windows;
- * `SVC_BOT_HOST=process` reaches the server (bots in a bot host). Beside the REST p99 the
+ * `SVC_BOT_HOST=process` reaches the server (bots in a bot host); `SESSIONS_BENCH_DATABASE_URL`
+ * (an empty PostgreSQL database) replaces the embedded one. Beside the REST p99 the
  * bench sees, the capacity rows read the server's own view from /metrics: the share of those GETs
  * it took more than 10 ms to answer, and its event loop's p99 lag and utilization.
  */
@@ -93,7 +94,8 @@ async function throughServer(): Promise<void> {
   let server: ServerProcess | undefined;
   const live: Live[] = [];
   try {
-    server = await startServerProcess({ SVC_DATA_DIR: dataDir, SVC_MAX_FACE_SESSIONS: String(MAX_SESSIONS + 2), DATABASE_URL: '', SVC_METRICS: 'public' });
+    // The embedded database unless SESSIONS_BENCH_DATABASE_URL names a PostgreSQL (a fresh database: the bench makes its key there).
+    server = await startServerProcess({ SVC_DATA_DIR: dataDir, SVC_MAX_FACE_SESSIONS: String(MAX_SESSIONS + 2), DATABASE_URL: process.env.SESSIONS_BENCH_DATABASE_URL ?? '', SVC_METRICS: 'public' });
     const key = server.firstKey!;
     const api = async (method: string, path: string, body?: unknown) => {
       const res = await fetch(`${server!.url}${path}`, { method, headers: { 'x-api-key': key, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
