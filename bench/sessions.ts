@@ -303,35 +303,30 @@ async function throughServer(): Promise<void> {
   }
 }
 
-/** Cumulative counts of the bots' face frames by lateness bucket (`le` in seconds), from /metrics. */
-async function botFrameLateness(baseUrl: string): Promise<Map<string, number>> {
+/** Cumulative bucket counts (by `le`, seconds) of a histogram in the server's /metrics, summed over the series `keep` accepts. */
+async function histogramBuckets(baseUrl: string, metric: string, keep: (labels: string) => boolean): Promise<Map<string, number>> {
   const text = await (await fetch(`${baseUrl}/metrics`)).text();
   const counts = new Map<string, number>();
-  for (const m of text.matchAll(/^svc_face_frame_lateness_seconds_bucket\{([^}]*)\} (\d+)/gm)) {
+  for (const m of text.matchAll(new RegExp(`^${metric}_bucket\\{([^}]*)\\} (\\d+)`, 'gm'))) {
     const labels = m[1]!;
     const le = /le="([^"]+)"/.exec(labels)?.[1];
-    if (le && labels.includes('source="bot"')) counts.set(le, Number(m[2]));
+    if (le && keep(labels)) counts.set(le, (counts.get(le) ?? 0) + Number(m[2]));
   }
   return counts;
 }
+
+/** The bots' face frames by lateness. */
+const botFrameLateness = (baseUrl: string) => histogramBuckets(baseUrl, 'svc_face_frame_lateness_seconds', (labels) => labels.includes('source="bot"'));
+
+/** The server's answers to GET /v1/agents/{id} (200) by handling time. */
+const serverGetTimes = (baseUrl: string) =>
+  histogramBuckets(baseUrl, 'svc_http_request_duration_seconds', (labels) => labels.includes('method="GET"') && /route="\/v1\/agents\/:[a-z_]+"/.test(labels) && labels.includes('status="200"'));
 
 /** The server's event loop as its capacity gate sees it now (last 2-4 s): p99 lag (ms) and utilization. */
 async function serverLoop(baseUrl: string): Promise<{ lagMs: number; elu: number }> {
   const text = await (await fetch(`${baseUrl}/metrics`)).text();
   const read = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
   return { lagMs: read('svc_capacity_event_loop_lag_seconds') * 1000, elu: read('svc_capacity_event_loop_utilization') };
-}
-
-/** Cumulative counts of the server's GET /v1/agents/{id} handling times by bucket (`le`, seconds), from /metrics. */
-async function serverGetTimes(baseUrl: string): Promise<Map<string, number>> {
-  const text = await (await fetch(`${baseUrl}/metrics`)).text();
-  const counts = new Map<string, number>();
-  for (const m of text.matchAll(/^svc_http_request_duration_seconds_bucket\{([^}]*)\} (\d+)/gm)) {
-    const labels = m[1]!;
-    const le = /le="([^"]+)"/.exec(labels)?.[1];
-    if (le && labels.includes('method="GET"') && /route="\/v1\/agents\/:[a-z_]+"/.test(labels) && labels.includes('status="200"')) counts.set(le, (counts.get(le) ?? 0) + Number(m[2]));
-  }
-  return counts;
 }
 
 /** The share of frames emitted in between two scrapes that were more than 5 / 10 ms late. */

@@ -117,10 +117,7 @@ export function mountEmbeddedSessions(server: AppServer, rooms: MountedRooms, op
   const sessions = mountSessions(server, {
     rooms: roomProvider,
     runner,
-    ...(options.capacity ? { capacity: options.capacity } : {}),
-    ...(options.lease ? { lease: options.lease } : {}),
-    ...(options.runnerId ? { runnerId: options.runnerId } : {}),
-    ...(options.shutdownTimeoutMs !== undefined ? { shutdownTimeoutMs: options.shutdownTimeoutMs } : {}),
+    ...admissionOptions(options),
   });
   return {
     sessions,
@@ -157,10 +154,7 @@ function mountHostedSessions(server: AppServer, rooms: MountedRooms, livekit: Li
   const sessions = mountSessions(server, {
     rooms: livekit ? new LiveKitRoomProvider(livekit) : host,
     runner: host,
-    ...(options.capacity ? { capacity: options.capacity } : {}),
-    ...(options.lease ? { lease: options.lease } : {}),
-    ...(options.runnerId ? { runnerId: options.runnerId } : {}),
-    ...(options.shutdownTimeoutMs !== undefined ? { shutdownTimeoutMs: options.shutdownTimeoutMs } : {}),
+    ...admissionOptions(options),
   });
   return {
     sessions,
@@ -170,5 +164,15 @@ function mountHostedSessions(server: AppServer, rooms: MountedRooms, livekit: Li
       rooms.signalling.delegateTo(null);
       await host.close();
     },
+  };
+}
+
+/** What the Session API's engine takes from these options, whoever runs the bots. */
+function admissionOptions(options: EmbeddedSessionsOptions): Partial<Pick<MountSessionsOptions, 'capacity' | 'lease' | 'runnerId' | 'shutdownTimeoutMs'>> {
+  return {
+    ...(options.capacity ? { capacity: options.capacity } : {}),
+    ...(options.lease ? { lease: options.lease } : {}),
+    ...(options.runnerId ? { runnerId: options.runnerId } : {}),
+    ...(options.shutdownTimeoutMs !== undefined ? { shutdownTimeoutMs: options.shutdownTimeoutMs } : {}),
   };
 }

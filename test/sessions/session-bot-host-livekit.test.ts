@@ -11,7 +11,7 @@ import { BotHost } from '../../server/sessions/bot-host.ts';
 import { LiveKitVisitor } from '../agent/livekit-visitor.ts';
 import { waitFor } from '../agent/room-visitor.ts';
 import { startLiveKitServerFake, type LiveKitServerFake } from '../fakes/livekit-server.ts';
-import { eventually, startSessionServer, type SessionTestServer } from './session-harness.ts';
+import { startSessionServer, type SessionTestServer } from './session-harness.ts';
 
 const GREETING = 'Welcome to the space station tour.';
 let fake: LiveKitServerFake;
@@ -47,10 +47,7 @@ test.serial('a bot in the host process joins a LiveKit room and talks to the vis
     t.true(visitor.audibleMs(0) > 500, 'the greeting is heard');
 
     t.deepEqual((await s.release(visitor.roomName)).body, { released: 1 });
-    const call = await eventually(async () => {
-      const c = await s.callOf(agentId, res.body.session_id);
-      return c?.status !== 'active' && c;
-    }, 15_000, 'the call record');
+    const call = await s.endedCallOf(agentId, res.body.session_id, 15_000);
     t.like(call, { status: 'completed', termination_reason: 'client_released', participant_count: 1 });
     t.is(call.metadata.room_provider, 'livekit');
     t.is(host.live, 0);

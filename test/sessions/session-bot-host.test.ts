@@ -18,7 +18,7 @@ import { startServerProcess } from './server-process.ts';
 import { RoomVisitor, waitFor } from '../agent/room-visitor.ts';
 import { concat } from '../../core/audio.ts';
 import { recognise, speech } from './conversation-audio.ts';
-import { eventually, roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
+import { roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
 
 const GREETING = 'Welcome to the space station tour.';
 const voice = new LocalTTSService();
@@ -94,10 +94,7 @@ test.serial('a conversation runs with its bot in the bot host process', async (t
   t.deepEqual((await s.release(roomOf(res.body.room_url))).body, { released: 1 });
   t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 10_000));
   t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'client_released' });
-  const call = await eventually(async () => {
-    const c = await s.callOf(agentId, res.body.session_id);
-    return c?.status !== 'active' && c;
-  }, 10_000, 'the call record');
+  const call = await s.endedCallOf(agentId, res.body.session_id);
   t.like(call, { status: 'completed', termination_reason: 'client_released', participant_count: 1, client_user_ref: 'visitor-7' });
   t.true(call.metadata.turns >= 2);
   t.is(host.live, 0);
@@ -113,10 +110,7 @@ test.serial('a host that dies ends its sessions runner_lost at once; the next se
   const pid = host.pid!;
   process.kill(pid, 'SIGKILL');
   const killedAt = Date.now();
-  const call = await eventually(async () => {
-    const c = await s.callOf(agentId, res.body.session_id);
-    return c?.status !== 'active' && c;
-  }, 10_000, 'the lost call');
+  const call = await s.endedCallOf(agentId, res.body.session_id);
   t.like(call, { status: 'failed', termination_reason: 'runner_lost', failure_reason: 'runner_lost', participant_count: 1 });
   t.true(Date.now() - killedAt < 5_000, 'ended when the host died, not when its lease lapsed');
   t.is(s.live.sessions.size, 0, 'the slot is free');

@@ -11,7 +11,7 @@ import { LocalTTSService } from '../../plugins/local/index.ts';
 import { RoomVisitor, waitFor } from '../agent/room-visitor.ts';
 import { concat } from '../../core/audio.ts';
 import { recognise, regionMotion, speech } from './conversation-audio.ts';
-import { eventually, roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
+import { roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
 
 const GREETING = 'Welcome to the space station tour.';
 const voice = new LocalTTSService();
@@ -109,10 +109,7 @@ test.serial('a visitor talks to a published agent through the Session API, end t
     t.deepEqual(released.body, { released: 1 });
     t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 10_000));
     t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'client_released' });
-    const call = await eventually(async () => {
-      const c = await s.callOf(agentId, res.body.session_id);
-      return c?.status !== 'active' && c;
-    }, 10_000, 'the call record');
+    const call = await s.endedCallOf(agentId, res.body.session_id);
     t.like(call, { status: 'completed', termination_reason: 'client_released', failure_reason: null, participant_count: 1, client_user_ref: 'visitor-42' });
     t.true(call.metadata.turns >= 3);
     t.is(call.metadata.origin, 'https://tour.example.org');

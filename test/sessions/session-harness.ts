@@ -20,6 +20,8 @@ export interface SessionTestServer extends TestServer {
   release(room: string, init?: { body?: string; headers?: Record<string, string> }): Promise<Call>;
   /** The call record of a session (through the REST API). */
   callOf(agentId: string, sessionId: string): Promise<any>;
+  /** The call record of a session once it has ended (no longer `active`); fails after `ms`. */
+  endedCallOf(agentId: string, sessionId: string, ms?: number): Promise<any>;
 }
 
 export async function startSessionServer(
@@ -62,6 +64,12 @@ export async function startSessionServer(
     async callOf(agentId: string, sessionId: string) {
       const calls = await ts.call('GET', `/v1/agents/${agentId}/calls?limit=100`);
       return (calls.body.data as any[]).find((c) => c.session_id === sessionId);
+    },
+    async endedCallOf(agentId: string, sessionId: string, ms = 10_000) {
+      return eventually(async () => {
+        const c = await this.callOf(agentId, sessionId);
+        return c?.status !== 'active' && c;
+      }, ms, `the ended call record of session ${sessionId}`);
     },
     async stop() {
       await live.close();

@@ -141,10 +141,7 @@ test.serial('a visitor talks to a published agent in a LiveKit room through the 
     t.deepEqual(released.body, { released: 1 });
     t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 10_000), 'session-ended reaches the visitor before the bot leaves');
     t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'client_released' });
-    const call = await eventually(async () => {
-      const c = await s.callOf(agentId, res.body.session_id);
-      return c?.status !== 'active' && c;
-    }, 10_000, 'the call record');
+    const call = await s.endedCallOf(agentId, res.body.session_id);
     t.like(call, { status: 'completed', termination_reason: 'client_released', failure_reason: null, participant_count: 1, client_user_ref: 'visitor-42' });
     t.is(call.metadata.room_provider, 'livekit');
     t.true(call.metadata.turns >= 3);

@@ -10,7 +10,7 @@ import { createOpenAIRealtimePlugin } from '../../plugins/openai-realtime/index.
 import { RoomVisitor, waitFor } from '../agent/room-visitor.ts';
 import { startElevenLabsConvaiFake, type ElevenLabsConvaiFake } from '../fakes/elevenlabs-convai.ts';
 import { startOpenAIRealtimeFake, type OpenAIRealtimeFake } from '../fakes/openai-realtime.ts';
-import { eventually, roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
+import { roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
 
 const EL_AGENT = 'agent_fake_ada';
 const LONG = Array.from({ length: 14 }, (_, i) => `sentence${i} word`).join(' ');
@@ -67,10 +67,7 @@ test.serial('a third_party session: the provider greets and answers through our 
     t.is(botTurns()[1]!.text, 'Sunny and warm all day.');
     t.false(JSON.stringify(visitor.messages).includes(fake.apiKey), 'the provider key never reaches the page');
     t.deepEqual((await s.release(roomOf(res.body.room_url))).body, { released: 1 });
-    const call = await eventually(async () => {
-      const c = await s.callOf(agentId, res.body.session_id);
-      return c?.status !== 'active' && c;
-    }, 10_000, 'the call record');
+    const call = await s.endedCallOf(agentId, res.body.session_id);
     t.like(call, { status: 'completed', termination_reason: 'client_released', client_user_ref: 'tp-visitor', participant_count: 1 });
   } finally {
     visitor.close();
@@ -88,10 +85,7 @@ test.serial('a refused provider key ends the session failed with the provider co
     t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 20_000), JSON.stringify(visitor.messages.map((m) => m.message)));
     t.like(visitor.ofType('error').find((m) => m.fatal === true), { code: 'sts_auth_failed' });
     t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'pipeline_error' });
-    const call = await eventually(async () => {
-      const c = await s.callOf(agentId, res.body.session_id);
-      return c?.status !== 'active' && c;
-    }, 10_000, 'the call record');
+    const call = await s.endedCallOf(agentId, res.body.session_id);
     t.like(call, { status: 'failed', termination_reason: 'pipeline_error', failure_reason: 'sts_auth_failed' });
     t.truthy(call.metadata.failure_detail);
     t.false(JSON.stringify(call).includes('sk-refused-by-the-provider'));
