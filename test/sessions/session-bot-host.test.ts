@@ -133,7 +133,7 @@ test.serial('closing the sessions ends the host’s sessions cleanly and stops t
   t.false(alive(pid), 'the host process has exited');
 });
 
-test('SVC_BOT_HOST and SVC_BOT_HOST_NICE: inline by default, process with nice 10 unless set, bad values refused', (t) => {
+test('SVC_BOT_HOST and SVC_BOT_HOST_NICE: inline by default, process with nice 10 unless set, bad values and LiveKit rooms refused', (t) => {
   t.is(botHostFromEnv({}), null);
   t.is(botHostFromEnv({ SVC_BOT_HOST: 'inline' }), null);
   t.deepEqual(botHostFromEnv({ SVC_BOT_HOST: 'process' }), { nice: BOT_HOST_DEFAULT_NICE });
@@ -141,6 +141,9 @@ test('SVC_BOT_HOST and SVC_BOT_HOST_NICE: inline by default, process with nice 1
   t.deepEqual(botHostFromEnv({ SVC_BOT_HOST: 'process', SVC_BOT_HOST_NICE: '-5' }), { nice: -5 });
   t.throws(() => botHostFromEnv({ SVC_BOT_HOST: 'thread' }), { message: 'SVC_BOT_HOST must be inline or process, got "thread"' });
   for (const bad of ['20', '-21', '2.5', 'low']) t.throws(() => botHostFromEnv({ SVC_BOT_HOST: 'process', SVC_BOT_HOST_NICE: bad }), { message: /SVC_BOT_HOST_NICE must be a whole number from -20 to 19/ });
+  const livekit = { SVC_LIVEKIT_URL: 'wss://lk.example.com', SVC_LIVEKIT_API_KEY: 'k', SVC_LIVEKIT_API_SECRET: 's' };
+  t.throws(() => botHostFromEnv({ SVC_BOT_HOST: 'process', ...livekit }), { message: /does not run LiveKit rooms yet/ });
+  t.is(botHostFromEnv(livekit), null, 'LiveKit rooms with inline bots');
 });
 
 test('npm start with SVC_BOT_HOST=process: a session is served by the host; SIGTERM ends it cleanly and leaves no process', async (t) => {
