@@ -36,7 +36,9 @@ const alive = (pid: number): boolean => {
 };
 
 test.before(async () => {
-  s = await startSessionServer('session_bot_host', { sessions: { botHost: { nice: 10 }, runner: { tuning: { vadOptions: { stopMs: 500 } } } } });
+  s = await startSessionServer('session_bot_host', { // Nice 0: on a loaded CI machine a host at nice 10 lost its greeting's audio timing (the
+  // recogniser heard nothing); nice 10 itself is checked through npm start below.
+  sessions: { botHost: { nice: 0 }, runner: { tuning: { vadOptions: { stopMs: 500 } } } } });
   host = s.live.runner as BotHost;
   await voice.warmUp();
 });
@@ -63,7 +65,7 @@ test.serial('a conversation runs with its bot in the bot host process', async (t
   t.truthy(pid);
   t.not(pid, process.pid, 'the bot runs in another process');
   t.is(host.live, 1);
-  t.is(getPriority(pid!), 10, 'the host runs at the nice value it was given');
+  t.is(getPriority(pid!), 0, 'the host runs at the nice value it was given');
   // Nothing of the session lives in this process's rooms: the room and its visitor are the host's.
   t.is(s.rooms.rooms.get(roomOf(res.body.room_url)), undefined);
 
