@@ -56,6 +56,7 @@ import { RoomVisitor, waitFor } from '../test/agent/room-visitor.ts';
 import { startServerProcess, type ServerProcess } from '../test/sessions/server-process.ts';
 import { EmbeddedRoomProvider, RoomRegistry } from '../transports/webrtc/index.ts';
 import { percentile, printJson, printTable } from './table.ts';
+import { botFrameLateness, serverGetTimes, serverLoop, shareAbove } from './_server-view.ts';
 
 const CONNECTS = 10;
 const TURNS = 10;
@@ -241,7 +242,8 @@ async function throughServer(): Promise<void> {
       });
       const before = await botFrameLateness(server.url);
       const quiet = await windowOf(WINDOW_MS);
-      const lateness = lateShare(before, await botFrameLateness(server.url));
+      const after = await botFrameLateness(server.url);
+      const lateness = { over5: shareAbove(before, after, '0.005'), over10: shareAbove(before, after, '0.01') };
       for (const l of live) l.frames.length = 0;
       const getsBefore = await serverGetTimes(server.url);
       const rest = await restLoadInWorker(server.url, key, agentId, 200, WINDOW_MS);
@@ -249,8 +251,7 @@ async function throughServer(): Promise<void> {
       // The server's own view of those requests: how many took it more than 10 ms to answer.
       const loop = await serverLoop(server.url);
       const gets = await serverGetTimes(server.url);
-      const getDelta = (le: string) => (gets.get(le) ?? 0) - (getsBefore.get(le) ?? 0);
-      const serverSlowGets = getDelta('+Inf') > 0 ? 1 - getDelta('0.01') / getDelta('+Inf') : Number.NaN;
+      const serverSlowGets = shareAbove(getsBefore, gets, '0.01');
       capacity.push({
         sessions: n, jitterP99: percentile(quiet.jitters, 99), fps: quiet.fps, jitterP99UnderRest: percentile(underRest.jitters, 99),
         restP99: percentile(rest.latencies, 99), restErrors: rest.errors, busyRetries, serverLate5: lateness.over5, serverLate10: lateness.over10,
@@ -301,40 +302,6 @@ async function throughServer(): Promise<void> {
     if (exited === 'timeout') server?.kill('SIGKILL');
     rmSync(dataDir, { recursive: true, force: true });
   }
-}
-
-/** Cumulative bucket counts (by `le`, seconds) of a histogram in the server's /metrics, summed over the series `keep` accepts. */
-async function histogramBuckets(baseUrl: string, metric: string, keep: (labels: string) => boolean): Promise<Map<string, number>> {
-  const text = await (await fetch(`${baseUrl}/metrics`)).text();
-  const counts = new Map<string, number>();
-  for (const m of text.matchAll(new RegExp(`^${metric}_bucket\\{([^}]*)\\} (\\d+)`, 'gm'))) {
-    const labels = m[1]!;
-    const le = /le="([^"]+)"/.exec(labels)?.[1];
-    if (le && keep(labels)) counts.set(le, (counts.get(le) ?? 0) + Number(m[2]));
-  }
-  return counts;
-}
-
-/** The bots' face frames by lateness. */
-const botFrameLateness = (baseUrl: string) => histogramBuckets(baseUrl, 'svc_face_frame_lateness_seconds', (labels) => labels.includes('source="bot"'));
-
-/** The server's answers to GET /v1/agents/{id} (200) by handling time. */
-const serverGetTimes = (baseUrl: string) =>
-  histogramBuckets(baseUrl, 'svc_http_request_duration_seconds', (labels) => labels.includes('method="GET"') && /route="\/v1\/agents\/:[a-z_]+"/.test(labels) && labels.includes('status="200"'));
-
-/** The server's event loop as its capacity gate sees it now (last 2-4 s): p99 lag (ms) and utilization. */
-async function serverLoop(baseUrl: string): Promise<{ lagMs: number; elu: number }> {
-  const text = await (await fetch(`${baseUrl}/metrics`)).text();
-  const read = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
-  return { lagMs: read('svc_capacity_event_loop_lag_seconds') * 1000, elu: read('svc_capacity_event_loop_utilization') };
-}
-
-/** The share of frames emitted in between two scrapes that were more than 5 / 10 ms late. */
-function lateShare(before: Map<string, number>, after: Map<string, number>): { over5: number; over10: number } {
-  const delta = (le: string) => (after.get(le) ?? 0) - (before.get(le) ?? 0);
-  const total = delta('+Inf');
-  if (total <= 0) return { over5: Number.NaN, over10: Number.NaN };
-  return { over5: 1 - delta('0.005') / total, over10: 1 - delta('0.01') / total };
 }
 
 /**

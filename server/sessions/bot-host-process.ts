@@ -105,7 +105,6 @@ async function startHost(init: BotHostInit) {
     registry,
     providers: init.providers,
     rooms,
-    livekitAllowedRanges: init.livekitAllowedRanges,
     webhooks: new WebhookClient({ allowedRanges: init.webhookAllowedRanges }),
     logger: logger.child({ component: 'bot' }),
     ...(init.timeouts ? { timeouts: init.timeouts } : {}),

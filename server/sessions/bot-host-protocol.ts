@@ -18,7 +18,6 @@ export interface BotHostInit {
   readonly nice: number;
   readonly providers: ProviderChoice;
   readonly webhookAllowedRanges: readonly string[];
-  readonly livekitAllowedRanges: readonly string[];
   readonly timeouts?: Partial<SessionTimeouts>;
   /** The runner's engine knobs that are plain data (tests shorten the VAD's stop delay). */
   readonly tuning?: BotHostTuning;

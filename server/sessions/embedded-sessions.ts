@@ -146,7 +146,6 @@ function mountHostedSessions(server: AppServer, rooms: MountedRooms, livekit: Li
       nice: settings.nice,
       providers: options.providers ?? providersFromEnv(),
       webhookAllowedRanges: server.config.webhookAllowedRanges,
-      livekitAllowedRanges: server.config.livekitAllowedRanges,
       ...(options.runner?.timeouts ? { timeouts: options.runner.timeouts } : {}),
       ...(Object.keys(tuning).length ? { tuning } : {}),
     },
@@ -158,7 +157,7 @@ function mountHostedSessions(server: AppServer, rooms: MountedRooms, livekit: Li
   // Visitors' upgrades for the host's rooms go to it; other rooms (/realtime's) stay here.
   rooms.signalling.delegateTo(host);
   const sessions = mountSessions(server, {
-    rooms: livekit ? new LiveKitRoomProvider(livekit) : host,
+    rooms: host,
     runner: host,
     ...admissionOptions(options),
   });
