@@ -35,6 +35,7 @@ export function loadConfigFromEnv(env: NodeJS.ProcessEnv = process.env): ServerC
     signingSecret: env.SVC_SIGNING_SECRET ?? persisted!.signingSecret,
     webhookAllowedRanges: (env.SVC_WEBHOOK_ALLOWED_RANGES ?? '').split(',').map((r) => r.trim()).filter(Boolean),
     livekitAllowedRanges: (env.SVC_LIVEKIT_ALLOWED_RANGES ?? '').split(',').map((r) => r.trim()).filter(Boolean),
+    iceAllowedRanges: (env.SVC_ICE_ALLOWED_RANGES ?? '').split(',').map((r) => r.trim()).filter(Boolean),
     publicBaseUrl: env.PUBLIC_BASE_URL,
     trustProxy: ['1', 'true', 'yes'].includes((env.SVC_TRUST_PROXY ?? '').trim().toLowerCase()),
     maxFaceSessions: faceSessionLimitFromEnv(env),

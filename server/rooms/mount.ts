@@ -24,8 +24,8 @@ export interface MountRoomsOptions extends RoomRegistryOptions {
   readonly sweepIntervalMs?: number;
 }
 
-export function mountRooms(server: Pick<AppServer, 'httpServer' | 'router' | 'logger'>, options: MountRoomsOptions = {}): MountedRooms {
-  const rooms = new RoomRegistry(options);
+export function mountRooms(server: Pick<AppServer, 'httpServer' | 'router' | 'logger'> & { readonly config?: Pick<AppServer['config'], 'iceAllowedRanges'> }, options: MountRoomsOptions = {}): MountedRooms {
+  const rooms = new RoomRegistry({ iceAllowedRanges: server.config?.iceAllowedRanges, ...options });
   const signalling = attachRoomSignalling(server.httpServer, {
     rooms,
     log: (event, details) => server.logger.info(details, event),

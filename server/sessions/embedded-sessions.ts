@@ -146,6 +146,7 @@ function mountHostedSessions(server: AppServer, rooms: MountedRooms, livekit: Li
       nice: settings.nice,
       providers: options.providers ?? providersFromEnv(),
       webhookAllowedRanges: server.config.webhookAllowedRanges,
+      iceAllowedRanges: server.config.iceAllowedRanges,
       ...(options.runner?.timeouts ? { timeouts: options.runner.timeouts } : {}),
       ...(Object.keys(tuning).length ? { tuning } : {}),
     },
