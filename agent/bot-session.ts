@@ -233,8 +233,11 @@ export class BotSession implements RunningSession {
     );
     for (const s of room.visitors()) this.visitors.set(s.participantId, s.peerState);
     this.timer('join', this.timeouts.joinDeadlineMs, () => {
-      if (!this.hadVisitor) void this.finish('join_timeout', `nobody joined the room within ${this.timeouts.joinDeadlineMs} ms`);
+      const ms = this.timeouts.joinDeadlineMs;
+      void this.finish('join_timeout', this.hadVisitor ? `a visitor joined but no peer connection connected within ${ms} ms` : `nobody joined the room within ${ms} ms`);
     });
+    const limitMs = secondsToMs(agent.session_limit_seconds);
+    if (limitMs !== null) this.timer('limit', Math.max(0, this.startedAt + limitMs - this.clock.now()), () => this.onSessionLimit());
     this.presenceChanged();
     this.logger.info({ session_id: this.sessionId, room: avatarRoom.room, room_provider: room.provider, agent_id: agent.agent_id }, 'bot started');
   }
@@ -281,9 +284,10 @@ export class BotSession implements RunningSession {
   private presenceChanged(): void {
     if (this.finishing) return;
     this.peakVisitors = Math.max(this.peakVisitors, this.visitors.size);
+    // The join deadline is met by a connected peer connection, not by joining the signalling.
+    if (this.visitorConnected) this.clearTimer('join');
     if (this.presentVisitors > 0) {
       this.hadVisitor = true;
-      this.clearTimer('join');
       this.clearTimer('grace');
     } else if (this.hadVisitor && !this.timers.has('grace')) {
       this.timer('grace', this.timeouts.departureGraceMs, () => void this.finish('client_left', null));
@@ -322,6 +326,17 @@ export class BotSession implements RunningSession {
     void this.workerDone.then((outcome) => this.onWorkerFinished(outcome));
     this.emitter.setState('listening');
     this.logger.info({ session_id: this.sessionId, why, wait_ms: this.conversationStartedAt - this.startedAt }, 'conversation started');
+  }
+
+  /** `session_limit_seconds` after the start: the farewell if a conversation runs, else the end. */
+  private onSessionLimit(): void {
+    if (this.finishing) return;
+    if (this.conversationStarted && this.pipeline && this.worker && !this.worker.finished) {
+      this.pipeline.endConversation('session_limit');
+      this.timer('limit', this.timeouts.limitFarewellMs, () => void this.finish('session_limit_reached', null));
+      return;
+    }
+    void this.finish('session_limit_reached', null);
   }
 
   // ---- client messages --------------------------------------------------------------------------
@@ -372,7 +387,8 @@ export class BotSession implements RunningSession {
       return;
     }
     if (outcome.how === 'ended') {
-      void this.finish(outcome.reason === 'max_duration' ? this.limitReason() : 'agent_ended', null);
+      const reason = outcome.reason === 'session_limit' ? 'session_limit_reached' : outcome.reason === 'max_duration' ? this.limitReason() : 'agent_ended';
+      void this.finish(reason, null);
       return;
     }
     if (this.idleTimedOut) {

@@ -10,7 +10,7 @@ import { hostname } from 'node:os';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
-import type { RunningSession, SessionOutcome, SessionRunner, TerminationReason } from '../../agent/session-contract.ts';
+import { SESSION_TIMEOUTS, type RunningSession, type SessionOutcome, type SessionRunner, type TerminationReason } from '../../agent/session-contract.ts';
 import type { AvatarRoom, RoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { Db } from '../db/connect.ts';
 import type { Agents } from '../services/agents.ts';
@@ -61,6 +61,8 @@ interface LocalSession {
   readonly capacity: { release(): void } | null;
   running: RunningSession | null;
   finished: Promise<void> | null;
+  /** The server's own bound on the session (see `boundSession`). */
+  limitTimer?: NodeJS.Timeout;
 }
 
 /** What `LiveSessions.stats()` reports (server/metrics turns it into Prometheus series). */
@@ -173,6 +175,7 @@ export class LiveSessions {
       throw new SessionError(admission.reason, admission.reason === 'agent_not_found' ? `agent ${row.agent_id} not found` : `agent ${row.agent_id} is not published`);
     }
     const { sessionId, callId } = admission;
+    const admittedAt = Date.now();
 
     let room: AvatarRoom;
     try {
@@ -199,6 +202,7 @@ export class LiveSessions {
       await this.finish(local, { terminationReason: 'bot_start_failed', failureDetail: (err as Error).message, participantCount: 0, metadata: {} });
       throw new SessionError('orchestrator_error', 'the agent could not be started');
     }
+    this.boundSession(local, admission.appliedLimitSeconds * 1000 - (Date.now() - admittedAt));
     await this.store.markActive(sessionId).catch((err) => this.log.warn({ err, sessionId }, 'could not mark the session active'));
     void local.running.ended.then(
       (outcome) => this.finish(local, outcome),
@@ -206,6 +210,20 @@ export class LiveSessions {
     );
     this.log.info({ sessionId, agentId: row.agent_id, room: room.room }, 'session started');
     return { session_id: sessionId, room_url: room.roomUrl, token: room.subscriberToken };
+  }
+
+  /**
+   * The bot ends its session at `session_limit_seconds` from admission (SESSION_TIMEOUTS); this
+   * process stops it itself once the bot's farewell allowance and stop time have passed too, so a
+   * session is bounded whatever state its bot is in.
+   */
+  private boundSession(local: LocalSession, remainingMs: number): void {
+    const ms = Math.max(0, remainingMs) + SESSION_TIMEOUTS.limitFarewellMs + SESSION_TIMEOUTS.stopTimeoutMs;
+    local.limitTimer = setTimeout(() => {
+      this.log.warn({ sessionId: local.sessionId }, 'session still running past its limit: stopped by the server');
+      void this.stop(local, 'session_limit_reached');
+    }, ms);
+    local.limitTimer.unref();
   }
 
   /** `POST /v1/public/agents/connect/{room}`: how many sessions this call released (0 or 1). */
@@ -236,6 +254,7 @@ export class LiveSessions {
   }
 
   private finish(local: LocalSession, outcome: SessionOutcome): Promise<void> {
+    clearTimeout(local.limitTimer);
     local.finished ??= (async () => {
       this.counts.ended[outcome.terminationReason] = (this.counts.ended[outcome.terminationReason] ?? 0) + 1;
       try {

@@ -21,6 +21,7 @@ import { facePlugin } from '../../plugins/face/index.ts';
 import { localPlugin, LocalTTSService } from '../../plugins/local/index.ts';
 import { EmbeddedRoomProvider, RoomRegistry, type AvatarRoom } from '../../transports/webrtc/index.ts';
 import { RoomVisitor, waitFor } from './room-visitor.ts';
+import { until } from '../../testing/until.ts';
 import { createOpenAIRealtimePlugin } from '../../plugins/openai-realtime/index.ts';
 import { startOpenAIRealtimeFake } from '../fakes/openai-realtime.ts';
 
@@ -232,6 +233,42 @@ test.serial('nobody joins before the join deadline: join_timeout', async (t) => 
   t.like(outcome.metadata, { turns: 0, client_ready: false, conversation_started_ms: null });
   await nothingLeft(t, bot, s.embedded);
   rooms.closeRoom(s.room.room);
+});
+
+test.serial('a visitor who joins the signalling but never completes WebRTC does not hold the session: join_timeout at the deadline', async (t) => {
+  const bot = runner({ timeouts: { joinDeadlineMs: 2000 } });
+  const s = await session(bot);
+  const page = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken, { media: false });
+  try {
+    // Bounded so that the old code (joining cleared the deadline: the session ran forever) fails here.
+    const outcome = await until(() => s.outcome(), { timeoutMs: 30_000, what: 'the session to end' });
+    t.is(outcome.terminationReason, 'join_timeout');
+    t.regex(outcome.failureDetail ?? '', /joined but no peer connection connected within 2000 ms/);
+    t.is(outcome.participantCount, 1);
+    t.true(await waitFor(() => page.ofType('session-ended')[0]?.reason === 'join_timeout', 10_000));
+    await nothingLeft(t, bot, s.embedded);
+  } finally {
+    page.close();
+    rooms.closeRoom(s.room.room);
+  }
+});
+
+test.serial('session_limit_seconds counts from admission whatever the session does: a joined page that never connected ends at the limit', async (t) => {
+  // The join deadline (20 s here) is longer than the limit; the conversation never starts.
+  const bot = runner();
+  const started = Date.now();
+  const s = await session(bot, agent({ session_limit_seconds: 2 }));
+  const page = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken, { media: false });
+  try {
+    const outcome = await until(() => s.outcome(), { timeoutMs: 15_000, what: 'the session to end at its limit' });
+    t.is(outcome.terminationReason, 'session_limit_reached');
+    t.true(Date.now() - started >= 1900, 'not before the limit');
+    t.like(outcome.metadata, { conversation_started_ms: null });
+    await nothingLeft(t, bot, s.embedded);
+  } finally {
+    page.close();
+    rooms.closeRoom(s.room.room);
+  }
 });
 
 test.serial('a visitor who drops and comes back within the grace continues; one who leaves for good ends the session', async (t) => {
