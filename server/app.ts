@@ -7,6 +7,7 @@ import { pino, type Logger } from 'pino';
 import { Registry } from '../core/registry.ts';
 import { resolveConfig, SERVER_DEFAULTS, type ServerConfig, type ServerConfigInput } from './config.ts';
 import { closeDatabase, openDatabase, type Db } from './db/connect.ts';
+import { securePrivateData } from './security/private-files.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { registerIdleVideoGenerator, sweepStaleWorkDirs } from './generation/idle-video-generator.ts';
 import { ApiError } from './http/api-error.ts';
@@ -80,6 +81,7 @@ export async function createServer(input: ServerInput, options: CreateServerOpti
   const logger = options.logger ?? pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]', 'req.headers.authorization'] });
   const registry = options.registry ?? new Registry();
   registerIdleVideoGenerator(registry);
+  securePrivateData(config, logger); // SVC_DATA_DIR, PGlite and stored objects: the server's user only (issue 32)
   const db = openDatabase({ databaseUrl: config.databaseUrl, pgliteDir: join(config.dataDir, 'pglite'), timeouts: config.database, logger });
   await migrateToLatest(db);
 

@@ -70,7 +70,7 @@ function required(env: NodeJS.ProcessEnv, name: string): string {
 function persistedSecrets(dataDir: string): { encryptionKey: string; signingSecret: string } {
   const file = join(dataDir, 'secrets.json');
   if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8'));
-  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const secrets = { encryptionKey: randomBytes(32).toString('base64'), signingSecret: randomBytes(32).toString('base64') };
   writeFileSync(file, JSON.stringify(secrets), { mode: 0o600 });
   return secrets;
