@@ -57,7 +57,7 @@ function readsAsNobody(path: string): boolean {
 test.serial('a fresh embedded database and its stored objects are the server user\'s only: another user reads nothing', async (t) => {
   const dataDir = dataDirLikeMkdir(t);
   const server = await start(dataDir);
-  await server.storage.putObject('private/probe.txt', Buffer.from('client_user_ref=someone'));
+  await server.storage.putObject('private/probe.txt', Buffer.from('client_user_ref=someone'), 'text/plain');
   await server.close();
   const wal = readdirSync(join(dataDir, 'pglite', 'pg_wal')).find((name) => /^[0-9A-F]{24}$/.test(name));
   t.truthy(wal, 'the WAL exists');
