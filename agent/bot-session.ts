@@ -30,6 +30,7 @@ import {
   type TerminationReason,
 } from './session-contract.ts';
 import { latencySummary, parseClientMessage, SessionMessageEmitter } from './session-messages.ts';
+import { AppendedContextBudget } from './appended-context.ts';
 import { buildSessionPipeline, type SessionPipeline } from './session-pipeline.ts';
 
 export type SessionTimeouts = { -readonly [K in keyof typeof SESSION_TIMEOUTS]: number };
@@ -123,6 +124,7 @@ export class BotSession implements RunningSession {
   private firstFrameAt: number | null = null;
   private conversationStartedAt: number | null = null;
   private droppedClientMessages = 0;
+  private readonly appendedContext = new AppendedContextBudget();
   private idleTimedOut = false;
   private roomClosedUnderUs = false;
 
@@ -232,10 +234,8 @@ export class BotSession implements RunningSession {
       room.presence.subscribe((e) => this.onSubscriberEvent(e)),
     );
     for (const s of room.visitors()) this.visitors.set(s.participantId, s.peerState);
-    this.timer('join', this.timeouts.joinDeadlineMs, () => {
-      const ms = this.timeouts.joinDeadlineMs;
-      void this.finish('join_timeout', this.hadVisitor ? `a visitor joined but no peer connection connected within ${ms} ms` : `nobody joined the room within ${ms} ms`);
-    });
+    const joinMs = this.timeouts.joinDeadlineMs;
+    this.timer('join', joinMs, () => void this.finish('join_timeout', this.hadVisitor ? `a visitor joined but no peer connection connected within ${joinMs} ms` : `nobody joined the room within ${joinMs} ms`));
     const limitMs = secondsToMs(agent.session_limit_seconds);
     if (limitMs !== null) this.timer('limit', Math.max(0, this.startedAt + limitMs - this.clock.now()), () => this.onSessionLimit());
     this.presenceChanged();
@@ -331,12 +331,9 @@ export class BotSession implements RunningSession {
   /** `session_limit_seconds` after the start: the farewell if a conversation runs, else the end. */
   private onSessionLimit(): void {
     if (this.finishing) return;
-    if (this.conversationStarted && this.pipeline && this.worker && !this.worker.finished) {
-      this.pipeline.endConversation('session_limit');
-      this.timer('limit', this.timeouts.limitFarewellMs, () => void this.finish('session_limit_reached', null));
-      return;
-    }
-    void this.finish('session_limit_reached', null);
+    if (!this.conversationStarted || !this.pipeline || !this.worker || this.worker.finished) return void this.finish('session_limit_reached', null);
+    this.pipeline.endConversation('session_limit');
+    this.timer('limit', this.timeouts.limitFarewellMs, () => void this.finish('session_limit_reached', null));
   }
 
   // ---- client messages --------------------------------------------------------------------------
@@ -365,9 +362,12 @@ export class BotSession implements RunningSession {
             else if (!this.timers.has('subscribe')) this.timer('subscribe', this.timeouts.subscribeWaitMs, () => this.startConversation('subscribe wait over'));
           }
           return;
-        case 'append-system-context':
-          this.pipeline?.appendSystemContext(parsed.text);
+        case 'append-system-context': {
+          const refused = this.appendedContext.admit(parsed.text);
+          if (refused) this.emitter.send(refused);
+          else this.pipeline?.appendSystemContext(parsed.text);
           return;
+        }
         case 'hang-up':
           void this.finish('client_hung_up', null);
           return;

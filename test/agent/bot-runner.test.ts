@@ -22,6 +22,7 @@ import { localPlugin, LocalTTSService } from '../../plugins/local/index.ts';
 import { EmbeddedRoomProvider, RoomRegistry, type AvatarRoom } from '../../transports/webrtc/index.ts';
 import { RoomVisitor, waitFor } from './room-visitor.ts';
 import { until } from '../../testing/until.ts';
+import { AppendedContextBudget, APPENDED_CONTEXT_LIMITS } from '../../agent/appended-context.ts';
 import { createOpenAIRealtimePlugin } from '../../plugins/openai-realtime/index.ts';
 import { startOpenAIRealtimeFake } from '../fakes/openai-realtime.ts';
 
@@ -269,6 +270,36 @@ test.serial('session_limit_seconds counts from admission whatever the session do
     page.close();
     rooms.closeRoom(s.room.room);
   }
+});
+
+test.serial('appended system context is bounded per session: past the limit the page gets a context_limit error and the text is not added', async (t) => {
+  const bot = runner();
+  const s = await session(bot, agent({ starts_conversation: false }));
+  const page = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
+  try {
+    const perText = 4_000;
+    const fits = Math.floor(APPENDED_CONTEXT_LIMITS.maxTotalCharacters / perText);
+    for (let i = 0; i <= fits; i++) page.sendMessage({ type: 'append-system-context', text: `${i} `.padEnd(perText, 'x') });
+    const error = await until(() => page.ofType('error')[0], { what: 'the context_limit error' });
+    t.like(error, { code: 'context_limit', fatal: false });
+    t.regex(String(error.message), new RegExp(`limited to ${APPENDED_CONTEXT_LIMITS.maxTotalCharacters} characters per session \\(${fits * perText} used\\); this text was not added`));
+    page.sendMessage({ type: 'append-system-context', text: 'one more' });
+    await until(() => page.ofType('error').length === 2, { what: 'the second refusal' });
+    t.is(s.outcome(), undefined, 'the session goes on');
+  } finally {
+    await s.running.stop('client_released');
+    page.close();
+    rooms.closeRoom(s.room.room);
+  }
+});
+
+test('the appended context budget: a count limit and a size limit, whichever comes first', (t) => {
+  const budget = new AppendedContextBudget({ maxMessages: 3, maxTotalCharacters: 10 });
+  t.is(budget.admit('abcd'), null);
+  t.is(budget.admit('abcd'), null);
+  t.like(budget.admit('abc'), { code: 'context_limit', fatal: false }, '11 characters');
+  t.is(budget.admit('ab'), null, 'a refused text takes no room');
+  t.regex(budget.admit('')?.message ?? '', /already has 3 appended system context messages/);
 });
 
 test.serial('a visitor who drops and comes back within the grace continues; one who leaves for good ends the session', async (t) => {
