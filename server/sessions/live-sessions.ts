@@ -95,6 +95,8 @@ export class LiveSessions {
   private readonly byRoom = new Map<string, string>();
   private readonly timers: NodeJS.Timeout[] = [];
   private closing = false;
+  /** Session requests being served (body, admission, response): shutdown waits for them. */
+  private readonly inFlight = new Set<Promise<unknown>>();
   private readonly log: Logger;
   private readonly counts = { started: 0, refused: {} as Record<string, number>, ended: {} as Record<string, number> };
 
@@ -128,6 +130,16 @@ export class LiveSessions {
     return { live: this.local.size, started: this.counts.started, refused: { ...this.counts.refused }, ended: { ...this.counts.ended } };
   }
 
+  /**
+   * Shutdown (`close`) waits for `work` (bounded by its timeout) before it ends the live sessions
+   * and the server closes its connections: a request being served is answered, not reset. The
+   * routes hold each request until its response is written.
+   */
+  hold(work: Promise<unknown>): void {
+    const held = work.catch(() => undefined).finally(() => this.inFlight.delete(held));
+    this.inFlight.add(held);
+  }
+
   async connect(request: ConnectRequest): Promise<SessionGrant> {
     try {
       const grant = await this.admitAndStart(request);
@@ -141,9 +153,10 @@ export class LiveSessions {
   }
 
   private async admitAndStart(request: ConnectRequest): Promise<SessionGrant> {
-    if (this.closing) throw new SessionError('server_busy', 'this server is shutting down', SESSION_RETRY.serverBusySeconds);
+    this.refuseWhenClosing();
     if (!UUID_RE.test(request.agentId)) throw new SessionError('agent_not_found', `agent ${request.agentId} not found`);
     const row = await this.options.agents.findById(request.agentId);
+    this.refuseWhenClosing();
     if (!row) throw new SessionError('agent_not_found', `agent ${request.agentId} not found`);
     if (row.status !== 'published') throw new SessionError('agent_unpublished', `agent ${request.agentId} is not published`);
     const origin = checkOrigin(row.allowed_hostnames as string[] | null, request.origin);
@@ -176,6 +189,12 @@ export class LiveSessions {
     }
     const { sessionId, callId } = admission;
     const admittedAt = Date.now();
+    // Shutdown began while the database admitted it: rolled back, recorded, and refused.
+    if (this.closing) {
+      await this.store.finish(sessionId, callId, { terminationReason: 'server_shutdown', failureReason: null, participantCount: 0, metadata: {} });
+      held.lease?.release();
+      this.refuseWhenClosing();
+    }
 
     let room: AvatarRoom;
     try {
@@ -189,6 +208,10 @@ export class LiveSessions {
     const local: LocalSession = { sessionId, callId, room, capacity: held.lease, running: null, finished: null };
     this.local.set(sessionId, local);
     this.byRoom.set(room.room, sessionId);
+    if (this.closing) {
+      await this.finish(local, { terminationReason: 'server_shutdown', failureDetail: null, participantCount: 0, metadata: {} });
+      this.refuseWhenClosing();
+    }
 
     let agent: AgentRuntimeRecord;
     try {
@@ -201,6 +224,10 @@ export class LiveSessions {
       this.log.error({ err, sessionId }, 'bot start failed');
       await this.finish(local, { terminationReason: 'bot_start_failed', failureDetail: (err as Error).message, participantCount: 0, metadata: {} });
       throw new SessionError('orchestrator_error', 'the agent could not be started');
+    }
+    if (this.closing) {
+      await this.stop(local, 'server_shutdown');
+      this.refuseWhenClosing();
     }
     this.boundSession(local, admission.appliedLimitSeconds * 1000 - (Date.now() - admittedAt));
     await this.store.markActive(sessionId).catch((err) => this.log.warn({ err, sessionId }, 'could not mark the session active'));
@@ -236,14 +263,24 @@ export class LiveSessions {
     return 1;
   }
 
-  /** Ends every session of this process (SIGTERM) and stops the timers. */
+  private refuseWhenClosing(): void {
+    if (this.closing) throw new SessionError('server_busy', 'this server is shutting down', SESSION_RETRY.serverBusySeconds);
+  }
+
+  /**
+   * Ends every session of this process (SIGTERM) and stops the timers. In order: new connects are
+   * refused (`server_busy`); the requests being served finish, an admission in flight rolled back
+   * (its call recorded `server_shutdown`, answered 503 `server_busy`); then the live sessions end.
+   * All of it within `shutdownTimeoutMs`.
+   */
   async close(reason: TerminationReason = 'server_shutdown'): Promise<void> {
     this.closing = true;
     for (const timer of this.timers) clearInterval(timer);
-    const endings = [...this.local.values()].map((s) => this.stop(s, reason));
-    const timeoutMs = this.options.shutdownTimeoutMs ?? 10_000;
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.allSettled(endings), new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+    const deadline = new Promise((resolve) => (timer = setTimeout(resolve, this.options.shutdownTimeoutMs ?? 10_000)));
+    await Promise.race([Promise.allSettled([...this.inFlight]), deadline]);
+    const endings = [...this.local.values()].map((s) => this.stop(s, reason));
+    await Promise.race([Promise.allSettled(endings), deadline]);
     clearTimeout(timer);
   }
 

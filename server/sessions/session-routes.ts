@@ -111,6 +111,8 @@ export const SESSION_ROUTE_SPECS: RouteSpec[] = [
 
 export function mountSessionRoutes(router: Router, sessions: LiveSessions, logger: Logger, baseUrl: (ctx: Context) => string): void {
   const respond = async (ctx: Context, work: () => Promise<unknown>) => {
+    // Until its response is written: a shutdown answers it instead of resetting its connection.
+    sessions.hold(new Promise<void>((resolve) => ctx.res.once('finish', resolve).once('close', resolve)));
     ctx.set('Cache-Control', 'private, no-store');
     ctx.set('Access-Control-Expose-Headers', 'Retry-After');
     try {
