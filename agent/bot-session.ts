@@ -6,10 +6,11 @@
  * Lifecycle, messages and timeouts: docs/session-messages.md.
  */
 import type { Subscription } from 'rxjs';
-import { RealClock, type Clock, type TimerHandle } from '../core/clock.ts';
+import { RealClock, withTimeout, type Clock, type TimerHandle } from '../core/clock.ts';
 import type { FrameObserver } from '../core/observer.ts';
 import { Pipeline } from '../core/pipeline.ts';
 import type { Registry } from '../core/registry.ts';
+import { ReportThrottle } from '../core/report-throttle.ts';
 import { PipelineWorker, type WorkerOptions, type WorkerOutcome } from '../core/worker.ts';
 import { FACE_TIMING, type FaceSession } from '../processors/avatar/face-model.ts';
 import { defaultToolLogger, type ToolLogger, type WebhookClient } from '../processors/tools/index.ts';
@@ -80,14 +81,6 @@ export const BOT_RUNNER_DEFAULTS = {
 
 const secondsToMs = (s: number | undefined) => (s && s > 0 ? s * 1000 : null);
 
-function withTimeout<T>(promise: Promise<T>, ms: number, clock: Clock): Promise<T | 'timeout'> {
-  let timer: TimerHandle | undefined;
-  return Promise.race([
-    promise.finally(() => clock.clearTimeout(timer)),
-    new Promise<'timeout'>((resolve) => (timer = clock.setTimeout(() => resolve('timeout'), ms))),
-  ]);
-}
-
 export class BotSession implements RunningSession {
   readonly sessionId: string;
   readonly ended: Promise<SessionOutcome>;
@@ -125,6 +118,7 @@ export class BotSession implements RunningSession {
   private conversationStartedAt: number | null = null;
   private droppedClientMessages = 0;
   private readonly appendedContext = new AppendedContextBudget();
+  private readonly clientWarnings = new ReportThrottle({ now: () => this.clock.now() });
   private idleTimedOut = false;
   private roomClosedUnderUs = false;
 
@@ -344,7 +338,7 @@ export class BotSession implements RunningSession {
       const parsed = parseClientMessage(message);
       if ('ignored' in parsed) {
         this.droppedClientMessages++;
-        this.logger.warn({ session_id: this.sessionId, participant_id: participantId, reason: parsed.reason }, 'client message ignored');
+        this.warnThrottled('client message ignored', { participant_id: participantId, reason: parsed.reason });
         return;
       }
       switch (parsed.type) {
@@ -374,8 +368,14 @@ export class BotSession implements RunningSession {
       }
     } catch (error) {
       this.droppedClientMessages++;
-      this.logger.warn({ session_id: this.sessionId, error: error instanceof Error ? error.message : String(error) }, 'client message failed');
+      this.warnThrottled('client message failed', { error: error instanceof Error ? error.message : String(error) });
     }
+  }
+
+  /** A visitor decides how often these happen: a flood costs a few lines (`unlogged`: held back since the last). */
+  private warnThrottled(what: string, details: Record<string, unknown>): void {
+    const unlogged = this.clientWarnings.take();
+    if (unlogged !== null) this.logger.warn({ session_id: this.sessionId, ...details, ...(unlogged ? { unlogged } : {}) }, what);
   }
 
   // ---- endings ----------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import { EmbeddedRoomProvider, RoomRegistry, type AvatarRoom } from '../../trans
 import { RoomVisitor, waitFor } from './room-visitor.ts';
 import { until } from '../../testing/until.ts';
 import { AppendedContextBudget, APPENDED_CONTEXT_LIMITS } from '../../agent/appended-context.ts';
+import { REPORT_THROTTLE_DEFAULTS } from '../../core/report-throttle.ts';
 import { createOpenAIRealtimePlugin } from '../../plugins/openai-realtime/index.ts';
 import { startOpenAIRealtimeFake } from '../fakes/openai-realtime.ts';
 
@@ -288,6 +289,26 @@ test.serial('appended system context is bounded per session: past the limit the 
     t.is(s.outcome(), undefined, 'the session goes on');
   } finally {
     await s.running.stop('client_released');
+    page.close();
+    rooms.closeRoom(s.room.room);
+  }
+});
+
+test.serial('ignored client messages are logged a few times, not once each: a flood costs a few warning lines', async (t) => {
+  const warnings: Record<string, unknown>[] = [];
+  const bot = runner({ logger: { info: () => undefined, warn: (fields: Record<string, unknown>, message: string) => warnings.push({ ...fields, message }) } as never });
+  const s = await session(bot);
+  const page = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken, { media: false });
+  try {
+    const flood = 40; // under the signalling rate limit: every one reaches the bot
+    for (let i = 0; i < flood; i++) page.sendMessage({ type: `unknown-${i}` });
+    page.sendMessage({ type: 'client-ready', version: '1.0.0' }); // handled after the flood, in order
+    await until(() => page.ofType('bot-ready').length === 1, { what: 'bot-ready after the flood' });
+    const ignored = warnings.filter((w) => w.message === 'client message ignored');
+    t.is(ignored.length, REPORT_THROTTLE_DEFAULTS.burst, `${ignored.length} warning lines for ${flood} ignored messages`);
+    t.like(ignored[0], { reason: 'unknown message type `unknown-0`' });
+    t.like((await s.running.stop('client_released')).metadata, { client_messages_ignored: flood }, 'every one still counted');
+  } finally {
     page.close();
     rooms.closeRoom(s.room.room);
   }
