@@ -15,9 +15,9 @@
  * Closes with `N passed, N failed` (summed over both lanes), each lane's wall time, and the exit
  * code 1 when a lane failed.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { resolveOptions } from '../core/options.ts';
 import { isRunning, signalDescendants } from '../test/support/process-tree.mjs';
 import { splitLanes, suiteFiles } from './test-lanes.ts';
@@ -33,6 +33,8 @@ export const RUN_TESTS_DEFAULTS = {
 } as const;
 
 const ROOT = join(import.meta.dirname, '..');
+/** Core dumps of the run's processes: program name and pid in a known folder. */
+const RUN_TESTS_CORE_PATTERN = '/tmp/svc-cores/core.%e.%p';
 const AVA = join(ROOT, 'node_modules', 'ava', 'entrypoints', 'cli.mjs');
 const EXIT_WITH_PARENT = join(ROOT, 'test', 'support', 'exit-with-parent.mjs');
 
@@ -54,6 +56,8 @@ const lanes = splitLanes(ROOT, requested.length ? requested : suiteFiles(ROOT));
 console.log(`run-tests: ${lanes.heavy.length} heavy files (one at a time), ${lanes.light.length} light files beside them`);
 if (process.env.RUN_TESTS_VERBOSE) for (const [file, why] of lanes.reasons) console.log(`  heavy ${file} (${why})`);
 
+const runStartedAt = Date.now();
+const coreDir = coreDumpDirectory();
 const running: Lane[] = [];
 if (lanes.heavy.length) running.push(startLane('heavy', lanes.heavy, options.heavyConcurrency));
 if (lanes.light.length) running.push(startLane('light', lanes.light, options.lightConcurrency));
@@ -70,11 +74,14 @@ clearInterval(watch);
 const passed = running.reduce((n, l) => n + l.passed, 0);
 const failed = running.reduce((n, l) => n + l.failed, 0) + codes.filter((c, i) => c !== 0 && running[i]!.failed === 0).length;
 for (const lane of running) console.log(`run-tests: ${lane.name} lane ${((lane.wallMs ?? 0) / 1000).toFixed(0)} s, exit ${lane.code}`);
+reportCoreDumps();
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(codes.every((c) => c === 0) ? 0 : 1);
 
 function startLane(name: Lane['name'], files: readonly string[], concurrency: number): Lane {
-  const child = spawn(process.execPath, ['--import', EXIT_WITH_PARENT, AVA, `--concurrency=${concurrency}`, ...files], {
+  // Core dumps on (the kernel writes `core` into the crashing process's directory, the
+  // repository): a SIGSEGV of chromium or of a worker is then named after the run (scripts/core-backtrace.sh).
+  const child = spawn('/bin/sh', ['-c', 'ulimit -c unlimited 2>/dev/null; exec "$0" "$@"', process.execPath, '--import', EXIT_WITH_PARENT, AVA, `--concurrency=${concurrency}`, ...files], {
     cwd: ROOT,
     detached: true, // a process group of its own, ended as one
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -106,6 +113,47 @@ function print(lane: Lane, line: string): void {
     else lane.failed += n;
   }
   console.log(`[${lane.name}] ${line}`);
+}
+
+/** Core dumps written during the run: each one's program, signal and crashing frames, then removed (kept with SVC_KEEP_CORES=1). */
+function reportCoreDumps(): void {
+  if (!coreDir) return;
+  const cores = readdirSync(coreDir)
+    .filter((f) => f.startsWith('core'))
+    .map((f) => join(coreDir, f))
+    .filter((f) => statSync(f).isFile() && statSync(f).mtimeMs >= runStartedAt);
+  if (cores.length === 0) return;
+  console.log(`run-tests: ${cores.length} core dump(s) written during the run:`);
+  spawnSync('bash', [join(ROOT, 'scripts', 'core-backtrace.sh'), ...cores], { stdio: 'inherit', timeout: 120_000 });
+  if (!process.env.SVC_KEEP_CORES) for (const core of cores) rmSync(core, { force: true });
+}
+
+/**
+ * Where the kernel writes core dumps. Its default pattern `core` names a file in the crashing
+ * process's directory, the repository, where the `core/` folder takes that name: no dump was ever
+ * written. As root the runner then sets `RUN_TESTS_CORE_PATTERN` (a sysctl of the machine; a
+ * pattern that pipes to a crash handler is left alone and its dumps are not reported here).
+ */
+function coreDumpDirectory(): string | undefined {
+  const PATTERN_FILE = '/proc/sys/kernel/core_pattern';
+  let pattern = '';
+  try {
+    pattern = readFileSync(PATTERN_FILE, 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+  if (pattern === 'core' || pattern === 'core.%p') {
+    try {
+      mkdirSync(dirname(RUN_TESTS_CORE_PATTERN), { recursive: true, mode: 0o1777 });
+      writeFileSync(PATTERN_FILE, RUN_TESTS_CORE_PATTERN);
+      pattern = RUN_TESTS_CORE_PATTERN;
+    } catch {
+      console.log(`run-tests: core dumps would land in ${ROOT}/core, a folder: set ${PATTERN_FILE} to ${RUN_TESTS_CORE_PATTERN} (root) to have them`);
+      return undefined;
+    }
+  }
+  if (pattern.startsWith('|')) return undefined;
+  return pattern.startsWith('/') ? dirname(pattern) : ROOT;
 }
 
 /** Stops both lanes' trees: SIGTERM then SIGKILL after the grace, or SIGKILL at once. */

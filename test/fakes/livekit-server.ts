@@ -31,12 +31,11 @@
  * peer connections; observed: it sends no further request to /rtc/v1). No ICE servers (host
  * candidates only), ping every 5 s with a 15 s timeout.
  *
- * A small SFU, for rooms where participants hear and see each other (sessions in LiveKit rooms),
- * that forwards RTP packets as LiveKit does and decodes nothing (livekit-media.ts, on werift):
- * - Publisher PeerConnection (client offers, the fake answers with Opus and VP8). What arrives is
- *   read from the packets (frames by marker bit, picture size from VP8 key frames, audio level
- *   from the RFC 6464 header extension); a received track is matched to its published track by
- *   the track id in its msid, which is the `cid` of the AddTrackRequest.
+ * A small SFU, for rooms where participants hear and see each other (sessions in LiveKit rooms):
+ * - Publisher PeerConnection (client offers; the server side is libwebrtc through @roamhq/wrtc,
+ *   which answers). Received media is read back with wrtc's nonstandard RTCVideoSink (decoded
+ *   I420 frames, with their size) and RTCAudioSink (PCM); a received track is matched to its
+ *   published track by the track id in its msid, which is the `cid` of the AddTrackRequest.
  * - Subscriber PeerConnection, for participants whose grant allows subscribing (others, such as
  *   a publish-only avatar token, keep `subscriber_primary: false` and get none): the JoinResponse
  *   says `subscriber_primary: true` and the server offers at once, with its `_reliable` and
@@ -44,9 +43,9 @@
  * - Forwarding: each received track is added to the subscriber connection of every other
  *   participant of the room (all of them with `auto_subscribe`, the default; else those that
  *   asked with UpdateSubscription) in a stream whose id is `<participant sid>|<track sid>`, the
- *   msid the SDK maps to participant and publication: each packet is copied to it unchanged but
- *   for SSRC, payload type and contiguous sequence numbers; video starts on a key frame (the
- *   publisher is asked for one, and subscribers' PLIs are passed on).
+ *   msid the SDK maps to participant and publication. libwebrtc re-encodes what it forwards
+ *   (a real SFU forwards packets): the video sender keeps the resolution and starts at 2 Mbps
+ *   (x-google-start-bitrate in the answer) so the picture is not first scaled down by the fake.
  * - Participants: JoinResponse.other_participants (with their tracks), ParticipantUpdate to the
  *   others when one joins, publishes a track or leaves (state DISCONNECTED).
  * - Data: DataPackets received on a participant's publisher data channels are stamped with the
@@ -102,10 +101,7 @@ import {
   type AddTrackRequest,
   type UpdateSubscription,
 } from '@livekit/protocol';
-import type { MediaStreamTrack as WeriftTrack, RTCDataChannel, RTCIceCandidate, RTCPeerConnection, RTCRtpReceiver as WeriftReceiver } from 'werift';
-import { DownTrack, emptyReceivedMedia, inactiveNotRejected, largestLayer, LIVEKIT_MEDIA_FAKE_DEFAULTS, sfuPeerConnection, UpTrack, type FakeReceivedMedia } from './livekit-media.ts';
-
-export type { FakeReceivedMedia } from './livekit-media.ts';
+import { wrtcWithSources } from '../../transports/webrtc/wrtc.ts';
 
 export const LIVEKIT_SERVER_FAKE_DEFAULTS = {
   apiKey: 'lk-fake-api-key',
@@ -115,14 +111,14 @@ export const LIVEKIT_SERVER_FAKE_DEFAULTS = {
   /** Seconds, as LiveKit sends them. */
   pingIntervalS: 5,
   pingTimeoutS: 15,
-  ...LIVEKIT_MEDIA_FAKE_DEFAULTS,
+  /** A 10 ms audio chunk whose peak reaches this (of 32767) counts as sound. */
+  audibleLevel: 500,
 } as const;
 
 export interface LiveKitServerFakeOptions {
   readonly apiKey?: string;
   readonly apiSecret?: string;
-  /** An audio packet whose RFC 6464 level is at most this (-dBov) counts as sound. */
-  readonly audibleDbov?: number;
+  readonly audibleLevel?: number;
 }
 
 /** A track the participant announced with AddTrackRequest, and what arrived on it. */
@@ -135,8 +131,22 @@ export interface FakePublishedTrack {
   readonly width: number;
   readonly height: number;
   muted: boolean;
-  /** Whether its track arrived on the publisher PeerConnection (negotiated; packets are counted in `media`). */
+  /** Whether media for it arrived on the publisher PeerConnection. */
   received: boolean;
+}
+
+export interface FakeReceivedMedia {
+  /** Decoded frames handed over by libwebrtc, and the size of the last one. */
+  videoFrames: number;
+  videoWidth: number;
+  videoHeight: number;
+  /** Audio as the receiver decoded it (mono or stereo, usually 48 kHz). */
+  audioChunks: number;
+  audioSamples: number;
+  audioSampleRate: number;
+  /** 10 ms chunks whose peak reached `audibleLevel`, and the loudest sample seen. */
+  audibleChunks: number;
+  audioPeak: number;
 }
 
 export interface FakeParticipant {
@@ -227,6 +237,30 @@ const enc = (response: SignalResponse['message']): Uint8Array => new SignalRespo
 const sid = (prefix: string): string => `${prefix}_${randomBytes(9).toString('base64url')}`;
 const SOURCES: Record<string, TrackSource> = { camera: TrackSource.CAMERA, microphone: TrackSource.MICROPHONE, screen_share: TrackSource.SCREEN_SHARE, screen_share_audio: TrackSource.SCREEN_SHARE_AUDIO };
 
+/**
+ * The subscriber's answer with a video start bitrate for our sending side (kbps in
+ * `x-google-start-bitrate`): libwebrtc re-encodes forwarded video and, starting from its default
+ * estimate, would first send a scaled-down picture, where a real SFU forwards the publisher's.
+ */
+function withStartBitrate(sdp: string, kbps = 2000): string {
+  const lines = sdp.split('\r\n');
+  const out: string[] = [];
+  let video = false;
+  const withFmtp = new Set(lines.filter((l) => l.startsWith('a=fmtp:')).map((l) => l.slice(7).split(' ')[0]));
+  for (const line of lines) {
+    if (line.startsWith('m=')) video = line.startsWith('m=video');
+    const fmtp = /^a=fmtp:(\d+) (.*)$/.exec(line);
+    const rtpmap = /^a=rtpmap:(\d+) (VP8|VP9|H264|AV1)\//i.exec(line);
+    if (video && fmtp && !line.includes('x-google-start-bitrate') && !/apt=/.test(fmtp[2]!)) {
+      out.push(`${line};x-google-start-bitrate=${kbps}`);
+      continue;
+    }
+    out.push(line);
+    if (video && rtpmap && !withFmtp.has(rtpmap[1]!)) out.push(`a=fmtp:${rtpmap[1]} x-google-start-bitrate=${kbps}`);
+  }
+  return out.join('\r\n');
+}
+
 /** LiveKit's defaults: publish, subscribe and data are allowed unless the grant says false. */
 function permissionOf(grant: ClaimGrants): ParticipantPermission {
   const video = grant.video ?? {};
@@ -246,8 +280,8 @@ interface SubscriberSide {
   readonly channels: Map<'reliable' | 'lossy', RTCDataChannel>;
   /** Packets waiting for their channel to open. */
   readonly queued: Array<{ kind: 'reliable' | 'lossy'; bytes: Uint8Array }>;
-  /** Track sid -> the DownTrack carrying it. */
-  readonly senders: Map<string, DownTrack>;
+  /** Track sid -> the sender carrying it. */
+  readonly senders: Map<string, RTCRtpSender>;
   remoteSet: boolean;
   readonly pendingCandidates: RTCIceCandidateInit[];
   /** An offer is out (waiting for its answer); `again`: something changed meanwhile. */
@@ -263,8 +297,9 @@ interface Connection {
   pc?: RTCPeerConnection;
   remoteSet: boolean;
   readonly pendingCandidates: RTCIceCandidateInit[];
+  readonly sinks: Array<{ stop(): void }>;
   /** The received media of this participant's published tracks, by track sid (what is forwarded). */
-  readonly media: Map<string, UpTrack>;
+  readonly media: Map<string, MediaStreamTrack>;
   /** Subscriber connection: only for participants allowed to subscribe (subscriber_primary). */
   sub?: SubscriberSide;
   /** `auto_subscribe` (default on, as in the SDKs) or the sids asked for with UpdateSubscription. */
@@ -276,7 +311,7 @@ interface Connection {
 export async function startLiveKitServerFake(options: LiveKitServerFakeOptions = {}): Promise<LiveKitServerFake> {
   const apiKey = options.apiKey ?? LIVEKIT_SERVER_FAKE_DEFAULTS.apiKey;
   const apiSecret = options.apiSecret ?? LIVEKIT_SERVER_FAKE_DEFAULTS.apiSecret;
-  const audibleDbov = options.audibleDbov ?? LIVEKIT_SERVER_FAKE_DEFAULTS.audibleDbov;
+  const audibleLevel = options.audibleLevel ?? LIVEKIT_SERVER_FAKE_DEFAULTS.audibleLevel;
   const verifier = new TokenVerifier(apiKey, apiSecret);
   const participants: FakeParticipant[] = [];
   const refusedUpgrades: Array<{ path: string; status: number; reason: string }> = [];
@@ -447,7 +482,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       grant,
       query: Object.fromEntries(Object.entries(query).filter(([k]) => k !== 'access_token')),
       tracks: [],
-      media: emptyReceivedMedia(),
+      media: { videoFrames: 0, videoWidth: 0, videoHeight: 0, audioChunks: 0, audioSamples: 0, audioSampleRate: 0, audibleChunks: 0, audioPeak: 0 },
       requests: [],
       refusals: [],
       state: 'joined',
@@ -464,6 +499,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       ws,
       remoteSet: false,
       pendingCandidates: [],
+      sinks: [],
       media: new Map(),
       autoSubscribe: query.auto_subscribe !== '0' && query.auto_subscribe !== 'false',
       wanted: new Set(),
@@ -594,60 +630,64 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     broadcast(conn, info(conn));
   }
 
-  /**
-   * Our ICE candidates to the SDK, as LiveKit trickles them (no end-of-candidates), unless the
-   * description already carries them: werift's ICE lite writes its host candidates into it, and a
-   * trickled copy that reached rtc-node before our answer was queued there and failed to apply
-   * after it, which made the SDK drop the renegotiation it had pending (its second track was then
-   * never offered: observed with the avatar's video).
-   */
-  function trickleOut(conn: Connection, pc: RTCPeerConnection, target: SignalTarget, c: RTCIceCandidate | undefined): void {
-    // Gathered while setLocalDescription runs: the description is readable once it returned.
-    if (c?.candidate) setImmediate(() => trickleNow(conn, pc, target, c));
-  }
-
-  function trickleNow(conn: Connection, pc: RTCPeerConnection, target: SignalTarget, c: RTCIceCandidate): void {
-    if (pc.localDescription?.sdp.includes(c.candidate)) return;
-    const init = JSON.stringify({ candidate: c.candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment ?? undefined });
-    send(conn, { case: 'trickle', value: new TrickleRequest({ candidateInit: init, target }) });
-  }
-
   function publisherPc(conn: Connection): RTCPeerConnection {
     if (conn.pc) return conn.pc;
-    const pc = sfuPeerConnection();
+    const wrtc = wrtcWithSources();
+    const pc = new wrtc.RTCPeerConnection({ iceServers: [] });
     conn.pc = pc;
-    pc.onicecandidate = ({ candidate }) => trickleOut(conn, pc, SignalTarget.PUBLISHER, candidate);
+    pc.onicecandidate = (event) => {
+      const c = event.candidate;
+      if (!c) return; // LiveKit does not send an end-of-candidates trickle
+      const init = JSON.stringify({ candidate: c.candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment ?? undefined });
+      send(conn, { case: 'trickle', value: new TrickleRequest({ candidateInit: init, target: SignalTarget.PUBLISHER }) });
+    };
     pc.onconnectionstatechange = () => {
       conn.participant.publisherState = pc.connectionState;
       if (pc.connectionState === 'connected' && conn.participant.state === 'joined') conn.participant.state = 'active';
     };
-    // werift reports every remote track again at each renegotiation: one UpTrack per receiver.
-    const seen = new WeakSet<object>();
-    pc.ontrack = ({ track, receiver }) => {
-      if (seen.has(receiver)) return;
-      seen.add(receiver);
-      receive(conn, track, receiver);
-    };
+    pc.ontrack = (event) => receive(conn, event.track);
     pc.ondatachannel = ({ channel }) => {
       const kind = channel.label === '_reliable' ? 'reliable' : channel.label === '_lossy' ? 'lossy' : null;
       if (!kind) return; // the SDK's data-track channel: not modelled
-      channel.onMessage.subscribe((data) => {
-        if (typeof data !== 'string') relayData(conn, kind, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
-      });
+      channel.binaryType = 'arraybuffer';
+      channel.onmessage = ({ data }) => {
+        if (data instanceof ArrayBuffer) relayData(conn, kind, new Uint8Array(data));
+      };
     };
     return pc;
   }
 
-  function receive(conn: Connection, track: WeriftTrack, receiver: WeriftReceiver): void {
+  function receive(conn: Connection, track: MediaStreamTrack): void {
     if (conn.closed) return;
     const p = conn.participant;
-    const cid = receiver.remoteTrackId ?? track.id;
-    const published = p.tracks.find((t) => t.cid === cid);
-    if (!published) return void p.refusals.push(`media for unannounced track ${cid}`);
-    published.received = true;
-    const up = new UpTrack(track.kind === 'video' ? 'video' : 'audio', largestLayer(receiver), receiver, p.media, audibleDbov);
-    conn.media.set(published.sid, up);
-    for (const other of connections) if (other !== conn && other.participant.room === p.room) forward(conn, published.sid, other);
+    const published = p.tracks.find((t) => t.cid === track.id);
+    if (published) {
+      published.received = true;
+      conn.media.set(published.sid, track);
+      for (const other of connections) if (other !== conn && other.participant.room === p.room) forward(conn, published.sid, other);
+    } else p.refusals.push(`media for unannounced track ${track.id}`);
+    const { nonstandard } = wrtcWithSources();
+    if (track.kind === 'video') {
+      const sink = new nonstandard.RTCVideoSink(track);
+      sink.onframe = ({ frame }: { frame: { width: number; height: number } }) => {
+        p.media.videoFrames += 1;
+        p.media.videoWidth = frame.width;
+        p.media.videoHeight = frame.height;
+      };
+      conn.sinks.push(sink);
+    } else {
+      const sink = new nonstandard.RTCAudioSink(track);
+      sink.ondata = (data: { samples: Int16Array; sampleRate: number }) => {
+        let peak = 0;
+        for (const s of data.samples) peak = Math.max(peak, Math.abs(s));
+        p.media.audioChunks += 1;
+        p.media.audioSamples += data.samples.length;
+        p.media.audioSampleRate = data.sampleRate;
+        p.media.audioPeak = Math.max(p.media.audioPeak, peak);
+        if (peak >= audibleLevel) p.media.audibleChunks += 1;
+      };
+      conn.sinks.push(sink);
+    }
   }
 
   async function answer(conn: Connection, offer: SessionDescription): Promise<void> {
@@ -662,17 +702,12 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
 
   async function answerNow(conn: Connection, offer: SessionDescription): Promise<void> {
     const pc = publisherPc(conn);
-    // werift gives an m-section that appears in a later offer a transceiver it takes from an
-    // inactive one, and then renames it, so the inactive section's mid is gone from the answer
-    // ("Transceiver with mid=7 not found": the SDKs' first publisher offer has recvonly sections
-    // that stay inactive). Marked as used for sending, none is taken.
-    for (const t of pc.getTransceivers()) (t as unknown as { usedForSender: boolean }).usedForSender = true;
     await pc.setRemoteDescription({ type: 'offer', sdp: offer.sdp });
     conn.remoteSet = true;
     for (const c of conn.pendingCandidates.splice(0)) await pc.addIceCandidate(c).catch(() => undefined);
     const local = await pc.createAnswer();
     await pc.setLocalDescription(local);
-    send(conn, { case: 'answer', value: new SessionDescription({ type: 'answer', sdp: inactiveNotRejected(pc.localDescription?.sdp ?? local.sdp ?? ''), id: offer.id }) });
+    send(conn, { case: 'answer', value: new SessionDescription({ type: 'answer', sdp: pc.localDescription?.sdp ?? local.sdp ?? '', id: offer.id }) });
   }
 
   async function trickle(conn: Connection, req: TrickleRequest): Promise<void> {
@@ -699,7 +734,8 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
   /** The subscriber PeerConnection of `conn`: the server offers it, with both data channels. */
   function subscriberSide(conn: Connection): SubscriberSide {
     if (conn.sub) return conn.sub;
-    const pc = sfuPeerConnection();
+    const wrtc = wrtcWithSources();
+    const pc = new wrtc.RTCPeerConnection({ iceServers: [] });
     const channels = new Map<'reliable' | 'lossy', RTCDataChannel>([
       ['reliable', pc.createDataChannel('_reliable', { ordered: true })],
       ['lossy', pc.createDataChannel('_lossy', { ordered: false, maxRetransmits: 0 })],
@@ -707,11 +743,17 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     const sub: SubscriberSide = { pc, channels, queued: [], senders: new Map(), remoteSet: false, pendingCandidates: [], offering: false, again: false, offerId: 0 };
     conn.sub = sub;
     for (const channel of channels.values()) {
-      channel.stateChanged.subscribe((state) => {
-        if (state === 'open') for (const q of sub.queued.splice(0)) deliverData(conn, q.kind, q.bytes);
-      });
+      channel.binaryType = 'arraybuffer';
+      channel.onopen = () => {
+        for (const q of sub.queued.splice(0)) deliverData(conn, q.kind, q.bytes);
+      };
     }
-    pc.onicecandidate = ({ candidate }) => trickleOut(conn, pc, SignalTarget.SUBSCRIBER, candidate);
+    pc.onicecandidate = (event) => {
+      const c = event.candidate;
+      if (!c) return;
+      const init = JSON.stringify({ candidate: c.candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment ?? undefined });
+      send(conn, { case: 'trickle', value: new TrickleRequest({ candidateInit: init, target: SignalTarget.SUBSCRIBER }) });
+    };
     pc.onconnectionstatechange = () => {
       conn.participant.subscriberState = pc.connectionState;
       if (pc.connectionState === 'connected' && conn.participant.state === 'joined') conn.participant.state = 'active';
@@ -730,7 +772,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       const offer = await sub.pc.createOffer();
       await sub.pc.setLocalDescription(offer);
       if (conn.closed) return;
-      send(conn, { case: 'offer', value: new SessionDescription({ type: 'offer', sdp: inactiveNotRejected(sub.pc.localDescription?.sdp ?? offer.sdp ?? ''), id: ++sub.offerId }) });
+      send(conn, { case: 'offer', value: new SessionDescription({ type: 'offer', sdp: sub.pc.localDescription?.sdp ?? offer.sdp ?? '', id: ++sub.offerId }) });
     } catch (error) {
       sub.offering = false;
       conn.participant.refusals.push(`internal: subscriber offer failed: ${error instanceof Error ? error.message : String(error)}`);
@@ -740,7 +782,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
   async function subscriberAnswer(conn: Connection, answerSdp: SessionDescription): Promise<void> {
     const sub = conn.sub;
     if (!sub || !sub.offering) return void conn.participant.refusals.push('answer without a subscriber offer');
-    await sub.pc.setRemoteDescription({ type: 'answer', sdp: answerSdp.sdp });
+    await sub.pc.setRemoteDescription({ type: 'answer', sdp: withStartBitrate(answerSdp.sdp) });
     sub.remoteSet = true;
     for (const c of sub.pendingCandidates.splice(0)) await sub.pc.addIceCandidate(c).catch(() => undefined);
     sub.offering = false;
@@ -758,7 +800,12 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
         if (owner) changed = forward(owner, sid, conn, false) || changed;
       } else {
         conn.wanted.delete(sid);
-        if (conn.sub && unforward(conn.sub, sid)) changed = true;
+        const sender = conn.sub?.senders.get(sid);
+        if (sender && conn.sub) {
+          conn.sub.senders.delete(sid);
+          conn.sub.pc.removeTrack(sender);
+          changed = true;
+        }
       }
     }
     if (changed) void negotiate(conn);
@@ -770,27 +817,19 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
    * Renegotiates unless told not to; returns whether a track was added.
    */
   function forward(from: Connection, trackSid: string, to: Connection, renegotiate = true): boolean {
-    const up = from.media.get(trackSid);
+    const track = from.media.get(trackSid);
     const sub = to.sub;
-    if (!up || !sub || to.closed || sub.senders.has(trackSid)) return false;
+    if (!track || !sub || to.closed || sub.senders.has(trackSid)) return false;
     if (!to.autoSubscribe && !to.wanted.has(trackSid)) return false;
-    sub.senders.set(trackSid, DownTrack.open(up, sub.pc, `${from.participant.sid}|${trackSid}`, LIVEKIT_SERVER_FAKE_DEFAULTS.keyFrameRequestIntervalMs));
+    const { MediaStream } = wrtcWithSources();
+    const stream = new (MediaStream as unknown as new (init: { id: string }) => MediaStream)({ id: `${from.participant.sid}|${trackSid}` });
+    const sender = sub.pc.addTrack(track, stream);
+    sub.senders.set(trackSid, sender);
+    // libwebrtc re-encodes what it forwards (a real SFU forwards the packets): keep the
+    // publisher's picture size rather than let the encoder scale it down to its start bitrate.
+    if (track.kind === 'video') void sender.setParameters({ ...sender.getParameters(), degradationPreference: 'maintain-resolution' } as RTCRtpSendParameters).catch(() => undefined);
     to.participant.forwarded.push(trackSid);
     if (renegotiate) void negotiate(to);
-    return true;
-  }
-
-  /** Stops forwarding `trackSid` on `sub` (its transceiver goes inactive at the next offer); whether it was forwarded. */
-  function unforward(sub: SubscriberSide, trackSid: string): boolean {
-    const down = sub.senders.get(trackSid);
-    if (!down) return false;
-    sub.senders.delete(trackSid);
-    down.stop();
-    try {
-      down.transceiver.setDirection('inactive');
-    } catch {
-      // its connection is closing
-    }
     return true;
   }
 
@@ -832,7 +871,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       if (channel.readyState === 'connecting') sub.queued.push({ kind, bytes });
       return;
     }
-    channel.send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    channel.send(bytes as Uint8Array<ArrayBuffer>);
   }
 
   function disconnect(conn: Connection, by: NonNullable<FakeParticipant['leftBy']>): void {
@@ -841,13 +880,13 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     connections.delete(conn);
     conn.participant.state = 'disconnected';
     conn.participant.leftBy = by;
-    for (const up of conn.media.values()) up.stop();
+    for (const sink of conn.sinks.splice(0)) sink.stop();
     const sub = conn.sub;
     if (sub) {
-      for (const down of sub.senders.values()) down.stop();
+      for (const channel of sub.channels.values()) channel.onopen = null;
       sub.pc.onicecandidate = null;
       sub.pc.onconnectionstatechange = null;
-      void sub.pc.close().catch(() => undefined);
+      sub.pc.close();
       conn.participant.subscriberState = 'closed';
     }
     // The others are told, and stop receiving its tracks.
@@ -855,7 +894,17 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       if (other.participant.room !== conn.participant.room) continue;
       send(other, { case: 'update', value: new ParticipantUpdate({ participants: [new ParticipantInfo({ sid: conn.participant.sid, identity: conn.participant.identity, state: ParticipantInfo_State.DISCONNECTED })] }) });
       let removed = false;
-      for (const sid of conn.media.keys()) if (other.sub && unforward(other.sub, sid)) removed = true;
+      for (const sid of conn.media.keys()) {
+        const sender = other.sub?.senders.get(sid);
+        if (!sender || !other.sub) continue;
+        other.sub.senders.delete(sid);
+        try {
+          other.sub.pc.removeTrack(sender);
+          removed = true;
+        } catch {
+          // its connection is closing
+        }
+      }
       if (removed) void negotiate(other);
     }
     conn.media.clear();
@@ -863,7 +912,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       conn.pc.onicecandidate = null;
       conn.pc.ontrack = null;
       conn.pc.onconnectionstatechange = null;
-      void conn.pc.close().catch(() => undefined);
+      conn.pc.close();
       conn.participant.publisherState = 'closed';
     }
   }
@@ -893,10 +942,9 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       const conn = [...connections].find((c) => c.participant.sid === participantSid);
       if (!conn?.pc) return [];
       const rows: Array<Record<string, unknown>> = [];
-      for (const stat of (await conn.pc.getStats()).values()) {
-        const s = stat as unknown as Record<string, unknown>;
-        if (s.type === 'inbound-rtp') rows.push({ kind: s.kind, packetsReceived: s.packetsReceived, packetsLost: s.packetsLost, pliCount: s.pliCount, nackCount: s.nackCount });
-      }
+      (await conn.pc.getStats()).forEach((s: Record<string, unknown>) => {
+        if (s.type === 'inbound-rtp') rows.push({ kind: s.kind ?? s.mediaType, packetsReceived: s.packetsReceived, packetsLost: s.packetsLost, framesReceived: s.framesReceived, framesDecoded: s.framesDecoded, keyFramesDecoded: s.keyFramesDecoded, pliCount: s.pliCount, firCount: s.firCount, nackCount: s.nackCount });
+      });
       return rows;
     },
     roomApiRequests,
