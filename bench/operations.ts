@@ -12,8 +12,8 @@ import { join } from 'node:path';
 import { Histogram, Registry as PromRegistry } from 'prom-client';
 import { Registry } from '../core/registry.ts';
 import { createServer } from '../server/app.ts';
-import { mountOperations, Readiness } from '../server/health/index.ts';
-import { createServerMetrics, routeLabel } from '../server/metrics/metrics.ts';
+import { mountOperations, Readiness } from '../server/operations/index.ts';
+import { createServerMetrics, routeLabel } from '../server/operations/metrics.ts';
 import { createTestDatabase, SECRETS, testFacePlugin } from '../test/server/harness.ts';
 import { percentile, printJson, printTable } from './table.ts';
 

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { SERVER_DEFAULTS } from '../config.ts';
+import { SERVER_DEFAULTS } from '../config/server-config.ts';
 import { closeDatabase, openDatabase, openEmbeddedClient, type Db } from '../db/connect.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import { ApiKeys } from '../services/api-keys.ts';

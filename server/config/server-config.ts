@@ -1,6 +1,6 @@
 import { join } from 'node:path';
-import { AddressPolicy } from '../processors/tools/address-policy.ts';
-import { EMBEDDED_JOB_POLL_MS, resolveJobSettings, type JobSettings } from './jobs/job-settings.ts';
+import { AddressPolicy } from '../../processors/tools/address-policy.ts';
+import { EMBEDDED_JOB_POLL_MS, resolveJobSettings, type JobSettings } from '../jobs/job-settings.ts';
 
 /** Object storage: the filesystem driver (embedded default) or any S3-compatible service. */
 export type StorageConfig =

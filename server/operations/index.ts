@@ -14,7 +14,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { MetricsAccess, ServerMetrics } from '../metrics/metrics.ts';
+import type { MetricsAccess, ServerMetrics } from './metrics.ts';
 import type { Readiness } from './readiness.ts';
 
 export { Readiness, READINESS, type ReadinessReport, type CheckName } from './readiness.ts';

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { faceSessionLimitFromEnv } from './capacity/capacity-gate.ts';
-import { resolveConfig, SERVER_DEFAULTS, type ServerConfig, type StorageConfig } from './config.ts';
-import { jobSettingsFromEnv } from './jobs/job-settings.ts';
+import { faceSessionLimitFromEnv } from '../capacity/capacity-gate.ts';
+import { resolveConfig, SERVER_DEFAULTS, type ServerConfig, type StorageConfig } from './server-config.ts';
+import { jobSettingsFromEnv } from '../jobs/job-settings.ts';
 
 /**
  * Reads the server configuration from environment variables. Secrets not given in the
