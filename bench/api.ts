@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { pino } from 'pino';
 import { Registry } from '../core/registry.ts';
-import { createServer } from '../server/app.ts';
+import { createServer } from '../server/build-server.ts';
 import { percentile, printJson, printTable } from './table.ts';
 
 export const API_BENCH = {

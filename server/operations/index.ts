@@ -7,13 +7,15 @@
  * - `GET /metrics`: Prometheus text (server/metrics), as `SVC_METRICS` allows: `off` 404,
  *   `token` 401 without `Authorization: Bearer <SVC_METRICS_TOKEN>`, `public` to anyone.
  *
- * Like the widget, a plain Node handler placed in front of the server's request listeners (Koa
- * composed its middleware when the server was created). Mounted last, it also times every
- * request the server answers (metrics `observe`), whoever answers it.
+ * Koa routes like every other (outside /v1, left out of the OpenAPI document). Timing every
+ * request is not a route: `requestTiming` is the head of the server's chain (server/http/http-app.ts).
  */
 import { timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
+import { ApiError } from '../http/api-error.ts';
+import type { RouteSpec } from '../http/api-routes.ts';
+import type { HttpHost } from '../http/http-app.ts';
 import type { MetricsAccess, ServerMetrics } from './metrics.ts';
 import type { Readiness } from './readiness.ts';
 
@@ -29,10 +31,12 @@ export interface MountOperationsOptions {
   readonly logger?: Logger;
 }
 
-function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-store', ...headers });
-  res.end(res.req?.method === 'HEAD' ? undefined : text);
+/** The head of the chain: every request the server answers is timed, whoever answers it. */
+export function requestTiming(metrics: ServerMetrics): Middleware {
+  return (ctx, next) => {
+    metrics.observe(ctx.req, ctx.res);
+    return next();
+  };
 }
 
 function bearerMatches(header: string | undefined, token: string): boolean {
@@ -43,72 +47,36 @@ function bearerMatches(header: string | undefined, token: string): boolean {
   return given.length === want.length && timingSafeEqual(given, want);
 }
 
-export function mountOperations(server: { readonly httpServer: Server }, options: MountOperationsOptions): { close(): void } {
+const route = (path: string, operationId: string, summary: string): RouteSpec => ({
+  method: 'get', path, operationId, summary, tag: 'Operations', auth: 'public', inOpenApi: false, responses: { 200: { description: summary } },
+});
+
+export function mountOperations(host: Pick<HttpHost, 'api' | 'rootRouter'>, options: MountOperationsOptions): void {
   const access = options.access ?? { mode: 'off' };
   const { readiness, metrics } = options;
+  const noStore = { 'Cache-Control': 'no-store' };
 
-  const handle = (req: IncomingMessage, res: ServerResponse): boolean => {
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = q === -1 ? url : url.slice(0, q);
-    if (path !== OPERATIONS_PATHS.health && path !== OPERATIONS_PATHS.ready && path !== OPERATIONS_PATHS.metrics) return false;
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      json(res, 405, { code: 'method_not_allowed', message: `${req.method} is not allowed on ${path}` }, { Allow: 'GET, HEAD' });
-      return true;
-    }
-    if (path === OPERATIONS_PATHS.health) {
-      json(res, 200, { status: 'alive' });
-      return true;
-    }
-    if (path === OPERATIONS_PATHS.ready) {
-      readiness.check().then(
-        (report) =>
-          report.ready
-            ? json(res, 200, { status: 'ready', checks: report.checks })
-            : json(res, 503, { status: 'unready', failing: report.failing, checks: report.checks }, { 'Retry-After': '5' }),
-        (err: unknown) => {
-          options.logger?.error({ err }, 'readiness check failed');
-          json(res, 503, { status: 'unready', failing: ['internal'], checks: {} }, { 'Retry-After': '5' });
-        },
-      );
-      return true;
-    }
-    if (!metrics || access.mode === 'off') {
-      json(res, 404, { code: 'route_not_found', message: 'metrics are off on this server (SVC_METRICS, see docs/operations.md)' });
-      return true;
-    }
-    if (access.mode === 'token' && !bearerMatches(req.headers.authorization, access.token)) {
-      json(res, 401, { code: 'unauthorized', message: 'metrics need Authorization: Bearer <SVC_METRICS_TOKEN>' }, { 'WWW-Authenticate': 'Bearer realm="metrics"' });
-      return true;
-    }
-    metrics.scrape().then(
-      (text) => {
-        res.writeHead(200, { 'Content-Type': metrics.contentType, 'Cache-Control': 'no-store', 'Content-Length': Buffer.byteLength(text) });
-        res.end(req.method === 'HEAD' ? undefined : text);
-      },
-      (err: unknown) => {
-        options.logger?.error({ err }, 'metrics scrape failed');
-        json(res, 500, { code: 'internal_error', message: 'internal server error' });
-      },
-    );
-    return true;
-  };
+  host.api.add(host.rootRouter, route(OPERATIONS_PATHS.health, 'getHealth', 'Liveness'), async () => ({ status: 200, body: { status: 'alive' }, headers: noStore }));
 
-  const http = server.httpServer;
-  const previous = http.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
-  const listener = (req: IncomingMessage, res: ServerResponse) => {
-    metrics?.observe(req, res);
-    if (handle(req, res)) return;
-    for (const l of previous) l.call(http, req, res);
-  };
-  http.removeAllListeners('request');
-  http.on('request', listener);
-  return {
-    close() {
-      // Gives the server its previous listeners back (tests that mount and unmount).
-      if (!http.listeners('request').includes(listener)) return;
-      http.removeListener('request', listener);
-      for (const l of previous) http.on('request', l);
-    },
-  };
+  host.api.add(host.rootRouter, route(OPERATIONS_PATHS.ready, 'getReadiness', 'Readiness'), async () => {
+    const unready = (failing: readonly string[], checks: unknown) => ({ status: 503, body: { status: 'unready', failing, checks }, headers: { ...noStore, 'Retry-After': '5' } });
+    try {
+      const report = await readiness.check();
+      return report.ready ? { status: 200, body: { status: 'ready', checks: report.checks }, headers: noStore } : unready(report.failing, report.checks);
+    } catch (err) {
+      options.logger?.error({ err }, 'readiness check failed');
+      return unready(['internal'], {});
+    }
+  });
+
+  host.api.add(host.rootRouter, route(OPERATIONS_PATHS.metrics, 'getMetrics', 'Prometheus metrics'), async ({ ctx }) => {
+    if (!metrics || access.mode === 'off') throw new ApiError('route_not_found', 'metrics are off on this server (SVC_METRICS, see docs/operations.md)');
+    if (access.mode === 'token' && !bearerMatches(ctx.get('authorization') || undefined, access.token)) {
+      ctx.set('WWW-Authenticate', 'Bearer realm="metrics"');
+      throw new ApiError('unauthorized', 'metrics need Authorization: Bearer <SVC_METRICS_TOKEN>');
+    }
+    const text = await metrics.scrape();
+    ctx.type = metrics.contentType;
+    return { status: 200, body: text, headers: noStore };
+  });
 }

@@ -5,16 +5,15 @@
  */
 import test from 'ava';
 import { gunzipSync } from 'node:zlib';
-import { WIDGET_VERSION } from '../../clients/web/version.ts';
-import { buildLiveKitModule, buildWidget, mountWidget, WIDGET_CACHE, WIDGET_PATHS } from '../../server/widget/index.ts';
+import { WIDGET_VERSION } from '../../protocol/widget-version.ts';
+import { buildLiveKitModule, buildWidget, WIDGET_CACHE, WIDGET_PATHS } from '../../server/widget/index.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
 
 let ts: TestServer;
 let demoAgent: string | null = null;
 
 test.before(async () => {
-  ts = await startTestServer({ label: 'widget_serving' });
-  mountWidget(ts.server, { demoAgentId: async () => demoAgent });
+  ts = await startTestServer({ label: 'widget_serving', surfaces: { widget: true }, parts: { widget: { demoAgentId: async () => demoAgent } } });
 });
 
 test.after.always(async () => {
@@ -68,7 +67,9 @@ test('HEAD, CORS preflight, identity encoding, and methods that are not reads', 
   t.is(preflight.status, 204);
   t.is(preflight.headers.get('access-control-allow-origin'), '*');
   const post = await fetch(`${ts.url}${WIDGET_PATHS.latest}`, { method: 'POST' });
-  t.is(post.status, 404, 'not the widget module\'s: the REST server answers');
+  t.is(post.status, 405, 'a read-only route: 405 in the error shape');
+  t.is((await post.json()).code, 'method_not_allowed');
+  t.is(post.headers.get('allow'), 'HEAD, GET, OPTIONS');
 });
 
 test('the bundle: built deterministically, small, no framework; size logged', async (t) => {
@@ -149,9 +150,8 @@ test('the demo page embeds the widget for the demo agent, or explains how to pic
 });
 
 test('behind a declared proxy (trustProxy), the demo page uses the forwarded host and scheme', async (t) => {
-  const proxied = await startTestServer({ label: 'widget_proxy', config: { trustProxy: true } });
+  const proxied = await startTestServer({ label: 'widget_proxy', config: { trustProxy: true }, surfaces: { widget: true }, parts: { widget: { demoAgentId: () => '11111111-2222-4333-8444-555555555555' } } });
   t.teardown(() => proxied.stop());
-  mountWidget(proxied.server, { demoAgentId: () => '11111111-2222-4333-8444-555555555555' });
   const html = await (await fetch(`${proxied.url}/`, { headers: { 'x-forwarded-host': 'avatars.example.com', 'x-forwarded-proto': 'https' } })).text();
   t.true(html.includes('core-api-endpoint="https://avatars.example.com"'));
   t.true(html.includes('src="https://avatars.example.com/widget/latest/svc-agent.js"'));
