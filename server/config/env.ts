@@ -11,7 +11,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { ProviderChoice } from '../../agent/agent-pipeline.ts';
 import type { LoadCheckOptions } from '../capacity/capacity-gate.ts';
 import { resolveJobSettings, type JobSettings } from '../jobs/job-settings.ts';
@@ -265,4 +265,19 @@ function renderThreadsFromEnv(env: Env): void {
   if (!raw) return;
   const n = Number(raw);
   if (!Number.isInteger(n) || n < 0 || n > 64) throw new ConfigError(`SVC_FACE_RENDER_THREADS must be an integer from 0 to 64 (0 renders on the main thread), got ${JSON.stringify(raw)}`);
+}
+
+/** Where the CLI's database is, and how it is shown to the user (no password). */
+export function describeDatabase(env: Env = process.env): { databaseUrl: string | undefined; pgliteDir: string; label: string } {
+  const databaseUrl = env.DATABASE_URL || undefined;
+  const pgliteDir = resolve(env.SVC_DATA_DIR || SERVER_DEFAULTS.dataDir, 'pglite');
+  if (!databaseUrl) return { databaseUrl, pgliteDir, label: `embedded database in ${pgliteDir}` };
+  let label = 'PostgreSQL (DATABASE_URL)';
+  try {
+    const url = new URL(databaseUrl);
+    label = `PostgreSQL ${url.username ? `${decodeURIComponent(url.username)}@` : ''}${url.host}${url.pathname} (DATABASE_URL)`;
+  } catch {
+    // not a URL (a libpq keyword string): say only where it comes from
+  }
+  return { databaseUrl, pgliteDir, label };
 }
