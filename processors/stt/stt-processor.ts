@@ -15,7 +15,7 @@
  * error frame; nothing crashes.
  */
 import type { Subscription } from 'rxjs';
-import { Resampler, concat } from '../../core/audio.ts';
+import { StreamResampler, concat } from '../../core/audio.ts';
 import { frame, type Direction, type Frame } from '../../core/frames.ts';
 import { ProcessorMetrics } from '../../core/metrics.ts';
 import { resolveOptions, type OptionsFor, type Resolved } from '../../core/options.ts';
@@ -58,7 +58,7 @@ export class STTProcessor extends FrameProcessor {
   private readonly settings: Resolved<typeof STT_DEFAULTS>;
   private stream: STTStream | undefined;
   private subscription: Subscription | undefined;
-  private resampler: Resampler | undefined;
+  private readonly resampling = new StreamResampler(() => this.rate);
   /** Audio not yet covered by a final transcript; `replayStart` is the index of its first sample. */
   private replay: Int16Array[] = [];
   private replaySamples = 0;
@@ -124,11 +124,7 @@ export class STTProcessor extends FrameProcessor {
   }
 
   private sendAudio(pcm: Int16Array, sampleRate: number): void {
-    let audio = pcm;
-    if (sampleRate !== this.rate) {
-      if (!this.resampler || this.resampler.fromRate !== sampleRate) this.resampler = new Resampler(sampleRate, this.rate);
-      audio = this.resampler.process(pcm);
-    }
+    const audio = this.resampling.convert(pcm, sampleRate);
     this.remember(audio);
     if (this.stream && !this.reconnecting) this.stream.sendAudio(audio);
   }
