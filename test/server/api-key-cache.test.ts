@@ -78,3 +78,32 @@ test('successful lookups are cached; a revocation in this process takes effect a
     await database.drop();
   }
 });
+
+test('concurrent lookups of a key that is not cached send one query (no stampede when an entry expires under load)', async (t) => {
+  const database = await createTestDatabase('keycache3');
+  const db = openDatabase({ databaseUrl: database.url, pgliteDir: '' });
+  const blocker = new pg.Client({ connectionString: database.url });
+  const watcher = new pg.Client({ connectionString: database.url });
+  try {
+    await migrateToLatest(db);
+    const keys = new ApiKeys(db);
+    const created = await keys.create('org-cache3', 'burst');
+    await blocker.connect();
+    await watcher.connect();
+    // The table held: every lookup sent now waits in the database, where it can be counted.
+    await blocker.query('begin');
+    await blocker.query('lock table api_keys in access exclusive mode');
+    const lookups = Array.from({ length: 20 }, () => keys.authenticateCached(created.key));
+    await waitForLockWaiters(watcher, new URL(database.url).pathname.slice(1), 1);
+    const pool = (db.client as unknown as { pool: { numUsed(): number; numPendingAcquires(): number; numPendingCreates(): number } }).pool;
+    t.is(pool.numUsed() + pool.numPendingAcquires() + pool.numPendingCreates(), 1, 'one connection asked for, by one query');
+    await blocker.query('commit');
+    const principals = await Promise.all(lookups);
+    t.true(principals.every((p) => p?.apiKeyId === created.api_key_id), 'every caller gets the answer');
+  } finally {
+    await blocker.end().catch(() => undefined);
+    await watcher.end().catch(() => undefined);
+    await closeDatabase(db);
+    await database.drop();
+  }
+});
