@@ -31,6 +31,7 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { Registry } from '../core/registry.ts';
 import { createServer } from '../server/build-server.ts';
+import { createLogDestination } from '../server/operations/log-destination.ts';
 import { startCeilingServer } from './_api-ceiling.ts';
 import { percentile, printJson, printTable } from './table.ts';
 
@@ -78,7 +79,7 @@ export async function run(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-api-'));
   const server = await createServer(
     { port: 0, host: '127.0.0.1', databaseUrl: dbUrl.toString(), dataDir, logLevel: 'info', encryptionKey: 'bench', signingSecret: 'bench' },
-    { registry: new Registry(), logger: pino({ level: 'info' }, pino.destination({ dest: '/dev/null', sync: false })) },
+    { registry: new Registry(), logger: pino({ level: 'info' }, createLogDestination('/dev/null')) },
   );
   try {
     const { url } = await server.listen();

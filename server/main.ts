@@ -8,6 +8,7 @@ import { bootstrapDemo, ensureDemoAgent } from './bootstrap-demo.ts';
 import { buildServer } from './build-server.ts';
 import { loadConfigFromEnv } from './config/env.ts';
 import { loadDefaultPlugins } from './default-plugins.ts';
+import { createLogDestination } from './operations/log-destination.ts';
 
 /** Past the shutdown grace plus this, the process exits 1 whatever is still closing (a stuck database, ...). */
 const SHUTDOWN_BACKSTOP_MS = 10_000;
@@ -20,8 +21,8 @@ const config = (() => {
     process.exit(1);
   }
 })();
-// Asynchronous stdout: a request's log line costs no write system call on the request path.
-const logDestination = pino.destination({ dest: 1, sync: false });
+// Asynchronous, batched stdout: a request's log line costs no write system call on the request path.
+const logDestination = createLogDestination(1);
 const logger = pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]'] }, logDestination);
 const registry = new Registry();
 const plugins = await loadDefaultPlugins(registry, logger);

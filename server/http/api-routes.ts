@@ -94,6 +94,12 @@ function newAjv(coerce: boolean): Ajv {
   return ajv;
 }
 
+/** Whether `o` has an own enumerable key (without building the array of them). */
+function hasKeys(o: object): boolean {
+  for (const _ in o) return true;
+  return false;
+}
+
 /** Body validation never coerces (a string "5" is not an integer); path and query values do. */
 const bodyAjv = newAjv(false);
 const queryAjv = newAjv(true);
@@ -158,7 +164,7 @@ export class ApiRoutes {
       const params = { ...(ctx as unknown as { params: Record<string, string> }).params };
       if (validateParams && !validateParams(params)) throw validationError('path', validateParams.errors);
       const query = { ...ctx.query };
-      const nul = nulPath(query, '') ?? nulPath(params, '');
+      const nul = hasKeys(query) || hasKeys(params) ? (nulPath(query, '') ?? nulPath(params, '')) : null;
       if (nul !== null) throw new ApiError('validation_failed', `invalid parameter ${nul}: contains a NUL character`, { issues: [{ location: 'query', path: nul, message: 'must not contain NUL characters' }] });
       if (!validateQuery(query)) throw validationError('query', validateQuery.errors);
       let body: unknown;

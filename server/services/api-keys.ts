@@ -150,6 +150,12 @@ export class ApiKeys {
     this.inFlight.clear();
   }
 
+  /** The cached principal of `key`, without waiting: undefined when it must be looked up. */
+  cachedPrincipal(key: string): Principal | undefined {
+    const hit = this.cache.get(hashApiKey(key));
+    return hit && hit.expiresAtMs > Date.now() ? hit.principal : undefined;
+  }
+
   /** `authenticate` with a short-lived cache of successful lookups (see API_KEY_CACHE). */
   async authenticateCached(key: string): Promise<Principal | null> {
     const hash = hashApiKey(key);
