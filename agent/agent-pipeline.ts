@@ -15,7 +15,7 @@
  * | `tools`, `mode` | the model's tool definitions and the dispatcher (`third_party`: none) |
  *
  * Speech-to-text, the LLM and VAD are deployment choices (keys in the environment), not agent
- * fields: `providersFromEnv` picks the cloud plugins when their keys are set, else offline ones.
+ * fields: the server's configuration (server/config/env.ts) picks the cloud plugins when their keys are set, else offline ones.
  */
 import type { Clock } from '../core/clock.ts';
 import { Pipeline } from '../core/pipeline.ts';
@@ -65,15 +65,6 @@ export interface ProviderChoice {
   readonly vad: string;
   /** Options per `kind:slug`, e.g. `{ 'llm:openai': { model: 'gpt-4o-mini' } }`. */
   readonly options?: Readonly<Record<string, Record<string, unknown>>>;
-}
-
-/** Cloud engines when their keys are configured, offline engines otherwise. */
-export function providersFromEnv(env: NodeJS.ProcessEnv = process.env): ProviderChoice {
-  return {
-    stt: env.DEEPGRAM_API_KEY ? 'deepgram' : 'local',
-    llm: env.OPENAI_API_KEY || env.OPENAI_BASE_URL ? 'openai' : 'local',
-    vad: 'local',
-  };
 }
 
 /** Opens the avatar's face session on the pipeline clock, with the canvas cap applied. */

@@ -31,6 +31,7 @@ import {
 } from './session-contract.ts';
 import { latencySummary, parseClientMessage, SessionMessageEmitter } from './session-messages.ts';
 import { buildSessionPipeline, type SessionPipeline } from './session-pipeline.ts';
+import { errorMessage } from '../core/error-message.ts';
 
 export type SessionTimeouts = { -readonly [K in keyof typeof SESSION_TIMEOUTS]: number };
 
@@ -247,7 +248,7 @@ export class BotSession implements RunningSession {
       this.trackPresence(event);
     } catch (error) {
       // Never thrown back into the room (rxjs would report it as unhandled): the session ends instead.
-      void this.finish('pipeline_error', `presence handling failed: ${error instanceof Error ? error.message : String(error)}`);
+      void this.finish('pipeline_error', `presence handling failed: ${errorMessage(error)}`);
     }
   }
 
@@ -359,7 +360,7 @@ export class BotSession implements RunningSession {
       }
     } catch (error) {
       this.droppedClientMessages++;
-      this.logger.warn({ session_id: this.sessionId, error: error instanceof Error ? error.message : String(error) }, 'client message failed');
+      this.logger.warn({ session_id: this.sessionId, error: errorMessage(error) }, 'client message failed');
     }
   }
 
@@ -459,7 +460,7 @@ export class BotSession implements RunningSession {
     try {
       this.publication?.sendMessage?.(message as unknown as Readonly<Record<string, unknown>>);
     } catch (error) {
-      this.logger.warn({ session_id: this.sessionId, type: message.type, error: error instanceof Error ? error.message : String(error) }, 'session message not sent');
+      this.logger.warn({ session_id: this.sessionId, type: message.type, error: errorMessage(error) }, 'session message not sent');
     }
   }
 

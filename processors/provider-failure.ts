@@ -13,6 +13,7 @@
  * The STT processor adds one case of its own: reconnecting failed for good (docs/framework.md).
  */
 import { ProviderError } from '../core/provider-error.ts';
+import { errorMessage } from '../core/error-message.ts';
 
 export type ServiceKind = 'stt' | 'llm' | 'tts';
 
@@ -23,7 +24,7 @@ export interface ProviderFailure {
 }
 
 export function providerFailure(kind: ServiceKind, err: unknown): ProviderFailure {
-  const message = err instanceof Error ? err.message : String(err);
+  const message = errorMessage(err);
   if (err instanceof ProviderError) return { code: `${kind}_${err.code}`, fatal: err.code === 'auth_failed', message };
   return { code: `${kind}_error`, fatal: false, message };
 }

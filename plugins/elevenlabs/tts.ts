@@ -18,6 +18,7 @@ import { WordAligner, type CharacterAlignment } from './alignment.ts';
 import { resolveOptions, type Resolved } from '../../core/options.ts';
 import { codeForHttpStatus } from '../../core/provider-error.ts';
 import { ElevenLabsTTSError } from './errors.ts';
+import { errorMessage } from '../../core/error-message.ts';
 
 export const ELEVENLABS_TTS_DEFAULTS = {
   /** Low-latency multilingual model that accepts `language_code`. */
@@ -183,7 +184,7 @@ async function translateError(err: unknown, signal: AbortSignal | undefined): Pr
     const detail = await describeBody(err.body);
     return new ElevenLabsTTSError(codeForHttpStatus(err.statusCode), `ElevenLabs request failed (${err.statusCode}): ${detail}`, err.statusCode, { cause: err });
   }
-  const message = err instanceof Error ? err.message : String(err);
+  const message = errorMessage(err);
   if (err instanceof SyntaxError) {
     return new ElevenLabsTTSError('invalid_response', `ElevenLabs sent a stream line that is not JSON: ${message}`, undefined, { cause: err });
   }

@@ -310,36 +310,3 @@ export function createCapacityGate(options: CapacityGateOptions = {}): CapacityG
     },
   };
 }
-
-/** `SVC_MAX_FACE_SESSIONS` (a positive integer) or undefined; a bad value throws at start-up. */
-export function faceSessionLimitFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
-  const raw = env.SVC_MAX_FACE_SESSIONS?.trim();
-  if (!raw) return undefined;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new CapacityConfigError(`SVC_MAX_FACE_SESSIONS must be a positive integer, got ${JSON.stringify(raw)}`);
-  return n;
-}
-
-/**
- * The load check as `npm start` configures it: `SVC_CAPACITY_LOAD_CHECK=off` admits by count only
- * (false); otherwise on, with `SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS` (a positive number of ms) as
- * the lag bound and `SVC_CAPACITY_MAX_LATE_FRAME_SHARE` (above 0, at most 1; 1 never refuses) as
- * the late-frame bound when set. A bad value throws at start-up.
- */
-export function loadCheckFromEnv(env: NodeJS.ProcessEnv = process.env): false | LoadCheckOptions {
-  if (env.SVC_CAPACITY_LOAD_CHECK?.trim().toLowerCase() === 'off') return false;
-  const options: { maxEventLoopLagMs?: number; maxLateFrameShare?: number } = {};
-  const lag = env.SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS?.trim();
-  if (lag) {
-    const n = Number(lag);
-    if (!Number.isFinite(n) || n <= 0) throw new CapacityConfigError(`SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS must be a positive number of milliseconds, got ${JSON.stringify(lag)}`);
-    options.maxEventLoopLagMs = n;
-  }
-  const late = env.SVC_CAPACITY_MAX_LATE_FRAME_SHARE?.trim();
-  if (late) {
-    const n = Number(late);
-    if (!(n > 0 && n <= 1)) throw new CapacityConfigError(`SVC_CAPACITY_MAX_LATE_FRAME_SHARE must be a share above 0 and at most 1, got ${JSON.stringify(late)}`);
-    options.maxLateFrameShare = n;
-  }
-  return options;
-}

@@ -2,7 +2,8 @@ import test from 'ava';
 import { concat, Registry, RegistryError, silence, VirtualClock } from '../../core/index.ts';
 import { Conversation } from '../../testing/index.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
-import { buildAgentPipeline, providersFromEnv, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
+import { buildAgentPipeline, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
+import { providersFromEnv } from '../../server/config/env.ts';
 import { AGENT_DEFAULTS } from '../../server/services/agent-defaults.ts';
 import { EnergyVAD, ScriptedLLM, ScriptedSTT, ToneTTS, speech, type ScriptedResponse } from '../processors/scripted-services.ts';
 

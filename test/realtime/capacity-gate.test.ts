@@ -4,7 +4,8 @@
  * a simulated figure), configuration errors, and the default rule (cores x 2).
  */
 import test from 'ava';
-import { CapacityConfigError, createCapacityGate, defaultFaceSessionLimit, faceSessionLimitFromEnv } from '../../server/capacity/index.ts';
+import { CapacityConfigError, createCapacityGate, defaultFaceSessionLimit } from '../../server/capacity/index.ts';
+import { ConfigError, faceSessionLimitFromEnv } from '../../server/config/env.ts';
 
 test('leases are weighted, refused when they do not fit, and release is idempotent', (t) => {
   const gate = createCapacityGate({ limit: 4, loadCheck: false });
@@ -40,7 +41,7 @@ test('bad limits and weights are clear errors, not a silently open or closed gat
 test('SVC_MAX_FACE_SESSIONS: unset means the default rule; a bad value fails at start-up', (t) => {
   t.is(faceSessionLimitFromEnv({}), undefined);
   t.is(faceSessionLimitFromEnv({ SVC_MAX_FACE_SESSIONS: ' 6 ' }), 6);
-  for (const bad of ['0', '-2', '2.5', 'many']) t.throws(() => faceSessionLimitFromEnv({ SVC_MAX_FACE_SESSIONS: bad }), { instanceOf: CapacityConfigError }, bad);
+  for (const bad of ['0', '-2', '2.5', 'many']) t.throws(() => faceSessionLimitFromEnv({ SVC_MAX_FACE_SESSIONS: bad }), { instanceOf: ConfigError }, bad);
   t.is(defaultFaceSessionLimit(2), 4, 'the measured 2-core figure');
   t.is(defaultFaceSessionLimit(1), 2);
   t.is(createCapacityGate({ loadCheck: false }).limit, defaultFaceSessionLimit());

@@ -11,7 +11,7 @@
 import test from 'ava';
 import { facePlugin } from '../../plugins/face/index.ts';
 import { createCapacityGate } from '../../server/capacity/index.ts';
-import { attachRealtime, createRealtimeResolver, mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
+import { attachRealtime, createRealtimeResolver, type RealtimeEndpoint } from '../../server/realtime/index.ts';
 import { ApiKeys } from '../../server/services/api-keys.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
 import { connectRaw, isError, isReady, type Conn } from './ws-conn.ts';
@@ -22,15 +22,14 @@ const gate = createCapacityGate({ limit: 3, loadCheck: false });
 const CONFIG = 'config_id=svc/human-portrait';
 
 test.before(async () => {
-  ts = await startTestServer({ label: 'realtime_security', plugins: [facePlugin] });
   // A short re-check period: the bound under test, not a timing goal.
-  endpoint = mountRealtime(ts.server, { capacityGate: gate, revocationCheckIntervalMs: 200 });
+  ts = await startTestServer({ label: 'realtime_security', plugins: [facePlugin], surfaces: { realtime: true }, parts: { capacity: gate, realtime: { revocationCheckIntervalMs: 200 } } });
+  endpoint = ts.server.realtime!;
 });
 
 test.after.always(async () => {
-  await endpoint?.close();
-  gate.close();
   await ts?.stop();
+  gate.close();
 });
 
 const open = (query: string, key: string): Conn => connectRaw(`${ts.url.replace(/^http/, 'ws')}/realtime?${query}`, { 'x-api-key': key });

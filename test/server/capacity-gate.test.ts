@@ -1,5 +1,6 @@
 import test from 'ava';
-import { CapacityConfigError, createCapacityGate, FACE_CAPACITY, loadCheckFromEnv } from '../../server/capacity/capacity-gate.ts';
+import { CapacityConfigError, createCapacityGate, FACE_CAPACITY } from '../../server/capacity/capacity-gate.ts';
+import { ConfigError, loadCheckFromEnv } from '../../server/config/env.ts';
 
 /** Keeps the event loop busy for `ms` (the load the gate measures). */
 function burn(ms: number): void {
@@ -91,7 +92,7 @@ test.serial('the lag bound: FACE_CAPACITY default (one face frame), SVC_CAPACITY
   t.deepEqual(loadCheckFromEnv({ SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS: '12.5' }), { maxEventLoopLagMs: 12.5 });
   t.is(loadCheckFromEnv({ SVC_CAPACITY_LOAD_CHECK: 'off', SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS: '75' }), false);
   for (const bad of ['0', '-5', 'soon', 'Infinity']) {
-    t.throws(() => loadCheckFromEnv({ SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS: bad }), { instanceOf: CapacityConfigError, message: /SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS must be a positive number of milliseconds/ }, bad);
+    t.throws(() => loadCheckFromEnv({ SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS: bad }), { instanceOf: ConfigError, message: /SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS must be a positive number of milliseconds/ }, bad);
   }
   t.throws(() => createCapacityGate({ loadCheck: { maxEventLoopLagMs: 0 } }), { instanceOf: CapacityConfigError });
 
@@ -141,7 +142,7 @@ test('the late-frame bound from SVC_CAPACITY_MAX_LATE_FRAME_SHARE: a share in (0
   t.deepEqual(loadCheckFromEnv({ SVC_CAPACITY_MAX_LATE_FRAME_SHARE: '1', SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS: '75' }), { maxEventLoopLagMs: 75, maxLateFrameShare: 1 });
   t.is(loadCheckFromEnv({ SVC_CAPACITY_LOAD_CHECK: 'off', SVC_CAPACITY_MAX_LATE_FRAME_SHARE: '0.2' }), false);
   for (const bad of ['0', '-0.1', '1.5', 'most', 'Infinity']) {
-    t.throws(() => loadCheckFromEnv({ SVC_CAPACITY_MAX_LATE_FRAME_SHARE: bad }), { instanceOf: CapacityConfigError, message: /SVC_CAPACITY_MAX_LATE_FRAME_SHARE must be a share above 0 and at most 1/ }, bad);
+    t.throws(() => loadCheckFromEnv({ SVC_CAPACITY_MAX_LATE_FRAME_SHARE: bad }), { instanceOf: ConfigError, message: /SVC_CAPACITY_MAX_LATE_FRAME_SHARE must be a share above 0 and at most 1/ }, bad);
   }
   // 1 never refuses: a share of late frames is at most 1.
   const gate = createCapacityGate({ limit: 4, loadCheck: { ...loadCheckFromEnv({ SVC_CAPACITY_MAX_LATE_FRAME_SHARE: '1' }), maxEventLoopLagMs: 10_000, ...LAG_ONLY } });

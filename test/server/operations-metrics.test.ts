@@ -16,9 +16,9 @@ import WebSocket from 'ws';
 import { Registry } from '../../core/registry.ts';
 import { JOB_FAILURE_REASONS } from '../../server/jobs/job-worker.ts';
 import { TEMPLATE_FACE_ASSET } from '../../server/services/catalogue-seed.ts';
-import { createServer } from '../../server/app.ts';
-import { mountOperations, Readiness } from '../../server/health/index.ts';
-import { metricsAccessFromEnv } from '../../server/metrics/metrics.ts';
+import { buildServer } from '../../server/build-server.ts';
+import { REST_ONLY } from '../../server/config/surfaces.ts';
+import { metricsAccessFromEnv } from '../../server/config/env.ts';
 import { startServerProcess, type ServerProcess } from '../sessions/server-process.ts';
 import { createTestDatabase, SECRETS, testFacePlugin } from './harness.ts';
 import { TcpRelay } from './operations-relay.ts';
@@ -264,19 +264,16 @@ test('/readyz: 503 naming the database while it is unreachable, the migrations w
   cleanups.push(() => relay.stop());
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-ready-'));
   cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
-  const server = await createServer(
-    { ...SECRETS, port: 0, host: '127.0.0.1', logLevel: 'silent', dataDir, databaseUrl: relay.via(db.url), database: { acquireTimeoutMs: 1000, connectTimeoutMs: 1000 } },
-    { registry: new Registry().use(testFacePlugin) },
-  );
-  const readiness = new Readiness({ db: server.db });
   let faceLoaded!: () => void;
-  readiness.trackFaceEngine(new Promise<void>((resolve) => (faceLoaded = resolve)));
-  const ops = mountOperations(server, { readiness });
+  const server = await buildServer(
+    {
+      ...SECRETS, port: 0, host: '127.0.0.1', logLevel: 'silent', dataDir, databaseUrl: relay.via(db.url), database: { acquireTimeoutMs: 1000, connectTimeoutMs: 1000 },
+      surfaces: { ...REST_ONLY, operations: true },
+    },
+    { registry: new Registry().use(testFacePlugin), faceEngine: new Promise<void>((resolve) => (faceLoaded = resolve)) },
+  );
   const { url } = await server.listen();
-  cleanups.push(async () => {
-    ops.close();
-    await server.close();
-  });
+  cleanups.push(() => server.close());
   const readyz = async () => {
     const res = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(20_000) });
     return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as any };

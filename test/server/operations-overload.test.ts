@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCapacityGate } from '../../server/capacity/index.ts';
-import { createServerMetrics } from '../../server/metrics/metrics.ts';
+import { createServerMetrics } from '../../server/operations/metrics.ts';
 import { startSessionServer, type SessionTestServer } from '../sessions/session-harness.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');

@@ -13,7 +13,7 @@ import { getPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalTTSService } from '../../plugins/local/index.ts';
 import { BotHost } from '../../server/sessions/bot-host.ts';
-import { BOT_HOST_DEFAULT_NICE, botHostFromEnv } from '../../server/sessions/embedded-sessions.ts';
+import { BOT_HOST_DEFAULT_NICE, botHostFromEnv } from '../../server/config/env.ts';
 import { startServerProcess } from './server-process.ts';
 import { RoomVisitor, waitFor } from '../agent/room-visitor.ts';
 import { concat } from '../../core/audio.ts';

@@ -14,7 +14,7 @@ import type { Duplex } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
-import { WIDGET_VERSION } from '../../clients/web/version.ts';
+import { WIDGET_VERSION } from '../../protocol/widget-version.ts';
 import { LocalTTSService } from '../../plugins/local/index.ts';
 import { createCapacityGate } from '../../server/capacity/index.ts';
 import { mintConnectToken } from '../../server/sessions/connect-auth.ts';

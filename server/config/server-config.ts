@@ -1,6 +1,15 @@
+/**
+ * The one typed configuration of a server process: what `buildServer` assembles from. `npm start`
+ * fills it from the environment (env.ts, the only reader of process.env in server/ and agent/);
+ * tests and embedders give it in code. Every field but the two secrets has a default here.
+ */
 import { join } from 'node:path';
-import { AddressPolicy } from '../processors/tools/address-policy.ts';
-import { EMBEDDED_JOB_POLL_MS, resolveJobSettings, type JobSettings } from './jobs/job-settings.ts';
+import type { ProviderChoice } from '../../agent/agent-pipeline.ts';
+import { AddressPolicy } from '../../processors/tools/address-policy.ts';
+import type { LoadCheckOptions } from '../capacity/capacity-gate.ts';
+import { EMBEDDED_JOB_POLL_MS, resolveJobSettings, type JobSettings } from '../jobs/job-settings.ts';
+import type { LiveKitRoomProviderOptions } from '../../transports/livekit/livekit-room-provider.ts';
+import { ALL_IN_ONE, checkSurfaces, type Surfaces } from './surfaces.ts';
 
 /** Object storage: the filesystem driver (embedded default) or any S3-compatible service. */
 export type StorageConfig =
@@ -65,6 +74,41 @@ export interface ServerConfig {
   database: DatabaseTimeouts;
   /** Durable generation jobs: worker in this process, concurrency, attempts, leases (server/jobs/job-settings.ts). */
   jobs: JobSettings;
+  /** What this process serves (surfaces.ts): all of it for `npm start`. */
+  surfaces: Surfaces;
+  /**
+   * The capacity gate's load check (`SVC_CAPACITY_*`): false admits by count only; else the
+   * bounds (default: on, with the gate's own defaults).
+   */
+  capacityLoadCheck: false | LoadCheckOptions;
+  /** The Session API's bots: where they run, in which rooms, on which engines. */
+  sessions: SessionSettings;
+  /** `GET /metrics` access (`SVC_METRICS`, `SVC_METRICS_TOKEN`); off by default. */
+  metrics: MetricsAccess;
+  /** On SIGTERM, how long live sessions get to end cleanly (`SVC_SHUTDOWN_GRACE_MS`). */
+  shutdownGraceMs: number;
+  /** ffmpeg of the idle-video generator (`SVC_FFMPEG_PATH`). */
+  ffmpegPath: string;
+}
+
+/** Who may read `GET /metrics`: nobody (404), bearers of the token, or anyone. */
+export type MetricsAccess = { readonly mode: 'off' } | { readonly mode: 'public' } | { readonly mode: 'token'; readonly token: string };
+
+export interface BotHostSettings {
+  /** The host's nice value (-20..19; above 0 lets the API's process win the cores it shares with the bots). */
+  readonly nice: number;
+}
+
+/** The deployment's LiveKit server for sessions (docs/sessions.md, "LiveKit rooms"). */
+export type LiveKitSessionSettings = Pick<LiveKitRoomProviderOptions, 'url' | 'apiKey' | 'apiSecret' | 'tokenTtlMs' | 'emptyTimeoutMs' | 'maxParticipants'>;
+
+export interface SessionSettings {
+  /** Bots in a child process (`SVC_BOT_HOST=process`) at this nice value; null: in this process. */
+  botHost: BotHostSettings | null;
+  /** Sessions' rooms on this LiveKit server (`SVC_LIVEKIT_*`); null: embedded rooms. */
+  livekit: LiveKitSessionSettings | null;
+  /** Speech engines: the cloud plugins whose keys are set, else the offline ones. */
+  providers: ProviderChoice;
 }
 
 export interface DatabaseTimeouts {
@@ -115,12 +159,18 @@ export const SERVER_DEFAULTS = {
   } satisfies DatabaseTimeouts,
   /** `Retry-After` (seconds) on 503 `service_unavailable`. */
   retryAfterSeconds: 5,
+  /** Live sessions get 10 s to end cleanly on SIGTERM (`server_shutdown`: told, recorded, room closed). */
+  shutdownGraceMs: 10_000,
+  ffmpegPath: 'ffmpeg',
+  /** Offline engines: the product runs with no cloud key. */
+  providers: { stt: 'local', llm: 'local', vad: 'local' } satisfies ProviderChoice,
 } as const;
 
-/** Fills defaults; secrets must be supplied (see `loadConfigFromEnv` for the persisted embedded ones). */
-/** What callers give `resolveConfig`/`createServer`: everything optional but the secrets. */
-export type ServerConfigInput = Omit<Partial<ServerConfig>, 'database' | 'jobs'> & Pick<ServerConfig, 'encryptionKey' | 'signingSecret'> & { database?: Partial<DatabaseTimeouts>; jobs?: Partial<JobSettings> };
+/** What callers give `resolveConfig`/`buildServer`: everything optional but the secrets. */
+export type ServerConfigInput = Omit<Partial<ServerConfig>, 'database' | 'jobs' | 'surfaces' | 'sessions'> &
+  Pick<ServerConfig, 'encryptionKey' | 'signingSecret'> & { database?: Partial<DatabaseTimeouts>; jobs?: Partial<JobSettings>; surfaces?: Partial<Surfaces>; sessions?: Partial<SessionSettings> };
 
+/** Fills defaults; secrets must be supplied (see `loadConfigFromEnv` for the persisted embedded ones). */
 export function resolveConfig(input: ServerConfigInput): ServerConfig {
   const dataDir = input.dataDir ?? SERVER_DEFAULTS.dataDir;
   return {
@@ -144,6 +194,12 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     requestTimeoutMs: input.requestTimeoutMs ?? SERVER_DEFAULTS.requestTimeoutMs,
     database: { ...SERVER_DEFAULTS.database, ...input.database },
     jobs: resolveJobSettings(input.databaseUrl || input.jobs?.pollMs !== undefined ? input.jobs : { ...input.jobs, pollMs: EMBEDDED_JOB_POLL_MS }),
+    surfaces: checkSurfaces({ ...ALL_IN_ONE, ...input.surfaces }),
+    capacityLoadCheck: input.capacityLoadCheck ?? {},
+    sessions: { botHost: null, livekit: null, providers: SERVER_DEFAULTS.providers, ...input.sessions },
+    metrics: input.metrics ?? { mode: 'off' },
+    shutdownGraceMs: input.shutdownGraceMs ?? SERVER_DEFAULTS.shutdownGraceMs,
+    ffmpegPath: input.ffmpegPath ?? SERVER_DEFAULTS.ffmpegPath,
   };
 }
 

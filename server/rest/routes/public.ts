@@ -1,12 +1,12 @@
 import type Router from '@koa/router';
-import type { ApiRoutes } from '../http/api-routes.ts';
+import type { ApiRoutes } from '../../http/api-routes.ts';
 import { publicAgentSchema } from '../schema/agents.ts';
 import { publicAssetSchema } from '../schema/assets.ts';
 import { errors, pathId } from '../schema/common.ts';
 import { publicModelConfigSchema } from '../schema/model-configs.ts';
 import { publicModelVariantSchema } from '../schema/model-variants.ts';
-import type { Services } from '../services/index.ts';
-import { publicAgent } from '../services/public-agent.ts';
+import type { Services } from '../../services/index.ts';
+import { publicAgent } from '../../services/public-agent.ts';
 import { variantIdFrom } from './model-variants.ts';
 
 /** Catalogue entries change only on deploy: browsers and CDNs may keep them five minutes. */

@@ -1,13 +1,13 @@
 import type Router from '@koa/router';
-import type { Registry } from '../../core/registry.ts';
-import type { ApiRoutes } from '../http/api-routes.ts';
+import type { Registry } from '../../../core/registry.ts';
+import type { ApiRoutes } from '../../http/api-routes.ts';
 import {
   agentCallSchema, agentSchema, agentStatusBody, agentSummarySchema, createAgentBody, patchAgentBody, providerDescriptorSchema, verifyProviderResponse,
 } from '../schema/agents.ts';
 import { dateTime, errors, listOf, listQuery, pathId } from '../schema/common.ts';
-import type { Services } from '../services/index.ts';
-import { verifyProvider } from '../services/provider-verification.ts';
-import { listProviders } from '../services/sts-providers.ts';
+import type { Services } from '../../services/index.ts';
+import { verifyProvider } from '../../services/provider-verification.ts';
+import { listProviders } from '../../services/sts-providers.ts';
 
 export function mountAgentRoutes(api: ApiRoutes, router: Router, { agents, agentCalls }: Services, registry: Registry): void {
   const tag = 'Agents';

@@ -1,4 +1,4 @@
-import type { JsonSchema, RouteSpec } from '../http/api-routes.ts';
+import type { JsonSchema, RouteSpec } from '../../http/api-routes.ts';
 import { errorResponse } from './common.ts';
 
 /** Published version of the REST description (spec "Versioning"). */

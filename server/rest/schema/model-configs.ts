@@ -1,5 +1,5 @@
 import { dateTime, uuid, responseShape } from './common.ts';
-import type { JsonSchema } from '../http/api-routes.ts';
+import type { JsonSchema } from '../../http/api-routes.ts';
 
 const d = (schema: JsonSchema, description: string): JsonSchema => ({ ...schema, description });
 

@@ -1,5 +1,5 @@
-import type { JsonSchema } from '../http/api-routes.ts';
-import { paginationQueryProperties } from '../http/pagination.ts';
+import type { JsonSchema } from '../../http/api-routes.ts';
+import { paginationQueryProperties } from '../../http/pagination.ts';
 
 export const uuid = { type: 'string', format: 'uuid' } as const;
 export const dateTime = { type: 'string', format: 'date-time' } as const;

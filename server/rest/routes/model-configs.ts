@@ -1,8 +1,8 @@
 import type Router from '@koa/router';
-import type { ApiRoutes } from '../http/api-routes.ts';
+import type { ApiRoutes } from '../../http/api-routes.ts';
 import { errors, listOf, listQuery, pathId, uuid } from '../schema/common.ts';
 import { createModelConfigBody, modelConfigSchema, replaceModelConfigBody } from '../schema/model-configs.ts';
-import type { Services } from '../services/index.ts';
+import type { Services } from '../../services/index.ts';
 
 export function mountModelConfigRoutes(api: ApiRoutes, router: Router, { modelConfigs }: Services): void {
   const tag = 'Model configurations';

@@ -1,6 +1,6 @@
 import { dateTime, described, nullable, uuid, responseShape } from './common.ts';
-import type { JsonSchema } from '../http/api-routes.ts';
-import { MULTIPART_RULES } from '../storage/object-storage.ts';
+import type { JsonSchema } from '../../http/api-routes.ts';
+import { MULTIPART_RULES } from '../../storage/object-storage.ts';
 
 const TOKEN = `[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}`;
 const MIME_TYPE_PATTERN = `^${TOKEN}/${TOKEN}([ \\t]*;[ \\t]*[A-Za-z0-9!#$&^_.+-]+=([A-Za-z0-9!#$&^_.+-]+|"[^"\\\\\\x00-\\x1f\\x7f]*"))*$`;

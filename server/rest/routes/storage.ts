@@ -1,11 +1,11 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import type { ApiRoutes } from '../http/api-routes.ts';
-import { ApiError } from '../http/api-error.ts';
+import type { ApiRoutes } from '../../http/api-routes.ts';
+import { ApiError } from '../../http/api-error.ts';
 import { MIME_TYPE_RE } from '../schema/assets.ts';
 import { errors } from '../schema/common.ts';
-import { decodeObjectKey, type FilesystemStorage } from '../storage/filesystem-storage.ts';
-import { MULTIPART_RULES, StorageError } from '../storage/object-storage.ts';
+import { decodeObjectKey, type FilesystemStorage } from '../../storage/filesystem-storage.ts';
+import { MULTIPART_RULES, StorageError } from '../../storage/object-storage.ts';
 
 const signedQuery = {
   type: 'object',

@@ -37,7 +37,7 @@ export class FaceIdleVideoGenerator implements IdleVideoGenerator {
   async generate(request: IdleVideoRequest): Promise<{ data: Buffer; contentType: string; name: string }> {
     const face = this.faceSlug(request.modelVariantId);
     const model = this.registry.create<FaceModel>('face', face);
-    const d = { ...IDLE_VIDEO_DEFAULTS, ffmpegPath: this.options.ffmpegPath ?? process.env.SVC_FFMPEG_PATH ?? IDLE_VIDEO_DEFAULTS.ffmpegPath };
+    const d = { ...IDLE_VIDEO_DEFAULTS, ffmpegPath: this.options.ffmpegPath ?? IDLE_VIDEO_DEFAULTS.ffmpegPath };
     const source = await model.openSource({
       referenceImage: new Uint8Array(request.sourceImage),
       configuration: { width: d.width, height: d.height, motion_scale: d.motionByTemplate[request.referenceTemplate ?? 'v2'] ?? 1 },
@@ -98,9 +98,9 @@ export class FaceIdleVideoGenerator implements IdleVideoGenerator {
 }
 
 /** Registers the built-in generator unless a plugin already provides one under the same slug. */
-export function registerIdleVideoGenerator(registry: Registry): void {
+export function registerIdleVideoGenerator(registry: Registry, options: { readonly ffmpegPath?: string } = {}): void {
   if (registry.has(IDLE_VIDEO_GENERATOR_KIND, IDLE_VIDEO_DEFAULTS.slug)) return;
-  registry.register<IdleVideoGenerator>(IDLE_VIDEO_GENERATOR_KIND, IDLE_VIDEO_DEFAULTS.slug, (_o, r) => new FaceIdleVideoGenerator(r), {
+  registry.register<IdleVideoGenerator>(IDLE_VIDEO_GENERATOR_KIND, IDLE_VIDEO_DEFAULTS.slug, (_o, r) => new FaceIdleVideoGenerator(r, options), {
     label: 'Idle video (face model idle loop, H.264 MP4)',
   });
 }

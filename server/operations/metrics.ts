@@ -12,18 +12,16 @@
  * per-event cost is a face frame's lateness: one histogram observation per frame.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type Router from '@koa/router';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { CapacityGate } from '../capacity/capacity-gate.ts';
 import { JOB_FAILURE_REASONS, type JobFailureCounts } from '../jobs/job-worker.ts';
 import type { LiveSessionStats } from '../sessions/live-sessions.ts';
 
 /** Who may read `/metrics` (`SVC_METRICS`, `SVC_METRICS_TOKEN`); see metricsAccessFromEnv. */
-export type MetricsAccess = { readonly mode: 'off' } | { readonly mode: 'public' } | { readonly mode: 'token'; readonly token: string };
+export type { MetricsAccess } from '../config/server-config.ts';
 
 export const METRICS = {
   /** Shortest accepted SVC_METRICS_TOKEN. */
-  minTokenLength: 16,
   /** Request duration buckets (seconds). */
   httpBuckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
   /** Session API refusal codes always present (0 until seen). */
@@ -40,31 +38,6 @@ export const METRICS = {
   /** A scrape waits this long for the job queue's count; past it the depth series are left out. */
   jobQueueTimeoutMs: 1000,
 } as const;
-
-export class MetricsConfigError extends Error {}
-
-/**
- * `SVC_METRICS`: `off`, `token` (needs `SVC_METRICS_TOKEN`, sent as `Authorization: Bearer`) or
- * `public`. Unset: `token` when `SVC_METRICS_TOKEN` is set, else `off`. Anything else throws.
- */
-export function metricsAccessFromEnv(env: NodeJS.ProcessEnv = process.env): MetricsAccess {
-  const mode = (env.SVC_METRICS ?? '').trim().toLowerCase();
-  const token = (env.SVC_METRICS_TOKEN ?? '').trim();
-  if (mode === '') return token ? tokenAccess(token) : { mode: 'off' };
-  if (mode === 'off') return { mode: 'off' };
-  if (mode === 'public') return { mode: 'public' };
-  if (mode === 'token') {
-    if (!token) throw new MetricsConfigError('SVC_METRICS=token needs SVC_METRICS_TOKEN (the bearer token scrapers send)');
-    return tokenAccess(token);
-  }
-  throw new MetricsConfigError(`SVC_METRICS must be off, token or public, got ${JSON.stringify(env.SVC_METRICS)}`);
-}
-
-function tokenAccess(token: string): MetricsAccess {
-  if (token.length < METRICS.minTokenLength) throw new MetricsConfigError(`SVC_METRICS_TOKEN must be at least ${METRICS.minTokenLength} characters`);
-  if (!/^[\x21-\x7e]+$/.test(token)) throw new MetricsConfigError('SVC_METRICS_TOKEN must be printable ASCII without spaces');
-  return { mode: 'token', token };
-}
 
 /** Where a face session's frames go: a `/realtime` client, or a Session API bot's room. */
 export type FaceFrameConsumer = 'realtime' | 'bot';
@@ -108,8 +81,8 @@ export interface JobMetricsSource {
 
 /** What the metrics read at scrape time; each is optional (a server without sessions has none). */
 export interface MetricsSources {
-  /** The REST router: request routes are labelled with its path patterns. */
-  readonly router?: Pick<Router, 'match'>;
+  /** The route pattern serving a request (the server's route table): requests are labelled with it. */
+  readonly routeOf?: (path: string, method: string) => string | undefined;
   readonly sessions?: () => LiveSessionStats;
   readonly realtime?: () => { readonly live: number; readonly refusals: Readonly<Record<string, number>> };
   readonly capacity?: Pick<CapacityGate, 'snapshot'>;
@@ -138,24 +111,13 @@ function processMetrics(): Registry {
   return processRegistry;
 }
 
-const FIXED_ROUTES = new Set(['/', '/healthz', '/readyz', '/metrics']);
-const WIDGET_ROUTE = /^\/widget\/[^/]+\/svc-agent\.js$/;
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
-/** A bounded label for a request: the router's path pattern, a fixed path, or `unmatched`. */
-export function routeLabel(router: Pick<Router, 'match'> | undefined, method: string, url: string | undefined): string {
+/** A bounded label for a request: the path pattern of the route serving it, or `unmatched`. */
+export function routeLabel(routeOf: MetricsSources['routeOf'], method: string, url: string | undefined): string {
   const q = (url ?? '/').indexOf('?');
   const path = q === -1 ? (url ?? '/') : (url ?? '/').slice(0, q);
-  if (FIXED_ROUTES.has(path)) return path;
-  if (WIDGET_ROUTE.test(path)) return '/widget/:version/svc-agent.js';
-  if (router) {
-    const layers = router.match(path, method === 'HEAD' ? 'GET' : method).pathAndMethod;
-    for (let i = layers.length - 1; i >= 0; i--) {
-      const layer = layers[i]!;
-      if (layer.methods.length && typeof layer.path === 'string') return layer.path;
-    }
-  }
-  return 'unmatched';
+  return routeOf?.(path, method) ?? 'unmatched';
 }
 
 /** Sets a labelled counter from counts kept elsewhere (the `always` labels appear with 0). */
@@ -246,7 +208,7 @@ export function createServerMetrics(sources: MetricsSources): ServerMetrics {
       res.once('close', () => {
         const method = METHODS.has(req.method ?? '') ? req.method! : 'OTHER';
         const status = res.writableFinished ? String(res.statusCode) : '499';
-        http.observe({ method, route: routeLabel(sources.router, method, req.url), status }, (performance.now() - started) / 1000);
+        http.observe({ method, route: routeLabel(sources.routeOf, method, req.url), status }, (performance.now() - started) / 1000);
       });
     },
     async scrape() {

@@ -1,10 +1,10 @@
 import type Router from '@koa/router';
-import type { RouteInput } from '../http/api-routes.ts';
-import type { ApiRoutes } from '../http/api-routes.ts';
-import { ApiError } from '../http/api-error.ts';
+import type { RouteInput } from '../../http/api-routes.ts';
+import type { ApiRoutes } from '../../http/api-routes.ts';
+import { ApiError } from '../../http/api-error.ts';
 import { errors, listOf, listQuery } from '../schema/common.ts';
 import { modelVariantSchema, variantIdPattern } from '../schema/model-variants.ts';
-import type { Services } from '../services/index.ts';
+import type { Services } from '../../services/index.ts';
 
 /** Variant ids contain slashes: accepted percent-encoded as one segment or as three segments. */
 export function variantIdFrom(params: Record<string, string>): string {

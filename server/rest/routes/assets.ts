@@ -1,10 +1,10 @@
 import type Router from '@koa/router';
-import type { ApiRoutes } from '../http/api-routes.ts';
+import type { ApiRoutes } from '../../http/api-routes.ts';
 import {
   assetSchema, finalizeUploadBody, generateBody, generationJobSchema, initiateUploadBody, signPartBody, signPartResponse, uploadSessionSchema,
 } from '../schema/assets.ts';
 import { errors, listOf, listQuery, pathId } from '../schema/common.ts';
-import type { Services } from '../services/index.ts';
+import type { Services } from '../../services/index.ts';
 
 export function mountAssetRoutes(api: ApiRoutes, router: Router, { assets, generationJobs }: Services): void {
   const tag = 'Assets';

@@ -1,5 +1,5 @@
 import { dateTime, described, nullable, uuid, responseShape } from './common.ts';
-import type { JsonSchema } from '../http/api-routes.ts';
+import type { JsonSchema } from '../../http/api-routes.ts';
 
 /** Spec "Limits" for agents and tools, plus our decisions for what it leaves open. */
 export const AGENT_LIMITS = {

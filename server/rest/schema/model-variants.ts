@@ -1,5 +1,5 @@
 import { dateTime, described, responseShape } from './common.ts';
-import type { JsonSchema } from '../http/api-routes.ts';
+import type { JsonSchema } from '../../http/api-routes.ts';
 
 export const modelVariantSchema: JsonSchema = responseShape({
   type: 'object',
