@@ -38,6 +38,7 @@ import { ModelConfigs } from './services/model-configs.ts';
 import { ModelVariants } from './services/model-variants.ts';
 import { Organizations } from './services/organizations.ts';
 import { createObjectStorage, FilesystemStorage, type ObjectStorage } from './storage/index.ts';
+import { checkSharedStorage, unsharedStorageMessage } from './storage/shared-storage-check.ts';
 
 export type ServerInput = ServerConfigInput;
 
@@ -45,6 +46,8 @@ export interface CreateServerOptions {
   /** Registry holding the plugins (face, sts, asset hooks, generators); a fresh one by default. */
   registry?: Registry;
   logger?: Logger;
+  /** Middleware at the head of the chain, before logging: the REST guard (server/capacity/rest-guard.ts). */
+  guard?: Koa.Middleware;
 }
 
 export interface AppServer {
@@ -106,6 +109,10 @@ export async function createServer(input: ServerInput, options: CreateServerOpti
     generationJobs: new GenerationJobs(db, registry, assets, storage, logger, config.jobs),
   };
   await seedCatalogue(db, registry, assets);
+  if (config.databaseUrl && config.storage.driver === 'filesystem') {
+    const report = await checkSharedStorage(db, storage);
+    if (report.missing > 0) logger.warn({ ...report }, unsharedStorageMessage(report, config.storage.root ?? join(config.dataDir, 'objects')));
+  }
   // Jobs are durable (docs/jobs.md): a worker here unless SVC_WORKER=off; any worker reclaims interrupted ones.
   if (config.jobs.runWorker) services.generationJobs.startWorker();
   const sweepUploads = () => assets.sweepAbandonedUploads(new Date(Date.now() - config.uploadSessionTtlMs));
@@ -137,6 +144,8 @@ export async function createServer(input: ServerInput, options: CreateServerOpti
   mountPublicRoutes(api, router, services);
   if (storage instanceof FilesystemStorage) mountStorageRoutes(api, router, storage);
 
+  // Rate-limited and shed requests are refused before anything else runs (a flood costs no log line).
+  if (options.guard) app.use(options.guard);
   app.use(requestLog(logger));
   app.use(errorMiddleware(logger));
   app.use(responseHeaders());

@@ -7,7 +7,8 @@ import { loadDefaultPlugins } from './default-plugins.ts';
 import { loadConfigFromEnv } from './env-config.ts';
 import { mountRealtime } from './realtime/index.ts';
 import { mountRooms } from './rooms/mount.ts';
-import { createCapacityGate, loadCheckFromEnv } from './capacity/index.ts';
+import { availableParallelism } from 'node:os';
+import { createCapacityGate, createRestGuard, LoadMeter, loadCheckFromEnv, restGuardSettingsFromEnv } from './capacity/index.ts';
 import { botHostFromEnv, mountEmbeddedSessions } from './sessions/embedded-sessions.ts';
 import { BotHost } from './sessions/bot-host.ts';
 import { mountWidget } from './widget/index.ts';
@@ -36,9 +37,9 @@ function shutdownGraceMs(env: NodeJS.ProcessEnv): number {
 }
 
 /** `npm start`: the REST API on PORT (default 8080), embedded PGlite unless DATABASE_URL is set. */
-const { config, metricsAccess, graceMs, loadCheck, botHost } = (() => {
+const { config, metricsAccess, graceMs, loadCheck, restGuardSettings, botHost } = (() => {
   try {
-    return { config: loadConfigFromEnv(), metricsAccess: metricsAccessFromEnv(), graceMs: shutdownGraceMs(process.env), loadCheck: loadCheckFromEnv(), botHost: botHostFromEnv(process.env) };
+    return { config: loadConfigFromEnv(), metricsAccess: metricsAccessFromEnv(), graceMs: shutdownGraceMs(process.env), loadCheck: loadCheckFromEnv(), restGuardSettings: restGuardSettingsFromEnv(), botHost: botHostFromEnv(process.env) };
   } catch (err) {
     process.stderr.write(`svc server configuration error: ${(err as Error).message}\n`);
     process.exit(1);
@@ -49,7 +50,21 @@ const logDestination = pino.destination({ dest: 1, sync: false });
 const logger = pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]'] }, logDestination);
 const registry = new Registry();
 const plugins = await loadDefaultPlugins(registry, logger);
-const server = await createServer(config, { registry, logger }).catch((err: Error) => {
+// One load meter per process, read by the capacity gate (bots and face sessions: slots and their
+// frames' lateness) and the REST guard (per-key rate limits; the API sheds its own load first).
+// Its CPU share counts the bot host's CPU too (SVC_BOT_HOST=process: the bots' own process).
+let hostCpu: (() => NodeJS.CpuUsage) | undefined;
+const meter = new LoadMeter({
+  cores: availableParallelism(),
+  cpuUsage: () => {
+    const own = process.cpuUsage();
+    const host = hostCpu?.();
+    return host ? { user: own.user + host.user, system: own.system + host.system } : own;
+  },
+});
+let capacityInUse = () => 0;
+const restGuard = createRestGuard({ meter, liveSessions: () => capacityInUse(), ...restGuardSettings });
+const server = await createServer(config, { registry, logger, guard: restGuard.middleware }).catch((err: Error) => {
   process.stderr.write(`svc server cannot start: ${err.message}\n`);
   process.exit(1);
 });
@@ -70,20 +85,10 @@ const faceEngine = (async () => {
 })();
 await faceEngine.catch(() => undefined);
 const rooms = mountRooms(server);
-// One capacity gate per process: /realtime face sessions and Session API bots share the cores.
-// SVC_CAPACITY_LOAD_CHECK=off admits by count only (tests of other rules, or an operator who
-// measured); SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS moves the lag bound (docs/operations.md, "Overload").
-// Its CPU share counts the bot host's CPU too (SVC_BOT_HOST=process: the bots' own process).
-let hostCpu: (() => NodeJS.CpuUsage) | undefined;
-const capacity = createCapacityGate({
-  limit: server.config.maxFaceSessions,
-  loadCheck,
-  cpuUsage: () => {
-    const own = process.cpuUsage();
-    const host = hostCpu?.();
-    return host ? { user: own.user + host.user, system: own.system + host.system } : own;
-  },
-});
+// One capacity gate per process: /realtime face sessions and Session API bots share the cores
+// (docs/operations.md, "Overload"). SVC_CAPACITY_LOAD_CHECK=off admits by slots only.
+const capacity = createCapacityGate({ limit: server.config.maxFaceSessions, loadCheck, meter });
+capacityInUse = () => capacity.inUse;
 // Face frames' lateness (jitter) of /realtime sessions and bots, exposed by /metrics.
 const frameTiming = createFaceFrameTiming();
 // The gate judges overload by them too: frames leaving late are what a saturated machine does to
@@ -107,6 +112,7 @@ const metrics = createServerMetrics({
   sessions: () => sessions.sessions.stats(),
   realtime: () => ({ live: realtime.activeSessions, refusals: realtime.refusals() }),
   capacity,
+  restGuard,
   frameTiming,
   jobs: server.services.generationJobs,
 });
@@ -193,7 +199,10 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
       .then(() => rooms.close())
       .then(() => sharedDatabase?.close())
       .then(() => server.close())
-      .then(() => capacity.close())
+      .then(() => {
+        capacity.close();
+        meter.close();
+      })
       .catch((err: unknown) => logger.error({ err }, 'shutdown step failed'))
       .finally(() => {
         logger.info({ signal }, 'shut down');

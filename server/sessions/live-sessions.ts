@@ -14,6 +14,7 @@ import type { RunningSession, SessionOutcome, SessionRunner, TerminationReason }
 import type { AvatarRoom, RoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { Db } from '../db/connect.ts';
 import type { Agents } from '../services/agents.ts';
+import { withoutPaths } from './agent-face.ts';
 import { checkOrigin } from './origin-allowlist.ts';
 import { verifyConnectToken } from './connect-auth.ts';
 import { SessionError } from './session-errors.ts';
@@ -80,6 +81,33 @@ export const SESSION_RETRY = {
   serverBusySeconds: 5,
 } as const;
 
+export const SESSION_START = {
+  /**
+   * Bots this process starts at once; further admitted sessions wait their turn. A start (the
+   * pipeline, the face session, the room's first negotiation) is the heaviest moment of a
+   * session: a burst of admissions started all at once made the live bots' frames late, and the
+   * process judged itself overloaded by its own start-ups (issue 25).
+   */
+  concurrentStarts: 2,
+} as const;
+
+/** At most `limit` starts at once, in arrival order. */
+class StartPacer {
+  private running = 0;
+  private readonly waiting: (() => void)[] = [];
+  constructor(private readonly limit: number) {}
+  async run<T>(start: () => Promise<T>): Promise<T> {
+    if (this.running >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    this.running++;
+    try {
+      return await start();
+    } finally {
+      this.running--;
+      this.waiting.shift()?.();
+    }
+  }
+}
+
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Room names carry 192 random bits: knowing one is enough to end its session. */
@@ -95,6 +123,7 @@ export class LiveSessions {
   private closing = false;
   private readonly log: Logger;
   private readonly counts = { started: 0, refused: {} as Record<string, number>, ended: {} as Record<string, number> };
+  private readonly starts = new StartPacer(SESSION_START.concurrentStarts);
 
   constructor(private readonly options: LiveSessionsOptions) {
     this.store = new SessionStore(options.db, options.runnerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`, options.lease);
@@ -193,10 +222,12 @@ export class LiveSessions {
       agent = await this.options.agents.get(principal, row.agent_id);
       // A third_party agent's provider key is decrypted here, for this session's provider only.
       const stsApiKey = agent.mode === 'third_party' ? (await this.options.agents.providerKey(principal, row.agent_id)).apiKey : null;
-      local.running = await this.options.runner.start({ sessionId, callId, agent, clientUserRef: request.clientUserRef, room, stsApiKey });
+      local.running = await this.starts.run(() => this.options.runner.start({ sessionId, callId, agent, clientUserRef: request.clientUserRef, room, stsApiKey }));
     } catch (err) {
       this.log.error({ err, sessionId }, 'bot start failed');
-      await this.finish(local, { terminationReason: 'bot_start_failed', failureDetail: (err as Error).message, participantCount: 0, metadata: {} });
+      // A failure that knows its reason (face_unavailable, ...) records it; the visitor gets orchestrator_error either way.
+      const failureCode = (err as { failureCode?: unknown })?.failureCode;
+      await this.finish(local, { terminationReason: 'bot_start_failed', failureDetail: withoutPaths((err as Error).message), ...(typeof failureCode === 'string' ? { failureCode } : {}), participantCount: 0, metadata: {} });
       throw new SessionError('orchestrator_error', 'the agent could not be started');
     }
     await this.store.markActive(sessionId).catch((err) => this.log.warn({ err, sessionId }, 'could not mark the session active'));
