@@ -24,9 +24,9 @@ import type { LoadMeter } from './load-meter.ts';
 
 export const REST_LIMITS = {
   /** Requests per second one API key (or one keyless client address) may sustain. */
-  ratePerSecond: 50,
+  ratePerSecond: 100,
   /** Requests one client may make at once before the sustained rate applies. */
-  burst: 100,
+  burst: 200,
   /** Buckets kept (least recently used dropped first): bounds the memory a key-rotating flood costs. */
   maxBuckets: 10_000,
   /** Shed REST requests while live sessions run and the loop's lag p99 is above this (ms). */
@@ -47,12 +47,16 @@ export interface RestGuardOptions {
   readonly shedding?: false | { readonly lagMs: number };
   /** Paths never limited nor shed (visitors, health). */
   readonly exempt?: (path: string, method: string) => boolean;
+  /** Buckets kept (default REST_LIMITS.maxBuckets). */
+  readonly maxBuckets?: number;
 }
 
 export interface RestGuardStats {
   readonly rateLimited: number;
   readonly shed: number;
   readonly shedding: boolean;
+  /** Clients with a bucket now. */
+  readonly buckets: number;
 }
 
 export interface RestGuard {
@@ -83,6 +87,7 @@ export function createRestGuard(options: RestGuardOptions): RestGuard {
   const shedLagMs = options.shedding === false ? undefined : (options.shedding?.lagMs ?? REST_LIMITS.shedLagMs);
   const exempt = options.exempt ?? isVisitorOrHealthPath;
   const buckets = new Map<string, Bucket>();
+  const maxBuckets = options.maxBuckets ?? REST_LIMITS.maxBuckets;
   const counts = { rateLimited: 0, shed: 0 };
   let lastShedding = false;
 
@@ -93,7 +98,7 @@ export function createRestGuard(options: RestGuardOptions): RestGuard {
     if (bucket) buckets.delete(client); // re-inserted below: Map order is recency
     else {
       bucket = { tokens: burst, at: now };
-      if (buckets.size >= REST_LIMITS.maxBuckets) buckets.delete(buckets.keys().next().value!);
+      if (buckets.size >= maxBuckets) buckets.delete(buckets.keys().next().value!);
     }
     bucket.tokens = Math.min(burst, bucket.tokens + ((now - bucket.at) / 1000) * ratePerSecond);
     bucket.at = now;
@@ -143,7 +148,7 @@ export function createRestGuard(options: RestGuardOptions): RestGuard {
 
   return {
     middleware,
-    stats: () => ({ ...counts, shedding: lastShedding }),
+    stats: () => ({ ...counts, shedding: lastShedding, buckets: buckets.size }),
   };
 }
 
@@ -153,7 +158,7 @@ export class RestGuardConfigError extends Error {
 
 /**
  * The guard's settings as `npm start` reads them: `SVC_RATE_LIMIT` (`off`, or
- * `<per second>/<burst>`, e.g. `50/100`, the default) and `SVC_REST_SHED_LAG_MS` (`off`, or a
+ * `<per second>/<burst>`, default `100/200`) and `SVC_REST_SHED_LAG_MS` (`off`, or a
  * positive number of ms, default REST_LIMITS.shedLagMs). A bad value throws at start-up.
  */
 export function restGuardSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): Pick<RestGuardOptions, 'rateLimit' | 'shedding'> {
