@@ -14,6 +14,8 @@ import type { Registry } from '../../core/registry.ts';
 import type { FaceModel, FaceReference, FaceSession } from '../../processors/avatar/face-model.ts';
 import type { Db } from '../db/connect.ts';
 import { createRealtimeResolver } from '../realtime/realtime-resolver.ts';
+import { RealtimeConfigError } from '../realtime/realtime-types.ts';
+import { StorageError } from '../storage/object-storage.ts';
 import type { Services } from '../services/index.ts';
 import type { ObjectStorage } from '../storage/index.ts';
 
@@ -81,7 +83,10 @@ export function createSessionFaceResolver(deps: { db: Db; storage: ObjectStorage
     const organizationId = agent.organization_id ?? '';
     const configId = agent.face_id ?? SESSION_FACE_DEFAULTS.configId;
     const resolved = await resolver.resolveConfig({ organizationId, principal: 'session' }, configId).catch((err: unknown) => {
-      throw new FaceUnavailableError(`the agent's face ${configId} cannot be opened: ${withoutPaths(err instanceof Error ? err.message : String(err))}`);
+      // The face itself is the problem (its configuration, its image in storage); anything else
+      // (the database unavailable, ...) is not the face's and keeps its own error.
+      if (err instanceof RealtimeConfigError || err instanceof StorageError) throw new FaceUnavailableError(`the agent's face ${configId} cannot be opened: ${withoutPaths(err.message)}`);
+      throw err;
     });
     if (!resolved) throw new FaceUnavailableError(`face configuration ${configId} cannot be resolved for this agent`);
     return { faceSlug: resolved.faceSlug, referenceImage: resolved.referenceImage, configuration: resolved.configuration };

@@ -14,11 +14,14 @@ import type { RunningSession, SessionOutcome, SessionRunner, TerminationReason }
 import type { AvatarRoom, RoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { Db } from '../db/connect.ts';
 import type { Agents } from '../services/agents.ts';
+import { AdmissionLine } from './admission-line.ts';
 import { withoutPaths } from './agent-face.ts';
 import { checkOrigin } from './origin-allowlist.ts';
 import { verifyConnectToken } from './connect-auth.ts';
 import { SessionError } from './session-errors.ts';
-import { SESSION_LEASE, SessionStore } from './session-store.ts';
+import { SESSION_LEASE, SessionStore, type Admission } from './session-store.ts';
+
+type ConcurrencyRefusal = Extract<Admission, { reason: 'concurrency_limit' }>;
 
 /** A process-wide capacity gate (server/capacity): one lease per running bot. */
 export interface BotCapacity {
@@ -57,6 +60,7 @@ export interface SessionGrant {
 
 interface LocalSession {
   readonly sessionId: string;
+  readonly agentId: string;
   readonly callId: string;
   readonly room: AvatarRoom;
   readonly capacity: { release(): void } | null;
@@ -124,6 +128,7 @@ export class LiveSessions {
   private readonly log: Logger;
   private readonly counts = { started: 0, refused: {} as Record<string, number>, ended: {} as Record<string, number> };
   private readonly starts = new StartPacer(SESSION_START.concurrentStarts);
+  private readonly admissions = new AdmissionLine<ConcurrencyRefusal>();
 
   constructor(private readonly options: LiveSessionsOptions) {
     this.store = new SessionStore(options.db, options.runnerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`, options.lease);
@@ -186,18 +191,25 @@ export class LiveSessions {
     const gate = this.options.capacity;
     const reserve = gate ? () => (held.lease = gate.tryAcquire()) !== null : undefined;
     const roomName = newRoomName();
+    const atLimit = (refusal: ConcurrencyRefusal) => new SessionError('concurrency_limit', `agent ${row.agent_id} already has ${refusal.live} of ${refusal.limit} sessions`, refusal.retryAfterSeconds);
+    const known = this.admissions.refusalFor(row.agent_id);
+    if (known) throw atLimit(known);
     let admission;
     try {
-      admission = await this.store.admit({ agentId: row.agent_id, room: roomName, roomProvider: this.options.rooms.name, clientUserRef: request.clientUserRef, origin: request.origin ?? null }, reserve);
+      admission = await this.admissions.run(row.agent_id, async () => {
+        const remembered = this.admissions.refusalFor(row.agent_id);
+        if (remembered) return remembered;
+        const decided = await this.store.admit({ agentId: row.agent_id, room: roomName, roomProvider: this.options.rooms.name, clientUserRef: request.clientUserRef, origin: request.origin ?? null }, reserve);
+        if (!decided.admitted && decided.reason === 'concurrency_limit') this.admissions.atLimit(row.agent_id, decided);
+        return decided;
+      });
     } catch (err) {
       held.lease?.release();
       throw err;
     }
     if (!admission.admitted) {
       held.lease?.release();
-      if (admission.reason === 'concurrency_limit') {
-        throw new SessionError('concurrency_limit', `agent ${row.agent_id} already has ${admission.live} of ${admission.limit} sessions`, admission.retryAfterSeconds);
-      }
+      if (admission.reason === 'concurrency_limit') throw atLimit(admission);
       if (admission.reason === 'server_busy') throw new SessionError('server_busy', 'this server has no capacity for another session right now', SESSION_RETRY.serverBusySeconds);
       throw new SessionError(admission.reason, admission.reason === 'agent_not_found' ? `agent ${row.agent_id} not found` : `agent ${row.agent_id} is not published`);
     }
@@ -212,7 +224,7 @@ export class LiveSessions {
       held.lease?.release();
       throw new SessionError('room_creation_failed', 'the WebRTC room could not be created');
     }
-    const local: LocalSession = { sessionId, callId, room, capacity: held.lease, running: null, finished: null };
+    const local: LocalSession = { sessionId, agentId: row.agent_id, callId, room, capacity: held.lease, running: null, finished: null };
     this.local.set(sessionId, local);
     this.byRoom.set(room.room, sessionId);
 
@@ -282,6 +294,7 @@ export class LiveSessions {
       }
       await this.options.rooms.closeRoom(local.room.room).catch((err) => this.log.warn({ err, room: local.room.room }, 'room close failed'));
       local.capacity?.release();
+      this.admissions.freed(local.agentId);
       this.local.delete(local.sessionId);
       this.byRoom.delete(local.room.room);
       this.log.info({ sessionId: local.sessionId, reason: outcome.terminationReason }, 'session ended');
