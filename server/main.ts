@@ -13,7 +13,7 @@ import { botHostFromEnv, mountEmbeddedSessions } from './sessions/embedded-sessi
 import { BotHost } from './sessions/bot-host.ts';
 import { mountWidget } from './widget/index.ts';
 import { mountOperations, Readiness } from './health/index.ts';
-import { createFaceFrameTiming, createServerMetrics, metricsAccessFromEnv } from './metrics/metrics.ts';
+import { createAdmissionTiming, createFaceFrameTiming, createServerMetrics, metricsAccessFromEnv } from './metrics/metrics.ts';
 import { registerUpgrade } from './http/upgrades.ts';
 import { servePgliteSocket } from './db/pglite-socket.ts';
 import type { FaceModel } from '../processors/avatar/face-model.ts';
@@ -91,6 +91,7 @@ const capacity = createCapacityGate({ limit: server.config.maxFaceSessions, load
 capacityInUse = () => capacity.inUse;
 // Face frames' lateness (jitter) of /realtime sessions and bots, exposed by /metrics.
 const frameTiming = createFaceFrameTiming();
+const admissionTiming = createAdmissionTiming();
 // The gate judges overload by them too: frames leaving late are what a saturated machine does to
 // the sessions it already runs.
 const lateness = (record: (lateMs: number) => void) => (lateMs: number) => {
@@ -99,7 +100,7 @@ const lateness = (record: (lateMs: number) => void) => (lateMs: number) => {
 };
 const realtime = mountRealtime(server, { publishAvatar: rooms.publishAvatar, capacityGate: capacity, onFrameLateness: lateness(frameTiming.realtime) });
 // The Session API's bots run in this process, or in a child process with SVC_BOT_HOST=process.
-const sessions = mountEmbeddedSessions(server, rooms, { capacity, shutdownTimeoutMs: graceMs, onFrameLateness: lateness(frameTiming.bot), botHost });
+const sessions = mountEmbeddedSessions(server, rooms, { capacity, shutdownTimeoutMs: graceMs, onFrameLateness: lateness(frameTiming.bot), onDecision: admissionTiming.record, botHost });
 const sessionRunner = sessions.runner;
 if (sessionRunner instanceof BotHost) hostCpu = () => sessionRunner.cpuUsage();
 let demoAgentId: string | null = null;
@@ -114,6 +115,7 @@ const metrics = createServerMetrics({
   capacity,
   restGuard,
   frameTiming,
+  admissionTiming,
   jobs: server.services.generationJobs,
 });
 mountOperations(server, { readiness, metrics, access: metricsAccess, logger });

@@ -90,8 +90,10 @@ export interface CapacityGate {
   readonly limit: number;
   /** Weight of the leases held now (cheap: no load reading). */
   readonly inUse: number;
-  /** A lease of `weight` (default 1), or null when it does not fit or the process is overloaded. */
+  /** A lease of `weight` (default 1), or null when it does not fit or the live sessions' frames are late. */
   tryAcquire(weight?: number): Lease | null;
+  /** Why `tryAcquire(weight)` would refuse now, or null; takes and counts nothing. */
+  wouldRefuse(weight?: number): RefusalReason | null;
   snapshot(): CapacitySnapshot;
   /** Reports one face frame emitted `lateMs` after its due time (feeds the late-frame check; cheap). */
   recordFrameLateness(lateMs: number): void;
@@ -122,6 +124,13 @@ export function createCapacityGate(options: CapacityGateOptions = {}): CapacityG
   const refused = { full: 0, late_frames: 0 };
   let lastRefusal: RefusalReason | undefined;
   const late = (reading: LoadReading) => check !== undefined && reading.lateFrameShare > maxLate;
+  const wouldRefuse = (weight = 1): RefusalReason | null => {
+    positiveNumber(weight, 'a lease weight');
+    if (inUse + weight > limit) return 'full';
+    // An idle gate admits: with nothing running there is nothing to starve (and no frame to be late).
+    if (inUse > 0 && late(meter.read())) return 'late_frames';
+    return null;
+  };
 
   return {
     limit,
@@ -129,17 +138,12 @@ export function createCapacityGate(options: CapacityGateOptions = {}): CapacityG
     get inUse() {
       return inUse;
     },
+    wouldRefuse,
     tryAcquire(weight = 1) {
-      positiveNumber(weight, 'a lease weight');
-      if (inUse + weight > limit) {
-        refused.full++;
-        lastRefusal = 'full';
-        return null;
-      }
-      // An idle gate admits: with nothing running there is nothing to starve (and no frame to be late).
-      if (inUse > 0 && late(meter.read())) {
-        refused.late_frames++;
-        lastRefusal = 'late_frames';
+      const refusal = wouldRefuse(weight);
+      if (refusal) {
+        refused[refusal]++;
+        lastRefusal = refusal;
         return null;
       }
       inUse += weight;

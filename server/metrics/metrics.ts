@@ -36,6 +36,7 @@ export const METRICS = {
    * a whole frame (the client sees a stutter), 5 ms is the arrival-gap target (docs/face-models.md).
    */
   frameLatenessBuckets: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 1],
+  admissionDecisionBuckets: [0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 5],
   /** Job statuses whose count is the queue's depth. */
   jobQueueStatuses: ['queued', 'running'],
   /** A scrape waits this long for the job queue's count; past it the depth series are left out. */
@@ -99,6 +100,23 @@ export function createFaceFrameTiming(): FaceFrameTiming {
   return { realtime: recorder('realtime'), bot: recorder('bot'), histogram };
 }
 
+/** How long admission took to decide, per connect (LiveSessionsOptions.onDecision). */
+export interface AdmissionTiming {
+  readonly histogram: Histogram;
+  record(ms: number, outcome: 'admitted' | 'refused'): void;
+}
+
+export function createAdmissionTiming(): AdmissionTiming {
+  const histogram = new Histogram({
+    name: 'svc_session_admission_decision_seconds',
+    help: 'Session API connects: from the request to the admission decision (admitted, or refused by any rule), by outcome.',
+    labelNames: ['outcome'],
+    buckets: [...METRICS.admissionDecisionBuckets],
+    registers: [],
+  });
+  return { histogram, record: (ms, outcome) => histogram.labels({ outcome }).observe(ms / 1000) };
+}
+
 /** The generation job queue, read at scrape time. */
 export interface JobMetricsSource {
   /** Jobs by status across every worker (the shared queue): `queued` and `running`. */
@@ -118,6 +136,8 @@ export interface MetricsSources {
   readonly restGuard?: Pick<RestGuard, 'stats'>;
   /** Face frame lateness recorded by /realtime and the bots (create it with createFaceFrameTiming). */
   readonly frameTiming?: FaceFrameTiming;
+  /** Admission decision times (create it with createAdmissionTiming). */
+  readonly admissionTiming?: AdmissionTiming;
   readonly jobs?: JobMetricsSource;
 }
 
@@ -212,6 +232,7 @@ export function createServerMetrics(sources: MetricsSources): ServerMetrics {
   }
 
   if (sources.frameTiming) registry.registerMetric(sources.frameTiming.histogram);
+  if (sources.admissionTiming) registry.registerMetric(sources.admissionTiming.histogram);
 
   if (sources.jobs) {
     const jobs = sources.jobs;

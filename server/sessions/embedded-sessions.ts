@@ -17,7 +17,7 @@ import { BotHost } from './bot-host.ts';
 import type { BotCapacity, LiveSessions } from './live-sessions.ts';
 import { mountSessions, type MountSessionsOptions } from './mount.ts';
 
-export interface EmbeddedSessionsOptions extends Partial<Pick<MountSessionsOptions, 'lease' | 'runnerId' | 'shutdownTimeoutMs'>> {
+export interface EmbeddedSessionsOptions extends Partial<Pick<MountSessionsOptions, 'lease' | 'runnerId' | 'shutdownTimeoutMs' | 'onDecision'>> {
   readonly capacity?: BotCapacity;
   /** Speech engines; default: cloud plugins when their keys are set, else the offline engines. */
   readonly providers?: ProviderChoice;
@@ -173,8 +173,9 @@ function mountHostedSessions(server: AppServer, rooms: MountedRooms, livekit: Li
 }
 
 /** What the Session API's engine takes from these options, whoever runs the bots. */
-function admissionOptions(options: EmbeddedSessionsOptions): Partial<Pick<MountSessionsOptions, 'capacity' | 'lease' | 'runnerId' | 'shutdownTimeoutMs'>> {
+function admissionOptions(options: EmbeddedSessionsOptions): Partial<Pick<MountSessionsOptions, 'capacity' | 'lease' | 'runnerId' | 'shutdownTimeoutMs' | 'onDecision'>> {
   return {
+    ...(options.onDecision ? { onDecision: options.onDecision } : {}),
     ...(options.capacity ? { capacity: options.capacity } : {}),
     ...(options.lease ? { lease: options.lease } : {}),
     ...(options.runnerId ? { runnerId: options.runnerId } : {}),

@@ -26,6 +26,8 @@ type ConcurrencyRefusal = Extract<Admission, { reason: 'concurrency_limit' }>;
 /** A process-wide capacity gate (server/capacity): one lease per running bot. */
 export interface BotCapacity {
   tryAcquire(): { release(): void } | null;
+  /** Why `tryAcquire` would refuse now (null: it would admit); takes and counts nothing. */
+  wouldRefuse(): string | null;
 }
 
 export interface LiveSessionsOptions {
@@ -41,6 +43,11 @@ export interface LiveSessionsOptions {
   readonly runnerId?: string;
   /** How long shutdown waits for sessions to end before giving up on them (their leases lapse). */
   readonly shutdownTimeoutMs?: number;
+  /**
+   * Called once per connect when admission has decided (the request's arrival to admitted, or to
+   * refused by any rule), with how long that took: the metric `svc_session_admission_decision_seconds`.
+   */
+  readonly onDecision?: (ms: number, outcome: 'admitted' | 'refused') => void;
 }
 
 export interface ConnectRequest {
@@ -161,18 +168,27 @@ export class LiveSessions {
   }
 
   async connect(request: ConnectRequest): Promise<SessionGrant> {
+    const arrived = performance.now();
+    let decided = false;
+    const decide = (outcome: 'admitted' | 'refused') => {
+      if (decided) return;
+      decided = true;
+      this.options.onDecision?.(performance.now() - arrived, outcome);
+    };
     try {
-      const grant = await this.admitAndStart(request);
+      const grant = await this.admitAndStart(request, () => decide('admitted'));
+      decide('admitted');
       this.counts.started++;
       return grant;
     } catch (err) {
+      decide('refused');
       const code = err instanceof SessionError ? err.code : 'internal_error';
       this.counts.refused[code] = (this.counts.refused[code] ?? 0) + 1;
       throw err;
     }
   }
 
-  private async admitAndStart(request: ConnectRequest): Promise<SessionGrant> {
+  private async admitAndStart(request: ConnectRequest, admitted: () => void): Promise<SessionGrant> {
     if (this.closing) throw new SessionError('server_busy', 'this server is shutting down', SESSION_RETRY.serverBusySeconds);
     if (!UUID_RE.test(request.agentId)) throw new SessionError('agent_not_found', `agent ${request.agentId} not found`);
     const row = await this.options.agents.findById(request.agentId);
@@ -194,6 +210,13 @@ export class LiveSessions {
     const atLimit = (refusal: ConcurrencyRefusal) => new SessionError('concurrency_limit', `agent ${row.agent_id} already has ${refusal.live} of ${refusal.limit} sessions`, refusal.retryAfterSeconds);
     const known = this.admissions.refusalFor(row.agent_id);
     if (known) throw atLimit(known);
+    // This process cannot take a bot now (every slot taken, or its live bots' frames late): the
+    // visitor learns which limit stops them from one unlocked read, without queuing for the lock.
+    if (gate?.wouldRefuse()) {
+      const full = await this.store.limitReached(row.agent_id);
+      if (full) throw atLimit(full);
+      throw new SessionError('server_busy', 'this server has no capacity for another session right now', SESSION_RETRY.serverBusySeconds);
+    }
     let admission;
     try {
       admission = await this.admissions.run(row.agent_id, async () => {
@@ -214,6 +237,7 @@ export class LiveSessions {
       throw new SessionError(admission.reason, admission.reason === 'agent_not_found' ? `agent ${row.agent_id} not found` : `agent ${row.agent_id} is not published`);
     }
     const { sessionId, callId } = admission;
+    admitted();
 
     let room: AvatarRoom;
     try {

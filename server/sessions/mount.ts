@@ -18,6 +18,7 @@ export interface MountSessionsOptions {
   readonly lease?: LiveSessionsOptions['lease'];
   readonly runnerId?: string;
   readonly shutdownTimeoutMs?: number;
+  readonly onDecision?: LiveSessionsOptions['onDecision'];
 }
 
 export function mountSessions(server: Pick<AppServer, 'db' | 'router' | 'api' | 'logger' | 'services' | 'baseUrl'>, options: MountSessionsOptions): LiveSessions {
@@ -31,6 +32,7 @@ export function mountSessions(server: Pick<AppServer, 'db' | 'router' | 'api' | 
     ...(options.lease ? { lease: options.lease } : {}),
     ...(options.runnerId ? { runnerId: options.runnerId } : {}),
     ...(options.shutdownTimeoutMs !== undefined ? { shutdownTimeoutMs: options.shutdownTimeoutMs } : {}),
+    ...(options.onDecision ? { onDecision: options.onDecision } : {}),
   });
   server.api.specs.push(...SESSION_ROUTE_SPECS);
   // These routes read their own bodies: the Session API error shape, and beacons (text/plain) on release.

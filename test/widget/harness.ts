@@ -48,12 +48,14 @@ export interface WidgetServer extends TestServer {
 export async function startWidgetServer(label = 'widget', options: { livekit?: { url: string; apiKey: string; apiSecret: string } } = {}): Promise<WidgetServer> {
   const ts = await startTestServer({ label, plugins: [localPlugin, facePlugin], ...(options.livekit ? { config: { livekitAllowedRanges: ['127.0.0.0/8'] } } : {}) });
   const rooms = mountRooms(ts.server);
-  const defaultCapacity = createCapacityGate({ limit: 64, loadCheck: false });
+  // The capacity gate as npm start runs it (slots and the late-frame check), with room for every
+  // session a widget test opens; tests of server_busy set their own gate.
+  const defaultCapacity = createCapacityGate({ limit: 64 });
   const handle = ts as WidgetServer;
   handle.capacity = defaultCapacity;
   const live = mountEmbeddedSessions(ts.server, rooms, {
     // Each lease comes from (and goes back to) the gate set when the session was admitted.
-    capacity: { tryAcquire: () => handle.capacity.tryAcquire() },
+    capacity: { tryAcquire: () => handle.capacity.tryAcquire(), wouldRefuse: () => handle.capacity.wouldRefuse() },
     shutdownTimeoutMs: 5_000,
     livekit: options.livekit ? { url: options.livekit.url, apiKey: options.livekit.apiKey, apiSecret: options.livekit.apiSecret } : null,
     providers: { stt: 'local', llm: 'local', vad: 'local', options: { 'stt:local': { phrases: [...DEFAULT_STT_PHRASES.en!, TOOL_PHRASE] } } },
@@ -97,6 +99,7 @@ export async function startWidgetServer(label = 'widget', options: { livekit?: {
     async stop() {
       await live.close();
       await rooms.close();
+      defaultCapacity.close();
       await stop();
     },
   });
