@@ -18,6 +18,8 @@ import { connectRaw, isError, isReady, type Conn } from './ws-conn.ts';
 
 let ts: TestServer;
 let endpoint: RealtimeEndpoint;
+// Slots only: these tests count leases exactly (3 of 3); a loaded machine's late frames must not add
+// refusals to that count. The late-frame rule has its own test below, with a gate of its own.
 const gate = createCapacityGate({ limit: 3, loadCheck: false });
 const CONFIG = 'config_id=svc/human-portrait';
 
