@@ -634,8 +634,9 @@ test.serial('503 server_busy (this server has no capacity) queues like a 429: Up
   const agentId = await server.agent({ max_concurrency: -1, behaviour: { greeting: GREETING } });
   // One slot, slots only: the test needs the second visitor refused because the slot is taken and
   // admitted as soon as it is released, not later because the first bot's frames ran late.
-  server.capacity = createCapacityGate({ limit: 1, loadCheck: false });
-  t.teardown(() => server.capacity.close());
+  const oneSlot = createCapacityGate({ limit: 1, loadCheck: false });
+  server.capacity = oneSlot;
+  t.teardown(() => oneSlot.close());
   t.teardown(() => void (server.capacity = server.defaultCapacity));
   await withBrowser({ microphone: wavs.silent }, async (browser) => {
     const page = await open(browser, customerPage(agentId, { two: '1' }), t);
