@@ -145,7 +145,7 @@ test('metrics after real traffic: route patterns (never ids), sessions, face ses
   t.is(sample(text, 'svc_capacity_limit'), 6);
   t.is(sample(text, 'svc_capacity_in_use'), 2, 'one bot and one face session');
   t.is(sample(text, 'svc_capacity_refusals_total{reason="full"}'), 0);
-  t.is(sample(text, 'svc_capacity_refusals_total{reason="overloaded"}'), 0);
+  t.is(sample(text, 'svc_capacity_refusals_total{reason="late_frames"}'), 0);
   t.true([0, 1].includes(sample(text, 'svc_capacity_overloaded')!));
   const elu = sample(text, 'svc_capacity_event_loop_utilization')!;
   t.true(elu >= 0 && elu <= 1);
