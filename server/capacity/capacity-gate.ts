@@ -94,6 +94,8 @@ export interface CapacityGate {
   tryAcquire(weight?: number): Lease | null;
   /** Why `tryAcquire(weight)` would refuse now, or null; takes and counts nothing. */
   wouldRefuse(weight?: number): RefusalReason | null;
+  /** Counts a refusal decided from `wouldRefuse` (its caller refused someone for this reason). */
+  recordRefusal(reason: RefusalReason): void;
   snapshot(): CapacitySnapshot;
   /** Reports one face frame emitted `lateMs` after its due time (feeds the late-frame check; cheap). */
   recordFrameLateness(lateMs: number): void;
@@ -124,6 +126,10 @@ export function createCapacityGate(options: CapacityGateOptions = {}): CapacityG
   const refused = { full: 0, late_frames: 0 };
   let lastRefusal: RefusalReason | undefined;
   const late = (reading: LoadReading) => check !== undefined && reading.lateFrameShare > maxLate;
+  const recordRefusal = (reason: RefusalReason) => {
+    refused[reason]++;
+    lastRefusal = reason;
+  };
   const wouldRefuse = (weight = 1): RefusalReason | null => {
     positiveNumber(weight, 'a lease weight');
     if (inUse + weight > limit) return 'full';
@@ -139,11 +145,11 @@ export function createCapacityGate(options: CapacityGateOptions = {}): CapacityG
       return inUse;
     },
     wouldRefuse,
+    recordRefusal,
     tryAcquire(weight = 1) {
       const refusal = wouldRefuse(weight);
       if (refusal) {
-        refused[refusal]++;
-        lastRefusal = refusal;
+        recordRefusal(refusal);
         return null;
       }
       inUse += weight;

@@ -27,7 +27,9 @@ type ConcurrencyRefusal = Extract<Admission, { reason: 'concurrency_limit' }>;
 export interface BotCapacity {
   tryAcquire(): { release(): void } | null;
   /** Why `tryAcquire` would refuse now (null: it would admit); takes and counts nothing. */
-  wouldRefuse(): string | null;
+  wouldRefuse(): 'full' | 'late_frames' | null;
+  /** Counts a refusal decided from `wouldRefuse`. */
+  recordRefusal(reason: 'full' | 'late_frames'): void;
 }
 
 export interface LiveSessionsOptions {
@@ -212,9 +214,11 @@ export class LiveSessions {
     if (known) throw atLimit(known);
     // This process cannot take a bot now (every slot taken, or its live bots' frames late): the
     // visitor learns which limit stops them from one unlocked read, without queuing for the lock.
-    if (gate?.wouldRefuse()) {
+    const busy = gate?.wouldRefuse();
+    if (busy) {
       const full = await this.store.limitReached(row.agent_id);
       if (full) throw atLimit(full);
+      gate!.recordRefusal(busy);
       throw new SessionError('server_busy', 'this server has no capacity for another session right now', SESSION_RETRY.serverBusySeconds);
     }
     let admission;

@@ -71,7 +71,7 @@ export async function startWidgetServer(label = 'widget', options: { livekit?: {
       widget: { demoAgentId: () => demoAgentId },
       sessions: {
         // Each lease comes from (and goes back to) the gate set when the session was admitted.
-        capacity: { tryAcquire: () => capacity.tryAcquire(), wouldRefuse: () => capacity.wouldRefuse() },
+        capacity: { tryAcquire: () => capacity.tryAcquire(), wouldRefuse: () => capacity.wouldRefuse(), recordRefusal: (reason) => capacity.recordRefusal(reason) },
         shutdownTimeoutMs: 5_000,
         providers: { stt: 'local', llm: 'local', vad: 'local', options: { 'stt:local': { phrases: [...DEFAULT_STT_PHRASES.en!, TOOL_PHRASE] } } },
         runner: { tuning: { vadOptions: { stopMs: 500 } }, logger: { info: () => undefined, warn: () => undefined } },
