@@ -17,7 +17,10 @@ import type Koa from 'koa';
 import { pino, type Logger } from 'pino';
 import { Registry } from '../core/registry.ts';
 import type { FaceModel } from '../processors/avatar/face-model.ts';
+import { availableParallelism } from 'node:os';
 import { createCapacityGate, type CapacityGate } from './capacity/capacity-gate.ts';
+import { LoadMeter } from './capacity/load-meter.ts';
+import { createRestGuard } from './capacity/rest-guard.ts';
 import { resolveConfig, type ServerConfig, type ServerConfigInput } from './config/server-config.ts';
 import { REST_ONLY } from './config/surfaces.ts';
 import { servePgliteSocket, type PgliteSocketServer } from './db/pglite-socket.ts';
@@ -25,7 +28,7 @@ import { ApiError } from './http/api-error.ts';
 import { createHttpApp, type HttpHost } from './http/http-app.ts';
 import { answerAndDestroy } from './http/raw-response.ts';
 import { mountOperations, OPERATIONS_PATHS, Readiness, requestTiming } from './operations/index.ts';
-import { createFaceFrameTiming, createServerMetrics, type ServerMetrics } from './operations/metrics.ts';
+import { createAdmissionTiming, createFaceFrameTiming, createServerMetrics, type ServerMetrics } from './operations/metrics.ts';
 import { mountRealtime, type MountRealtimeOptions, type RealtimeEndpoint } from './realtime/index.ts';
 import { mountRestRoutes } from './rest/index.ts';
 import { mountRooms, type MountedRooms, type MountRoomsOptions } from './rooms/mount.ts';
@@ -92,20 +95,22 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
   // Before the capacity gate exists, so that its load window does not count this start-up work.
   const faceEngine = parts.faceEngine ?? (surfaces.sessions || surfaces.realtime ? warmFaceEngine(registry) : Promise.resolve());
   if (!parts.faceEngine) await faceEngine.catch(() => undefined);
+  // One load meter per process, read by the capacity gate (bots and face sessions: slots and their
+  // frames' lateness) and the REST guard (per-key rate limits; the API sheds its own load first).
   // Its CPU share counts the bot host's CPU too (SVC_BOT_HOST=process: the bots' own process).
   let hostCpu: (() => NodeJS.CpuUsage) | undefined;
-  // Only where face sessions or bots run: a REST-only process has no load sampler.
-  const capacity =
-    parts.capacity ??
-    (surfaces.sessions || surfaces.realtime ? createCapacityGate({
-      limit: config.maxFaceSessions,
-      loadCheck: config.capacityLoadCheck,
-      cpuUsage: () => {
-        const own = process.cpuUsage();
-        const host = hostCpu?.();
-        return host ? { user: own.user + host.user, system: own.system + host.system } : own;
-      },
-    }) : undefined);
+  const meter = parts.capacity?.meter ?? new LoadMeter({
+    cores: availableParallelism(),
+    cpuUsage: () => {
+      const own = process.cpuUsage();
+      const host = hostCpu?.();
+      return host ? { user: own.user + host.user, system: own.system + host.system } : own;
+    },
+  });
+  // Only where face sessions or bots run: a REST-only process admits no face.
+  const capacity = parts.capacity ?? (surfaces.sessions || surfaces.realtime ? createCapacityGate({ limit: config.maxFaceSessions, loadCheck: config.capacityLoadCheck, meter }) : undefined);
+  const restGuard = surfaces.rest ? createRestGuard({ meter, liveSessions: () => capacity?.inUse ?? 0, ...config.restGuard }) : undefined;
+  const admissionTiming = createAdmissionTiming();
   // Face frames' lateness (jitter) of /realtime sessions and bots: exposed by /metrics, and judged
   // by the gate (frames leaving late are what a saturated machine does to the sessions it runs).
   const frameTiming = createFaceFrameTiming();
@@ -122,10 +127,12 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
         ...(surfaces.realtime ? { realtime: () => ({ live: live.realtime!.activeSessions, refusals: live.realtime!.refusals() }) } : {}),
         ...(capacity ? { capacity } : {}),
         frameTiming,
+        admissionTiming,
+        ...(restGuard ? { restGuard } : {}),
         jobs: core.services.generationJobs,
       })
     : undefined;
-  const http = createHttpApp(config, { apiKeys: core.services.apiKeys, logger, head: metrics ? [requestTiming(metrics)] : [], middleware: parts.middleware ?? [], quietPaths: QUIET_PATHS });
+  const http = createHttpApp(config, { apiKeys: core.services.apiKeys, logger, head: [...(metrics ? [requestTiming(metrics)] : []), ...(restGuard ? [restGuard.middleware] : [])], middleware: parts.middleware ?? [], quietPaths: QUIET_PATHS });
   live.routeOf = http.routeOf;
   const host = { ...core, ...http };
 
@@ -136,7 +143,7 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
     : undefined;
   // The Session API's bots run in this process, or in a child process with SVC_BOT_HOST=process.
   const sessions = surfaces.sessions
-    ? mountEmbeddedSessions(host, rooms!, { ...(capacity ? { capacity } : {}), shutdownTimeoutMs: config.shutdownGraceMs, onFrameLateness: lateness(frameTiming.bot), ...parts.sessions })
+    ? mountEmbeddedSessions(host, rooms!, { ...(capacity ? { capacity } : {}), shutdownTimeoutMs: config.shutdownGraceMs, onFrameLateness: lateness(frameTiming.bot), onDecision: admissionTiming.record, ...parts.sessions })
     : undefined;
   const runner = sessions?.runner;
   if (runner instanceof BotHost) hostCpu = () => runner.cpuUsage();
@@ -183,7 +190,10 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
         await step('shared database socket', () => sharedDatabase?.close());
         await step('http', () => http.close());
         await step('services', () => core.close());
-        if (!parts.capacity) capacity?.close();
+        if (!parts.capacity) {
+          capacity?.close();
+          meter.close();
+        }
       })();
       return closing;
     },

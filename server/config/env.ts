@@ -14,6 +14,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { ProviderChoice } from '../../agent/agent-pipeline.ts';
 import type { LoadCheckOptions } from '../capacity/capacity-gate.ts';
+import type { RestGuardSettings } from '../capacity/rest-guard.ts';
 import { resolveJobSettings, type JobSettings } from '../jobs/job-settings.ts';
 import { resolveConfig, SERVER_DEFAULTS, type BotHostSettings, type LiveKitSessionSettings, type MetricsAccess, type ServerConfig, type StorageConfig } from './server-config.ts';
 
@@ -66,6 +67,7 @@ export function loadConfigFromEnv(env: Env = process.env): ServerConfig {
       trustProxy: ['1', 'true', 'yes'].includes((env.SVC_TRUST_PROXY ?? '').trim().toLowerCase()),
       maxFaceSessions: faceSessionLimitFromEnv(env),
       capacityLoadCheck: loadCheckFromEnv(env),
+      restGuard: restGuardFromEnv(env),
       logLevel: env.LOG_LEVEL || SERVER_DEFAULTS.logLevel,
       headersTimeoutMs: milliseconds(env, 'SVC_HEADERS_TIMEOUT_MS'),
       requestTimeoutMs: milliseconds(env, 'SVC_REQUEST_TIMEOUT_MS'),
@@ -139,29 +141,47 @@ export function faceSessionLimitFromEnv(env: Env): number | undefined {
 }
 
 /**
- * The capacity gate's load check: `SVC_CAPACITY_LOAD_CHECK=off` admits by count only (false);
- * otherwise on, with `SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS` (a positive number of ms) as the lag
- * bound and `SVC_CAPACITY_MAX_LATE_FRAME_SHARE` (above 0, at most 1; 1 never refuses) as the
- * late-frame bound when set.
+ * The capacity gate's late-frame check: `SVC_CAPACITY_LOAD_CHECK=off` admits by slots only
+ * (false); otherwise on, with `SVC_CAPACITY_MAX_LATE_FRAME_SHARE` (above 0, at most 1; 1 never
+ * refuses) as the bound when set. The retired lag bound stops start-up with a line saying why.
  */
 export function loadCheckFromEnv(env: Env): false | LoadCheckOptions {
+  if (env.SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS?.trim()) {
+    throw new ConfigError('SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS is no longer read: the event-loop lag no longer refuses visitors; the REST API sheds its own load instead (SVC_REST_SHED_LAG_MS, docs/operations.md "Overload")');
+  }
   const check = env.SVC_CAPACITY_LOAD_CHECK?.trim().toLowerCase();
   if (check === 'off') return false;
   if (check && check !== 'on') throw new ConfigError(`SVC_CAPACITY_LOAD_CHECK must be on or off, got ${JSON.stringify(env.SVC_CAPACITY_LOAD_CHECK)}`);
-  const options: { maxEventLoopLagMs?: number; maxLateFrameShare?: number } = {};
-  const lag = env.SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS?.trim();
-  if (lag) {
-    const n = Number(lag);
-    if (!Number.isFinite(n) || n <= 0) throw new ConfigError(`SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS must be a positive number of milliseconds, got ${JSON.stringify(lag)}`);
-    options.maxEventLoopLagMs = n;
-  }
   const late = env.SVC_CAPACITY_MAX_LATE_FRAME_SHARE?.trim();
-  if (late) {
-    const n = Number(late);
-    if (!(n > 0 && n <= 1)) throw new ConfigError(`SVC_CAPACITY_MAX_LATE_FRAME_SHARE must be a share above 0 and at most 1, got ${JSON.stringify(late)}`);
-    options.maxLateFrameShare = n;
+  if (!late) return {};
+  const n = Number(late);
+  if (!(n > 0 && n <= 1)) throw new ConfigError(`SVC_CAPACITY_MAX_LATE_FRAME_SHARE must be a share above 0 and at most 1, got ${JSON.stringify(late)}`);
+  return { maxLateFrameShare: n };
+}
+
+/**
+ * The REST guard (capacity/rest-guard.ts): `SVC_RATE_LIMIT` (`off`, or `<per second>/<burst>`,
+ * default `100/200`) and `SVC_REST_SHED_LAG_MS` (`off`, or a positive number of ms, default 5).
+ */
+export function restGuardFromEnv(env: Env): RestGuardSettings {
+  const settings: { rateLimit?: RestGuardSettings['rateLimit']; shedding?: RestGuardSettings['shedding'] } = {};
+  const rate = env.SVC_RATE_LIMIT?.trim();
+  if (rate?.toLowerCase() === 'off') settings.rateLimit = false;
+  else if (rate) {
+    const m = /^(\d+(?:\.\d+)?)\/(\d+)$/.exec(rate);
+    const perSecond = Number(m?.[1]);
+    const burst = Number(m?.[2]);
+    if (!m || !(perSecond > 0) || !(burst >= 1)) throw new ConfigError(`SVC_RATE_LIMIT must be "off" or "<requests per second>/<burst>" (e.g. "50/100"), got ${JSON.stringify(rate)}`);
+    settings.rateLimit = { ratePerSecond: perSecond, burst };
   }
-  return options;
+  const lag = env.SVC_REST_SHED_LAG_MS?.trim();
+  if (lag?.toLowerCase() === 'off') settings.shedding = false;
+  else if (lag) {
+    const n = Number(lag);
+    if (!Number.isFinite(n) || n <= 0) throw new ConfigError(`SVC_REST_SHED_LAG_MS must be "off" or a positive number of milliseconds, got ${JSON.stringify(lag)}`);
+    settings.shedding = { lagMs: n };
+  }
+  return settings;
 }
 
 /**

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { ProviderChoice } from '../../agent/agent-pipeline.ts';
 import { AddressPolicy } from '../../processors/tools/address-policy.ts';
 import type { LoadCheckOptions } from '../capacity/capacity-gate.ts';
+import type { RestGuardSettings } from '../capacity/rest-guard.ts';
 import { EMBEDDED_JOB_POLL_MS, resolveJobSettings, type JobSettings } from '../jobs/job-settings.ts';
 import type { LiveKitRoomProviderOptions } from '../../transports/livekit/livekit-room-provider.ts';
 import { ALL_IN_ONE, checkSurfaces, type Surfaces } from './surfaces.ts';
@@ -56,7 +57,7 @@ export interface ServerConfig {
    * front sets them. Off by default: anyone could send them.
    */
   trustProxy: boolean;
-  /** Face sessions (weight units) the process admits at once (`SVC_MAX_FACE_SESSIONS`); default cores x 2. */
+  /** Face sessions (weight units) the process admits at once (`SVC_MAX_FACE_SESSIONS`); default (cores - 0.5) / 0.25. */
   maxFaceSessions?: number;
   /** Lifetime of pre-signed upload and download URLs. */
   signedUrlTtlMs: number;
@@ -81,6 +82,8 @@ export interface ServerConfig {
    * bounds (default: on, with the gate's own defaults).
    */
   capacityLoadCheck: false | LoadCheckOptions;
+  /** The REST guard: per-key rate limit and load shedding (`SVC_RATE_LIMIT`, `SVC_REST_SHED_LAG_MS`); default on. */
+  restGuard: RestGuardSettings;
   /** The Session API's bots: where they run, in which rooms, on which engines. */
   sessions: SessionSettings;
   /** `GET /metrics` access (`SVC_METRICS`, `SVC_METRICS_TOKEN`); off by default. */
@@ -196,6 +199,7 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     jobs: resolveJobSettings(input.databaseUrl || input.jobs?.pollMs !== undefined ? input.jobs : { ...input.jobs, pollMs: EMBEDDED_JOB_POLL_MS }),
     surfaces: checkSurfaces({ ...ALL_IN_ONE, ...input.surfaces }),
     capacityLoadCheck: input.capacityLoadCheck ?? {},
+    restGuard: input.restGuard ?? {},
     sessions: { botHost: null, livekit: null, providers: SERVER_DEFAULTS.providers, ...input.sessions },
     metrics: input.metrics ?? { mode: 'off' },
     shutdownGraceMs: input.shutdownGraceMs ?? SERVER_DEFAULTS.shutdownGraceMs,

@@ -14,6 +14,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { CapacityGate } from '../capacity/capacity-gate.ts';
+import type { RestGuard } from '../capacity/rest-guard.ts';
 import { JOB_FAILURE_REASONS, type JobFailureCounts } from '../jobs/job-worker.ts';
 import type { LiveSessionStats } from '../sessions/live-sessions.ts';
 
@@ -33,6 +34,7 @@ export const METRICS = {
    * a whole frame (the client sees a stutter), 5 ms is the arrival-gap target (docs/face-models.md).
    */
   frameLatenessBuckets: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 1],
+  admissionDecisionBuckets: [0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 5],
   /** Job statuses whose count is the queue's depth. */
   jobQueueStatuses: ['queued', 'running'],
   /** A scrape waits this long for the job queue's count; past it the depth series are left out. */
@@ -71,6 +73,23 @@ export function createFaceFrameTiming(): FaceFrameTiming {
   return { realtime: recorder('realtime'), bot: recorder('bot'), histogram };
 }
 
+/** How long admission took to decide, per connect (LiveSessionsOptions.onDecision). */
+export interface AdmissionTiming {
+  readonly histogram: Histogram;
+  record(ms: number, outcome: 'admitted' | 'refused'): void;
+}
+
+export function createAdmissionTiming(): AdmissionTiming {
+  const histogram = new Histogram({
+    name: 'svc_session_admission_decision_seconds',
+    help: 'Session API connects: from the request to the admission decision (admitted, or refused by any rule), by outcome.',
+    labelNames: ['outcome'],
+    buckets: [...METRICS.admissionDecisionBuckets],
+    registers: [],
+  });
+  return { histogram, record: (ms, outcome) => histogram.labels({ outcome }).observe(ms / 1000) };
+}
+
 /** The generation job queue, read at scrape time. */
 export interface JobMetricsSource {
   /** Jobs by status across every worker (the shared queue): `queued` and `running`. */
@@ -86,8 +105,12 @@ export interface MetricsSources {
   readonly sessions?: () => LiveSessionStats;
   readonly realtime?: () => { readonly live: number; readonly refusals: Readonly<Record<string, number>> };
   readonly capacity?: Pick<CapacityGate, 'snapshot'>;
+  /** The REST guard: rate-limited and shed requests. */
+  readonly restGuard?: Pick<RestGuard, 'stats'>;
   /** Face frame lateness recorded by /realtime and the bots (create it with createFaceFrameTiming). */
   readonly frameTiming?: FaceFrameTiming;
+  /** Admission decision times (create it with createAdmissionTiming). */
+  readonly admissionTiming?: AdmissionTiming;
   readonly jobs?: JobMetricsSource;
 }
 
@@ -155,15 +178,23 @@ export function createServerMetrics(sources: MetricsSources): ServerMetrics {
   if (sources.capacity) {
     const gate = sources.capacity;
     new Gauge({ name: 'svc_capacity_in_use', help: 'Capacity gate: weight of the leases held (face sessions and bots).', registers, collect() { this.set(gate.snapshot().inUse); } });
-    new Gauge({ name: 'svc_capacity_limit', help: 'Capacity gate: the limit (SVC_MAX_FACE_SESSIONS, default cores x 2).', registers, collect() { this.set(gate.snapshot().limit); } });
-    new Gauge({ name: 'svc_capacity_overloaded', help: 'Capacity gate: 1 while the load check refuses new work.', registers, collect() { this.set(gate.snapshot().overloaded ? 1 : 0); } });
-    new Gauge({ name: 'svc_capacity_event_loop_utilization', help: 'Capacity gate: event-loop utilization over its load window (0..1).', registers, collect() { this.set(gate.snapshot().eventLoopUtilization ?? 0); } });
-    new Gauge({ name: 'svc_capacity_event_loop_lag_seconds', help: 'Capacity gate: p99 event-loop lag over its load window (refuses past SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS, default 40 ms).', registers, collect() { this.set((gate.snapshot().eventLoopLagMs ?? 0) / 1000); } });
-    new Gauge({ name: 'svc_capacity_late_frame_share', help: 'Capacity gate: share of face frames over its load window emitted more than 10 ms after their due time (refuses above 0.05).', registers, collect() { this.set(gate.snapshot().lateFrameShare ?? 0); } });
-    new Counter({ name: 'svc_capacity_refusals_total', help: 'Capacity gate: leases refused, by reason (full: at the limit; overloaded: the load check).', labelNames: ['reason'], registers, collect() { setCounts(this, 'reason', gate.snapshot().refused, ['full', 'overloaded']); } });
+    new Gauge({ name: 'svc_capacity_limit', help: 'Capacity gate: the slots (SVC_MAX_FACE_SESSIONS, default (cores - 0.5) / 0.25).', registers, collect() { this.set(gate.snapshot().limit); } });
+    new Gauge({ name: 'svc_capacity_overloaded', help: "Capacity gate: 1 while the live sessions' frames are late past the bound (new work refused: late_frames).", registers, collect() { this.set(gate.snapshot().lateFrames ? 1 : 0); } });
+    new Gauge({ name: 'svc_capacity_event_loop_utilization', help: 'Load meter: event-loop utilization over the load window (0..1; reported, never refuses a visitor).', registers, collect() { this.set(gate.snapshot().load.eventLoopUtilization); } });
+    new Gauge({ name: 'svc_capacity_event_loop_lag_seconds', help: 'Load meter: p99 event-loop lag over the load window (the REST API sheds load past SVC_REST_SHED_LAG_MS, default 5 ms, under a REST flood).', registers, collect() { this.set(gate.snapshot().load.eventLoopLagMs / 1000); } });
+    new Gauge({ name: 'svc_capacity_late_frame_share', help: 'Capacity gate: share of face frames over its load window emitted more than 10 ms after their due time (refuses above 0.05).', registers, collect() { this.set(gate.snapshot().load.lateFrameShare); } });
+    new Counter({ name: 'svc_capacity_refusals_total', help: "Capacity gate: leases refused, by reason (full: every slot taken; late_frames: the live sessions' frames are late).", labelNames: ['reason'], registers, collect() { setCounts(this, 'reason', gate.snapshot().refused, ['full', 'late_frames']); } });
+  }
+
+  if (sources.restGuard) {
+    const guard = sources.restGuard;
+    new Counter({ name: 'svc_rest_rate_limited_total', help: 'REST requests refused 429 rate_limited (per-API-key token bucket).', registers, collect() { this.reset(); this.inc(guard.stats().rateLimited); } });
+    new Counter({ name: 'svc_rest_shed_total', help: 'REST requests shed 503 server_busy to keep live sessions on time.', registers, collect() { this.reset(); this.inc(guard.stats().shed); } });
+    new Gauge({ name: 'svc_rest_shedding', help: 'REST guard: 1 while the REST API sheds load (as of its last request).', registers, collect() { this.set(guard.stats().shedding ? 1 : 0); } });
   }
 
   if (sources.frameTiming) registry.registerMetric(sources.frameTiming.histogram);
+  if (sources.admissionTiming) registry.registerMetric(sources.admissionTiming.histogram);
 
   if (sources.jobs) {
     const jobs = sources.jobs;

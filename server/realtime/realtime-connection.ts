@@ -141,7 +141,7 @@ export class RealtimeConnection {
       if (this.closed) return;
       const lease = this.deps.gate.tryAcquire(1);
       if (!lease) {
-        const why = this.deps.gate.snapshot().lastRefusal === 'overloaded' ? 'this server is overloaded' : `this server runs at most ${this.deps.gate.limit} face sessions`;
+        const why = this.deps.gate.snapshot().lastRefusal === 'late_frames' ? "this server's live sessions are running late" : `this server runs at most ${this.deps.gate.limit} face sessions`;
         return this.fail('server_busy', `${why}; retry later`);
       }
       this.lease = lease;

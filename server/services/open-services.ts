@@ -18,6 +18,7 @@ import { Agents } from './agents.ts';
 import { ApiKeys } from './api-keys.ts';
 import { Assets } from './assets.ts';
 import { seedCatalogue } from './catalogue-seed.ts';
+import { checkSharedStorage, unsharedStorageMessage } from '../storage/shared-storage-check.ts';
 import { GenerationJobs } from './generation-jobs.ts';
 import type { Services } from './index.ts';
 import { ModelConfigs } from './model-configs.ts';
@@ -56,6 +57,10 @@ export async function openServices(config: ServerConfig, registry: Registry, log
     generationJobs: new GenerationJobs(db, registry, assets, storage, logger, config.jobs),
   };
   await seedCatalogue(db, registry, assets);
+  if (config.databaseUrl && config.storage.driver === 'filesystem') {
+    const report = await checkSharedStorage(db, storage);
+    if (report.missing > 0) logger.warn({ ...report }, unsharedStorageMessage(report, config.storage.root ?? join(config.dataDir, 'objects')));
+  }
   // Jobs are durable (docs/jobs.md): a worker here unless SVC_WORKER=off; any worker reclaims interrupted ones.
   if (config.jobs.runWorker) services.generationJobs.startWorker();
   const sweepUploads = () => assets.sweepAbandonedUploads(new Date(Date.now() - config.uploadSessionTtlMs));

@@ -31,7 +31,7 @@ export type SessionRunnerFactory = (input: { readonly rooms: MountedRooms; reado
   close(): Promise<void>;
 };
 
-export interface EmbeddedSessionsOptions extends Partial<Pick<MountSessionsOptions, 'lease' | 'runnerId' | 'shutdownTimeoutMs'>> {
+export interface EmbeddedSessionsOptions extends Partial<Pick<MountSessionsOptions, 'lease' | 'runnerId' | 'shutdownTimeoutMs' | 'onDecision'>> {
   readonly capacity?: BotCapacity;
   /** Default: the in-process BotRunner, or the bot host (`botHost`). */
   readonly sessionRunner?: SessionRunnerFactory;
@@ -164,8 +164,9 @@ function mountHostedSessions(server: SessionsHost, rooms: MountedRooms, livekit:
 }
 
 /** What the Session API's engine takes from these options, whoever runs the bots. */
-function admissionOptions(options: EmbeddedSessionsOptions): Partial<Pick<MountSessionsOptions, 'capacity' | 'lease' | 'runnerId' | 'shutdownTimeoutMs'>> {
+function admissionOptions(options: EmbeddedSessionsOptions): Partial<Pick<MountSessionsOptions, 'capacity' | 'lease' | 'runnerId' | 'shutdownTimeoutMs' | 'onDecision'>> {
   return {
+    ...(options.onDecision ? { onDecision: options.onDecision } : {}),
     ...(options.capacity ? { capacity: options.capacity } : {}),
     ...(options.lease ? { lease: options.lease } : {}),
     ...(options.runnerId ? { runnerId: options.runnerId } : {}),

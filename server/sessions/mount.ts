@@ -19,6 +19,7 @@ export interface MountSessionsOptions {
   readonly lease?: LiveSessionsOptions['lease'];
   readonly runnerId?: string;
   readonly shutdownTimeoutMs?: number;
+  readonly onDecision?: LiveSessionsOptions['onDecision'];
 }
 
 export function mountSessions(server: Pick<ServiceCore, 'db' | 'logger' | 'services'> & Pick<HttpHost, 'router' | 'api'>, options: MountSessionsOptions): LiveSessions {
@@ -32,6 +33,7 @@ export function mountSessions(server: Pick<ServiceCore, 'db' | 'logger' | 'servi
     ...(options.lease ? { lease: options.lease } : {}),
     ...(options.runnerId ? { runnerId: options.runnerId } : {}),
     ...(options.shutdownTimeoutMs !== undefined ? { shutdownTimeoutMs: options.shutdownTimeoutMs } : {}),
+    ...(options.onDecision ? { onDecision: options.onDecision } : {}),
   });
   mountSessionRoutes(server.api, server.router, sessions, server.logger);
   sessions.start();

@@ -47,9 +47,9 @@ export interface WidgetServer extends TestServer {
  * instead of embedded rooms, its loopback address opened as an operator would (SVC_LIVEKIT_ALLOWED_RANGES).
  */
 export async function startWidgetServer(label = 'widget', options: { livekit?: { url: string; apiKey: string; apiSecret: string } } = {}): Promise<WidgetServer> {
-  // A roomy gate by count only (these tests share a loaded machine, whose load would refuse their
-  // connects at random); a test swaps in a small one to see `server_busy`.
-  const defaultCapacity = createCapacityGate({ limit: 64, loadCheck: false });
+  // The capacity gate as npm start runs it (slots and the late-frame check), with room for every
+  // session a widget test opens; a test swaps in a small one to see `server_busy`.
+  const defaultCapacity = createCapacityGate({ limit: 64 });
   let capacity = defaultCapacity;
   let demoAgentId: string | null = null;
   // Observes (does not answer) the release requests reaching the server.
@@ -71,7 +71,7 @@ export async function startWidgetServer(label = 'widget', options: { livekit?: {
       widget: { demoAgentId: () => demoAgentId },
       sessions: {
         // Each lease comes from (and goes back to) the gate set when the session was admitted.
-        capacity: { tryAcquire: () => capacity.tryAcquire() },
+        capacity: { tryAcquire: () => capacity.tryAcquire(), wouldRefuse: () => capacity.wouldRefuse(), recordRefusal: (reason) => capacity.recordRefusal(reason) },
         shutdownTimeoutMs: 5_000,
         providers: { stt: 'local', llm: 'local', vad: 'local', options: { 'stt:local': { phrases: [...DEFAULT_STT_PHRASES.en!, TOOL_PHRASE] } } },
         runner: { tuning: { vadOptions: { stopMs: 500 } }, logger: { info: () => undefined, warn: () => undefined } },

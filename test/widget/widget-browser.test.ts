@@ -632,7 +632,11 @@ test.serial('auth_enabled agents: the auth-token attribute is sent as auth_token
 
 test.serial('503 server_busy (this server has no capacity) queues like a 429: UpdateQueuing, the queued view, admitted after a release; queue-timeout gives up with faultDomain ojin', async (t) => {
   const agentId = await server.agent({ max_concurrency: -1, behaviour: { greeting: GREETING } });
-  server.capacity = createCapacityGate({ limit: 1, loadCheck: false });
+  // One slot, slots only: the test needs the second visitor refused because the slot is taken and
+  // admitted as soon as it is released, not later because the first bot's frames ran late.
+  const oneSlot = createCapacityGate({ limit: 1, loadCheck: false });
+  server.capacity = oneSlot;
+  t.teardown(() => oneSlot.close());
   t.teardown(() => void (server.capacity = server.defaultCapacity));
   await withBrowser({ microphone: wavs.silent }, async (browser) => {
     const page = await open(browser, customerPage(agentId, { two: '1' }), t);
