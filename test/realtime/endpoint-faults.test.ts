@@ -68,7 +68,8 @@ let setup: RealtimeEndpoint;
 const SETUP_MS = 1000;
 
 test.before(async () => {
-  // Face sessions admitted by count only: the shared test machine's load would refuse them at random.
+  // Face sessions admitted by slots only: these tests open several at once, and a loaded test machine's
+  // late frames would refuse one at random; the late-frame rule has its own tests (operations-overload).
   ts = await startTestServer({ label: 'realtime_faults', plugins: [facePlugin, faultyPlugin], config: { capacityLoadCheck: false }, surfaces: { realtime: true } });
   endpoint = ts.server.realtime!;
   idle = attachRealtime(ts.server.httpServer, { registry: ts.server.registry, resolver: createRealtimeResolver(ts.server), path: '/realtime-idle', idleTimeoutMs: IDLE_MS });

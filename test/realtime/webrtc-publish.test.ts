@@ -16,7 +16,8 @@ let rooms: MountedRooms;
 let endpoint: RealtimeEndpoint;
 
 test.before(async () => {
-  // Face sessions admitted by count only: the shared test machine's load would refuse them at random.
+  // Face sessions admitted by slots only: these tests open several at once, and a loaded test machine's
+  // late frames would refuse one at random; the late-frame rule has its own tests (operations-overload).
   ts = await startTestServer({ label: 'realtime_webrtc', plugins: [facePlugin], config: { capacityLoadCheck: false }, surfaces: { realtime: true, rooms: true } });
   rooms = ts.server.rooms!;
   endpoint = ts.server.realtime!;

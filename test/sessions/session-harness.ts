@@ -29,9 +29,10 @@ export async function startSessionServer(
   label: string,
   options: { sessions?: EmbeddedSessionsOptions; rooms?: MountRoomsOptions; pglite?: boolean; config?: Partial<ServerInput>; plugins?: Plugin[] } = {},
 ): Promise<SessionTestServer> {
-  // A roomy gate by count only: these tests share a loaded machine, whose load would refuse their
-  // connects (server_busy) at random; the gate's own rules have their tests (test/server/capacity-gate,
-  // test/server/operations-overload). A test's own `sessions.capacity` wins.
+  // A roomy gate by slots only: several of these tests hold sessions at once, and a loaded test
+  // machine's late frames would refuse one (server_busy) at random; the late-frame rule has its own
+  // tests (test/server/capacity-gate, operations-overload, sessions/multi-process, sessions/rest-flood,
+  // which run the default gate). A test's own `sessions.capacity` wins.
   const gate: CapacityGate = createCapacityGate({ limit: 64, loadCheck: false });
   const ts = await startTestServer({
     label,

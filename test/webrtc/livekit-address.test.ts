@@ -119,7 +119,8 @@ test.serial('through /realtime: a webrtc message to a loopback LiveKit url gets 
   const fake = await startFake(t);
   const jwt = await avatarToken(fake, 'room-rt');
   for (const allowed of [undefined, ['127.0.0.0/8']]) {
-    // Face sessions admitted by count only: the shared test machine's load would refuse them at random.
+    // Face sessions admitted by slots only: these tests open several at once, and a loaded test machine's
+  // late frames would refuse one at random; the late-frame rule has its own tests (operations-overload).
     const ts = await startTestServer({ label: 'livekit_ssrf', pglite: true, plugins: [facePlugin], config: { capacityLoadCheck: false, ...(allowed ? { livekitAllowedRanges: allowed } : {}) }, surfaces: { realtime: true, rooms: true } });
     try {
       const c = connectRaw(`${ts.url.replace(/^http/, 'ws')}/realtime?config_id=svc/human-portrait`, { 'x-api-key': ts.keyA });
