@@ -3,15 +3,20 @@ import test from 'ava';
 import { ttsContract } from '../../testing/index.ts';
 import { ElevenLabsTTSService } from '../../plugins/elevenlabs/index.ts';
 import { LocalTTSService } from '../../plugins/local/index.ts';
+import { OpenAITTSService } from '../../plugins/openai/index.ts';
 import { startElevenLabsFake, type ElevenLabsFake } from '../fakes/elevenlabs.ts';
+import { startOpenAIAudioFake, type OpenAIAudioFake } from '../fakes/openai-audio.ts';
 import { registerContract } from './register.ts';
 
 let fake: ElevenLabsFake | undefined;
+let openai: OpenAIAudioFake | undefined;
 test.before(async () => {
   fake = await startElevenLabsFake({ firstAudioDelayMs: 5 });
+  openai = await startOpenAIAudioFake({ firstAudioDelayMs: 5, chunkMs: 50 });
 });
 test.after.always(async () => {
   await fake?.close();
+  await openai?.close();
 });
 
 registerContract(
@@ -20,6 +25,15 @@ registerContract(
     create: () => new ElevenLabsTTSService({ apiKey: fake!.apiKey, baseUrl: fake!.baseUrl }),
     refused: () => new ElevenLabsTTSService({ apiKey: 'not-the-key', baseUrl: fake!.baseUrl }),
     voiceId: '21m00Tcm4TlvDq8ikWAM',
+  }),
+);
+
+registerContract(
+  'openai',
+  ttsContract({
+    create: () => new OpenAITTSService({ apiKey: openai!.apiKey, baseUrl: openai!.baseURL }, {}),
+    refused: () => new OpenAITTSService({ apiKey: 'sk-not-the-key', baseUrl: openai!.baseURL }, {}),
+    voiceId: 'alloy',
   }),
 );
 
