@@ -4,19 +4,24 @@ import { ttsContract } from '../../testing/index.ts';
 import { ElevenLabsTTSService } from '../../plugins/elevenlabs/index.ts';
 import { LocalTTSService } from '../../plugins/local/index.ts';
 import { OpenAITTSService } from '../../plugins/openai/index.ts';
+import { DeepgramTTSService } from '../../plugins/deepgram/index.ts';
+import { startDeepgramSpeakFake, type DeepgramSpeakFake } from '../fakes/deepgram-speak.ts';
 import { startElevenLabsFake, type ElevenLabsFake } from '../fakes/elevenlabs.ts';
 import { startOpenAIAudioFake, type OpenAIAudioFake } from '../fakes/openai-audio.ts';
 import { registerContract } from './register.ts';
 
 let fake: ElevenLabsFake | undefined;
 let openai: OpenAIAudioFake | undefined;
+let deepgram: DeepgramSpeakFake | undefined;
 test.before(async () => {
+  deepgram = await startDeepgramSpeakFake({ firstAudioDelayMs: 5, chunkMs: 50 });
   fake = await startElevenLabsFake({ firstAudioDelayMs: 5 });
   openai = await startOpenAIAudioFake({ firstAudioDelayMs: 5, chunkMs: 50 });
 });
 test.after.always(async () => {
   await fake?.close();
   await openai?.close();
+  await deepgram?.close();
 });
 
 registerContract(
@@ -34,6 +39,14 @@ registerContract(
     create: () => new OpenAITTSService({ apiKey: openai!.apiKey, baseUrl: openai!.baseURL }, {}),
     refused: () => new OpenAITTSService({ apiKey: 'sk-not-the-key', baseUrl: openai!.baseURL }, {}),
     voiceId: 'alloy',
+  }),
+);
+
+registerContract(
+  'deepgram',
+  ttsContract({
+    create: () => new DeepgramTTSService({ apiKey: deepgram!.apiKey, baseUrl: deepgram!.url, idleCloseMs: 200 }, {}),
+    refused: () => new DeepgramTTSService({ apiKey: 'not-the-key', baseUrl: deepgram!.url }, {}),
   }),
 );
 

@@ -33,7 +33,7 @@ export function ttsOnProcessor(service: TTSService, options: { sampleRate?: numb
     audio,
     interruptedAt,
     /** tts-audio frames that left after the interruption reached the bottom of the pipeline. */
-    audioAfterInterruption: () => below.frames.slice(interruptedAt() + 1).filter((f) => f.type === 'tts-audio' && f.pcm.length > 0),
+    audioAfterInterruption: () => below.frames.slice(interruptedAt() + 1).filter((f): f is TTSAudioFrame => f.type === 'tts-audio' && f.pcm.length > 0),
     speak: (text: string) => worker.queueFrame(frame('tts-speak', { text })),
     stop: () => worker.cancel('test over'),
   };
