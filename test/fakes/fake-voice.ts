@@ -20,7 +20,7 @@ export interface FakeSpeech {
   readonly sampleRate: number;
   /** Whitespace-separated words of the text, in ms from the start of `pcm`. */
   readonly words: readonly WordTiming[];
-  /** Phonemes (espeak IPA) for the espeak voice; none for tones. */
+  /** Phonemes: espeak IPA for the espeak voice; for tones, each letter stands for one. */
   readonly phonemes: readonly PhonemeTiming[];
 }
 
@@ -32,6 +32,7 @@ export async function fakeSpeech(text: string, sampleRate: number, voice: FakeVo
   const { timings, totalSamples } = planFakeSpeech(text, sampleRate);
   const pcm = renderFakeSpeech(timings, sampleRate, 0, totalSamples);
   const words: WordTiming[] = [];
+  const phonemes = timings.filter((t) => /[\p{L}\p{N}]/u.test(t.char)).map((t) => ({ phoneme: t.char.toLowerCase(), startMs: ms(t.startSample, sampleRate), endMs: ms(t.endSample, sampleRate) }));
   let current: { word: string; start: number; end: number } | undefined;
   for (const t of timings) {
     if (/\s/.test(t.char)) {
@@ -42,7 +43,7 @@ export async function fakeSpeech(text: string, sampleRate: number, voice: FakeVo
     current = current ? { ...current, word: current.word + t.char, end: t.endSample } : { word: t.char, start: t.startSample, end: t.endSample };
   }
   if (current) words.push({ word: current.word, startMs: ms(current.start, sampleRate), endMs: ms(current.end, sampleRate) });
-  return { pcm, sampleRate, words, phonemes: [] };
+  return { pcm, sampleRate, words, phonemes };
 }
 
 async function espeakSpeech(text: string, sampleRate: number): Promise<FakeSpeech> {
