@@ -24,6 +24,7 @@ export function loadConfigFromEnv(env: NodeJS.ProcessEnv = process.env): ServerC
           secretAccessKey: env.S3_SECRET_ACCESS_KEY,
         }
       : { driver: 'filesystem', root: env.STORAGE_ROOT ?? join(dataDir, 'objects') };
+  checkSttProvider(env);
   const persisted = env.SVC_ENCRYPTION_KEY && env.SVC_SIGNING_SECRET ? undefined : persistedSecrets(dataDir);
   return resolveConfig({
     port: env.PORT ? Number(env.PORT) : SERVER_DEFAULTS.port,
@@ -49,6 +50,16 @@ export function loadConfigFromEnv(env: NodeJS.ProcessEnv = process.env): ServerC
     },
     jobs: jobSettingsFromEnv(env),
   });
+}
+
+/**
+ * SVC_STT_PROVIDER: the deployment's speech-to-text provider slug (`deepgram`, `openai`, `local`,
+ * ...; default: the first configured cloud key, agent/agent-pipeline.ts `sttProviderFromEnv`).
+ * Whether such a plugin is installed is checked once the plugins are loaded (server/speech-providers.ts).
+ */
+function checkSttProvider(env: NodeJS.ProcessEnv): void {
+  const slug = env.SVC_STT_PROVIDER?.trim();
+  if (slug && !/^[a-z0-9][a-z0-9_-]*$/i.test(slug)) throw new Error(`SVC_STT_PROVIDER must be a provider slug (deepgram, openai, local, ...), got ${JSON.stringify(slug)}`);
 }
 
 /** A non-negative integer number of milliseconds, or undefined when unset; anything else is refused. */

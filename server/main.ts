@@ -4,6 +4,7 @@ import { Registry } from '../core/registry.ts';
 import { createServer } from './app.ts';
 import { bootstrapDemo, ensureDemoAgent } from './bootstrap-demo.ts';
 import { loadDefaultPlugins } from './default-plugins.ts';
+import { speechProvidersReport } from './speech-providers.ts';
 import { loadConfigFromEnv } from './env-config.ts';
 import { mountRealtime } from './realtime/index.ts';
 import { mountRooms } from './rooms/mount.ts';
@@ -49,6 +50,12 @@ const logDestination = pino.destination({ dest: 1, sync: false });
 const logger = pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]'] }, logDestination);
 const registry = new Registry();
 const plugins = await loadDefaultPlugins(registry, logger);
+// The speech providers, checked before anything listens: an unknown SVC_STT_PROVIDER stops here.
+const speech = speechProvidersReport(registry);
+if (speech.error) {
+  process.stderr.write(`svc server configuration error: ${speech.error}\n`);
+  process.exit(1);
+}
 const server = await createServer(config, { registry, logger }).catch((err: Error) => {
   process.stderr.write(`svc server cannot start: ${err.message}\n`);
   process.exit(1);
@@ -131,6 +138,7 @@ const lines = [
   `  storage:    ${config.storage.driver}`,
   `  jobs:       ${config.jobs.runWorker ? `worker here (${config.jobs.concurrency} at once, ${config.jobs.organizationConcurrency} per organization)` : 'no worker here (SVC_WORKER=off): run npm run worker'}`,
   `  plugins:    ${plugins.join(', ') || '(none)'}`,
+  ...speech.lines,
   `  REST API:   ${url}/v1`,
   `  OpenAPI:    ${url}/v1/openapi.json`,
   `  Reference:  ${url}/v1/docs`,

@@ -1,7 +1,7 @@
 /** Errors of the Deepgram plugin: a `ProviderError` with Deepgram's codes. */
 import { ProviderError, codeForHttpStatus } from '../../core/provider-error.ts';
 
-export type DeepgramSTTErrorCode = 'auth_failed' | 'bad_request' | 'rate_limited' | 'provider_error' | 'connect_failed' | 'connection_lost' | 'timeout';
+export type DeepgramSTTErrorCode = 'key_missing' | 'auth_failed' | 'bad_request' | 'rate_limited' | 'provider_error' | 'connect_failed' | 'connection_lost' | 'timeout';
 
 export class DeepgramSTTError extends ProviderError<DeepgramSTTErrorCode> {
   constructor(

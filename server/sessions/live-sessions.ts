@@ -9,7 +9,7 @@
 import { hostname } from 'node:os';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
+import { ProviderStartError, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import type { RunningSession, SessionOutcome, SessionRunner, TerminationReason } from '../../agent/session-contract.ts';
 import type { AvatarRoom, RoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { Db } from '../db/connect.ts';
@@ -196,7 +196,9 @@ export class LiveSessions {
       local.running = await this.options.runner.start({ sessionId, callId, agent, clientUserRef: request.clientUserRef, room, stsApiKey });
     } catch (err) {
       this.log.error({ err, sessionId }, 'bot start failed');
-      await this.finish(local, { terminationReason: 'bot_start_failed', failureDetail: (err as Error).message, participantCount: 0, metadata: {} });
+      // A provider that cannot start (no key) says which: `tts_key_missing` rather than `bot_start_failed`.
+      const failureCode = err instanceof ProviderStartError ? err.code : undefined;
+      await this.finish(local, { terminationReason: 'bot_start_failed', failureDetail: (err as Error).message, ...(failureCode ? { failureCode } : {}), participantCount: 0, metadata: {} });
       throw new SessionError('orchestrator_error', 'the agent could not be started');
     }
     await this.store.markActive(sessionId).catch((err) => this.log.warn({ err, sessionId }, 'could not mark the session active'));
