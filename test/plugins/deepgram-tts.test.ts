@@ -144,3 +144,14 @@ test('the socket is closed after idleCloseMs without a sentence', async (t) => {
   await until(() => fake.connections[0]!.closeCode !== undefined, 'the idle close');
   t.true(fake.connections[0]!.received.includes('Close'));
 });
+
+test('the TTS processor closes the socket when the pipeline ends (nothing left open after a session)', async (t) => {
+  const { fake, service } = await setup(t);
+  const tts = ttsOnProcessor(service);
+  tts.speak('Goodbye.');
+  await until(() => tts.below.frames.some((f) => f.type === 'tts-stopped'), 'the sentence');
+  t.is(fake.connections[0]!.closeCode, undefined, 'kept open between sentences');
+  await tts.worker.end();
+  await until(() => fake.connections[0]!.closeCode !== undefined, 'the socket closed at the end');
+  t.true(fake.connections[0]!.received.includes('Close'));
+});
