@@ -13,7 +13,7 @@ import type OpenAI from 'openai';
 import { toFile } from 'openai';
 import { Subject } from 'rxjs';
 import { concat, encodeWav } from '../../core/audio.ts';
-import { abortError } from '../../core/clock.ts';
+import { abortError, linkedSignal } from '../../core/clock.ts';
 import type { STTStream, STTStreamOptions, TranscriptEvent } from '../../processors/services.ts';
 import { audioRequestError, OpenAIAudioError } from './errors.ts';
 import type { OpenAISTTSettings } from './stt.ts';
@@ -65,11 +65,13 @@ export class BatchTranscriptionStream implements STTStream {
     if (this.state === 'closed') return;
     const language = this.options.language ? this.options.language.split(/[-_]/)[0]!.toLowerCase() : undefined;
     let text: string;
+    // A signal per request: the SDK leaves its listener on the signal it is given.
+    const link = linkedSignal(this.abort.signal);
     try {
       const file = await toFile(encodeWav(audio, this.options.sampleRate), 'utterance.wav', { type: 'audio/wav' });
       const result = await this.client.audio.transcriptions.create(
         { file, model: this.settings.model, response_format: 'json', ...(language ? { language } : {}) },
-        { signal: this.abort.signal },
+        { signal: link.signal },
       );
       if (typeof (result as { text?: unknown })?.text !== 'string') {
         throw new OpenAIAudioError('invalid_response', `the transcription server answered without a text field: ${JSON.stringify(result).slice(0, 120)}`);
@@ -81,6 +83,8 @@ export class BatchTranscriptionStream implements STTStream {
       this.state = 'closed';
       this.subject.error(failure);
       return;
+    } finally {
+      link.release();
     }
     if ((this.state as string) === 'closed') return;
     this.subject.next({ text, final: true, endOfUtterance: true, endMs, language: this.options.language });
