@@ -241,7 +241,7 @@ interface RunResult {
   vendorOverhead: number[]; sdkWire: number[]; sdkWireBy: Record<'stt' | 'llm' | 'tts', number[]>; bargeMs: number[]; bargeChunks: number[];
 }
 
-async function conversation(services: Services, vendorWaits?: () => VendorWaits, counts: { turns: number; bargeIns: number } = { turns: TURNS, bargeIns: BARGE_INS }): Promise<RunResult> {
+async function conversation(services: Services, vendorWaits?: () => VendorWaits, counts: { turns: number; bargeIns: number; audioAsItComes?: boolean } = { turns: TURNS, bargeIns: BARGE_INS }): Promise<RunResult> {
   const question = await speechClip('What is the weather like?');
   const sink = new TimedSink();
   const observer = new TurnObserver();
@@ -253,6 +253,8 @@ async function conversation(services: Services, vendorWaits?: () => VendorWaits,
     sink,
     language: 'en',
     vadOptions: { stopMs: VAD_STOP_MS },
+    // As in sessions, where the avatar follows the TTS: audio leaves as it comes, not held for word timings.
+    ...(counts.audioAsItComes ? { ttsOptions: { holdAudioForWordTimings: false } } : {}),
   });
   const worker = new PipelineWorker(voice.processors, { clock, audioInSampleRate: RATE, audioOutSampleRate: RATE, observers: [observer], heartbeatMs: null, idleTimeoutMs: null });
   void worker.run();
@@ -331,7 +333,9 @@ interface ProviderRow {
  * and the loopback are the provider's, not the framework's.
  */
 async function providerRows(): Promise<ProviderRow[]> {
-  const counts = { turns: PROVIDER_TURNS, bargeIns: PROVIDER_BARGE_INS };
+  // Audio as it comes (the sessions' setting): the OpenAI and Deepgram voices give no word timings,
+  // and a held sentence would count its whole synthesis as the framework's.
+  const counts = { turns: PROVIDER_TURNS, bargeIns: PROVIDER_BARGE_INS, audioAsItComes: true };
   const audio = await startOpenAIAudioFake({ script: Array(1000).fill(QUESTION), transcriptionDelayMs: LATENCY.sttFinalMs, firstAudioDelayMs: LATENCY.ttsFirstAudioMs });
   const deepgram = await startDeepgramSpeakFake({ firstAudioDelayMs: LATENCY.ttsFirstAudioMs });
   const cartesia = await startCartesiaFake({ firstAudioDelayMs: LATENCY.ttsFirstAudioMs });

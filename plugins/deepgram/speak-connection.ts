@@ -33,6 +33,9 @@ class Piece {
 
 const ABORTED = 'speech synthesis aborted';
 
+/** Deepgram processes at most 20 Flush messages per 60 s (its docs); past that, a Warning and no audio. */
+export const FLUSH_LIMIT = { count: 20, windowMs: 60_000 } as const;
+
 export class SpeakConnection {
   private state: 'connecting' | 'open' | 'closing' | 'closed' = 'connecting';
   private current: Piece | undefined;
@@ -43,6 +46,8 @@ export class SpeakConnection {
   private connectAborted = false;
   private settleOpen!: (err?: Error) => void;
   private readonly openPromise: Promise<void>;
+  /** When each Flush went out (within the last window). */
+  private readonly flushes: number[] = [];
 
   constructor(
     private readonly socket: SpeakSocket,
@@ -65,8 +70,15 @@ export class SpeakConnection {
     socket.on('close', (e) => queueMicrotask(() => this.onClose(e.code, e.reason)));
   }
 
+  /**
+   * Open, and with a Flush left in Deepgram's window: a chatty bot says more than 20 sentences a
+   * minute, and the limit is counted per connection (as we read it), so the 21st sentence goes
+   * on a fresh socket instead of being refused.
+   */
   get usable(): boolean {
-    return this.state === 'open' || this.state === 'connecting';
+    const now = Date.now();
+    while (this.flushes.length && now - this.flushes[0]! >= FLUSH_LIMIT.windowMs) this.flushes.shift();
+    return (this.state === 'open' || this.state === 'connecting') && this.flushes.length < FLUSH_LIMIT.count;
   }
 
   async opened(signal?: AbortSignal): Promise<void> {
@@ -97,6 +109,7 @@ export class SpeakConnection {
     try {
       this.socket.sendText({ type: 'Speak', text });
       this.socket.sendFlush({ type: 'Flush' });
+      this.flushes.push(Date.now());
       for (;;) {
         const event = await piece.next();
         if ('error' in event) throw event.error;

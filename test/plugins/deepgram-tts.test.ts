@@ -155,3 +155,14 @@ test('the TTS processor closes the socket when the pipeline ends (nothing left o
   await until(() => fake.connections[0]!.closeCode !== undefined, 'the socket closed at the end');
   t.true(fake.connections[0]!.received.includes('Close'));
 });
+
+test('more sentences than Deepgram flushes a minute: the next sentence goes on a fresh socket, none is refused', async (t) => {
+  // The fake refuses the 21st Flush of a minute on a socket, with a Warning, as Deepgram documents.
+  const { fake, service } = await setup(t);
+  let samples = 0;
+  for (let i = 0; i < 22; i++) samples += (await collect(service.synthesize({ text: `Sentence ${i}.`, sampleRate: 16_000 }))).pcm.length;
+  t.is(fake.connections.length, 2, 'a second socket after 20 sentences on the first');
+  t.deepEqual(fake.connections.map((c) => c.received.filter((m) => m === 'Flush').length), [20, 2]);
+  t.false(fake.connections.some((c) => c.sent.includes('Warning')), 'no Flush refused');
+  t.true(samples > 0);
+});
