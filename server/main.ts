@@ -9,6 +9,7 @@ import { buildServer } from './build-server.ts';
 import { loadConfigFromEnv } from './config/env.ts';
 import { loadDefaultPlugins } from './default-plugins.ts';
 import { createLogDestination } from './operations/log-destination.ts';
+import { speechProvidersReport } from './speech-providers.ts';
 
 /** Past the shutdown grace plus this, the process exits 1 whatever is still closing (a stuck database, ...). */
 const SHUTDOWN_BACKSTOP_MS = 10_000;
@@ -26,6 +27,12 @@ const logDestination = createLogDestination(1);
 const logger = pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]'] }, logDestination);
 const registry = new Registry();
 const plugins = await loadDefaultPlugins(registry, logger);
+// The speech providers, checked before anything listens: an unknown SVC_STT_PROVIDER stops here.
+const speech = speechProvidersReport(registry, { slug: config.sessions.providers.stt, reason: config.sessions.sttReason ?? 'configured' });
+if (speech.error) {
+  process.stderr.write(`svc server configuration error: ${speech.error}\n`);
+  process.exit(1);
+}
 let demoAgentId: string | null = null;
 const server = await buildServer(config, { registry, logger, widget: { demoAgentId: () => demoAgentId } }).catch((err: Error) => {
   process.stderr.write(`svc server cannot start: ${err.message}\n`);
@@ -53,12 +60,14 @@ const lines = [
   `  storage:    ${config.storage.driver}`,
   `  jobs:       ${config.jobs.runWorker ? `worker here (${config.jobs.concurrency} at once, ${config.jobs.organizationConcurrency} per organization)` : 'no worker here (SVC_WORKER=off): run npm run worker'}`,
   `  plugins:    ${plugins.join(', ') || '(none)'}`,
+  ...speech.lines,
   `  REST API:   ${url}/v1`,
   `  OpenAPI:    ${url}/v1/openapi.json`,
   `  Reference:  ${url}/v1/docs`,
   `  Realtime:   ${socketUrl}/realtime?config_id=svc/human-portrait  (face models; X-API-Key header)`,
   `  WebRTC:     ${socketUrl}/v1/rooms/signal  (embedded rooms; browser client ${url}/v1/rooms/client.js)`,
   `  Sessions:   POST ${url}/v1/public/agents/connect  (Session API; bots ${config.sessions.botHost ? `in a bot host process, nice ${config.sessions.botHost.nice}` : 'in this process'})`,
+  ...speech.lines,
   `  Widget:     ${url}/widget/latest/svc-agent.js  (<svc-agent agent-id="..." core-api-endpoint="${url}">)`,
   `  Demo page:  ${url}/${demoAgentId ? '  (talk to the demo agent in your browser)' : '  (no demo agent: add ?agent_id=<a published agent>)'}`,
   `  Health:     ${url}/healthz, ${url}/readyz;  metrics ${url}/metrics (${metricsAccess})`,

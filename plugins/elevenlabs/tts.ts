@@ -69,7 +69,7 @@ export class ElevenLabsTTSService implements TTSService {
 
   constructor(private readonly options: ElevenLabsTTSOptions = {}, env: NodeJS.ProcessEnv = process.env) {
     const apiKey = options.apiKey ?? env.ELEVENLABS_API_KEY;
-    if (!apiKey) throw new ElevenLabsTTSError('auth_failed', 'no ElevenLabs API key: pass the apiKey option or set ELEVENLABS_API_KEY');
+    if (!apiKey) throw new ElevenLabsTTSError('key_missing', 'no ElevenLabs API key: pass the apiKey option or set ELEVENLABS_API_KEY');
     this.settings = resolveOptions(ELEVENLABS_TTS_DEFAULTS, options);
     this.model = this.settings.model;
     this.voiceId = this.settings.voiceId;

@@ -75,6 +75,13 @@ export class STTProcessor extends FrameProcessor {
   private closed = false;
   private failed = false;
   private readonly reconnection: ReconnectPolicy;
+  /**
+   * The VAD asked for a final (user stopped speaking) and none has come yet. A request lost with a
+   * dropped connection is asked again once the replay is on the new one: a provider that only
+   * transcribes on request (a batch server cut at the VAD stop) would otherwise hold those words
+   * until the next turn.
+   */
+  private finalizePending = false;
   private readonly metrics = ProcessorMetrics.for(this.name, () => this.clock, (f) => this.push(f), () => this.startFrame?.enableMetrics ?? false);
   /** Reconnections performed (diagnostics, tests). */
   reconnects = 0;
@@ -111,9 +118,13 @@ export class STTProcessor extends FrameProcessor {
         if (f.channels === 1 && f.sampleRate > 0 && Number.isFinite(f.sampleRate)) this.sendAudio(f.pcm, f.sampleRate);
         else this.refuseInput(f.channels, f.sampleRate);
         break;
+      case 'user-started-speaking':
+        if (direction === 'downstream') this.finalizePending = false;
+        break;
       case 'user-stopped-speaking':
         if (direction === 'downstream') {
           this.metrics.startTtfb();
+          this.finalizePending = true;
           this.stream?.finalize();
         }
         break;
@@ -172,6 +183,7 @@ export class STTProcessor extends FrameProcessor {
     this.streamBase = this.replayStart;
     const pending = concat(this.replay);
     if (pending.length) this.stream?.sendAudio(pending);
+    if (this.finalizePending) this.stream?.finalize();
   }
 
   private async connect(): Promise<void> {
@@ -197,6 +209,7 @@ export class STTProcessor extends FrameProcessor {
     if (!e.text.trim()) return; // boundary markers (e.g. Deepgram UtteranceEnd) carry no words
     if (e.final) {
       this.metrics.stopTtfb();
+      this.finalizePending = false;
       // A final covers the audio up to its end (everything sent, when the provider gives no end):
       // that audio never needs replaying.
       const end = e.endMs !== undefined && Number.isFinite(e.endMs) ? this.streamBase + Math.round((e.endMs * this.rate) / 1000) : this.received;

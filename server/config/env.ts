@@ -78,7 +78,7 @@ export function loadConfigFromEnv(env: Env = process.env): ServerConfig {
         connectTimeoutMs: milliseconds(env, 'SVC_DB_CONNECT_TIMEOUT_MS') ?? SERVER_DEFAULTS.database.connectTimeoutMs,
       },
       jobs: jobSettingsFromEnv(env),
-      sessions: { botHost, livekit: liveKitSessionSettingsFromEnv(env), providers: providersFromEnv(env) },
+      sessions: { botHost, livekit: liveKitSessionSettingsFromEnv(env), providers: providersFromEnv(env), sttReason: sttProviderFromEnv(env).reason },
       metrics: metricsAccessFromEnv(env),
       shutdownGraceMs: milliseconds(env, 'SVC_SHUTDOWN_GRACE_MS') ?? SERVER_DEFAULTS.shutdownGraceMs,
       ffmpegPath: env.SVC_FFMPEG_PATH || SERVER_DEFAULTS.ffmpegPath,
@@ -273,10 +273,29 @@ export function botHostFromEnv(env: Env): BotHostSettings | null {
 /** Cloud engines when their keys are configured (the plugins read the keys), offline engines otherwise. */
 export function providersFromEnv(env: Env): ProviderChoice {
   return {
-    stt: env.DEEPGRAM_API_KEY ? 'deepgram' : 'local',
+    stt: sttProviderFromEnv(env).slug,
     llm: env.OPENAI_API_KEY || env.OPENAI_BASE_URL ? 'openai' : 'local',
     vad: 'local',
   };
+}
+
+/**
+ * The deployment's speech-to-text provider, and why: `SVC_STT_PROVIDER` when set (a provider slug;
+ * whether its plugin is installed is checked once the plugins are loaded, server/speech-providers.ts);
+ * else the first configured cloud key (Deepgram, then OpenAI); else `local`. An OpenAI key counts
+ * only for OpenAI's own service or a server given in `OPENAI_STT_BASE_URL`: with `OPENAI_BASE_URL`
+ * alone (a self-hosted language model) the language model's server is not assumed to transcribe.
+ */
+export function sttProviderFromEnv(env: Env): { readonly slug: string; readonly reason: string } {
+  const chosen = env.SVC_STT_PROVIDER?.trim().toLowerCase();
+  if (chosen) {
+    if (!/^[a-z0-9][a-z0-9_-]*$/.test(chosen)) throw new ConfigError(`SVC_STT_PROVIDER must be a provider slug (deepgram, openai, local, ...), got ${JSON.stringify(env.SVC_STT_PROVIDER)}`);
+    return { slug: chosen, reason: 'SVC_STT_PROVIDER' };
+  }
+  if (env.DEEPGRAM_API_KEY) return { slug: 'deepgram', reason: 'DEEPGRAM_API_KEY is set' };
+  const openaiKey = env.OPENAI_STT_API_KEY || env.OPENAI_API_KEY;
+  if (openaiKey && (env.OPENAI_STT_BASE_URL || !env.OPENAI_BASE_URL)) return { slug: 'openai', reason: env.OPENAI_STT_BASE_URL ? 'OPENAI_STT_BASE_URL is set' : 'OPENAI_API_KEY is set' };
+  return { slug: 'local', reason: 'no cloud speech-to-text key' };
 }
 
 /** `SVC_FACE_RENDER_THREADS`: checked here (0..64); the face plugin reads it as its default. */

@@ -112,6 +112,8 @@ export interface SessionSettings {
   livekit: LiveKitSessionSettings | null;
   /** Speech engines: the cloud plugins whose keys are set, else the offline ones. */
   providers: ProviderChoice;
+  /** Why `providers.stt` was chosen, for the start-up line (`SVC_STT_PROVIDER`, a key that is set, ...). */
+  sttReason?: string;
 }
 
 export interface DatabaseTimeouts {

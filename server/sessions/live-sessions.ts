@@ -9,7 +9,7 @@
 import { hostname } from 'node:os';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
+import { ProviderStartError, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import type { RunningSession, SessionOutcome, SessionRunner, TerminationReason } from '../../agent/session-contract.ts';
 import type { AvatarRoom, RoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { Db } from '../db/connect.ts';
@@ -265,9 +265,11 @@ export class LiveSessions {
       local.running = await this.starts.run(() => this.options.runner.start({ sessionId, callId, agent, clientUserRef: request.clientUserRef, room, stsApiKey }));
     } catch (err) {
       this.log.error({ err, sessionId }, 'bot start failed');
-      // A failure that knows its reason (face_unavailable, ...) records it; the visitor gets orchestrator_error either way.
-      const failureCode = (err as { failureCode?: unknown })?.failureCode;
-      await this.finish(local, { terminationReason: 'bot_start_failed', failureDetail: withoutPaths((err as Error).message), ...(typeof failureCode === 'string' ? { failureCode } : {}), participantCount: 0, metadata: {} });
+      // A failure that knows its reason records it (`tts_key_missing` from a provider that cannot
+      // start, `face_unavailable`, ...); the visitor gets orchestrator_error either way.
+      const known = err instanceof ProviderStartError ? err.code : (err as { failureCode?: unknown })?.failureCode;
+      const failureCode = typeof known === 'string' ? known : undefined;
+      await this.finish(local, { terminationReason: 'bot_start_failed', failureDetail: withoutPaths((err as Error).message), ...(failureCode ? { failureCode } : {}), participantCount: 0, metadata: {} });
       throw new SessionError('orchestrator_error', 'the agent could not be started');
     }
     await this.store.markActive(sessionId).catch((err) => this.log.warn({ err, sessionId }, 'could not mark the session active'));

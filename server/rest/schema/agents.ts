@@ -49,7 +49,8 @@ const AGENT_FIELD = {
   face_id: 'The face: a model configuration id (`model_config_id`) of your organization or a template; null for the default face.',
   language: 'Spoken language (ISO 639-1): speech-to-text language, voice filtering and a system-prompt suffix pinning the answer language.',
   system_prompt: 'Instructions for the language model (up to 10,000 characters), or null.',
-  tts_provider: 'Text-to-speech provider slug (`local` by default; an installed `tts` plugin).',
+  tts_provider:
+    'Text-to-speech provider slug (an installed `tts` plugin): `local` (default, eSpeak-NG offline), `elevenlabs`, `openai` (OpenAI or an OpenAI-compatible /v1/audio/speech server), `deepgram` (Aura), `cartesia` (Sonic). `voice_id` is that provider\'s voice (docs/vendors.md, "Voices per provider"); a provider whose key the deployment lacks fails the session start with `failure_reason` `tts_key_missing`.',
   voice_id: "Voice of the text-to-speech provider (provider-specific id), or null for the provider's default.",
   behaviour: 'Greeting, inactivity nudge, farewell, conversation duration and interruption settings.',
   advanced: 'Tuning: `max_video_source_dimension`, `llm_max_tokens`.',
