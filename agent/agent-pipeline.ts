@@ -15,10 +15,16 @@
  * | `tools`, `mode` | the model's tool definitions and the dispatcher (`third_party`: none) |
  *
  * Speech-to-text, the LLM and VAD are deployment choices (keys in the environment), not agent
- * fields: `providersFromEnv` picks the cloud plugins when their keys are set, else offline ones.
+ * fields: the server's configuration (server/config/env.ts) picks the cloud plugins when their keys
+ * are set, else offline ones; `SVC_STT_PROVIDER` names the speech-to-text provider outright.
+ *
+ * A provider that cannot start for a session (no key, settings it refuses) fails the start with a
+ * `ProviderStartError` whose code (`tts_key_missing`, `stt_key_missing`, ...) the call records as
+ * its `failure_reason`.
  */
 import type { Clock } from '../core/clock.ts';
 import { Pipeline } from '../core/pipeline.ts';
+import { ProviderError } from '../core/provider-error.ts';
 import type { Registry } from '../core/registry.ts';
 import type { FaceSession } from '../processors/avatar/face-model.ts';
 import { AvatarProcessor } from '../processors/avatar/avatar-processor.ts';
@@ -67,13 +73,24 @@ export interface ProviderChoice {
   readonly options?: Readonly<Record<string, Record<string, unknown>>>;
 }
 
-/** Cloud engines when their keys are configured, offline engines otherwise. */
-export function providersFromEnv(env: NodeJS.ProcessEnv = process.env): ProviderChoice {
-  return {
-    stt: env.DEEPGRAM_API_KEY ? 'deepgram' : 'local',
-    llm: env.OPENAI_API_KEY || env.OPENAI_BASE_URL ? 'openai' : 'local',
-    vad: 'local',
-  };
+/** A provider that cannot start for this session; `code` (`<kind>_<provider code>`) is the call's failure_reason. */
+export class ProviderStartError extends Error {
+  constructor(readonly code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'ProviderStartError';
+  }
+}
+
+const KIND_NAMES: Readonly<Record<string, string>> = { stt: 'speech-to-text', llm: 'language model', tts: 'text-to-speech', vad: 'voice activity' };
+
+/** `registry.create`, with a provider's refusal to start turned into a `ProviderStartError`. */
+export function createProvider<T>(registry: Registry, kind: string, slug: string, options: Record<string, unknown>): T {
+  try {
+    return registry.create<T>(kind, slug, options);
+  } catch (err) {
+    if (!(err instanceof ProviderError)) throw err;
+    throw new ProviderStartError(`${kind}_${err.code}`, `${KIND_NAMES[kind] ?? kind} provider ${slug} cannot start: ${err.message}`, { cause: err });
+  }
 }
 
 /** Opens the avatar's face session on the pipeline clock, with the canvas cap applied. */
@@ -116,10 +133,10 @@ export async function buildAgentPipeline(agent: AgentRuntimeRecord, options: Age
   const { registry, providers } = options;
   const opts = (kind: string, slug: string) => ({ ...(options.providers.options?.[`${kind}:${slug}`] ?? {}) });
   // Resolve every plugin first: an unknown slug fails here with the list of known ones.
-  const tts = registry.create<TTSService>('tts', agent.tts_provider, opts('tts', agent.tts_provider));
-  const stt = registry.create<STTService>('stt', providers.stt, opts('stt', providers.stt));
-  const llm = registry.create<LLMService>('llm', providers.llm, opts('llm', providers.llm));
-  const vad = registry.create<VADAnalyzer>('vad', providers.vad, opts('vad', providers.vad));
+  const tts = createProvider<TTSService>(registry, 'tts', agent.tts_provider, opts('tts', agent.tts_provider));
+  const stt = createProvider<STTService>(registry, 'stt', providers.stt, opts('stt', providers.stt));
+  const llm = createProvider<LLMService>(registry, 'llm', providers.llm, opts('llm', providers.llm));
+  const vad = createProvider<VADAnalyzer>(registry, 'vad', providers.vad, opts('vad', providers.vad));
 
   // Dropped tools and failed webhooks must leave a logged reason, even when the caller passes no logger.
   const logger = options.logger ?? defaultToolLogger();

@@ -23,16 +23,11 @@ import type { RoomClientMessage, RoomSubscriberEvent } from '../transports/webrt
 import type { RoomRegistry } from '../transports/webrtc/room-registry.ts';
 import type { AgentPipelineOptions, AgentRuntimeRecord, ProviderChoice } from './agent-pipeline.ts';
 import { openBotRoom, type BotRoom } from './bot-room.ts';
-import {
-  SESSION_TIMEOUTS,
-  type RunningSession,
-  type SessionOutcome,
-  type SessionStart,
-  type TerminationReason,
-} from './session-contract.ts';
+import { SESSION_TIMEOUTS, type RunningSession, type SessionOutcome, type SessionStart, type TerminationReason } from './session-contract.ts';
 import { latencySummary, parseClientMessage, SessionMessageEmitter } from './session-messages.ts';
 import { AppendedContextBudget } from './appended-context.ts';
 import { buildSessionPipeline, type SessionPipeline } from './session-pipeline.ts';
+import { errorMessage } from '../core/error-message.ts';
 
 export type SessionTimeouts = { -readonly [K in keyof typeof SESSION_TIMEOUTS]: number };
 
@@ -244,7 +239,7 @@ export class BotSession implements RunningSession {
       this.trackPresence(event);
     } catch (error) {
       // Never thrown back into the room (rxjs would report it as unhandled): the session ends instead.
-      void this.finish('pipeline_error', `presence handling failed: ${error instanceof Error ? error.message : String(error)}`);
+      void this.finish('pipeline_error', `presence handling failed: ${errorMessage(error)}`);
     }
   }
 
@@ -368,7 +363,7 @@ export class BotSession implements RunningSession {
       }
     } catch (error) {
       this.droppedClientMessages++;
-      this.warnThrottled('client message failed', { error: error instanceof Error ? error.message : String(error) });
+      this.warnThrottled('client message failed', { error: errorMessage(error) });
     }
   }
 
@@ -475,7 +470,7 @@ export class BotSession implements RunningSession {
     try {
       this.publication?.sendMessage?.(message as unknown as Readonly<Record<string, unknown>>);
     } catch (error) {
-      this.logger.warn({ session_id: this.sessionId, type: message.type, error: error instanceof Error ? error.message : String(error) }, 'session message not sent');
+      this.logger.warn({ session_id: this.sessionId, type: message.type, error: errorMessage(error) }, 'session message not sent');
     }
   }
 

@@ -25,6 +25,8 @@
  *   and the jitter p99 stays within 10 ms of the single-session figure.
  * - sessions-turn-breakdown (second JSON line): where a turn's time goes, stage by stage, from the
  *   runner run in this process with an observer on its pipeline (see `turnBreakdown`).
+ * - sessions-admission-burst (third JSON line): 50 connects at once against max_concurrency 10 on
+ *   PostgreSQL, three rounds: admitted, refused by reason, time to decide (bench/_admission-burst.ts).
  *
  * `SESSIONS_BENCH_PARTS=turns,breakdown npm run bench -- sessions` runs only some parts
  * (connect, turns, breakdown, capacity); `SESSIONS_BENCH_MAX_SESSIONS` and
@@ -57,6 +59,7 @@ import { startServerProcess, type ServerProcess } from '../test/sessions/server-
 import { EmbeddedRoomProvider, RoomRegistry } from '../transports/webrtc/index.ts';
 import { percentile, printJson, printTable } from './table.ts';
 import { botFrameLateness, serverGetTimes, serverLoop, shareAbove } from './_server-view.ts';
+import { admissionBurst } from './_admission-burst.ts';
 
 const CONNECTS = 10;
 const TURNS = 10;
@@ -82,12 +85,13 @@ interface Live {
   frames: number[];
 }
 
-/** `SESSIONS_BENCH_PARTS=turns,breakdown` runs only those parts (connect, turns, breakdown, capacity). */
-const PARTS = new Set((process.env.SESSIONS_BENCH_PARTS ?? 'connect,turns,breakdown,capacity').split(',').map((p) => p.trim()));
+/** `SESSIONS_BENCH_PARTS=turns,breakdown` runs only those parts (connect, turns, breakdown, capacity, burst). */
+const PARTS = new Set((process.env.SESSIONS_BENCH_PARTS ?? 'connect,turns,breakdown,capacity,burst').split(',').map((p) => p.trim()));
 
 export async function run(): Promise<void> {
   if (PARTS.has('connect') || PARTS.has('turns') || PARTS.has('capacity')) await throughServer();
   if (PARTS.has('breakdown')) await turnBreakdown();
+  if (PARTS.has('burst')) await admissionBurst();
 }
 
 async function throughServer(): Promise<void> {

@@ -13,3 +13,4 @@ export * from './behaviours/conversation-behaviours.ts';
 export * from './avatar/face-model.ts';
 export * from './avatar/avatar-processor.ts';
 export * from './tools/index.ts';
+export * from './tts/pcm-stream.ts';

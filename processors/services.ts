@@ -111,6 +111,12 @@ export interface TTSService {
   readonly name: string;
   /** Synthesises one piece of text (a sentence or clause). Must honour `signal`. */
   synthesize(request: TTSRequest): AsyncIterable<TTSEvent>;
+  /**
+   * Releases what the service keeps open between pieces (a WebSocket kept for the session's
+   * sentences). Optional; the TTS processor calls it when the pipeline ends or is cancelled, and
+   * the service may be used again afterwards (it reopens).
+   */
+  close?(): void;
 }
 
 // ---- voice activity -------------------------------------------------------------------------

@@ -21,6 +21,9 @@ export const HEAVY_MARKERS = [
   'fakes/livekit-server',
   'publishAvatar',
   'mountRooms',
+  // servers built with surfaces that run face sessions or WebRTC rooms (server/config/surfaces.ts)
+  'realtime: true',
+  'rooms: true',
   // bot sessions (a face session each) and child processes
   'startSessionServer',
   'node:child_process',

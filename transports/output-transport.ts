@@ -12,7 +12,7 @@
  * An interruption aborts the chunk being waited on and drops everything queued: the user hears
  * at most the one chunk already written.
  */
-import { AudioChunker, Resampler } from '../core/audio.ts';
+import { AudioChunker, StreamResampler } from '../core/audio.ts';
 import { frame, signal, type Direction, type Frame, type WordTiming } from '../core/frames.ts';
 import { FrameProcessor, type ProcessorOptions } from '../core/processor.ts';
 import type { TimerHandle } from '../core/clock.ts';
@@ -41,7 +41,7 @@ export class OutputTransport extends FrameProcessor {
   /** Clock time when the next chunk is due; the playback position. */
   private nextWriteAt: number | undefined;
   private stopTimer: TimerHandle | undefined;
-  private resampler: Resampler | undefined;
+  private readonly resampling = new StreamResampler(() => this.sampleRate);
   private chunker: AudioChunker | undefined;
   /** Audio written since start (ms): the presentation timestamp of the next chunk. */
   private playedMs = 0;
@@ -113,11 +113,7 @@ export class OutputTransport extends FrameProcessor {
   private async play(pcm: Int16Array, sampleRate: number, channels: number, words: readonly WordTiming[] | undefined, abort: AbortSignal): Promise<void> {
     if (channels !== 1) return; // outputs are mono; multi-channel audio is not guessed at
     const rate = this.sampleRate;
-    let audio = pcm;
-    if (sampleRate !== rate) {
-      if (!this.resampler || this.resampler.fromRate !== sampleRate) this.resampler = new Resampler(sampleRate, rate);
-      audio = this.resampler.process(pcm);
-    }
+    const audio = this.resampling.convert(pcm, sampleRate);
     this.chunker ??= new AudioChunker(rate, this.chunkMs);
     const pendingWords = words ? [...words] : [];
     let offsetMs = 0;

@@ -24,7 +24,7 @@
  * last frame has been emitted, so the output stops "speaking" when the face does.
  */
 import type { Subscription } from 'rxjs';
-import { Resampler } from '../../core/audio.ts';
+import { StreamResampler } from '../../core/audio.ts';
 import { frame, type Direction, type Frame, type PhonemeTiming, type WordTiming } from '../../core/frames.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
 import type { Clock } from '../../core/clock.ts';
@@ -61,7 +61,7 @@ interface PlayoutTurn {
 export class AvatarProcessor extends FrameProcessor {
   private session: FaceSession | undefined;
   private subscription: Subscription | undefined;
-  private resampler: Resampler | undefined;
+  private readonly resampling = new StreamResampler(FACE_TIMING.audioSampleRate);
   /** Audio (ms) of the current turn sent to the face, to place phoneme timings. */
   private turnMs = 0;
   private turnOpen = false;
@@ -126,7 +126,7 @@ export class AvatarProcessor extends FrameProcessor {
         this.cancelledTurn = this.playingTurn;
         this.turnOpen = false;
         this.heldStop = undefined;
-        this.resampler = undefined;
+        this.resampling.reset();
         // Words not yet played are never heard: the output must not report them.
         this.playout.length = 0;
         break;
@@ -158,11 +158,7 @@ export class AvatarProcessor extends FrameProcessor {
     const turn = this.playout.at(-1)!;
     let audio: Int16Array = new Int16Array(0);
     if (channels === 1 && pcm.length > 0) {
-      audio = pcm;
-      if (sampleRate !== FACE_TIMING.audioSampleRate) {
-        if (!this.resampler || this.resampler.fromRate !== sampleRate) this.resampler = new Resampler(sampleRate, FACE_TIMING.audioSampleRate);
-        audio = this.resampler.process(pcm);
-      }
+      audio = this.resampling.convert(pcm, sampleRate);
     }
     const offset = this.turnMs;
     if (words?.length) this.placeWords(turn, words, offset, channels === 1 && sampleRate > 0 ? (pcm.length / sampleRate) * 1000 : 0);
@@ -200,11 +196,9 @@ export class AvatarProcessor extends FrameProcessor {
 
   /** At a turn's end (or a new turn), what the resampler still holds belongs to this turn. */
   private flushResampler(): void {
-    const resampler = this.resampler;
-    this.resampler = undefined;
+    const tail = this.resampling.flush();
     const turn = this.playout.at(-1);
-    if (!resampler || !turn || !this.turnOpen || !this.session) return;
-    const tail = resampler.flush();
+    if (!turn || !this.turnOpen || !this.session) return;
     if (tail.length) this.pushToFace(turn, tail);
   }
 

@@ -62,6 +62,14 @@ export class TTSProcessor extends FrameProcessor {
     this.metrics = ProcessorMetrics.for(this.name, () => this.clock, (f) => this.push(f), () => this.startFrame?.enableMetrics ?? false);
   }
 
+  protected override onEnd(): void {
+    this.service.close?.();
+  }
+
+  protected override onCancel(): void {
+    this.service.close?.();
+  }
+
   private get sampleRate(): number {
     return this.options.sampleRate ?? this.startFrame?.audioOutSampleRate ?? WORKER_DEFAULTS.audioOutSampleRate;
   }

@@ -10,7 +10,7 @@
  * and are answered after the bot finishes.
  */
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
-import { Resampler, rms } from '../../core/audio.ts';
+import { StreamResampler, rms } from '../../core/audio.ts';
 import { frame, signal, type Direction, type Frame } from '../../core/frames.ts';
 import { resolveOptions, type OptionsFor, type Resolved } from '../../core/options.ts';
 import type { VADAnalyzer } from '../services.ts';
@@ -38,7 +38,7 @@ export class VADProcessor extends FrameProcessor {
   /** Milliseconds of consecutive speech (starting) or silence (stopping). */
   private runMs = 0;
   private botSpeaking = false;
-  private resampler: Resampler | undefined;
+  private readonly resampling = new StreamResampler(() => this.analyzer.sampleRate);
   private pending = new Int16Array(0);
 
   constructor(private readonly analyzer: VADAnalyzer, options: VADOptions = {}) {
@@ -74,11 +74,7 @@ export class VADProcessor extends FrameProcessor {
 
   private analyze(pcm: Int16Array, sampleRate: number, channels: number): void {
     if (channels !== 1) return; // input transports deliver mono; anything else is ignored, not guessed at
-    let mono = pcm;
-    if (sampleRate !== this.analyzer.sampleRate) {
-      if (!this.resampler || this.resampler.fromRate !== sampleRate) this.resampler = new Resampler(sampleRate, this.analyzer.sampleRate);
-      mono = this.resampler.process(pcm);
-    }
+    const mono = this.resampling.convert(pcm, sampleRate);
     const merged = new Int16Array(this.pending.length + mono.length);
     merged.set(this.pending);
     merged.set(mono, this.pending.length);

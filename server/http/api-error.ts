@@ -39,6 +39,8 @@ export const ERROR_STATUS = {
   internal_error: 500,
   /** The database is unreachable, saturated (no pool connection in time) or a lock/statement timed out; `Retry-After` set. */
   service_unavailable: 503,
+  /** This server is shutting down (or full): retry on another (`Retry-After`); a /realtime upgrade during shutdown. */
+  server_busy: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

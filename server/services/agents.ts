@@ -6,7 +6,7 @@ import { ApiError } from '../http/api-error.ts';
 import type { JsonText } from '../http/json-text.ts';
 import { envelopeText, type ListEnvelope, type Page } from '../http/pagination.ts';
 import type { Principal } from '../http/principal.ts';
-import { AGENT_LIMITS } from '../schema/agents.ts';
+import { AGENT_LIMITS } from '../rest/schema/agents.ts';
 import type { SecretBox } from '../security/secret-box.ts';
 import { AGENT_DEFAULTS } from './agent-defaults.ts';
 import { AGENT_SUMMARY_COLUMNS, toAgent, type Agent, type AgentSummary } from './agent-record.ts';

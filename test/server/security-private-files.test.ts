@@ -11,7 +11,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { createServer } from '../../server/app.ts';
+import { Registry } from '../../core/registry.ts';
+import { resolveConfig } from '../../server/config/server-config.ts';
+import { openServices } from '../../server/services/open-services.ts';
 import { makePrivate, PrivateFilesError } from '../../server/security/private-files.ts';
 import { SECRETS } from './harness.ts';
 
@@ -47,7 +49,8 @@ function capturingLogger() {
   return { logger: pino({ level: 'info' }, stream), lines };
 }
 
-const start = (dataDir: string, logger = pino({ level: 'silent' })) => createServer({ ...SECRETS, port: 0, host: '127.0.0.1', dataDir }, { logger });
+/** What a server opens first (database, storage, services): where the data directory is checked. */
+const start = (dataDir: string, logger = pino({ level: 'silent' })) => openServices(resolveConfig({ ...SECRETS, dataDir }), new Registry(), logger);
 
 /** A user other than the server's reads a file (as the local user did). */
 function readsAsNobody(path: string): boolean {
