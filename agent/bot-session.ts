@@ -187,7 +187,7 @@ export class BotSession implements RunningSession {
         if (!this.face) throw new Error('the face session is not open');
         return this.face;
       },
-      tuning: { vadOptions: tuning.vadOptions, sttOptions: tuning.sttOptions, ttsOptions: tuning.ttsOptions, outputOptions: tuning.outputOptions },
+      tuning: { vadOptions: tuning.vadOptions, sttOptions: tuning.sttOptions, ttsOptions: tuning.ttsOptions, outputOptions: tuning.outputOptions, turnOptions: tuning.turnOptions, turnAnalyzer: tuning.turnAnalyzer },
       stsApiKey: this.session.stsApiKey ?? null,
     });
     this.pipeline = pipeline;

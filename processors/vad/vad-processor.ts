@@ -37,7 +37,7 @@ export interface VADOptions extends ProcessorOptions, OptionsFor<typeof VAD_DEFA
 type VADState = 'quiet' | 'starting' | 'speaking' | 'stopping';
 
 export class VADProcessor extends FrameProcessor {
-  private readonly settings: Resolved<typeof VAD_DEFAULTS>;
+  readonly settings: Resolved<typeof VAD_DEFAULTS>;
   private state: VADState = 'quiet';
   /** Milliseconds of consecutive speech (starting) or silence (stopping). */
   private runMs = 0;
