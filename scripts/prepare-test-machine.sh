@@ -4,6 +4,8 @@
 #   chromium            the browser tests (widget, WebRTC rooms), launched as /usr/bin/chromium
 #   ffmpeg              idle-video generation and the tests that decode its output
 #   python3 + venv      the Python client's tests (scripts/test-python.sh makes the venv itself)
+#   pocketsphinx-testdata  human read speech (librivox recordings) in the turn corpus
+#                       (test/processors/turn-corpus.test.ts, bench/turns.ts)
 #
 # When something is missing and this user can install system packages (root, with apt-get), they
 # are installed: one `apt-get update`, then one quiet `apt-get install`. Otherwise one line says
@@ -14,6 +16,8 @@ set -euo pipefail
 missing=()   # what to install (Debian package names)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v ffmpeg >/dev/null 2>&1 || missing+=(ffmpeg)
+# (SVC_POCKETSPHINX_DATA: another place to look, for the pretest's own tests.)
+[ -f "${SVC_POCKETSPHINX_DATA:-/usr/share/pocketsphinx/test/data}/librivox/sense_and_sensibility_01_austen_64kb-0870.wav" ] || missing+=(pocketsphinx-testdata)
 if ! command -v python3 >/dev/null 2>&1; then
   missing+=(python3 python3-venv)
 elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then

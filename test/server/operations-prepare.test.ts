@@ -26,9 +26,9 @@ function shim(dir: string, name: string, body: string): void {
   chmodSync(join(dir, name), 0o755);
 }
 
-function run(pathDir: string): Promise<{ code: number; stdout: string; stderr: string }> {
+function run(pathDir: string, env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(BASH, [SCRIPT], { env: { PATH: pathDir, HOME: pathDir }, timeout: 30_000 }, (err, stdout, stderr) => {
+    execFile(BASH, [SCRIPT], { env: { PATH: pathDir, HOME: pathDir, ...env }, timeout: 30_000 }, (err, stdout, stderr) => {
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
     });
   });
@@ -42,6 +42,14 @@ test('without the packages and without apt: one line naming what to install, exi
   const lines = r.stderr.trim().split('\n');
   t.is(lines.length, 1, r.stderr);
   t.regex(lines[0]!, /needs chromium ffmpeg python3 python3-venv: install them first \(Debian\/Ubuntu: sudo apt-get install chromium ffmpeg python3 python3-venv\)/);
+});
+
+test('without the human read speech of pocketsphinx-testdata (the turn corpus), that package is named', async (t) => {
+  const bin = scratch(t);
+  for (const name of ['chromium', 'ffmpeg', 'python3']) shim(bin, name, 'exit 0');
+  const r = await run(bin, { SVC_POCKETSPHINX_DATA: bin });
+  t.is(r.code, 1);
+  t.regex(r.stderr, /^npm test needs pocketsphinx-testdata: install them first/);
 });
 
 test('a python3 without venv is named as python3-venv only', async (t) => {
