@@ -176,12 +176,14 @@ export async function run(): Promise<void> {
               f.interruptions.n++;
               const cut = outcome?.type === 'bot-interrupted' || (outcome?.type === 'bot-tts-stopped' && outcome.interrupted === true);
               if (cut) f.interruptions.cut++;
-              // When the bot's audio stopped for the visitor: its first message about the sound (paused, or the barge-in) -> its last loud audio after.
+              // When the bot's audio stopped for the visitor: its first message about the sound (paused,
+              // or the barge-in) -> the last loud audio received up to 150 ms after the decision's message
+              // (the answer to the new question, which needs the engines' time after it, is not counted).
               const stopAt = v.messages.slice(over).find((m) => ['bot-paused', 'user-started-speaking'].includes(String(m.message.type)))?.at;
-              if (cut && stopAt !== undefined) {
-                await new Promise((resolve) => setTimeout(resolve, 600));
-                const answerAt = v.messages.find((m) => m.at > stopAt && m.message.type === 'bot-started-speaking')?.at ?? Date.now();
-                const loud = v.audioLevels.filter((a) => a.at > stopAt && a.at < answerAt && a.rms > LOUD);
+              const decidedAt = decided()?.at;
+              if (cut && stopAt !== undefined && decidedAt !== undefined) {
+                await new Promise((resolve) => setTimeout(resolve, 200));
+                const loud = v.audioLevels.filter((a) => a.at > stopAt && a.at <= decidedAt + 150 && a.rms > LOUD);
                 const cutMs = loud.length ? loud.at(-1)!.at - stopAt : 0;
                 f.interruptions.cutMs.push(cutMs);
                 if (cutMs <= 100) f.interruptions.within100++;
