@@ -177,13 +177,13 @@ export async function run(): Promise<void> {
               const cut = outcome?.type === 'bot-interrupted' || (outcome?.type === 'bot-tts-stopped' && outcome.interrupted === true);
               if (cut) f.interruptions.cut++;
               // When the bot's audio stopped for the visitor: its first message about the sound (paused,
-              // or the barge-in) -> the last loud audio received up to 150 ms after the decision's message
-              // (the answer to the new question, which needs the engines' time after it, is not counted).
+              // or the barge-in) -> the last loud audio received within the next second, the same window
+              // for both rules (the answer to the new question comes later: the visitor is still
+              // speaking, then the turn must end and the engines run).
               const stopAt = v.messages.slice(over).find((m) => ['bot-paused', 'user-started-speaking'].includes(String(m.message.type)))?.at;
-              const decidedAt = decided()?.at;
-              if (cut && stopAt !== undefined && decidedAt !== undefined) {
-                await new Promise((resolve) => setTimeout(resolve, 200));
-                const loud = v.audioLevels.filter((a) => a.at > stopAt && a.at <= decidedAt + 150 && a.rms > LOUD);
+              if (cut && stopAt !== undefined) {
+                await waitFor(() => Date.now() > stopAt + 1000, 2000);
+                const loud = v.audioLevels.filter((a) => a.at > stopAt && a.at <= stopAt + 1000 && a.rms > LOUD);
                 const cutMs = loud.length ? loud.at(-1)!.at - stopAt : 0;
                 f.interruptions.cutMs.push(cutMs);
                 if (cutMs <= 100) f.interruptions.within100++;
