@@ -188,7 +188,7 @@ export class BotSession implements RunningSession {
         if (!this.face) throw new Error('the face session is not open');
         return this.face;
       },
-      tuning: { vadOptions: tuning.vadOptions, sttOptions: tuning.sttOptions, ttsOptions: tuning.ttsOptions, outputOptions: tuning.outputOptions },
+      tuning: { vadOptions: tuning.vadOptions, sttOptions: tuning.sttOptions, ttsOptions: tuning.ttsOptions, outputOptions: tuning.outputOptions, turnOptions: tuning.turnOptions, turnAnalyzer: tuning.turnAnalyzer },
       stsApiKey: this.session.stsApiKey ?? null,
     });
     this.pipeline = pipeline;
@@ -438,6 +438,17 @@ export class BotSession implements RunningSession {
         latency_p50_ms: latency.p50,
         latency_max_ms: latency.max,
         latency_turns: latency.count,
+        // Turn taking (processors/turns): preemptive replies and pauses of the bot by visitor sound.
+        ...(this.pipeline?.voice
+          ? {
+              preemptive_started: this.pipeline.voice.user.preemptive.started,
+              preemptive_used: this.pipeline.voice.user.preemptive.used,
+              preemptive_discarded: this.pipeline.voice.user.preemptive.discarded,
+              bot_pauses: this.pipeline.voice.turns.stats.pauses,
+              bot_resumed: this.pipeline.voice.turns.stats.resumed,
+              bot_interrupted: this.pipeline.voice.turns.stats.interrupted,
+            }
+          : {}),
         first_frame_ms: this.firstFrameAt === null ? null : Math.round(this.firstFrameAt - this.startedAt),
         conversation_started_ms: this.conversationStartedAt === null ? null : Math.round(this.conversationStartedAt - this.startedAt),
         client_ready: this.clientReady,
