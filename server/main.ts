@@ -11,6 +11,7 @@ import { createCapacityGate, loadCheckFromEnv } from './capacity/index.ts';
 import { botHostFromEnv, mountEmbeddedSessions } from './sessions/embedded-sessions.ts';
 import { BotHost } from './sessions/bot-host.ts';
 import { mountWidget } from './widget/index.ts';
+import { mountAvatarSessions } from './avatar-sessions/index.ts';
 import { mountOperations, Readiness } from './health/index.ts';
 import { createFaceFrameTiming, createServerMetrics, metricsAccessFromEnv } from './metrics/metrics.ts';
 import { registerUpgrade } from './http/upgrades.ts';
@@ -95,6 +96,8 @@ const lateness = (record: (lateMs: number) => void) => (lateMs: number) => {
 const realtime = mountRealtime(server, { publishAvatar: rooms.publishAvatar, capacityGate: capacity, onFrameLateness: lateness(frameTiming.realtime) });
 // The Session API's bots run in this process, or in a child process with SVC_BOT_HOST=process.
 const sessions = mountEmbeddedSessions(server, rooms, { capacity, shutdownTimeoutMs: graceMs, onFrameLateness: lateness(frameTiming.bot), botHost });
+// Our face as the avatar of LiveKit Agents (POST /v1/avatar-sessions): the same gate and frame metrics.
+const avatarSessions = mountAvatarSessions(server, { capacity, onFrameLateness: lateness(frameTiming.realtime) });
 const sessionRunner = sessions.runner;
 if (sessionRunner instanceof BotHost) hostCpu = () => sessionRunner.cpuUsage();
 let demoAgentId: string | null = null;
@@ -109,6 +112,7 @@ const metrics = createServerMetrics({
   capacity,
   frameTiming,
   jobs: server.services.generationJobs,
+  extra: avatarSessions.metrics.metrics,
 });
 mountOperations(server, { readiness, metrics, access: metricsAccess, logger });
 const { url } = await server.listen().catch((err: Error) => {
@@ -136,6 +140,7 @@ const lines = [
   `  Reference:  ${url}/v1/docs`,
   `  Realtime:   ${url.replace(/^http/, 'ws')}/realtime?config_id=svc/human-portrait  (face models; X-API-Key header)`,
   `  WebRTC:     ${url.replace(/^http/, 'ws')}/v1/rooms/signal  (embedded rooms; browser client ${url}/v1/rooms/client.js)`,
+  `  Avatars:    POST ${url}/v1/avatar-sessions  (our face in LiveKit Agents rooms; docs/livekit-agents.md)`,
   `  Sessions:   POST ${url}/v1/public/agents/connect  (Session API; bots ${botHost ? `in a bot host process, nice ${botHost.nice}` : 'in this process'})`,
   `  Widget:     ${url}/widget/latest/svc-agent.js  (<svc-agent agent-id="..." core-api-endpoint="${url}">)`,
   `  Demo page:  ${url}/${demoAgentId ? '  (talk to the demo agent in your browser)' : '  (no demo agent: add ?agent_id=<a published agent>)'}`,
@@ -179,6 +184,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     readiness.drain();
     const endingSessions = sessions.close(); // refuses new connects at once, ends live sessions (bounded by graceMs)
     const endingFaces = realtime.close(); // unregisters /realtime and closes its sessions (1001)
+    const endingAvatars = avatarSessions.close(); // the avatars leave their LiveKit rooms
     registerUpgrade(server.httpServer, '/realtime', (_req, socket) => {
       const body = JSON.stringify({ code: 'server_busy', message: 'this server is shutting down; retry on another' });
       socket.end(`HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 5\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
@@ -189,7 +195,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
       process.exit(1);
     }, graceMs + SHUTDOWN.backstopMs);
     backstop.unref();
-    void Promise.allSettled([endingSessions, endingFaces])
+    void Promise.allSettled([endingSessions, endingFaces, endingAvatars])
       .then(() => rooms.close())
       .then(() => sharedDatabase?.close())
       .then(() => server.close())

@@ -13,7 +13,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type Router from '@koa/router';
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client';
 import type { CapacityGate } from '../capacity/capacity-gate.ts';
 import { JOB_FAILURE_REASONS, type JobFailureCounts } from '../jobs/job-worker.ts';
 import type { LiveSessionStats } from '../sessions/live-sessions.ts';
@@ -116,6 +116,8 @@ export interface MetricsSources {
   /** Face frame lateness recorded by /realtime and the bots (create it with createFaceFrameTiming). */
   readonly frameTiming?: FaceFrameTiming;
   readonly jobs?: JobMetricsSource;
+  /** Series kept by another module (the avatar sessions' join, first-frame and A/V offset figures), registered as they are. */
+  readonly extra?: readonly Metric[];
 }
 
 export interface ServerMetrics {
@@ -202,6 +204,7 @@ export function createServerMetrics(sources: MetricsSources): ServerMetrics {
   }
 
   if (sources.frameTiming) registry.registerMetric(sources.frameTiming.histogram);
+  for (const metric of sources.extra ?? []) registry.registerMetric(metric);
 
   if (sources.jobs) {
     const jobs = sources.jobs;

@@ -119,6 +119,13 @@ export interface LiveKitAvatarPublication {
   /** Settles when publishing ended (frames completed, the room disconnected, or `stop()`), sources closed. */
   readonly ended: Promise<void>;
   stop(): Promise<void>;
+  /** Audio (ms) waiting in the audio source, not yet sent: pictures captured now show this much before their sound. */
+  readonly audioQueuedMs: number;
+  /**
+   * Drops the audio waiting in the audio source (an interruption: the sound stops now rather
+   * than after the queue drains). Returns how many ms were dropped.
+   */
+  clearAudio(): number;
 }
 
 /**
@@ -162,6 +169,14 @@ export async function publishFramesToRoom(room: Room, frames: Observable<FaceFra
     async stop() {
       pump.stop();
       await ended;
+    },
+    get audioQueuedMs() {
+      return sink.audioAheadMs;
+    },
+    clearAudio() {
+      const dropped = sink.audioAheadMs;
+      sink.audioSource.clearQueue();
+      return dropped;
     },
   };
 }
