@@ -57,6 +57,7 @@ export const avatarSessionSchema: JsonSchema = responseShape({
         segments_interrupted: { type: 'integer', description: 'Segments finished interrupted (lk.clear_buffer, or refused).' },
         clears: { type: 'integer', description: 'lk.clear_buffer calls answered.' },
         last_clear_ms: ms('How long the last lk.clear_buffer took to drop the queued sound and cancel the face.'),
+        last_clear_at: described(nullable(dateTime), 'When the last lk.clear_buffer arrived, or null.'),
         streams_refused: { type: 'integer', description: 'Byte streams refused (bad header, not from the agent, too long).' },
         last_stream_error: {
           type: ['object', 'null'], description: 'The last refused stream: `code` (`missing_audio_format`, `bad_sample_rate`, `bad_channel_count`, `segment_too_long`, `not_the_agent`) and `message`.',

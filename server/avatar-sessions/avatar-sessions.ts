@@ -224,6 +224,7 @@ export class AvatarSessions {
         segments_interrupted: st.segmentsInterrupted,
         clears: st.clears,
         last_clear_ms: st.lastClearMs,
+        last_clear_at: st.lastClearAtMs === null ? null : new Date(st.lastClearAtMs).toISOString(),
         streams_refused: st.streamsRefused,
         last_stream_error: st.lastStreamError,
         rpc_failures: st.rpcFailures,

@@ -28,10 +28,13 @@ export const LIVEKIT_AVATAR_WORKER_DEFAULTS = {
   /** How long the agent may take to be in the room after the avatar joined. */
   agentWaitMs: 15_000,
   /**
-   * Audio the output may queue ahead of playout (ms). Small: whatever waits there is heard
-   * after its picture was shown (the A/V offset) and is what an interruption must drop.
+   * Audio the output may queue ahead of playout (ms). Whatever waits there is heard after its
+   * picture was shown (measured: about 65 ms queued, `avOffsetMs`) and is what an interruption
+   * drops. Not below the frame pump's `sinkAheadMs` (120 ms): with a smaller queue the pump takes
+   * the sink's pacing for a decoding backlog and skips most pictures (observed with 100 ms: 131
+   * of 151 skipped).
    */
-  audioQueueMs: 100,
+  audioQueueMs: 200,
 } as const;
 
 /** RPC error codes the worker answers with (application codes: LiveKit reserves 1001-1999). */
@@ -74,6 +77,8 @@ export interface LiveKitAvatarWorkerStats {
   clears: number;
   /** ms from the last `lk.clear_buffer` to the queued sound dropped and the face cancelled. */
   lastClearMs: number | null;
+  /** Epoch ms the last `lk.clear_buffer` arrived. */
+  lastClearAtMs: number | null;
   streamsRefused: number;
   /** The last stream fault (`missing_audio_format`, `bad_sample_rate`, `not_the_agent`, ...). */
   lastStreamError: { readonly code: string; readonly message: string } | null;
@@ -83,7 +88,7 @@ export interface LiveKitAvatarWorkerStats {
 export class LiveKitAvatarWorker {
   readonly stats: LiveKitAvatarWorkerStats = {
     joinMs: 0, firstFrameAtMs: null, firstAudioAtMs: null, firstSpeechFrameAtMs: null, avOffsetMs: null,
-    segments: 0, segmentsInterrupted: 0, clears: 0, lastClearMs: null, streamsRefused: 0, lastStreamError: null, rpcFailures: 0,
+    segments: 0, segmentsInterrupted: 0, clears: 0, lastClearMs: null, lastClearAtMs: null, streamsRefused: 0, lastStreamError: null, rpcFailures: 0,
   };
   /** Settles with why the worker ended (it has left the room and closed the face by then). */
   readonly ended: Promise<AvatarWorkerEndReason>;
@@ -169,7 +174,8 @@ export class LiveKitAvatarWorker {
       })
       .on(RoomEvent.Disconnected, () => void this.finish('room_closed'));
     const frames = this.options.face.frames.pipe(map((frame) => this.onFrame(frame)));
-    this.publication = await publishFramesToRoom(room, frames, { simulcast: false, audioQueueMs: this.settings.audioQueueMs });
+    const face = this.options.face;
+    this.publication = await publishFramesToRoom(room, frames, { simulcast: false, audioQueueMs: this.settings.audioQueueMs, videoSize: { width: face.width - (face.width % 2), height: face.height - (face.height % 2) } });
     void this.publication.ended.then(() => this.finish('face_ended'));
     this.timers.push(setTimeout(() => void this.finish('time_limit'), this.settings.maxDurationMs));
     if (!room.remoteParticipants.has(this.options.agentIdentity)) {
@@ -267,6 +273,7 @@ export class LiveKitAvatarWorker {
     }
     const at = performance.now();
     this.stats.clears++;
+    this.stats.lastClearAtMs = Date.now();
     // In this order: the face stops deciding speech frames, the queued sound is dropped, and the
     // turns already decided are silenced (AvatarPlayback) on their way out.
     this.options.face.cancel();

@@ -140,6 +140,8 @@ export interface PublishFramesOptions extends FramePumpOptions {
    * session bot turns them off: one encoding instead of three on the bot's CPU.
    */
   readonly simulcast?: boolean;
+  /** The pictures' size when known in advance: the video track is published at once, with the audio. */
+  readonly videoSize?: { readonly width: number; readonly height: number };
 }
 
 export async function publishFramesToRoom(room: Room, frames: Observable<FaceFrame>, options: PublishFramesOptions = {}): Promise<LiveKitAvatarPublication> {
@@ -151,6 +153,7 @@ export async function publishFramesToRoom(room: Room, frames: Observable<FaceFra
   try {
     const audioTrack = LocalAudioTrack.createAudioTrack(LIVEKIT_MEDIA_DEFAULTS.audioTrackName, sink.audioSource);
     await participant.publishTrack(audioTrack, new TrackPublishOptions({ source: TrackSource.SOURCE_MICROPHONE }));
+    if (options.videoSize) await sink.openVideo(options.videoSize.width, options.videoSize.height);
   } catch (error) {
     await sink.close();
     throw joinFailed(error);
