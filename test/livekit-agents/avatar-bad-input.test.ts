@@ -78,6 +78,10 @@ test.serial('REST refusals: each a clear error in the spec shape, no slot held',
   t.is(capacity.snapshot().inUse, 0, 'no refused request holds a slot');
   t.is((await ts.call('GET', '/v1/avatar-sessions/00000000-0000-4000-8000-000000000000')).body.code, 'avatar_session_not_found');
   t.is((await ts.call('DELETE', '/v1/avatar-sessions/00000000-0000-4000-8000-000000000000')).status, 404);
+  // The resource is in the published OpenAPI document with the others.
+  const doc = (await ts.call('GET', '/v1/openapi.json', { key: null })).body;
+  t.truthy(doc.paths['/avatar-sessions']?.post, 'POST /avatar-sessions documented');
+  t.truthy(doc.paths['/avatar-sessions/{avatar_session_id}']?.delete, 'DELETE documented');
 });
 
 test.serial('inside a session: bad streams and strangers get errors, the session keeps running, DELETE frees the slot', async (t) => {
