@@ -145,7 +145,7 @@ async function onProcessor(t: any, mode: 'realtime' | 'batch', fakeOptions: Open
     worker.queueFrame(frame('vad-speech-started', {}));
     feed(...parts);
   };
-  const stop = () => worker.queueFrame(frame('vad-speech-stopped', {}));
+  const stop = () => worker.queueFrame(frame('vad-speech-stopped', { silenceMs: 200 }));
   const finals = () => below.frames.filter((f) => f.type === 'transcription' && f.final && f.text).map((f) => (f as { text: string }).text);
   if (mode === 'realtime') await until(() => fake.sockets.length === 1, 'the first connection');
   await new Promise((r) => setTimeout(r, 100)); // the processor sends audio once its stream is open
