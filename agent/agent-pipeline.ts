@@ -10,6 +10,7 @@
  * | `behaviour.*` | greeting / nudge / farewell lines and modes, duration limit, interruption |
  * | `starts_conversation` | the greeting is spoken first |
  * | `advanced.llm_max_tokens` | the LLM's token limit |
+ * | `advanced.turn_*`, `preemptive_generation`, `resume_false_interruptions`, `false_interruption_ms`, `backchannel_words` | turn taking: the VAD's pause and the turn processor's bounds (`turnSettings`) |
  * | `advanced.max_video_source_dimension` | caps the avatar canvas (largest side) |
  * | `session_limit_seconds` | hard stop with the farewell, with the behaviour's duration limit |
  * | `tools`, `mode` | the model's tool definitions and the dispatcher (`third_party`: none) |
@@ -31,6 +32,8 @@ import { AvatarProcessor } from '../processors/avatar/avatar-processor.ts';
 import type { BehaviourLine, BehaviourMode } from '../processors/behaviours/conversation-behaviours.ts';
 import type { LLMService, STTService, TTSService, VADAnalyzer } from '../processors/services.ts';
 import { defaultToolLogger, prepareToolset, ToolDispatcher, WebhookClient, type AgentTool, type PreparedToolset, type ToolLogger } from '../processors/tools/index.ts';
+import type { TurnOptions } from '../processors/turns/turn-processor.ts';
+import type { VADOptions } from '../processors/vad/vad-processor.ts';
 import type { MediaSink } from '../transports/media-sink.ts';
 import { createVoicePipeline, type VoicePipeline, type VoicePipelineOptions } from './voice-pipeline.ts';
 
@@ -58,11 +61,39 @@ export interface AgentRuntimeRecord {
     readonly inactivity_nudge_seconds?: number;
     readonly allow_interruption?: boolean;
   };
-  readonly advanced: { readonly max_video_source_dimension?: number; readonly llm_max_tokens?: number };
+  readonly advanced: AgentAdvanced;
   readonly tools: readonly AgentTool[];
   /** Read by the server's face opener (the agent's face configuration); the pipeline ignores them. */
   readonly organization_id?: string;
   readonly face_id?: string | null;
+}
+
+/** `advanced` as the runtime reads it (all optional: absent = the processors' defaults). */
+export interface AgentAdvanced {
+  readonly max_video_source_dimension?: number;
+  readonly llm_max_tokens?: number;
+  readonly turn_pause_ms?: number;
+  readonly turn_unsure_ms?: number;
+  readonly turn_incomplete_ms?: number;
+  readonly preemptive_generation?: boolean;
+  readonly resume_false_interruptions?: boolean;
+  readonly false_interruption_ms?: number;
+  readonly backchannel_words?: readonly string[];
+}
+
+/** The agent's turn-taking fields as processor options (undefined = the default). */
+export function turnSettings(advanced: AgentAdvanced): { readonly vadOptions: VADOptions; readonly turnOptions: TurnOptions } {
+  return {
+    vadOptions: { stopMs: advanced.turn_pause_ms },
+    turnOptions: {
+      unsureMs: advanced.turn_unsure_ms,
+      incompleteMs: advanced.turn_incomplete_ms,
+      preemptiveGeneration: advanced.preemptive_generation,
+      resumeFalseInterruptions: advanced.resume_false_interruptions,
+      falseInterruptionMs: advanced.false_interruption_ms,
+      backchannelWords: advanced.backchannel_words,
+    },
+  };
 }
 
 export interface ProviderChoice {
@@ -107,7 +138,7 @@ export interface AgentPipelineOptions {
   /** When set, the avatar is placed between TTS and the output. */
   readonly face?: AgentFaceFactory;
   /** Extra processor options (tests tune VAD timing this way). */
-  readonly tuning?: Pick<VoicePipelineOptions, 'vadOptions' | 'sttOptions' | 'userTurnOptions' | 'ttsOptions' | 'outputOptions'>;
+  readonly tuning?: Pick<VoicePipelineOptions, 'vadOptions' | 'sttOptions' | 'userTurnOptions' | 'ttsOptions' | 'outputOptions' | 'turnOptions' | 'turnAnalyzer'>;
 }
 
 export interface AgentPipeline extends VoicePipeline {
@@ -148,6 +179,7 @@ export async function buildAgentPipeline(agent: AgentRuntimeRecord, options: Age
   const face = options.face;
   const avatar = face ? new AvatarProcessor((clock) => face(clock, { maxDimension })) : undefined;
 
+  const turns = turnSettings(agent.advanced);
   const voice = createVoicePipeline({
     vad,
     stt,
@@ -172,6 +204,9 @@ export async function buildAgentPipeline(agent: AgentRuntimeRecord, options: Age
       : undefined,
     beforeOutput: avatar,
     ...options.tuning,
+    // The agent's turn taking, under what a deployment or test tunes.
+    vadOptions: { ...turns.vadOptions, ...options.tuning?.vadOptions },
+    turnOptions: { ...turns.turnOptions, ...options.tuning?.turnOptions },
   });
   return {
     ...voice,

@@ -26,6 +26,7 @@ import { openBotRoom, type BotRoom } from './bot-room.ts';
 import { SESSION_TIMEOUTS, type RunningSession, type SessionOutcome, type SessionStart, type TerminationReason } from './session-contract.ts';
 import { latencySummary, parseClientMessage, SessionMessageEmitter } from './session-messages.ts';
 import { AppendedContextBudget } from './appended-context.ts';
+import { endingFromInside, secondsToMs, SESSION_LIMIT_END_REASON } from './session-limits.ts';
 import { buildSessionPipeline, type SessionPipeline } from './session-pipeline.ts';
 import { errorMessage } from '../core/error-message.ts';
 
@@ -74,7 +75,6 @@ export const BOT_RUNNER_DEFAULTS = {
   sampleRate: FACE_TIMING.audioSampleRate,
 } as const;
 
-const secondsToMs = (s: number | undefined) => (s && s > 0 ? s * 1000 : null);
 
 export class BotSession implements RunningSession {
   readonly sessionId: string;
@@ -178,7 +178,7 @@ export class BotSession implements RunningSession {
         if (!this.face) throw new Error('the face session is not open');
         return this.face;
       },
-      tuning: { vadOptions: tuning.vadOptions, sttOptions: tuning.sttOptions, ttsOptions: tuning.ttsOptions, outputOptions: tuning.outputOptions },
+      tuning: { vadOptions: tuning.vadOptions, sttOptions: tuning.sttOptions, ttsOptions: tuning.ttsOptions, outputOptions: tuning.outputOptions, turnOptions: tuning.turnOptions, turnAnalyzer: tuning.turnAnalyzer },
       stsApiKey: this.session.stsApiKey ?? null,
     });
     this.pipeline = pipeline;
@@ -321,7 +321,7 @@ export class BotSession implements RunningSession {
   private onSessionLimit(): void {
     if (this.finishing) return;
     if (!this.conversationStarted || !this.pipeline || !this.worker || this.worker.finished) return void this.finish('session_limit_reached', null);
-    this.pipeline.endConversation('session_limit');
+    this.pipeline.endConversation(SESSION_LIMIT_END_REASON);
     this.timer('limit', this.timeouts.limitFarewellMs, () => void this.finish('session_limit_reached', null));
   }
 
@@ -382,8 +382,7 @@ export class BotSession implements RunningSession {
       return;
     }
     if (outcome.how === 'ended') {
-      const reason = outcome.reason === 'session_limit' ? 'session_limit_reached' : outcome.reason === 'max_duration' ? this.limitReason() : 'agent_ended';
-      void this.finish(reason, null);
+      void this.finish(endingFromInside(outcome.reason, this.session.agent), null);
       return;
     }
     if (this.idleTimedOut) {
@@ -391,13 +390,6 @@ export class BotSession implements RunningSession {
       return;
     }
     void this.finish('pipeline_error', `the pipeline was cancelled: ${outcome.reason ?? 'no reason'}`);
-  }
-
-  /** The behaviours end at the shorter of the two limits: say which one it was. */
-  private limitReason(): TerminationReason {
-    const session = secondsToMs(this.session.agent.session_limit_seconds);
-    const behaviour = secondsToMs(this.session.agent.behaviour.max_conversation_duration_seconds);
-    return session !== null && (behaviour === null || session <= behaviour) ? 'session_limit_reached' : 'max_duration_reached';
   }
 
   stop(reason: TerminationReason): Promise<SessionOutcome> {
@@ -448,6 +440,17 @@ export class BotSession implements RunningSession {
         latency_p50_ms: latency.p50,
         latency_max_ms: latency.max,
         latency_turns: latency.count,
+        // Turn taking (processors/turns): preemptive replies and pauses of the bot by visitor sound.
+        ...(this.pipeline?.voice
+          ? {
+              preemptive_started: this.pipeline.voice.user.preemptive.started,
+              preemptive_used: this.pipeline.voice.user.preemptive.used,
+              preemptive_discarded: this.pipeline.voice.user.preemptive.discarded,
+              bot_pauses: this.pipeline.voice.turns.stats.pauses,
+              bot_resumed: this.pipeline.voice.turns.stats.resumed,
+              bot_interrupted: this.pipeline.voice.turns.stats.interrupted,
+            }
+          : {}),
         first_frame_ms: this.firstFrameAt === null ? null : Math.round(this.firstFrameAt - this.startedAt),
         conversation_started_ms: this.conversationStartedAt === null ? null : Math.round(this.conversationStartedAt - this.startedAt),
         client_ready: this.clientReady,

@@ -44,7 +44,7 @@ export async function run(): Promise<void> {
   const config = { ...SECRETS, port: 0, host: '127.0.0.1', logLevel: 'silent', dataDir, databaseUrl: db.url };
   const server = await createServer(config, { registry: new Registry().use(testFacePlugin) });
   const withOps = await buildServer(
-    { ...config, metrics: { mode: 'public' }, surfaces: { rest: true, sessions: false, rooms: false, realtime: false, widget: false, operations: true } },
+    { ...config, metrics: { mode: 'public' }, surfaces: { rest: true, sessions: false, rooms: false, realtime: false, widget: false, operations: true, avatarSessions: false } },
     { registry: new Registry().use(testFacePlugin), faceEngine: Promise.resolve() },
   );
   try {

@@ -353,7 +353,7 @@ class TurnTracer implements FrameObserver {
     const from = (name: string) => e.source.startsWith(name);
     const first = (key: string, ms = at) => void (this.t[key] ??= ms);
     if (from('RoomAudioInput') && f.type === 'input-audio' && this.t.vadStop === undefined && rms(f.pcm) > LOUD) this.t.inputLastLoud = at;
-    if (from('VADProcessor') && f.type === 'user-stopped-speaking') first('vadStop');
+    if (from('TurnProcessor') && f.type === 'user-stopped-speaking') first('vadStop');
     if (this.t.vadStop === undefined) return;
     if (from('STTProcessor') && f.type === 'transcription' && f.final && this.t.commit === undefined) this.t.sttFinal = at;
     if (from('UserTurnAggregator') && f.type === 'llm-messages') first('commit');
@@ -462,7 +462,7 @@ async function turnBreakdown(): Promise<void> {
   const col = (k: string) => rows.map((r) => r[k]!);
   const stages: Array<[string, string, boolean]> = [
     ['uplink', 'visitor last loud 10 ms sent -> bot input frame (Opus, loopback, bot jitter buffer, 20 ms input chunks)', true],
-    ['vadAfterStopDelay', `bot last loud input -> VAD stop, beyond its ${VAD_DEFAULTS.stopMs} ms stop delay (VAD windows, smoothing)`, true],
+    ['vadAfterStopDelay', `bot last loud input -> end of the turn, beyond the VAD's ${VAD_DEFAULTS.stopMs} ms pause (VAD windows, smoothing, the turn analyzer's wait)`, true],
     ['stt', 'VAD stop -> STT final (engine)', false],
     ['aggregator', 'STT final / VAD stop -> user turn committed', true],
     ['llmTtfb', 'LLM time to first token (engine)', false],

@@ -90,7 +90,7 @@ class TurnObserver implements FrameObserver {
       if (f.type === 'interruption-request') this.requests.push(e.timestampMs);
       return;
     }
-    if (f.type === 'user-stopped-speaking' && e.source.startsWith('VADProcessor')) marks.vadStop ??= e.timestampMs;
+    if (f.type === 'user-stopped-speaking' && e.source.startsWith('TurnProcessor')) marks.vadStop ??= e.timestampMs;
     else if (f.type === 'transcription' && f.final) marks.transcription ??= e.timestampMs;
     else if (f.type === 'llm-messages' && f.run && e.source.startsWith('UserTurnAggregator')) marks.turnClosed ??= e.timestampMs;
     else if (f.type === 'llm-text' && e.source.startsWith('LLMProcessor')) marks.llmText ??= e.timestampMs;

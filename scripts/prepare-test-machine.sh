@@ -9,6 +9,8 @@
 #   ip, iptables, nft   the network-namespace hosts of multi-host tests (iproute2, iptables, nftables)
 #   turnserver          TURN relays in those tests (coturn)
 #   python3 + venv      the Python client's tests (scripts/test-python.sh makes the venv itself)
+#   pocketsphinx-testdata  human read speech (librivox recordings) in the turn corpus
+#                       (test/processors/turn-corpus.test.ts, bench/turns.ts)
 #
 # When something is missing and this user can install system packages (root, with apt-get), they
 # are installed: one `apt-get update`, then one quiet `apt-get install`. Otherwise one line says
@@ -25,6 +27,9 @@ for entry in "${PROGRAMS[@]}"; do
   command -v "$program" >/dev/null 2>&1 && continue
   [[ " ${missing[*]} " == *" $package "* ]] || missing+=("$package")
 done
+# Data, not a program: the human read speech of the turn corpus. (SVC_POCKETSPHINX_DATA: another
+# place to look, for the pretest's own tests.)
+[ -f "${SVC_POCKETSPHINX_DATA:-/usr/share/pocketsphinx/test/data}/librivox/sense_and_sensibility_01_austen_64kb-0870.wav" ] || missing+=(pocketsphinx-testdata)
 if ! command -v python3 >/dev/null 2>&1; then
   missing+=(python3 python3-venv)
 elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then

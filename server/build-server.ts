@@ -36,6 +36,7 @@ import { openServices, type ServiceCore } from './services/open-services.ts';
 import { BotHost } from './sessions/bot-host.ts';
 import { mountEmbeddedSessions, type EmbeddedSessions, type EmbeddedSessionsOptions } from './sessions/embedded-sessions.ts';
 import { mountWidget, type MountedWidget, type MountWidgetOptions } from './widget/index.ts';
+import { createAvatarSessionMetrics, mountAvatarSessions, type MountedAvatarSessions } from './avatar-sessions/index.ts';
 
 export interface ServerParts {
   /** Registry holding the plugins (face, sts, asset hooks, generators); a fresh one by default. */
@@ -54,6 +55,8 @@ export interface ServerParts {
   readonly rooms?: MountRoomsOptions;
   readonly realtime?: Omit<MountRealtimeOptions, 'capacityGate' | 'publishAvatar' | 'onFrameLateness'>;
   readonly widget?: Omit<MountWidgetOptions, 'connectOrigins'>;
+  /** The avatar sessions' options (time limits, a test's TLS authority). */
+  readonly avatarSessions?: Omit<Parameters<typeof mountAvatarSessions>[1], 'capacity' | 'onFrameLateness' | 'metrics'>;
   /**
    * The face engine's warm-up, reported by /readyz (not waited for); default: the registry's
    * human-portrait face opened once, waited for before the server is built.
@@ -71,6 +74,7 @@ export interface AppServer extends ServiceCore, HttpHost {
   readonly realtime?: RealtimeEndpoint;
   readonly sessions?: EmbeddedSessions;
   readonly widget?: MountedWidget;
+  readonly avatarSessions?: MountedAvatarSessions;
   listen(): Promise<{ url: string }>;
   /**
    * In this order: /readyz unready; new sessions and face connections refused (connect:
@@ -108,7 +112,7 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
     },
   });
   // Only where face sessions or bots run: a REST-only process admits no face.
-  const capacity = parts.capacity ?? (surfaces.sessions || surfaces.realtime ? createCapacityGate({ limit: config.maxFaceSessions, loadCheck: config.capacityLoadCheck, meter }) : undefined);
+  const capacity = parts.capacity ?? (surfaces.sessions || surfaces.realtime || surfaces.avatarSessions ? createCapacityGate({ limit: config.maxFaceSessions, loadCheck: config.capacityLoadCheck, meter }) : undefined);
   const restGuard = surfaces.rest ? createRestGuard({ meter, liveSessions: () => capacity?.inUse ?? 0, ...config.restGuard }) : undefined;
   const admissionTiming = createAdmissionTiming();
   // Face frames' lateness (jitter) of /realtime sessions and bots: exposed by /metrics, and judged
@@ -119,7 +123,8 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
     capacity?.recordFrameLateness(lateMs);
   };
 
-  const live: { sessions?: EmbeddedSessions; realtime?: RealtimeEndpoint; routeOf?: (path: string, method: string) => string | undefined } = {};
+  const live: { sessions?: EmbeddedSessions; realtime?: RealtimeEndpoint; avatarSessions?: MountedAvatarSessions; routeOf?: (path: string, method: string) => string | undefined } = {};
+  const avatarMetrics = surfaces.avatarSessions && capacity ? createAvatarSessionMetrics(() => live.avatarSessions?.sessions.live ?? 0) : undefined;
   const metrics = surfaces.operations
     ? createServerMetrics({
         routeOf: (path, method) => live.routeOf?.(path, method),
@@ -130,6 +135,7 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
         admissionTiming,
         ...(restGuard ? { restGuard } : {}),
         jobs: core.services.generationJobs,
+        ...(avatarMetrics ? { extra: avatarMetrics.metrics } : {}),
       })
     : undefined;
   const http = createHttpApp(config, { apiKeys: core.services.apiKeys, logger, head: [...(metrics ? [requestTiming(metrics)] : []), ...(restGuard ? [restGuard.middleware] : [])], middleware: parts.middleware ?? [], quietPaths: QUIET_PATHS });
@@ -147,11 +153,13 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
     : undefined;
   const runner = sessions?.runner;
   if (runner instanceof BotHost) hostCpu = () => runner.cpuUsage();
+  // Our face as the avatar of LiveKit Agents: the same gate and frame metrics as /realtime.
+  const avatarSessions = surfaces.avatarSessions && capacity ? mountAvatarSessions(host, { capacity, metrics: avatarMetrics!, onFrameLateness: lateness(frameTiming.realtime), ...parts.avatarSessions }) : undefined;
   const widget = surfaces.widget ? mountWidget(host, { ...parts.widget, connectOrigins: config.sessions.livekit ? [config.sessions.livekit.url] : [] }) : undefined;
   const readiness = new Readiness({ db: core.db, logger });
   readiness.trackFaceEngine(faceEngine);
   if (surfaces.operations) mountOperations(http, { readiness, ...(metrics ? { metrics } : {}), access: config.metrics, logger });
-  Object.assign(live, { sessions, realtime });
+  Object.assign(live, { sessions, realtime, avatarSessions });
 
   // The upgrade table: every WebSocket endpoint of this server.
   if (realtime) http.upgrades.register(realtime.path, realtime.handleUpgrade);
@@ -168,7 +176,7 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
   };
   return {
     ...host,
-    capacity, readiness, metrics, rooms, realtime, sessions, widget,
+    capacity, readiness, metrics, rooms, realtime, sessions, widget, avatarSessions,
     async listen() {
       // The embedded database is shared with the CLI and other local processes over a Unix
       // socket (db/pglite-socket.ts); without it they would find the directory locked.
@@ -183,7 +191,7 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
     close() {
       closing ??= (async () => {
         readiness.drain();
-        const ending = Promise.allSettled([sessions?.close(), realtime?.close()]);
+        const ending = Promise.allSettled([sessions?.close(), realtime?.close(), avatarSessions?.close()]);
         if (realtime) http.upgrades.replace(realtime.path, (_req, socket) => answerAndDestroy(socket, new ApiError('server_busy', 'this server is shutting down; retry on another'), { 'Retry-After': '5' }));
         await ending;
         await step('rooms', () => rooms?.close());

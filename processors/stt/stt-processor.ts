@@ -118,10 +118,12 @@ export class STTProcessor extends FrameProcessor {
         if (f.channels === 1 && f.sampleRate > 0 && Number.isFinite(f.sampleRate)) this.sendAudio(f.pcm, f.sampleRate);
         else this.refuseInput(f.channels, f.sampleRate);
         break;
-      case 'user-started-speaking':
+      case 'vad-speech-started':
         if (direction === 'downstream') this.finalizePending = false;
         break;
-      case 'user-stopped-speaking':
+      case 'vad-speech-stopped':
+        // Every pause is finalized, not only the end of a turn: the turn analyzer decides from
+        // the words said before the pause, and a preemptive reply starts from them.
         if (direction === 'downstream') {
           this.metrics.startTtfb();
           this.finalizePending = true;

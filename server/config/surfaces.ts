@@ -17,12 +17,14 @@ export interface Surfaces {
   readonly widget: boolean;
   /** `/healthz`, `/readyz` and `/metrics`. */
   readonly operations: boolean;
+  /** `/v1/avatar-sessions`: our face as the avatar of LiveKit Agents (docs/livekit-agents.md). */
+  readonly avatarSessions: boolean;
 }
 
-export const ALL_IN_ONE: Surfaces = { rest: true, sessions: true, rooms: true, realtime: true, widget: true, operations: true };
+export const ALL_IN_ONE: Surfaces = { rest: true, sessions: true, rooms: true, realtime: true, widget: true, operations: true, avatarSessions: true };
 
 /** The REST API alone (what `createServer` assembles; the REST tests' server). */
-export const REST_ONLY: Surfaces = { rest: true, sessions: false, rooms: false, realtime: false, widget: false, operations: false };
+export const REST_ONLY: Surfaces = { rest: true, sessions: false, rooms: false, realtime: false, widget: false, operations: false, avatarSessions: false };
 
 /** Refuses a choice whose parts cannot work alone. */
 export function checkSurfaces(surfaces: Surfaces): Surfaces {

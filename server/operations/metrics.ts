@@ -12,7 +12,7 @@
  * per-event cost is a face frame's lateness: one histogram observation per frame.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client';
 import type { CapacityGate } from '../capacity/capacity-gate.ts';
 import type { RestGuard } from '../capacity/rest-guard.ts';
 import { JOB_FAILURE_REASONS, type JobFailureCounts } from '../jobs/job-worker.ts';
@@ -112,6 +112,8 @@ export interface MetricsSources {
   /** Admission decision times (create it with createAdmissionTiming). */
   readonly admissionTiming?: AdmissionTiming;
   readonly jobs?: JobMetricsSource;
+  /** Series kept by another module (the avatar sessions' join, first-frame and A/V offset figures), registered as they are. */
+  readonly extra?: readonly Metric[];
 }
 
 export interface ServerMetrics {
@@ -195,6 +197,7 @@ export function createServerMetrics(sources: MetricsSources): ServerMetrics {
 
   if (sources.frameTiming) registry.registerMetric(sources.frameTiming.histogram);
   if (sources.admissionTiming) registry.registerMetric(sources.admissionTiming.histogram);
+  for (const metric of sources.extra ?? []) registry.registerMetric(metric);
 
   if (sources.jobs) {
     const jobs = sources.jobs;

@@ -6,6 +6,8 @@ import { buildAgentPipeline, createProvider, ProviderStartError, type AgentRunti
 import { openaiPlugin } from '../../plugins/openai/index.ts';
 import { providersFromEnv, sttProviderFromEnv } from '../../server/config/env.ts';
 import { AGENT_DEFAULTS } from '../../server/services/agent-defaults.ts';
+import { TURN_DEFAULTS } from '../../processors/turns/turn-processor.ts';
+import { VAD_DEFAULTS } from '../../processors/vad/vad-processor.ts';
 import { EnergyVAD, ScriptedLLM, ScriptedSTT, ToneTTS, speech, type ScriptedResponse } from '../processors/scripted-services.ts';
 
 function agent(overrides: Partial<AgentRuntimeRecord> = {}): AgentRuntimeRecord {
@@ -166,4 +168,22 @@ test('a provider without its key fails the start with a ProviderStartError coded
   t.regex(err!.message, /^text-to-speech provider openai cannot start: no OpenAI API key for text-to-speech/);
   const unknown = t.throws(() => createProvider(registry, 'tts', 'nope', {}));
   t.false(unknown instanceof ProviderStartError, 'an unknown slug stays the registry\'s error');
+});
+
+test('turn taking follows advanced: the VAD pause, the bounds, preemptive replies, false interruptions, backchannels; absent fields keep the defaults', async (t) => {
+  const registry = new Registry();
+  const clock = new VirtualClock();
+  registry.register('stt', 'scripted', () => new ScriptedSTT(clock, []));
+  registry.register('llm', 'scripted', () => new ScriptedLLM(clock, []));
+  registry.register('tts', 'tone', () => new ToneTTS(clock));
+  registry.register('vad', 'energy', () => new EnergyVAD());
+  const build = (advanced: AgentRuntimeRecord['advanced']) =>
+    buildAgentPipeline(agent({ advanced }), { registry, sink: new MemoryMediaSink(), providers: { stt: 'scripted', llm: 'scripted', vad: 'energy' }, session: { session_id: 's1', call_id: 'c1', client_user_ref: null } });
+  const tuned = await build({ turn_pause_ms: 300, turn_unsure_ms: 900, turn_incomplete_ms: 2000, preemptive_generation: false, resume_false_interruptions: false, false_interruption_ms: 400, backchannel_words: ['si si'] });
+  t.is(tuned.vad.settings.stopMs, 300);
+  t.like(tuned.turns.settings, { unsureMs: 900, incompleteMs: 2000, preemptiveGeneration: false, resumeFalseInterruptions: false, falseInterruptionMs: 400, language: 'en' });
+  t.deepEqual(tuned.turns.settings.backchannelWords, ['si si']);
+  const plain = await build({});
+  t.is(plain.vad.settings.stopMs, VAD_DEFAULTS.stopMs);
+  t.deepEqual({ ...plain.turns.settings }, { ...TURN_DEFAULTS, language: 'en' });
 });

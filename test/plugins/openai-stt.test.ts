@@ -142,10 +142,10 @@ async function onProcessor(t: any, mode: 'realtime' | 'batch', fakeOptions: Open
     for (const pcm of parts) for (let at = 0; at < pcm.length; at += RATE / 50) worker.queueFrame(frame('input-audio', { pcm: pcm.subarray(at, at + RATE / 50), sampleRate: RATE, channels: 1 }));
   };
   const turn = (...parts: Int16Array[]) => {
-    worker.queueFrame(frame('user-started-speaking', {}));
+    worker.queueFrame(frame('vad-speech-started', {}));
     feed(...parts);
   };
-  const stop = () => worker.queueFrame(frame('user-stopped-speaking', {}));
+  const stop = () => worker.queueFrame(frame('vad-speech-stopped', { silenceMs: 200 }));
   const finals = () => below.frames.filter((f) => f.type === 'transcription' && f.final && f.text).map((f) => (f as { text: string }).text);
   if (mode === 'realtime') await until(() => fake.sockets.length === 1, 'the first connection');
   await new Promise((r) => setTimeout(r, 100)); // the processor sends audio once its stream is open

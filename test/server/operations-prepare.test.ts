@@ -47,9 +47,9 @@ function present(bin: string, except: readonly string[] = []): void {
   for (const [program] of PROGRAMS) if (!except.includes(program)) shim(bin, program, 'exit 0');
 }
 
-function run(pathDir: string): Promise<{ code: number; stdout: string; stderr: string }> {
+function run(pathDir: string, env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(BASH, [SCRIPT], { env: { PATH: pathDir, HOME: pathDir }, timeout: 30_000 }, (err, stdout, stderr) => {
+    execFile(BASH, [SCRIPT], { env: { PATH: pathDir, HOME: pathDir, ...env }, timeout: 30_000 }, (err, stdout, stderr) => {
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
     });
   });
@@ -72,6 +72,15 @@ test('each missing program is named by its package, once (ffmpeg brings ffprobe 
   const r = await run(bin);
   t.is(r.code, 1);
   t.regex(r.stderr, /^npm test needs ffmpeg gdb coturn: /);
+});
+
+test('without the human read speech of pocketsphinx-testdata (the turn corpus), that package is named', async (t) => {
+  const bin = scratch(t);
+  present(bin);
+  shim(bin, 'python3', 'exit 0');
+  const r = await run(bin, { SVC_POCKETSPHINX_DATA: bin });
+  t.is(r.code, 1);
+  t.regex(r.stderr, /^npm test needs pocketsphinx-testdata: install them first/);
 });
 
 test('a python3 without venv is named as python3-venv only', async (t) => {

@@ -244,7 +244,7 @@ test.serial('a full conversation: greeting heard, a question through the microph
     t.log(`connection timing: ${JSON.stringify(timing.durations)}`);
 
     t.like(latency.detail, { sessionId, agentId, instanceId: connected.detail.instanceId });
-    t.deepEqual(Object.keys(latency.detail.stages).sort(), ['avatarMs', 'llmTtfbMs', 'sttMs', 'ttsTtfbMs', 'vadStopMs']);
+    t.deepEqual(Object.keys(latency.detail.stages).sort(), ['avatarMs', 'endOfTurnMs', 'llmTtfbMs', 'sttMs', 'ttsTtfbMs', 'vadStopMs']);
     t.is(typeof latency.detail.userStoppedToBotAudioMs, 'number');
     t.is(typeof latency.detail.userStoppedToBotAudioHeardMs, 'number', 'the page heard the answer after the visitor stopped');
     t.log(`latency: ${JSON.stringify(latency.detail)}`);

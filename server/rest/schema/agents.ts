@@ -23,6 +23,13 @@ export const AGENT_LIMITS = {
   hostnameMaxLength: 253,
   /** Decision: behaviour texts (greeting, nudge, farewell and their references) up to 2000 characters. */
   behaviourTextMaxLength: 2000,
+  /** Decision: turn-taking bounds (ms) an agent may set in `advanced` (docs/behaviours.md). */
+  turnPauseMs: { minimum: 100, maximum: 2000 },
+  turnUnsureMs: { minimum: 100, maximum: 5000 },
+  turnIncompleteMs: { minimum: 100, maximum: 10_000 },
+  falseInterruptionMs: { minimum: 100, maximum: 5000 },
+  backchannelWordsMax: 50,
+  backchannelWordMaxLength: 40,
   /** Decision: provider_config serialised size cap. */
   providerConfigMaxBytes: 16_384,
 } as const;
@@ -53,7 +60,7 @@ const AGENT_FIELD = {
     'Text-to-speech provider slug (an installed `tts` plugin): `local` (default, eSpeak-NG offline), `elevenlabs`, `openai` (OpenAI or an OpenAI-compatible /v1/audio/speech server), `deepgram` (Aura), `cartesia` (Sonic). `voice_id` is that provider\'s voice (docs/vendors.md, "Voices per provider"); a provider whose key the deployment lacks fails the session start with `failure_reason` `tts_key_missing`.',
   voice_id: "Voice of the text-to-speech provider (provider-specific id), or null for the provider's default.",
   behaviour: 'Greeting, inactivity nudge, farewell, conversation duration and interruption settings.',
-  advanced: 'Tuning: `max_video_source_dimension`, `llm_max_tokens`.',
+  advanced: 'Tuning: `max_video_source_dimension`, `llm_max_tokens`, and turn taking (`turn_pause_ms`, `turn_unsure_ms`, `turn_incomplete_ms`, `preemptive_generation`, `resume_false_interruptions`, `false_interruption_ms`, `backchannel_words`; absent = the defaults in docs/behaviours.md).',
   sts_provider: 'Speech-to-speech provider slug for `third_party` agents (see `GET /agents/providers`), or null.',
   sts_config_id: "The provider's own configuration id (assistant, agent, ...), or null.",
   sts_api_key: 'API key of the speech-to-speech provider; stored encrypted and never returned (`sts_api_key_set`); null clears it.',
@@ -96,6 +103,18 @@ export const advancedSchema: JsonSchema = {
   properties: {
     max_video_source_dimension: { type: 'integer', minimum: 64, maximum: 4096, description: 'Longest side, in pixels, of images and video the agent works from (default 1280).' },
     llm_max_tokens: { type: 'integer', minimum: 1, maximum: 32_768, description: 'Most tokens the language model may produce per answer (default 1024).' },
+    turn_pause_ms: { type: 'integer', ...AGENT_LIMITS.turnPauseMs, description: "Silence (ms) after the visitor's speech before the turn analyzer decides whether the turn is over (default 200)." },
+    turn_unsure_ms: { type: 'integer', ...AGENT_LIMITS.turnUnsureMs, description: 'Silence (ms) that ends a turn the analyzer is unsure about (default 1000). At least `turn_pause_ms`.' },
+    turn_incomplete_ms: { type: 'integer', ...AGENT_LIMITS.turnIncompleteMs, description: 'Silence (ms) that ends a turn the analyzer judged unfinished, a pause to think (default 2500). At least `turn_unsure_ms`.' },
+    preemptive_generation: { type: 'boolean', description: 'Start the answer during an undecided pause, played only if the turn ends with the same words (default true).' },
+    resume_false_interruptions: { type: 'boolean', description: 'Visitor sound over the agent pauses it, and a backchannel ("uh-huh") or no words resumes it; false: any sound cuts it (default true). Needs `behaviour.allow_interruption`.' },
+    false_interruption_ms: { type: 'integer', ...AGENT_LIMITS.falseInterruptionMs, description: 'After the sound over a paused agent stops, how long it waits for words before resuming (default 600).' },
+    backchannel_words: {
+      type: 'array',
+      maxItems: AGENT_LIMITS.backchannelWordsMax,
+      items: { type: 'string', minLength: 1, maxLength: AGENT_LIMITS.backchannelWordMaxLength },
+      description: 'More words or short phrases that do not interrupt the agent, beside the built-in ones of its language.',
+    },
   },
 };
 
