@@ -21,6 +21,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { concat, rms, silence } from '../core/audio.ts';
 import { LocalTTSService } from '../plugins/local/index.ts';
 import { RoomVisitor, waitFor } from '../test/agent/room-visitor.ts';
@@ -30,6 +31,8 @@ import { percentile, printJson, printTable } from './table.ts';
 const RATE = 16_000;
 const LOUD = 0.02;
 const REPEAT = Number(process.env.TURNS_BENCH_REPEAT ?? 1);
+/** Which parts to run (comma-separated `complete,open,over`; default all) and for which rules (`ours,old`): a diagnosis can run one. */
+const PARTS = new Set((process.env.TURNS_BENCH_PARTS ?? 'complete,open,over').split(','));
 const VOICES = [
   ['en-us', 175],
   ['en', 150],
@@ -76,6 +79,10 @@ interface Figures {
   oursMs: number[];
   endOfTurnMs: number[];
   cutOffs: Record<number, { n: number; cut: number }>;
+  /** Why each cut-off happened: the turn's decision and the words heard before it. */
+  cutCauses: string[];
+  /** The longest stall of this process (the visitor's microphone) during each open utterance, and during the cut ones. */
+  stallMs: { all: number[]; cut: number[] };
   backchannels: { n: number; resumed: number };
   interruptions: { n: number; cut: number; within100: number; cutMs: number[] };
   preemptive?: { started: number; used: number; discarded: number };
@@ -85,6 +92,8 @@ export async function run(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-turns-'));
   let server: ServerProcess | undefined;
   const load: number[] = [];
+  const stalls = monitorEventLoopDelay({ resolution: 10 });
+  stalls.enable();
   try {
     server = await startServerProcess({ SVC_DATA_DIR: dataDir, DATABASE_URL: '' });
     const key = server.firstKey!;
@@ -105,21 +114,22 @@ export async function run(): Promise<void> {
     // The corpus, once for both.
     const complete: Int16Array[] = [];
     for (const [voice, wpm] of VOICES) for (const text of COMPLETE) complete.push(await speak(text, voice, wpm));
-    const open: Array<[Int16Array, Int16Array]> = [];
-    for (const [voice, wpm] of VOICES.slice(0, 2)) for (const [a, b] of OPEN) open.push([await speak(a, voice, wpm), await speak(b, voice, wpm)]);
-    open.push(...humanOpen());
+    const open: Array<[Int16Array, Int16Array, string]> = [];
+    for (const [voice, wpm] of VOICES.slice(0, 2)) for (const [a, b] of OPEN) open.push([await speak(a, voice, wpm), await speak(b, voice, wpm), `${voice}@${wpm} "${a}"`]);
+    open.push(...humanOpen().map(([a, b], i) => [a, b, `human ${i + 1}`] as [Int16Array, Int16Array, string]));
     const backchannels = await Promise.all(BACKCHANNELS.map((t) => speak(t, 'en-us', 190)));
     const interruptions = await Promise.all(INTERRUPTIONS.map((t) => speak(t, 'en-us', 175)));
     const storyPrompt = await speak('Tell me a joke', 'en-us', 175);
 
     const results: Record<string, Figures> = {};
-    for (const [name, agentId] of Object.entries(setups)) {
+    const rules = new Set((process.env.TURNS_BENCH_RULES ?? 'ours,old').split(','));
+    for (const [name, agentId] of Object.entries(setups).filter(([name]) => rules.has(name))) {
       const res = await fetch(`${server.url}/v1/public/agents/connect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ agent_id: agentId }) });
       const session = (await res.json()) as { room_url: string; token: string };
       const v = await RoomVisitor.join(session.room_url, session.token);
       v.sendMessage({ type: 'client-ready', version: '1.0.0' });
       await waitFor(() => v.ofType('bot-state').some((m) => m.state === 'listening'), 20_000);
-      const f: Figures = { replyMs: [], oursMs: [], endOfTurnMs: [], cutOffs: {}, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
+      const f: Figures = { replyMs: [], oursMs: [], endOfTurnMs: [], cutOffs: {}, cutCauses: [], stallMs: { all: [], cut: [] }, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
       const quiet = async () => {
         // Until the bot has been silent for a second.
         await waitFor(() => !v.speaking && !v.audioLevels.some((a) => a.at > Date.now() - 1000 && a.rms > LOUD), 30_000);
@@ -130,7 +140,7 @@ export async function run(): Promise<void> {
       };
       for (let r = 0; r < REPEAT; r++) {
         // 1. Complete utterances: reply latency.
-        for (const pcm of complete) {
+        for (const pcm of PARTS.has('complete') ? complete : []) {
           await quiet();
           const reports = v.ofType('latency-report').length;
           await sayAndWait(concat([pcm, silence(100, RATE)]));
@@ -143,20 +153,32 @@ export async function run(): Promise<void> {
           f.endOfTurnMs.push(report.stages.end_of_turn_ms ?? 0);
         }
         // 2. Open utterances: was the turn ended inside the pause?
-        for (const pauseMs of PAUSES) {
-          for (const [a, b] of open) {
+        for (const pauseMs of PARTS.has('open') ? PAUSES : []) {
+          for (const [a, b, label] of open) {
             await quiet();
             const mark = v.messages.length;
+            // The microphone sends queued speech from now on, in real time (later, never sooner,
+            // when this process stalls): the server cannot hear the second part before this.
+            const secondAt = Date.now() + (a.length / RATE) * 1000 + pauseMs;
+            stalls.reset();
             await sayAndWait(concat([a, silence(pauseMs, RATE), b, silence(100, RATE)]));
-            // When the second part began to be sent: the turn ended before it (or as it began) is a cut-off.
-            const secondAt = Date.now() - ((b.length / RATE) * 1000 + 100);
             const c = (f.cutOffs[pauseMs] ??= { n: 0, cut: 0 });
             c.n++;
-            if (v.messages.slice(mark).some((m) => m.message.type === 'user-stopped-speaking' && m.at < secondAt + 100)) c.cut++;
+            const stall = Math.round(stalls.max / 1e6);
+            f.stallMs.all.push(stall);
+            // A turn ended before the second part began (its first 150 ms cannot end a turn either: the VAD's start is 200 ms).
+            const cutAt = v.messages.slice(mark).find((m) => m.message.type === 'user-stopped-speaking' && m.at < secondAt + 150)?.at;
+            if (cutAt === undefined) continue;
+            c.cut++;
+            f.stallMs.cut.push(stall);
+            await waitFor(() => v.messages.slice(mark).some((m) => m.message.type === 'latency-report'), 5000);
+            const decision = v.messages.slice(mark).find((m) => m.message.type === 'latency-report')?.message.turn_decision;
+            const heard = v.messages.slice(mark).filter((m) => m.message.type === 'user-transcription' && m.at <= cutAt + 50).map((m) => m.message.text);
+            f.cutCauses.push(`${pauseMs} ms, ${label}: ${String(decision)}, words ${JSON.stringify(heard)}, stall ${stall} ms`);
           }
         }
         // 3. Backchannels and 4. real interruptions over the bot's answer.
-        for (const [kind, list] of [['backchannel', backchannels], ['interruption', interruptions]] as const) {
+        for (const [kind, list] of PARTS.has('over') ? ([['backchannel', backchannels], ['interruption', interruptions]] as const) : []) {
           for (const pcm of list) {
             await quiet();
             const mark = v.messages.length;
@@ -204,7 +226,7 @@ export async function run(): Promise<void> {
     }
 
     const row = (name: string) => {
-      const f = results[name]!;
+      const f = results[name] ?? { replyMs: [], oursMs: [], endOfTurnMs: [], cutOffs: {}, cutCauses: [], stallMs: { all: [], cut: [] }, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
       const rate = (a: number, n: number) => (n ? Math.round((a / n) * 1000) / 10 : null);
       return {
         reply_p50_ms: percentile(f.replyMs, 50),
@@ -226,11 +248,16 @@ export async function run(): Promise<void> {
         preemptive_discarded: f.preemptive?.discarded ?? 0,
       };
     };
+    for (const [name, f] of Object.entries(results)) {
+      if (f.cutCauses.length) console.log(`${name}: cut-offs\n  ${f.cutCauses.join('\n  ')}`);
+      if (f.stallMs.all.length) console.log(`${name}: visitor stalls during open utterances p50 ${percentile(f.stallMs.all, 50)} ms, max ${Math.max(...f.stallMs.all)} ms`);
+    }
     const ours = row('ours');
     const old = row('old');
     printTable(Object.keys(ours).map((k) => ({ figure: k, 'ours (analyzer, 200 ms pause)': String((ours as Record<string, unknown>)[k]), 'old rule (800 ms)': String((old as Record<string, unknown>)[k]) })));
     printJson('turns', { ours, old_rule: old, load_avg: Math.max(...load), corpus: { complete: 7 * VOICES.length, open: OPEN.length * 2 + humanOpen().length, pauses_ms: PAUSES, backchannels: BACKCHANNELS.length, interruptions: INTERRUPTIONS.length, repeat: REPEAT } });
   } finally {
+    stalls.disable();
     server?.kill('SIGTERM');
     const exited = await Promise.race([server?.exited, new Promise((r) => setTimeout(() => r('timeout'), 10_000))]);
     if (exited === 'timeout') server?.kill('SIGKILL');
