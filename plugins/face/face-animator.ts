@@ -9,17 +9,12 @@
  */
 import type { FaceOptions } from './configuration.ts';
 import { REST_POSE, type FacePose } from './face-pose.ts';
-import type { VisemeHint } from './visemes.ts';
+import { MOUTH_ANIMATION, MouthAnimator, type ArticulationInput } from './mouth-animator.ts';
 
 const ANIMATION = {
   /** Window loudness (dBFS) mapped to a closed mouth / fully open mouth. */
   silenceDb: -50,
   loudDb: -14,
-  /** Widest driven inner-lip gap as a fraction of the mouth width. */
-  maxJawOpen: 0.42,
-  attack: 0.75,
-  release: 0.5,
-  speakingRampPerFrame: 0.34,
   blinkDurationMs: 200,
   minBlinkGapMs: 1400,
 } as const;
@@ -146,6 +141,7 @@ export class FaceAnimator {
   private readonly presence: boolean;
   /** Presence state (its own random stream: blinks stay where the seed puts them). */
   private readonly body: PresenceBody | null;
+  private readonly mouth: MouthAnimator;
 
   constructor(private readonly options: FaceOptions, seed: number) {
     this.random = prng(seed);
@@ -153,26 +149,21 @@ export class FaceAnimator {
     this.nextBlinkAtMs = 600 + this.random() * 2000;
     this.presence = options.variant === 'human-presence';
     this.body = this.presence ? new PresenceBody(options, (seed ^ 0x5bd1e995) >>> 0) : null;
+    this.mouth = new MouthAnimator(options);
   }
 
   /**
    * Advances 40 ms. `current` is the window playing with this frame (undefined when not
    * speaking), `next` the following one when already known. `speaking` is whether a turn is
-   * driving the mouth (false fades back to the reference mouth).
+   * driving the mouth (false fades back to the reference mouth). `articulation`: the mouth
+   * shape the sounds of this frame ask for (articulation.ts), when known.
    */
-  step(current: SpeechWindow | undefined, next: SpeechWindow | undefined, speaking: boolean, fadeRate: number = ANIMATION.speakingRampPerFrame, viseme?: VisemeHint): FacePose {
+  step(current: SpeechWindow | undefined, next: SpeechWindow | undefined, speaking: boolean, fadeRate: number = MOUTH_ANIMATION.speakingRampPerFrame, articulation?: ArticulationInput): FacePose {
     const p = this.pose;
     const o = this.options;
     const t = (this.timeMs += 40) / 1000;
 
-    const level = current ? Math.max(current.level, 0.6 * (next?.level ?? 0)) : 0;
-    const fricative = current ? current.brightness * current.level : 0;
-    const target = speaking && !viseme?.closed ? level * ANIMATION.maxJawOpen * o.mouthScale * (1 - 0.5 * fricative) : 0;
-    const k = target > p.jawOpen || viseme?.closed ? ANIMATION.attack : ANIMATION.release;
-    p.jawOpen += (target - p.jawOpen) * k;
-    const width = viseme && viseme.width !== 0 ? viseme.width : (current ? current.brightness - 0.35 : 0) * 1.2;
-    p.mouthWidth += ((speaking ? width : 0) - p.mouthWidth) * 0.5;
-    p.speaking = speaking ? Math.min(1, p.speaking + ANIMATION.speakingRampPerFrame) : Math.max(0, p.speaking - fadeRate);
+    const level = this.mouth.step(p, current, next, speaking, fadeRate, articulation);
 
     // Blinks: a Poisson process with a refractory gap; close fast, open slower.
     if (o.blinkRatePerMinute > 0 && this.timeMs >= this.nextBlinkAtMs) {

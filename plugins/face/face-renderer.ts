@@ -1,10 +1,11 @@
 /**
  * Renders poses of one rig to RGB frames: copy the base canvas, warp the moved triangles of the
- * mesh, paint the mouth interior. Clock-free and synchronous, so benches can call it directly.
+ * mesh, paint the mouth interior and, where the lips close beyond the photo, their contact line. Clock-free and synchronous, so benches can call it directly.
  */
 import { deformMesh, type FacePose } from './face-pose.ts';
 import type { FaceRig } from './face-rig.ts';
 import { MeshWarper } from './mesh-rasterizer.ts';
+import { paintLipContact } from './lip-contact.ts';
 import { mouthPalette, paintMouthInterior } from './mouth-interior.ts';
 
 export class FaceRenderer {
@@ -47,7 +48,8 @@ export class FaceRenderer {
     const { rig } = this;
     deformMesh(rig, pose, this.mesh);
     this.warper.warp(rig.rest, this.mesh, rig.triangles);
-    paintMouthInterior(rig, this.mesh, this.warper.canvas);
+    paintMouthInterior(rig, this.mesh, this.warper.canvas, pose.lipTuck * pose.speaking, pose.protrusion * pose.speaking);
+    paintLipContact(rig, this.mesh, this.warper.canvas);
     return this.warper.canvas;
   }
 
