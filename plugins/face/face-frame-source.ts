@@ -13,6 +13,7 @@ import { articulationAt } from './articulation.ts';
 import { AudioVisemeTracker } from './audio-visemes.ts';
 import { analyseWindow, FaceAnimator } from './face-animator.ts';
 import type { FacePose } from './face-pose.ts';
+import { pitchOf, type VisitorWindow } from './listening.ts';
 import type { FaceGeometry, FaceRaster } from './face-raster.ts';
 import type { ArticulationInput } from './mouth-animator.ts';
 import { visemeSegments, type VisemeSegment } from './visemes.ts';
@@ -32,6 +33,8 @@ const SOURCE_DEFAULTS = {
   endFadeFrames: 4,
   /** Fade-out frames after a cancel (120 ms, within the 200 ms promise). */
   cancelFadeFrames: 3,
+  /** The visitor is still being listened to this many frames after their last audio (a gap in delivery). */
+  listenHoldFrames: 8,
 } as const;
 
 interface Turn {
@@ -71,6 +74,9 @@ export class HumanFaceFrameSource implements FaceFrameSource {
   private closed = false;
   private imageFormat: FaceImageFormat = 'rgb';
   private jpegQuality: number | undefined;
+  /** The visitor's audio heard since the last frame, and frames since any arrived. */
+  private heard: Int16Array[] = [];
+  private framesSinceHeard = Infinity;
 
   constructor(readonly raster: FaceRaster, animator: FaceAnimator) {
     this.animator = animator;
@@ -151,6 +157,44 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     if (last) last.ended = true;
   }
 
+  /**
+   * The visitor's voice while they speak (16 kHz mono int16, any chunk size; `null`: they
+   * stopped): the face listens (listening.ts). Each frame reads what arrived since the last one.
+   */
+  listen(pcm16k: Int16Array | null): void {
+    if (pcm16k === null) {
+      this.heard = [];
+      this.framesSinceHeard = Infinity;
+      return;
+    }
+    if (!(pcm16k instanceof Int16Array)) throw new TypeError('listen expects 16 kHz mono Int16Array PCM or null');
+    if (pcm16k.length === 0) return;
+    this.heard.push(pcm16k.slice());
+    // Keep at most a second: a caller that feeds audio while frames are not pulled.
+    let total = this.heard.reduce((n, c) => n + c.length, 0);
+    while (total > FACE_TIMING.audioSampleRate && this.heard.length > 1) total -= this.heard.shift()!.length;
+    this.framesSinceHeard = 0;
+  }
+
+  /** The visitor's voice in this frame: the last 40 ms heard since the previous frame. */
+  private visitorWindow(): VisitorWindow | undefined {
+    if (this.heard.length === 0) {
+      this.framesSinceHeard++;
+      return this.framesSinceHeard <= SOURCE_DEFAULTS.listenHoldFrames ? { level: 0, pitchHz: 0 } : undefined;
+    }
+    const total = this.heard.reduce((n, c) => n + c.length, 0);
+    const window = new Int16Array(Math.min(SPF, total));
+    let at = window.length;
+    for (let i = this.heard.length - 1; i >= 0 && at > 0; i--) {
+      const c = this.heard[i]!, n = Math.min(at, c.length);
+      window.set(c.subarray(c.length - n), at - n);
+      at -= n;
+    }
+    this.heard = [];
+    this.framesSinceHeard = 0;
+    return { level: analyseWindow(window).level, pitchHz: pitchOf(window) };
+  }
+
   cancel(): boolean {
     const playing = this.turns[0]?.started ? this.turns[0] : undefined;
     const had = this.turns.some((t) => t.queued > 0 || t.started);
@@ -198,7 +242,7 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     const speaking = type === 'speech' || type === 'speech-start';
     const current = audio ? analyseWindow(audio) : speaking ? analyseWindow(undefined) : undefined;
     const next = turn && speaking ? analyseWindow(this.peek(turn)) : undefined;
-    const pose = this.animator.step(current, next, speaking, fadeRate, articulation);
+    const pose = this.animator.step(current, next, speaking, fadeRate, articulation, this.visitorWindow());
     const index = this.index++;
     return this.rasterise(pose, {
       index,

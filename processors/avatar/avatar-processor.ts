@@ -19,6 +19,10 @@
  * the transcript hold only what was heard; a turn that plays to its end releases all its words
  * with its last frame, before the held `tts-stopped`.
  *
+ * A face that listens. While the user speaks (between `user-started-speaking` and
+ * `user-stopped-speaking`), their `input-audio` goes to the face session's optional `listen`
+ * (at 16 kHz), so the face nods and attends instead of idling as if alone.
+ *
  * The face session is in-process (a FaceModel from the registry) or remote (over /realtime);
  * the processor only sees the FaceSession contract. `tts-stopped` is held until the turn's
  * last frame has been emitted, so the output stops "speaking" when the face does.
@@ -71,6 +75,9 @@ export class AvatarProcessor extends FrameProcessor {
   private cancelledTurn: number | null = null;
   /** Turns fed to the face whose words are not all released yet, in play order. */
   private readonly playout: PlayoutTurn[] = [];
+  /** The user is speaking (their audio goes to the face's `listen`), and its resampler. */
+  private userSpeaking = false;
+  private listenResampler: Resampler | undefined;
   /** Frames emitted (diagnostics, benchmarks). */
   framesOut = 0;
   /** Speech frames whose audio did not match what was fed (a face that alters audio); counted as played. */
@@ -99,6 +106,17 @@ export class AvatarProcessor extends FrameProcessor {
   protected override process(f: Frame, direction: Direction): void {
     if (direction === 'upstream') return this.push(f, direction);
     switch (f.type) {
+      case 'user-started-speaking':
+        this.userSpeaking = true;
+        break;
+      case 'user-stopped-speaking':
+        this.userSpeaking = false;
+        this.listenResampler = undefined;
+        this.session?.listen?.(null);
+        break;
+      case 'input-audio':
+        if (this.userSpeaking) this.hear(f.pcm, f.sampleRate, f.channels);
+        break;
       case 'tts-started':
         this.startTurn();
         break;
@@ -134,6 +152,18 @@ export class AvatarProcessor extends FrameProcessor {
         break;
     }
     this.push(f, direction);
+  }
+
+  /** The user's voice to the face (mono only; input transports deliver mono). */
+  private hear(pcm: Int16Array, sampleRate: number, channels: number): void {
+    const listen = this.session?.listen;
+    if (!listen || channels !== 1 || pcm.length === 0 || !(sampleRate > 0)) return;
+    let audio = pcm;
+    if (sampleRate !== FACE_TIMING.audioSampleRate) {
+      if (!this.listenResampler || this.listenResampler.fromRate !== sampleRate) this.listenResampler = new Resampler(sampleRate, FACE_TIMING.audioSampleRate);
+      audio = this.listenResampler.process(pcm);
+    }
+    if (audio.length) listen.call(this.session, audio);
   }
 
   private startTurn(): void {
