@@ -10,7 +10,7 @@
  */
 import type { FaceRig } from './face-rig.ts';
 import {
-  curveAt, curveOut, linearAt, LOWER, LOWER_OUTER, refPoint, sampleInto, smoothstep, UPPER, UPPER_OUTER, type Rgb,
+  curveAt, curveOut, linearAt, LOWER, LOWER_OUTER, luma, refPoint, sampleInto, smoothstep, UPPER, UPPER_OUTER, type Rgb,
 } from './lip-curves.ts';
 import { mouthPalette } from './mouth-interior.ts';
 
@@ -18,8 +18,12 @@ const CONTACT = {
   /** Gap (px) below which the lips count as touching: fully at `touchPx`, not at all at `nearPx`. */
   touchPx: 0.4,
   nearPx: 2,
-  /** Half-height of the repainted band around the contact line (fraction of the mouth width, at least 1.2 px). */
-  bandOfMouth: 0.03,
+  /**
+   * Height of the repainted band above and below the contact line (fraction of the mouth width,
+   * at least 1.2 px): the lower lip's rim held more of the photo's teeth (it touched them).
+   */
+  upperBandOfMouth: 0.03,
+  lowerBandOfMouth: 0.04,
   /** Darkness and half-width (px) of the line where the lips press together. */
   seamStrength: 0.5,
   seamPx: 0.7,
@@ -31,8 +35,8 @@ export function paintLipContact(rig: FaceRig, moved: Float32Array, out: Uint8Arr
   const { width: W, height: H, base, rest } = rig;
   const xl = moved[2 * 60]!, xr = moved[2 * 64]!;
   if (!(xr > xl)) return;
-  const band = Math.max(1.2, CONTACT.bandOfMouth * rig.mouthWidth);
-  const seamTone = mouthPalette(rig).lipInner;
+  const bandUp = Math.max(1.2, CONTACT.upperBandOfMouth * rig.mouthWidth), bandDown = Math.max(1.2, CONTACT.lowerBandOfMouth * rig.mouthWidth);
+  const palette = mouthPalette(rig), seamTone = palette.lipInner, lipLuma = luma(palette.lip);
   for (let x = Math.max(0, Math.floor(xl)); x <= Math.min(W - 1, Math.ceil(xr)); x++) {
     const xc = x + 0.5;
     if (!curveAt(moved, UPPER, xc)) continue;
@@ -43,14 +47,17 @@ export function paintLipContact(rig: FaceRig, moved: Float32Array, out: Uint8Arr
     const [rxu, ryu] = refPoint(rest, UPPER, segU, fracU);
     const [rxl, ryl] = refPoint(rest, LOWER, segL, fracL);
     // Only where the lips touch, and touch where the photo's were apart.
-    const contact = (1 - smoothstep(CONTACT.touchPx, CONTACT.nearPx, gap)) * smoothstep(0.5, 2, ryl - ryu - gap);
+    const contact = (1 - smoothstep(CONTACT.touchPx, CONTACT.nearPx, gap)) * smoothstep(0.15, 0.9, ryl - ryu - gap);
     if (contact <= 0) continue;
     const [oxu, oyu] = linearAt(rest, UPPER_OUTER, segU, fracU), [oxl, oyl] = linearAt(rest, LOWER_OUTER, segL, fracL);
     sampleInto(base, W, H, rxu + (oxu - rxu) * 0.35, ryu + (oyu - ryu) * 0.35, lipU);
     sampleInto(base, W, H, rxl + (oxl - rxl) * 0.35, ryl + (oyl - ryl) * 0.35, lipL);
+    // Near the corners, where a lip is thin, the sample can land on the photo's teeth (bright and
+    // grey): the lips' mean colour there.
+    for (const lip of [lipU, lipL]) if (luma(lip) > lipLuma + 18 && lip[0] - lip[2] < 40) lip.splice(0, 3, ...palette.lip);
     const seamY = (yu + yl) / 2;
-    for (let y = Math.max(0, Math.floor(seamY - band - 1)); y <= Math.min(H - 1, Math.ceil(seamY + band)); y++) {
-      const d = y + 0.5 - seamY;
+    for (let y = Math.max(0, Math.floor(seamY - bandUp - 1)); y <= Math.min(H - 1, Math.ceil(seamY + bandDown)); y++) {
+      const d = y + 0.5 - seamY, band = d < 0 ? bandUp : bandDown;
       const w = contact * (1 - smoothstep(band - 1, band, Math.abs(d)));
       if (w <= 0) continue;
       const lip = d < 0 ? lipU : lipL;
