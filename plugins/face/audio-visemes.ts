@@ -87,15 +87,18 @@ export class AudioVisemeTracker {
   }
 
   /**
-   * The viseme segments of the audio so far (10 ms each, from the turn's start). A trailing
-   * silence stays a pause until the sound after it says whether it was a closure. `ended`: no
-   * more audio will come (a trailing silence is a pause for good).
+   * The viseme segments of the audio up to `untilMs` (10 ms each, from the turn's start), analysed
+   * as far as needed and no further: a TTS may queue seconds of a turn at once, and analysing
+   * them all in one frame would make that frame late. A trailing silence stays a pause until the
+   * sound after it says whether it was a closure. `ended`: no more audio will come (a trailing
+   * silence at the end of the audio is a pause for good).
    */
-  segments(ended = false): readonly VisemeSegment[] {
+  segments(untilMs: number, ended = false): readonly VisemeSegment[] {
     // Every hop whose window lies inside the audio (the last ones wait for more, unless ended).
-    const analysable = ended ? Math.ceil(this.length / FEATURE_HOP) : Math.floor((this.length - 208) / FEATURE_HOP) + 1;
+    const available = ended ? Math.ceil(this.length / FEATURE_HOP) : Math.floor((this.length - 208) / FEATURE_HOP) + 1;
+    const analysable = Math.min(available, Math.ceil(untilMs / HOP_MS));
     while (this.hops.length < analysable) this.hops.push(this.classify(this.hops.length));
-    this.decide(ended);
+    this.decide(ended && analysable === available);
     return this.out;
   }
 

@@ -56,6 +56,8 @@ interface Turn {
 }
 
 const SPF = FACE_TIMING.samplesPerFrame;
+/** How far past a frame's start the audio is analysed for its mouth shape (articulation.ts reads up to ~300 ms ahead). */
+const AUDIO_LOOKAHEAD_MS = 400;
 
 export class HumanFaceFrameSource implements FaceFrameSource {
   private readonly turns: Turn[] = [];
@@ -292,7 +294,8 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     const ms = (sample / FACE_TIMING.audioSampleRate) * 1000;
     const last = turn.segments.at(-1);
     if (last && ms < last.endMs) return { ...articulationAt(turn.segments, ms, turn.hint), fromPhonemes: true };
-    return { ...articulationAt(turn.heard.segments(turn.ended), ms, turn.heardHint), fromPhonemes: false };
+    // Analysed up to what this frame's articulation reads (its anticipation reaches ~300 ms ahead).
+    return { ...articulationAt(turn.heard.segments(ms + AUDIO_LOOKAHEAD_MS, turn.ended), ms, turn.heardHint), fromPhonemes: false };
   }
 
   private ready(turn: Turn): boolean {
