@@ -50,7 +50,7 @@ test('opening, narrowing and spreading move the figures the right way', async (t
 test('the teeth figure is read from the picture: teeth painted between closed lips are counted', async (t) => {
   const r = await renderer();
   const { m: shut, image } = measure(r, { speaking: 1, jawOpen: 0 });
-  t.true(shut.gapPx === 0);
+  t.true(Math.abs(shut.gapPx) < 0.13, `gap ${shut.gapPx}`); // displacements are drawn in 1/8 px steps
   // Control: a band of the reference's teeth colour across the closed lip line.
   const mesh = r.mesh, W = r.rig.width;
   const y = Math.round(mesh[2 * 62 + 1]!);
