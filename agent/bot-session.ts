@@ -31,6 +31,7 @@ import {
 } from './session-contract.ts';
 import { latencySummary, parseClientMessage, SessionMessageEmitter } from './session-messages.ts';
 import { buildSessionPipeline, type SessionPipeline } from './session-pipeline.ts';
+import { errorMessage } from '../core/error-message.ts';
 
 export type SessionTimeouts = { -readonly [K in keyof typeof SESSION_TIMEOUTS]: number };
 
@@ -187,7 +188,7 @@ export class BotSession implements RunningSession {
         if (!this.face) throw new Error('the face session is not open');
         return this.face;
       },
-      tuning: { vadOptions: tuning.vadOptions, sttOptions: tuning.sttOptions, ttsOptions: tuning.ttsOptions, outputOptions: tuning.outputOptions },
+      tuning: { vadOptions: tuning.vadOptions, sttOptions: tuning.sttOptions, ttsOptions: tuning.ttsOptions, outputOptions: tuning.outputOptions, turnOptions: tuning.turnOptions, turnAnalyzer: tuning.turnAnalyzer },
       stsApiKey: this.session.stsApiKey ?? null,
     });
     this.pipeline = pipeline;
@@ -247,7 +248,7 @@ export class BotSession implements RunningSession {
       this.trackPresence(event);
     } catch (error) {
       // Never thrown back into the room (rxjs would report it as unhandled): the session ends instead.
-      void this.finish('pipeline_error', `presence handling failed: ${error instanceof Error ? error.message : String(error)}`);
+      void this.finish('pipeline_error', `presence handling failed: ${errorMessage(error)}`);
     }
   }
 
@@ -359,7 +360,7 @@ export class BotSession implements RunningSession {
       }
     } catch (error) {
       this.droppedClientMessages++;
-      this.logger.warn({ session_id: this.sessionId, error: error instanceof Error ? error.message : String(error) }, 'client message failed');
+      this.logger.warn({ session_id: this.sessionId, error: errorMessage(error) }, 'client message failed');
     }
   }
 
@@ -437,6 +438,17 @@ export class BotSession implements RunningSession {
         latency_p50_ms: latency.p50,
         latency_max_ms: latency.max,
         latency_turns: latency.count,
+        // Turn taking (processors/turns): preemptive replies and pauses of the bot by visitor sound.
+        ...(this.pipeline?.voice
+          ? {
+              preemptive_started: this.pipeline.voice.user.preemptive.started,
+              preemptive_used: this.pipeline.voice.user.preemptive.used,
+              preemptive_discarded: this.pipeline.voice.user.preemptive.discarded,
+              bot_pauses: this.pipeline.voice.turns.stats.pauses,
+              bot_resumed: this.pipeline.voice.turns.stats.resumed,
+              bot_interrupted: this.pipeline.voice.turns.stats.interrupted,
+            }
+          : {}),
         first_frame_ms: this.firstFrameAt === null ? null : Math.round(this.firstFrameAt - this.startedAt),
         conversation_started_ms: this.conversationStartedAt === null ? null : Math.round(this.conversationStartedAt - this.startedAt),
         client_ready: this.clientReady,
@@ -459,7 +471,7 @@ export class BotSession implements RunningSession {
     try {
       this.publication?.sendMessage?.(message as unknown as Readonly<Record<string, unknown>>);
     } catch (error) {
-      this.logger.warn({ session_id: this.sessionId, type: message.type, error: error instanceof Error ? error.message : String(error) }, 'session message not sent');
+      this.logger.warn({ session_id: this.sessionId, type: message.type, error: errorMessage(error) }, 'session message not sent');
     }
   }
 

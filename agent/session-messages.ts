@@ -29,6 +29,10 @@ import {
 export interface SessionTaps {
   readonly vad?: string;
   readonly stt?: string;
+  /** The turn processor: the user's turns, pauses of the bot. Without it, the VAD's user-started/stopped frames are read. */
+  readonly turns?: string;
+  /** The user turn aggregator: its decisions on preemptive replies. */
+  readonly user?: string;
   readonly llm?: string;
   readonly tts?: string;
   readonly avatar?: string;
@@ -48,6 +52,9 @@ export interface SessionMessageEmitterOptions {
 
 interface PendingTurn {
   readonly userStoppedAt: number;
+  readonly endOfTurnMs: number | null;
+  readonly decision: string | null;
+  preemptive: boolean;
   /** Whether a final transcript arrived since the user started speaking, and when. */
   finalAt: number | null;
   llmTtfbMs: number | null;
@@ -72,6 +79,12 @@ export class SessionMessageEmitter implements FrameObserver {
   private botTurnOver = false;
   private botOutput = '';
   private lastTranscriptKey: string | null = null;
+  /** The LLM's frames of an undecided preemptive reply: its messages wait for the decision. */
+  private heldReply: { readonly replyId: string; readonly messages: BotMessage[]; thinking: boolean; ended: boolean; drop: boolean } | null = null;
+  /** Decisions that overtook their reply's frames (a system frame passes the LLM's queue). */
+  private readonly earlyDecisions = new Map<string, boolean>();
+  /** A used preemptive reply's user turn, already sent: its transcript-turn from the pipeline is not sent again. */
+  private committedText: string | null = null;
   /** Stats for the session outcome. */
   readonly stats = { userTurns: 0, botTurns: 0, transcriptTurns: 0, messages: 0, latenciesMs: [] as number[] };
 
@@ -116,6 +129,14 @@ export class SessionMessageEmitter implements FrameObserver {
     if (message.owner !== 'user') return;
     const text = typeof message.text === 'string' ? message.text.trim() : '';
     if (!text) return;
+    if (this.committedText === text) {
+      this.committedText = null;
+      return;
+    }
+    this.commitUserTurn(text);
+  }
+
+  private commitUserTurn(text: string): void {
     this.turnId++;
     this.stats.userTurns++;
     if (this.pending && this.pending.turnId === null) this.pending.turnId = this.turnId;
@@ -141,13 +162,21 @@ export class SessionMessageEmitter implements FrameObserver {
     if (this.closed || event.direction !== 'downstream') return;
     const { frame: f, source, timestampMs: at } = event;
     const taps = this.options.taps;
-    if (source === taps.vad) {
-      if (f.type === 'user-started-speaking') {
+    if (source === (taps.turns ?? taps.vad)) {
+      if (f.type === 'bot-pause') {
+        this.send({ type: 'bot-paused' });
+      } else if (f.type === 'bot-pause-ended') {
+        if (f.outcome === 'resumed') this.send({ type: 'bot-resumed', reason: f.reason === 'backchannel' ? 'backchannel' : 'no_words', text: f.text });
+        else this.send({ type: 'bot-interrupted', reason: f.reason === 'long_speech' ? 'long_speech' : 'words', text: f.text });
+      } else if (f.type === 'user-started-speaking') {
         this.finalSinceUserStart = null;
         this.send({ type: 'user-started-speaking' });
       } else if (f.type === 'user-stopped-speaking') {
         this.pending = {
           userStoppedAt: at,
+          endOfTurnMs: f.endOfTurnMs ?? null,
+          decision: f.decision ?? null,
+          preemptive: false,
           finalAt: this.finalSinceUserStart,
           llmTtfbMs: null,
           ttsTtfbMs: null,
@@ -169,11 +198,31 @@ export class SessionMessageEmitter implements FrameObserver {
       }
       return;
     }
+    if (source === taps.user && f.type === 'reply-decision') {
+      this.decideReply(f.replyId, f.use, f.text);
+      return;
+    }
     if (source === taps.llm) {
-      if (f.type === 'llm-text') {
-        if (f.text) this.send({ type: 'bot-llm-text', text: f.text });
+      const held = this.heldReply && !this.heldReply.ended ? this.heldReply : null;
+      if (f.type === 'reply-start') {
+        const early = this.earlyDecisions.get(f.replyId);
+        this.earlyDecisions.delete(f.replyId);
+        // Used already: its messages go out live. Discarded already: dropped as they come.
+        if (early !== true) this.heldReply = { replyId: f.replyId, messages: [], thinking: false, ended: false, drop: early === false };
+      } else if (f.type === 'reply-end') {
+        // Its messages stay held until the decision (decideReply); what follows is not held.
+        if (this.heldReply?.replyId === f.replyId) {
+          this.heldReply.ended = true;
+          if (this.heldReply.drop) this.heldReply = null;
+        }
+      } else if (f.type === 'llm-text') {
+        if (!f.text) return;
+        if (held) {
+          if (!held.drop) held.messages.push({ type: 'bot-llm-text', text: f.text });
+        } else this.send({ type: 'bot-llm-text', text: f.text });
       } else if (f.type === 'llm-response-start') {
-        if (this.botState === 'listening') this.setState('thinking');
+        if (held) held.thinking = true;
+        else if (this.botState === 'listening') this.setState('thinking');
       } else if (f.type === 'metrics') {
         for (const m of f.data) if (m.kind === 'ttfb' && this.pending && this.pending.llmTtfbMs === null) this.pending.llmTtfbMs = m.valueMs;
       }
@@ -225,6 +274,24 @@ export class SessionMessageEmitter implements FrameObserver {
     }
   }
 
+  /** A preemptive reply was used (its user turn is committed now, its text goes out) or discarded. */
+  private decideReply(replyId: string, use: boolean, text: string): void {
+    const held = this.heldReply?.replyId === replyId ? this.heldReply : null;
+    if (held) {
+      if (held.ended || use) this.heldReply = null;
+      else held.drop = true;
+    } else {
+      this.earlyDecisions.set(replyId, use);
+      if (this.earlyDecisions.size > 32) this.earlyDecisions.delete(this.earlyDecisions.keys().next().value!);
+    }
+    if (!use) return;
+    if (this.pending && this.pending.turnId === null) this.pending.preemptive = true;
+    this.committedText = text;
+    this.commitUserTurn(text);
+    if (held?.thinking && this.botState === 'listening') this.setState('thinking');
+    for (const m of held?.messages ?? []) this.send(m);
+  }
+
   private endBotTurn(interrupted: boolean): void {
     const spoken = this.botOutput;
     this.botTurnOpen = false;
@@ -244,8 +311,11 @@ export class SessionMessageEmitter implements FrameObserver {
     const report: LatencyReport = {
       turn_id: p.turnId,
       user_stopped_to_bot_audio_ms: total,
+      turn_decision: p.decision,
+      preemptive: p.preemptive,
       stages: {
         vad_stop_ms: this.options.vadStopMs,
+        end_of_turn_ms: p.endOfTurnMs,
         stt_ms: p.finalAt === null ? null : Math.max(0, Math.round(p.finalAt - p.userStoppedAt)),
         llm_ttfb_ms: p.llmTtfbMs === null ? null : Math.round(p.llmTtfbMs),
         tts_ttfb_ms: p.ttsTtfbMs === null ? null : Math.round(p.ttsTtfbMs),

@@ -48,12 +48,14 @@ export async function buildSessionPipeline(agent: AgentRuntimeRecord, options: S
         taps: {
           vad: voice.vad.name,
           stt: voice.stt.name,
+          turns: voice.turns.name,
+          user: voice.user.name,
           llm: voice.llm.name,
           tts: voice.tts.name,
           avatar: voice.avatar?.name,
           output: voice.output.name,
         },
-        vadStopMs: options.tuning?.vadOptions?.stopMs ?? VAD_DEFAULTS.stopMs,
+        vadStopMs: options.tuning?.vadOptions?.stopMs ?? agent.advanced.turn_pause_ms ?? VAD_DEFAULTS.stopMs,
         appendSystemContext: (text) => voice.context.addSystemContext(text),
         voice,
       };

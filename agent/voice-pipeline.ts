@@ -1,6 +1,7 @@
 /**
- * The standard voice bot, as a list of processors in order: [input] -> VAD -> STT -> user turns
- * -> behaviours -> LLM (+ tool dispatch) -> TTS -> [avatar] -> output -> assistant turns. Put an
+ * The standard voice bot, as a list of processors in order: [input] -> VAD -> STT -> turns -> user
+ * turns -> behaviours -> LLM (+ tool dispatch) -> TTS -> reply gate -> [avatar] -> output ->
+ * assistant turns. Put an
  * input transport in front (the `input` option, or your own list) and run the list with
  * `runBot` (core/runner.ts), or hand it to a `PipelineWorker`.
  *
@@ -15,7 +16,10 @@ import { AvatarProcessor } from '../processors/avatar/avatar-processor.ts';
 import { ConversationBehaviours, type BehaviourOptions } from '../processors/behaviours/conversation-behaviours.ts';
 import { LLMContext } from '../processors/llm/context.ts';
 import { LLMProcessor } from '../processors/llm/llm-processor.ts';
-import type { LLMService, STTService, TTSService, ToolDefinition, VADAnalyzer } from '../processors/services.ts';
+import type { LLMService, STTService, TTSService, ToolDefinition, TurnAnalyzer, VADAnalyzer } from '../processors/services.ts';
+import { ReplyGate } from '../processors/turns/reply-gate.ts';
+import { RuleTurnAnalyzer } from '../processors/turns/rule-turn-analyzer.ts';
+import { TurnProcessor, type TurnOptions } from '../processors/turns/turn-processor.ts';
 import { STTProcessor, type STTOptions } from '../processors/stt/stt-processor.ts';
 import { TTSProcessor, type TTSOptions } from '../processors/tts/tts-processor.ts';
 import { VADProcessor, type VADOptions } from '../processors/vad/vad-processor.ts';
@@ -42,6 +46,12 @@ export interface VoicePipelineOptions {
   readonly afterLLM?: FrameProcessor;
   /** Processor placed between TTS and output (e.g. the avatar). */
   readonly beforeOutput?: FrameProcessor;
+  /**
+   * Decides whether a pause ends the user's turn; default the built-in `RuleTurnAnalyzer`. `null`:
+   * every pause of the VAD's `stopMs` ends it (the old fixed rule; give the VAD a longer stop).
+   */
+  readonly turnAnalyzer?: TurnAnalyzer | null;
+  readonly turnOptions?: TurnOptions;
   readonly vadOptions?: VADOptions;
   readonly sttOptions?: STTOptions;
   readonly userTurnOptions?: UserTurnOptions;
@@ -55,10 +65,12 @@ export interface VoicePipeline {
   readonly context: LLMContext;
   readonly vad: VADProcessor;
   readonly stt: STTProcessor;
+  readonly turns: TurnProcessor;
   readonly user: UserTurnAggregator;
   readonly behaviours: ConversationBehaviours;
   readonly llm: LLMProcessor;
   readonly tts: TTSProcessor;
+  readonly gate: ReplyGate;
   readonly output: OutputTransport;
   readonly assistant: AssistantTurnAggregator;
 }
@@ -67,6 +79,8 @@ export function createVoicePipeline(o: VoicePipelineOptions): VoicePipeline {
   const context = new LLMContext({ systemPrompt: o.systemPrompt, language: o.language, tools: o.tools });
   const vad = new VADProcessor(o.vad, o.vadOptions);
   const stt = new STTProcessor(o.stt, { language: o.language, ...o.sttOptions });
+  const turnAnalyzer = o.turnAnalyzer === undefined ? new RuleTurnAnalyzer() : o.turnAnalyzer;
+  const turns = new TurnProcessor(turnAnalyzer, { language: o.language, ...o.turnOptions });
   const user = new UserTurnAggregator(context, o.userTurnOptions);
   const behaviours = new ConversationBehaviours(o.behaviours);
   const llm = new LLMProcessor(o.llm, context, { maxTokens: o.llmMaxTokens });
@@ -75,14 +89,15 @@ export function createVoicePipeline(o: VoicePipelineOptions): VoicePipeline {
   // otherwise hold the whole piece).
   const holdAudioForWordTimings = !(o.beforeOutput instanceof AvatarProcessor);
   const tts = new TTSProcessor(o.tts, { language: o.language, voiceId: o.voiceId ?? undefined, holdAudioForWordTimings, ...o.ttsOptions });
+  const gate = new ReplyGate();
   const output = new OutputTransport(o.sink, o.outputOptions);
   const assistant = new AssistantTurnAggregator(context);
   const processors: FrameProcessor[] = [];
   if (o.input) processors.push(o.input);
-  processors.push(vad, stt, user, behaviours, llm);
+  processors.push(vad, stt, turns, user, behaviours, llm);
   if (o.afterLLM) processors.push(o.afterLLM);
-  processors.push(tts);
+  processors.push(tts, gate);
   if (o.beforeOutput) processors.push(o.beforeOutput);
   processors.push(output, assistant);
-  return { processors, context, vad, stt, user, behaviours, llm, tts, output, assistant };
+  return { processors, context, vad, stt, turns, user, behaviours, llm, tts, gate, output, assistant };
 }

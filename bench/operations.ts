@@ -1,8 +1,8 @@
 /**
  * What health and metrics cost (docs/operations.md): the per-request work of the metrics
- * (route label from the router + one histogram observation), REST throughput and latency with
- * and without the operations handler in front (A/B/A on one server), a `/metrics` scrape and a
- * `/readyz` probe. PostgreSQL at DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test),
+ * (route label from the route table + one histogram observation), REST throughput and latency
+ * without and with the operations surface (A/B/A: two servers built on one database, one with
+ * the surface, run in turn), a `/metrics` scrape and a `/readyz` probe. PostgreSQL at DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test),
  * a database of its own, dropped at the end.
  */
 import { loadavg } from 'node:os';
@@ -11,9 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Histogram, Registry as PromRegistry } from 'prom-client';
 import { Registry } from '../core/registry.ts';
-import { createServer } from '../server/app.ts';
-import { mountOperations, Readiness } from '../server/health/index.ts';
-import { createServerMetrics, routeLabel } from '../server/metrics/metrics.ts';
+import { buildServer, createServer } from '../server/build-server.ts';
+import { routeLabel } from '../server/operations/metrics.ts';
 import { createTestDatabase, SECRETS, testFacePlugin } from '../test/server/harness.ts';
 import { percentile, printJson, printTable } from './table.ts';
 
@@ -42,9 +41,15 @@ async function load(url: string, key: string): Promise<{ rps: number; p50: numbe
 export async function run(): Promise<void> {
   const db = await createTestDatabase('bench_ops');
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-ops-'));
-  const server = await createServer({ ...SECRETS, port: 0, host: '127.0.0.1', logLevel: 'silent', dataDir, databaseUrl: db.url }, { registry: new Registry().use(testFacePlugin) });
+  const config = { ...SECRETS, port: 0, host: '127.0.0.1', logLevel: 'silent', dataDir, databaseUrl: db.url };
+  const server = await createServer(config, { registry: new Registry().use(testFacePlugin) });
+  const withOps = await buildServer(
+    { ...config, metrics: { mode: 'public' }, surfaces: { rest: true, sessions: false, rooms: false, realtime: false, widget: false, operations: true, avatarSessions: false } },
+    { registry: new Registry().use(testFacePlugin), faceEngine: Promise.resolve() },
+  );
   try {
     const { url } = await server.listen();
+    const { url: opsUrl } = await withOps.listen();
     const { key } = await server.services.apiKeys.create('bench-ops', 'bench');
     const agent = await (await fetch(`${url}/v1/agents`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify({ title: 'bench' }) })).json() as { agent_id: string };
     const target = `${url}/v1/agents/${agent.agent_id}`;
@@ -52,9 +57,9 @@ export async function run(): Promise<void> {
     // Per request: the route label and one observation, measured alone.
     const path = `/v1/agents/${agent.agent_id}`;
     const n = 100_000;
-    for (let i = 0; i < 5000; i++) routeLabel(server.router, 'GET', path);
+    for (let i = 0; i < 5000; i++) routeLabel(withOps.routeOf, 'GET', path);
     let t0 = performance.now();
-    for (let i = 0; i < n; i++) routeLabel(server.router, 'GET', path);
+    for (let i = 0; i < n; i++) routeLabel(withOps.routeOf, 'GET', path);
     const labelUs = ((performance.now() - t0) * 1000) / n;
     const histogram = new Histogram({ name: 'bench_seconds', help: 'bench', labelNames: ['method', 'route', 'status'], buckets: [0.001, 0.01, 0.1, 1], registers: [new PromRegistry()] });
     t0 = performance.now();
@@ -63,29 +68,24 @@ export async function run(): Promise<void> {
 
     await load(target, key); // warm-up
     const off1 = await load(target, key);
-    const readiness = new Readiness({ db: server.db });
-    readiness.trackFaceEngine(Promise.resolve());
-    const ops = mountOperations(server, { readiness, metrics: createServerMetrics({ router: server.router }), access: { mode: 'public' } });
-    const on = await load(target, key);
-    ops.close();
+    const opsTarget = target.replace(url, opsUrl);
+    await load(opsTarget, key); // warm-up
+    const on = await load(opsTarget, key);
     const off2 = await load(target, key);
-    const ops2 = mountOperations(server, { readiness, metrics: createServerMetrics({ router: server.router }), access: { mode: 'public' } });
-    await load(target, key);
 
     const scrapes: number[] = [];
     let bytes = 0;
     for (let i = 0; i < 50; i++) {
       const s0 = performance.now();
-      bytes = (await (await fetch(`${url}/metrics`)).arrayBuffer()).byteLength;
+      bytes = (await (await fetch(`${opsUrl}/metrics`)).arrayBuffer()).byteLength;
       scrapes.push(performance.now() - s0);
     }
     const probes: number[] = [];
     for (let i = 0; i < 200; i++) {
       const s0 = performance.now();
-      await (await fetch(`${url}/readyz`)).arrayBuffer();
+      await (await fetch(`${opsUrl}/readyz`)).arrayBuffer();
       probes.push(performance.now() - s0);
     }
-    ops2.close();
 
     const offRps = (off1.rps + off2.rps) / 2;
     printTable([
@@ -113,6 +113,7 @@ export async function run(): Promise<void> {
       requests_per_phase: REQUESTS,
     });
   } finally {
+    await withOps.close();
     await server.close();
     await db.drop();
     rmSync(dataDir, { recursive: true, force: true });

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { Registry } from '../core/registry.ts';
 import { facePlugin } from '../plugins/face/index.ts';
-import { createServer } from '../server/app.ts';
+import { createServer } from '../server/build-server.ts';
 import { mountRealtime } from '../server/realtime/index.ts';
 import { Worker } from 'node:worker_threads';
 import { runRealtimeClient, type RealtimeClientJob, type RealtimeFigures } from './_realtime-client.ts';

@@ -25,6 +25,8 @@
  *   and the jitter p99 stays within 10 ms of the single-session figure.
  * - sessions-turn-breakdown (second JSON line): where a turn's time goes, stage by stage, from the
  *   runner run in this process with an observer on its pipeline (see `turnBreakdown`).
+ * - sessions-admission-burst (third JSON line): 50 connects at once against max_concurrency 10 on
+ *   PostgreSQL, three rounds: admitted, refused by reason, time to decide (bench/_admission-burst.ts).
  *
  * `SESSIONS_BENCH_PARTS=turns,breakdown npm run bench -- sessions` runs only some parts
  * (connect, turns, breakdown, capacity); `SESSIONS_BENCH_MAX_SESSIONS` and
@@ -57,6 +59,7 @@ import { startServerProcess, type ServerProcess } from '../test/sessions/server-
 import { EmbeddedRoomProvider, RoomRegistry } from '../transports/webrtc/index.ts';
 import { percentile, printJson, printTable } from './table.ts';
 import { botFrameLateness, serverGetTimes, serverLoop, shareAbove } from './_server-view.ts';
+import { admissionBurst } from './_admission-burst.ts';
 
 const CONNECTS = 10;
 const TURNS = 10;
@@ -82,12 +85,13 @@ interface Live {
   frames: number[];
 }
 
-/** `SESSIONS_BENCH_PARTS=turns,breakdown` runs only those parts (connect, turns, breakdown, capacity). */
-const PARTS = new Set((process.env.SESSIONS_BENCH_PARTS ?? 'connect,turns,breakdown,capacity').split(',').map((p) => p.trim()));
+/** `SESSIONS_BENCH_PARTS=turns,breakdown` runs only those parts (connect, turns, breakdown, capacity, burst). */
+const PARTS = new Set((process.env.SESSIONS_BENCH_PARTS ?? 'connect,turns,breakdown,capacity,burst').split(',').map((p) => p.trim()));
 
 export async function run(): Promise<void> {
   if (PARTS.has('connect') || PARTS.has('turns') || PARTS.has('capacity')) await throughServer();
   if (PARTS.has('breakdown')) await turnBreakdown();
+  if (PARTS.has('burst')) await admissionBurst();
 }
 
 async function throughServer(): Promise<void> {
@@ -349,7 +353,7 @@ class TurnTracer implements FrameObserver {
     const from = (name: string) => e.source.startsWith(name);
     const first = (key: string, ms = at) => void (this.t[key] ??= ms);
     if (from('RoomAudioInput') && f.type === 'input-audio' && this.t.vadStop === undefined && rms(f.pcm) > LOUD) this.t.inputLastLoud = at;
-    if (from('VADProcessor') && f.type === 'user-stopped-speaking') first('vadStop');
+    if (from('TurnProcessor') && f.type === 'user-stopped-speaking') first('vadStop');
     if (this.t.vadStop === undefined) return;
     if (from('STTProcessor') && f.type === 'transcription' && f.final && this.t.commit === undefined) this.t.sttFinal = at;
     if (from('UserTurnAggregator') && f.type === 'llm-messages') first('commit');
@@ -458,7 +462,7 @@ async function turnBreakdown(): Promise<void> {
   const col = (k: string) => rows.map((r) => r[k]!);
   const stages: Array<[string, string, boolean]> = [
     ['uplink', 'visitor last loud 10 ms sent -> bot input frame (Opus, loopback, bot jitter buffer, 20 ms input chunks)', true],
-    ['vadAfterStopDelay', `bot last loud input -> VAD stop, beyond its ${VAD_DEFAULTS.stopMs} ms stop delay (VAD windows, smoothing)`, true],
+    ['vadAfterStopDelay', `bot last loud input -> end of the turn, beyond the VAD's ${VAD_DEFAULTS.stopMs} ms pause (VAD windows, smoothing, the turn analyzer's wait)`, true],
     ['stt', 'VAD stop -> STT final (engine)', false],
     ['aggregator', 'STT final / VAD stop -> user turn committed', true],
     ['llmTtfb', 'LLM time to first token (engine)', false],

@@ -30,11 +30,22 @@ import { ElevenLabsTTSService } from '../plugins/elevenlabs/tts.ts';
 import { LocalTTSService } from '../plugins/local/local-tts.ts';
 import { WebRtcVADAnalyzer } from '../plugins/local/webrtc-vad.ts';
 import { startVendorFakes } from '../test/fakes/index.ts';
+import { loadavg } from 'node:os';
+import { OpenAISTTService } from '../plugins/openai/stt.ts';
+import { OpenAITTSService } from '../plugins/openai/tts.ts';
+import { DeepgramTTSService } from '../plugins/deepgram/tts.ts';
+import { CartesiaTTSService } from '../plugins/cartesia/tts.ts';
+import { startOpenAIAudioFake } from '../test/fakes/openai-audio.ts';
+import { startDeepgramSpeakFake } from '../test/fakes/deepgram-speak.ts';
+import { startCartesiaFake } from '../test/fakes/cartesia.ts';
 import type { MediaSink } from '../transports/media-sink.ts';
 import { percentile, printJson, printTable } from './table.ts';
 
 const TURNS = Number(process.env.BENCH_VOICE_TURNS ?? 50);
 const BARGE_INS = Number(process.env.BENCH_VOICE_BARGE_INS ?? 10);
+/** Turns and barge-ins of each provider's row (one provider on its fake, the others in-process). */
+const PROVIDER_TURNS = Number(process.env.BENCH_VOICE_PROVIDER_TURNS ?? 20);
+const PROVIDER_BARGE_INS = Number(process.env.BENCH_VOICE_PROVIDER_BARGE_INS ?? 5);
 const VAD_STOP_MS = 300;
 const LATENCY = { sttFinalMs: 150, llmFirstTokenMs: 300, ttsFirstAudioMs: 100 } as const;
 const RATE = 16_000;
@@ -79,7 +90,7 @@ class TurnObserver implements FrameObserver {
       if (f.type === 'interruption-request') this.requests.push(e.timestampMs);
       return;
     }
-    if (f.type === 'user-stopped-speaking' && e.source.startsWith('VADProcessor')) marks.vadStop ??= e.timestampMs;
+    if (f.type === 'user-stopped-speaking' && e.source.startsWith('TurnProcessor')) marks.vadStop ??= e.timestampMs;
     else if (f.type === 'transcription' && f.final) marks.transcription ??= e.timestampMs;
     else if (f.type === 'llm-messages' && f.run && e.source.startsWith('UserTurnAggregator')) marks.turnClosed ??= e.timestampMs;
     else if (f.type === 'llm-text' && e.source.startsWith('LLMProcessor')) marks.llmText ??= e.timestampMs;
@@ -230,7 +241,7 @@ interface RunResult {
   vendorOverhead: number[]; sdkWire: number[]; sdkWireBy: Record<'stt' | 'llm' | 'tts', number[]>; bargeMs: number[]; bargeChunks: number[];
 }
 
-async function conversation(services: Services, vendorWaits?: () => VendorWaits): Promise<RunResult> {
+async function conversation(services: Services, vendorWaits?: () => VendorWaits, counts: { turns: number; bargeIns: number; audioAsItComes?: boolean } = { turns: TURNS, bargeIns: BARGE_INS }): Promise<RunResult> {
   const question = await speechClip('What is the weather like?');
   const sink = new TimedSink();
   const observer = new TurnObserver();
@@ -242,6 +253,8 @@ async function conversation(services: Services, vendorWaits?: () => VendorWaits)
     sink,
     language: 'en',
     vadOptions: { stopMs: VAD_STOP_MS },
+    // As in sessions, where the avatar follows the TTS: audio leaves as it comes, not held for word timings.
+    ...(counts.audioAsItComes ? { ttsOptions: { holdAudioForWordTimings: false } } : {}),
   });
   const worker = new PipelineWorker(voice.processors, { clock, audioInSampleRate: RATE, audioOutSampleRate: RATE, observers: [observer], heartbeatMs: null, idleTimeoutMs: null });
   void worker.run();
@@ -250,7 +263,7 @@ async function conversation(services: Services, vendorWaits?: () => VendorWaits)
   const silenceAfter = silence(VAD_STOP_MS + 200, RATE);
 
   reply = ANSWER;
-  for (let turn = 0; turn < TURNS + 2; turn++) {
+  for (let turn = 0; turn < counts.turns + 2; turn++) {
     marks = {};
     const start = await feed(worker, question.pcm);
     await feed(worker, silenceAfter);
@@ -283,7 +296,7 @@ async function conversation(services: Services, vendorWaits?: () => VendorWaits)
   }
 
   reply = STORY;
-  for (let i = 0; i < BARGE_INS; i++) {
+  for (let i = 0; i < counts.bargeIns; i++) {
     await feed(worker, question.pcm);
     await feed(worker, silenceAfter);
     await waitFor(() => voice.output.botSpeaking);
@@ -303,6 +316,56 @@ async function conversation(services: Services, vendorWaits?: () => VendorWaits)
   }
   await worker.cancel();
   return r;
+}
+
+// ---- each new provider on its wire fake ----------------------------------------------------------
+
+interface ProviderRow {
+  readonly provider: string;
+  readonly kind: 'stt' | 'tts';
+  readonly result: RunResult;
+}
+
+/**
+ * One row per provider added with issue #31: that provider through its SDK against its wire fake
+ * at the fixed latency of its kind (STT final 150 ms, TTS first audio 100 ms), the other services
+ * in-process. Its framework overhead is the same subtraction at the service boundary, so the SDK
+ * and the loopback are the provider's, not the framework's.
+ */
+async function providerRows(): Promise<ProviderRow[]> {
+  // Audio as it comes (the sessions' setting): the OpenAI and Deepgram voices give no word timings,
+  // and a held sentence would count its whole synthesis as the framework's.
+  const counts = { turns: PROVIDER_TURNS, bargeIns: PROVIDER_BARGE_INS, audioAsItComes: true };
+  const audio = await startOpenAIAudioFake({ script: Array(1000).fill(QUESTION), transcriptionDelayMs: LATENCY.sttFinalMs, firstAudioDelayMs: LATENCY.ttsFirstAudioMs });
+  const deepgram = await startDeepgramSpeakFake({ firstAudioDelayMs: LATENCY.ttsFirstAudioMs });
+  const cartesia = await startCartesiaFake({ firstAudioDelayMs: LATENCY.ttsFirstAudioMs });
+  const rows: ProviderRow[] = [];
+  try {
+    for (const mode of ['realtime', 'batch'] as const) {
+      const stt = new OpenAISTTService({ apiKey: audio.apiKey, baseUrl: audio.baseURL, mode }, {});
+      rows.push({ provider: `stt:openai ${mode}`, kind: 'stt', result: await conversation({ stt, llm: new FixedLLM(), tts: new FixedTTS() }, undefined, counts) });
+    }
+    const voices: Array<[string, TTSService & { close?(): void }]> = [
+      ['tts:openai', new OpenAITTSService({ apiKey: audio.apiKey, baseUrl: audio.baseURL }, {})],
+      ['tts:deepgram', new DeepgramTTSService({ apiKey: deepgram.apiKey, baseUrl: deepgram.url }, {})],
+      ['tts:cartesia', new CartesiaTTSService({ apiKey: cartesia.apiKey, baseUrl: cartesia.baseUrl, tls: { ca: cartesia.ca } }, {})],
+    ];
+    for (const [provider, tts] of voices) {
+      rows.push({ provider, kind: 'tts', result: await conversation({ stt: new FixedSTT(), llm: new FixedLLM(), tts }, undefined, counts) });
+      tts.close?.();
+    }
+  } finally {
+    await Promise.all([audio.close(), deepgram.close(), cartesia.close()]);
+  }
+  return rows;
+}
+
+/** The provider's own stage (STT: finalize -> final; TTS: first text sent -> first audio), and its SDK + wire share. */
+function providerStage(row: ProviderRow): { all: number[]; sdkWire: number[] } {
+  const label = row.kind === 'stt' ? 'STT finalize() -> final event' : 'TTS synthesize() -> first audio';
+  const all = row.result.stages.get(label)!;
+  const latency = row.kind === 'stt' ? LATENCY.sttFinalMs : LATENCY.ttsFirstAudioMs;
+  return { all, sdkWire: all.map((ms) => ms - latency) };
 }
 
 const fmt = (v: number) => +v.toFixed(2);
@@ -336,6 +399,7 @@ export async function run(): Promise<void> {
     vendorWaits,
   );
   await fakes.close();
+  const rows = await providerRows();
 
   console.log(`\nWhere the time goes (ms, ${TURNS} turns): in-process providers (fixed) and vendor SDKs over loopback`);
   printTable(
@@ -358,7 +422,50 @@ export async function run(): Promise<void> {
     { figure: 'barge-in: detected -> silence, vendor SDKs (ms)', p50: p(vendors.bargeMs, 50), p99: p(vendors.bargeMs, 99), goal: '<= 20' },
     { figure: 'barge-in: chunks written after detection', p50: p([...fixed.bargeChunks, ...vendors.bargeChunks], 50), p99: Math.max(...fixed.bargeChunks, ...vendors.bargeChunks), goal: '<= 1' },
   ]);
+  console.log(`\nEach new provider on its wire fake (${PROVIDER_TURNS} turns, ${PROVIDER_BARGE_INS} barge-ins each; STT final ${LATENCY.sttFinalMs} ms, TTS first audio ${LATENCY.ttsFirstAudioMs} ms at the fake)`);
+  printTable(
+    rows.map((row) => {
+      const stage = providerStage(row);
+      return {
+        provider: row.provider,
+        'overhead p50': p(row.result.overhead, 50),
+        'overhead p99': p(row.result.overhead, 99),
+        [`provider stage p50`]: p(stage.all, 50),
+        'provider stage p99': p(stage.all, 99),
+        'SDK + wire p50': p(stage.sdkWire, 50),
+        'barge-in p50': p(row.result.bargeMs, 50),
+        'barge-in p99': p(row.result.bargeMs, 99),
+        'chunks after': Math.max(...row.result.bargeChunks),
+      };
+    }),
+  );
+  console.log('  provider stage: STT finalize() -> final transcript; TTS first text sent -> first audio. Goal: overhead p99 < 5 ms.');
+  printJson('voice-providers', {
+    loadavg_1m: +loadavg()[0]!.toFixed(2),
+    turns: PROVIDER_TURNS,
+    barge_ins: PROVIDER_BARGE_INS,
+    vendor_latency_ms: LATENCY,
+    providers: Object.fromEntries(
+      rows.map((row) => {
+        const stage = providerStage(row);
+        return [
+          row.provider,
+          {
+            overhead_p50_ms: p(row.result.overhead, 50),
+            overhead_p99_ms: p(row.result.overhead, 99),
+            [row.kind === 'stt' ? 'final_after_finalize_p50_ms' : 'first_audio_after_text_p50_ms']: p(stage.all, 50),
+            [row.kind === 'stt' ? 'final_after_finalize_p99_ms' : 'first_audio_after_text_p99_ms']: p(stage.all, 99),
+            sdk_wire_p50_ms: p(stage.sdkWire, 50),
+            barge_in_p50_ms: p(row.result.bargeMs, 50),
+            barge_in_p99_ms: p(row.result.bargeMs, 99),
+            barge_in_chunks_max: Math.max(...row.result.bargeChunks),
+          },
+        ];
+      }),
+    ),
+  });
   printJson('voice', {
+    loadavg_1m: +loadavg()[0]!.toFixed(2),
     turns: TURNS,
     barge_ins: BARGE_INS,
     vad_stop_ms: VAD_STOP_MS,

@@ -280,6 +280,37 @@ function computePolyphase(fromRate: number, toRate: number, kernel: ReturnType<t
  * Streaming mono resampler. Feed chunks with `process`, call `flush` at the end of a stream;
  * the output length converges to input length x toRate / fromRate. Stateful: one per stream.
  */
+/**
+ * One audio stream's conversion to `toRate`, the one way processors and transports resample a
+ * stream: input already at that rate passes through untouched; other input goes through one
+ * `Resampler` for its rate pair, kept (it holds the stream's filter state between chunks) and made
+ * again only when the input's rate (or the target, read per chunk) changes.
+ */
+export class StreamResampler {
+  private resampler: Resampler | undefined;
+
+  constructor(private readonly toRate: number | (() => number)) {}
+
+  convert(pcm: Int16Array, fromRate: number): Int16Array {
+    const to = typeof this.toRate === 'number' ? this.toRate : this.toRate();
+    if (fromRate === to) return pcm;
+    if (!this.resampler || this.resampler.fromRate !== fromRate || this.resampler.toRate !== to) this.resampler = new Resampler(fromRate, to);
+    return this.resampler.process(pcm);
+  }
+
+  /** What the resampler still holds (the stream ended), and a fresh start after it. */
+  flush(): Int16Array {
+    const resampler = this.resampler;
+    this.resampler = undefined;
+    return resampler ? resampler.flush() : new Int16Array(0);
+  }
+
+  /** Drops what the resampler holds (the stream was cut: an interruption, another speaker). */
+  reset(): void {
+    this.resampler = undefined;
+  }
+}
+
 export class Resampler {
   private readonly step: number;
   private readonly kernel: ReturnType<typeof kernelFor>;

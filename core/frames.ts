@@ -63,8 +63,32 @@ export interface FramePayloads {
   interruption: Record<never, never>;
   /** Sent upstream by a processor that wants the worker to interrupt (e.g. a VAD on barge-in). */
   'interruption-request': { readonly reason?: string };
+  /** The user's turn started (the turn processor's decision; processors/turns). */
   'user-started-speaking': Record<never, never>;
-  'user-stopped-speaking': Record<never, never>;
+  /**
+   * The user's turn ended (the turn processor's decision). `endOfTurnMs`: the wait after the VAD's
+   * short pause before deciding (the end-of-turn stage of a latency report); `decision`: what the
+   * turn analyzer said.
+   */
+  'user-stopped-speaking': { readonly endOfTurnMs?: number; readonly decision?: string };
+  /** Raw voice activity from the VAD: speech began (after its `startMs`). */
+  'vad-speech-started': Record<never, never>;
+  /** Raw voice activity from the VAD: `silenceMs` of silence followed speech (its `stopMs`). */
+  'vad-speech-stopped': { readonly silenceMs: number };
+  /** Visitor sound over the bot: its audio (and the face's speech) pauses, to resume or be cut. */
+  'bot-pause': Record<never, never>;
+  /**
+   * A pause ended: `resumed` (a backchannel or no words: playback continues from the same sample)
+   * or `interrupted` (real words: an interruption follows). `text`: the words that decided.
+   */
+  'bot-pause-ended': { readonly outcome: 'resumed' | 'interrupted'; readonly reason: 'backchannel' | 'no_words' | 'words' | 'long_speech'; readonly text: string };
+  /**
+   * The turn processor waits on a pause it judged `unsure` or `incomplete`: the user turn
+   * aggregator may start a preemptive reply from the words so far (held until the turn ends).
+   */
+  'user-turn-pending': { readonly decision: string; readonly reason: string };
+  /** A preemptive reply was decided: `use` plays its held frames, otherwise they are dropped. */
+  'reply-decision': { readonly replyId: string; readonly use: boolean; readonly text: string };
   'bot-started-speaking': Record<never, never>;
   'bot-stopped-speaking': Record<never, never>;
   error: { readonly message: string; readonly fatal: boolean; readonly processor?: string; readonly code?: string; readonly cause?: unknown };
@@ -83,7 +107,13 @@ export interface FramePayloads {
   };
   'llm-text': { readonly text: string };
   /** Replace or extend the conversation context (system context appended by a client, etc.). */
-  'llm-messages': { readonly messages: readonly LLMMessage[]; readonly mode: 'append' | 'replace'; readonly run: boolean };
+  'llm-messages': {
+    readonly messages: readonly LLMMessage[];
+    readonly mode: 'append' | 'replace';
+    readonly run: boolean;
+    /** A preemptive run (processors/turns): its reply is held until decided, and it never runs tools. */
+    readonly replyId?: string;
+  };
   /** Text the bot must say verbatim (greeting, farewell, nudge). */
   'tts-speak': { readonly text: string };
   /** Words of the bot's answer as the output actually plays them (what the user heard). */
@@ -104,6 +134,9 @@ export interface FramePayloads {
   'llm-response-end': { readonly responseId: string };
   'tts-started': { readonly contextId?: string };
   'tts-stopped': { readonly contextId?: string };
+  /** Frames after it, up to `reply-end` of the same id, belong to a preemptive reply (held until decided). */
+  'reply-start': { readonly replyId: string };
+  'reply-end': { readonly replyId: string };
 }
 
 export interface PhonemeTiming {
@@ -148,6 +181,12 @@ export const FRAME_CLASS: { readonly [K in FrameType]: FrameClass } = {
   'input-audio': 'system',
   'input-image': 'system',
   'vad-confidence': 'system',
+  'vad-speech-started': 'system',
+  'vad-speech-stopped': 'system',
+  'bot-pause': 'system',
+  'bot-pause-ended': 'system',
+  'reply-decision': 'system',
+  'user-turn-pending': 'system',
   text: 'data',
   transcription: 'data',
   'llm-text': 'data',
@@ -167,6 +206,8 @@ export const FRAME_CLASS: { readonly [K in FrameType]: FrameClass } = {
   'llm-response-end': 'control',
   'tts-started': 'control',
   'tts-stopped': 'control',
+  'reply-start': 'control',
+  'reply-end': 'control',
 };
 
 /** Types that survive an interruption whatever their class. */

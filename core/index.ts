@@ -12,3 +12,4 @@ export * from './registry.ts';
 export * from './runner.ts';
 export * from './options.ts';
 export * from './provider-error.ts';
+export { errorMessage } from './error-message.ts';

@@ -27,6 +27,7 @@ import {
   type FrameOf,
 } from './frames.ts';
 import type { FrameObserver } from './observer.ts';
+import { errorMessage } from './error-message.ts';
 
 export interface ProcessorSetup {
   readonly clock: Clock;
@@ -293,7 +294,7 @@ export abstract class FrameProcessor {
 
   private reportError(err: unknown): void {
     if (isAbortError(err) || this.stopped) return;
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorMessage(err);
     this.pushError(message, { cause: err });
   }
 

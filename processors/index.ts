@@ -2,6 +2,7 @@
 export * from './services.ts';
 export * from './provider-failure.ts';
 export * from './vad/vad-processor.ts';
+export * from './turns/index.ts';
 export * from './stt/stt-processor.ts';
 export * from './llm/context.ts';
 export * from './llm/llm-processor.ts';
@@ -13,3 +14,4 @@ export * from './behaviours/conversation-behaviours.ts';
 export * from './avatar/face-model.ts';
 export * from './avatar/avatar-processor.ts';
 export * from './tools/index.ts';
+export * from './tts/pcm-stream.ts';

@@ -111,6 +111,12 @@ export interface TTSService {
   readonly name: string;
   /** Synthesises one piece of text (a sentence or clause). Must honour `signal`. */
   synthesize(request: TTSRequest): AsyncIterable<TTSEvent>;
+  /**
+   * Releases what the service keeps open between pieces (a WebSocket kept for the session's
+   * sentences). Optional; the TTS processor calls it when the pipeline ends or is cancelled, and
+   * the service may be used again afterwards (it reopens).
+   */
+  close?(): void;
 }
 
 // ---- voice activity -------------------------------------------------------------------------
@@ -122,4 +128,40 @@ export interface VADAnalyzer {
   /** Speech confidence in [0, 1] for exactly `windowSamples` mono samples. */
   confidence(window: Int16Array): number;
   reset(): void;
+}
+
+// ---- end of turn ----------------------------------------------------------------------------
+
+/** What a turn analyzer says about a pause: end the turn now, keep listening, or wait a middle bound. */
+export type TurnDecision = 'complete' | 'incomplete' | 'unsure';
+
+export interface TurnVerdict {
+  readonly decision: TurnDecision;
+  /** Short reason for reports and diagnostics (e.g. `text:closed`, `prosody:fall`). */
+  readonly reason: string;
+}
+
+/** Everything the pipeline knows about a pause in the user's speech. */
+export interface TurnSignals {
+  /** The user's words in this turn so far: final transcripts, then the latest interim one. Empty when none came. */
+  readonly transcript: string;
+  /** The agent's language (`en`, `fr`, ...): which word lists apply. */
+  readonly language: string;
+  /** The latest audio of the turn, ending now (mono int16): its tail is `silenceMs` of silence. */
+  readonly audio: Int16Array;
+  readonly sampleRate: number;
+  /** Silence since the user's last speech (ms). */
+  readonly silenceMs: number;
+}
+
+/**
+ * Decides whether a pause ends the user's turn (processors/turns/turn-processor.ts asks it after
+ * the VAD's short pause, and again whenever new words arrive during the pause). Pluggable like
+ * `VADAnalyzer`: the built-in `RuleTurnAnalyzer` reads the words' endings and the prosody; a model
+ * (e.g. an end-of-turn classifier) can take its place. Must be quick: it runs on the pipeline's
+ * thread (the built-in one takes well under a millisecond per call).
+ */
+export interface TurnAnalyzer {
+  readonly name: string;
+  analyze(signals: TurnSignals): TurnVerdict;
 }

@@ -17,9 +17,15 @@ export interface LatencyReport {
   readonly turn_id: number;
   /** User stopped speaking (VAD stop) -> first bot audio written to the room. */
   readonly user_stopped_to_bot_audio_ms: number;
+  /** What ended the turn: the turn analyzer's decision and reason (`complete (text:closed)`), null when not known. */
+  readonly turn_decision: string | null;
+  /** The answer was a preemptive reply, made during the user's pause (its LLM and TTS stages are null then). */
+  readonly preemptive: boolean;
   readonly stages: {
-    /** VAD's own stop delay (the silence it waits before deciding the user stopped). */
+    /** VAD's own stop delay (the short pause it waits before reporting that speech stopped). */
     readonly vad_stop_ms: number | null;
+    /** VAD stop -> end of the turn: the turn analyzer's wait (0 when it judged the turn complete at once). */
+    readonly end_of_turn_ms: number | null;
     /** VAD stop -> final transcript. */
     readonly stt_ms: number | null;
     /** Transcript -> first LLM token. */
@@ -44,6 +50,12 @@ export type BotMessage =
   | { readonly type: 'bot-llm-text'; readonly text: string }
   /** The cumulative text of the bot's current turn. */
   | { readonly type: 'bot-output'; readonly text: string; readonly final: false }
+  /** Visitor sound over the bot paused its speech (audio and face); `bot-resumed` or `bot-interrupted` follows. */
+  | { readonly type: 'bot-paused' }
+  /** A false interruption: a backchannel, or no words, and the bot goes on from where it stopped. */
+  | { readonly type: 'bot-resumed'; readonly reason: 'backchannel' | 'no_words'; readonly text: string }
+  /** Real words (or long sound) over the bot: its turn ends (`bot-tts-stopped {interrupted: true}` follows). */
+  | { readonly type: 'bot-interrupted'; readonly reason: 'words' | 'long_speech'; readonly text: string }
   /** The current spoken turn ended (`interrupted` when cut by barge-in). */
   | { readonly type: 'bot-tts-stopped'; readonly interrupted: boolean }
   /** One finished, de-duplicated conversational turn (bot text: what was actually spoken). */

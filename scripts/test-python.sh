@@ -43,9 +43,15 @@ WANT="$("$VENV/bin/python" -c 'import hashlib, sys; print(sys.version.split()[0]
 if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$WANT" ]; then
   echo "test:python: installing clients/python[stv,test] into $VENV" >&2
   # The public index may be unreachable on offline machines: fail over to the configured local index fast.
-  PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_RETRIES="${PIP_RETRIES:-0}" PIP_TIMEOUT="${PIP_TIMEOUT:-15}" \
-    "$VENV/bin/python" -m pip install --quiet -e "$PKG[stv,test]" ||
-    fail "pip could not install clients/python with its [stv,test] extras (see pip's output above)"
+  # A registry that fails for a moment (a reset connection, a 5xx) is tried again: three attempts,
+  # 5 s then 15 s apart, before the run fails for it.
+  for attempt in 1 2 3; do
+    PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_RETRIES="${PIP_RETRIES:-0}" PIP_TIMEOUT="${PIP_TIMEOUT:-15}" \
+      "$VENV/bin/python" -m pip install --quiet -e "$PKG[stv,test]" && break
+    [ "$attempt" -eq 3 ] && fail "pip could not install clients/python with its [stv,test] extras after 3 attempts (see pip's output above)"
+    echo "test:python: pip install failed (attempt $attempt of 3); trying again in $((attempt == 1 ? 5 : 15)) s" >&2
+    sleep $((attempt == 1 ? 5 : 15))
+  done
   echo "$WANT" >"$STAMP"
 fi
 

@@ -1,5 +1,5 @@
 import { hostname, networkInterfaces } from 'node:os';
-import type { AppServer } from './app.ts';
+import type { ServiceCore } from './services/open-services.ts';
 import { AGENT_DEFAULTS } from './services/agent-defaults.ts';
 import type { ApiKeys } from './services/api-keys.ts';
 import type { Organizations } from './services/organizations.ts';
@@ -42,7 +42,7 @@ export function demoHostnames(publicBaseUrl: string | undefined): string[] {
  * Creates the published demo agent when the demo organization was just created (first start);
  * on later starts finds it, if the operator kept it. Returns its id, or null (no demo page agent).
  */
-export async function ensureDemoAgent(server: Pick<AppServer, 'db' | 'services' | 'config'>, firstStart: boolean): Promise<string | null> {
+export async function ensureDemoAgent(server: Pick<ServiceCore, 'db' | 'services' | 'config'>, firstStart: boolean): Promise<string | null> {
   const org = await server.services.organizations.findByName(DEMO_ORGANIZATION.name);
   if (!org) return null;
   const existing = await server.db('agents').where({ organization_id: org.organization_id, title: DEMO_AGENT.title, status: 'published' }).first('agent_id');

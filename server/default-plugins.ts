@@ -8,6 +8,7 @@ export const DEFAULT_PLUGINS = [
   { module: '../plugins/openai/index.ts', exportName: 'openaiPlugin' },
   { module: '../plugins/deepgram/index.ts', exportName: 'deepgramPlugin' },
   { module: '../plugins/elevenlabs/index.ts', exportName: 'elevenlabsPlugin' },
+  { module: '../plugins/cartesia/index.ts', exportName: 'cartesiaPlugin' },
   { module: '../plugins/openai-realtime/index.ts', exportName: 'openaiRealtimePlugin' },
   { module: '../plugins/elevenlabs-convai/index.ts', exportName: 'elevenlabsConvaiPlugin' },
 ] as const;

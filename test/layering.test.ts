@@ -5,8 +5,12 @@
  *
  * `protocol/` (wire contracts) is shared by everything and imports nothing of ours; `clients/`
  * talk to the server over the wire, so they never reach into the server, the agent layer or a
- * plugin. A plugin does not reach into another plugin (the registry is how plugins meet), and an
- * agent is assembled from processors and transports, never from a vendor's code.
+ * plugin, and the server never reaches into a client (what both need, like the widget's version,
+ * is a wire contract in protocol/). A plugin does not reach into another plugin (the registry is
+ * how plugins meet), nor does the server (it asks the registry); an agent is assembled from
+ * processors and transports, never from a vendor's code. `testing/` (the test kit shipped with
+ * the framework) stands on the framework only. The environment is read in one place of server/
+ * and agent/: server/config/env.ts.
  *
  * Every static import, re-export and dynamic `import('...')` of a source file is resolved to the
  * top-level folder it lands in.
@@ -26,7 +30,9 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   transports: ['core', 'processors', 'protocol'],
   plugins: ['core', 'processors', 'transports', 'protocol'],
   agent: ['core', 'processors', 'transports', 'protocol'],
+  server: ['core', 'processors', 'transports', 'agent', 'protocol'],
   clients: ['core', 'processors', 'transports', 'protocol'],
+  testing: ['core', 'processors', 'transports', 'protocol'],
 };
 
 const SOURCE = /\.(ts|mts|mjs|js)$/;
@@ -111,6 +117,10 @@ test('the checker catches what climbs up, in every import form, and ignores comm
   t.deepEqual(found.map((i) => i.target), ['transports', 'agent', 'server', 'plugins', 'agent', 'core']);
   t.is(check('processors', found).length, 5);
   t.deepEqual(check('plugins', importsIn("import { X } from '../face/index.ts';", join(ROOT, 'plugins', 'local', 'x.ts'))), ['plugins/local/x.ts imports another plugin: ../face/index.ts']);
+  // The server reaching up into a client (the widget's version used to live in clients/web/).
+  t.deepEqual(check('server', importsIn("import { WIDGET_VERSION } from '../../clients/web/version.ts';", join(ROOT, 'server', 'widget', 'index.ts'))), [
+    'server/widget/index.ts imports ../../clients/web/version.ts (clients/)',
+  ]);
   // The real tree is scanned too, dynamic imports included.
   t.true([...sourceFiles(join(ROOT, 'agent'))].flatMap(importsOf).some((i) => i.target === 'transports' && i.specifier.includes('livekit')));
 });
@@ -119,4 +129,33 @@ test('the voice pipeline is composed in agent/, not in processors/', (t) => {
   const names = [...sourceFiles(join(ROOT, 'processors'))].map((f) => relative(ROOT, f));
   t.false(names.includes(join('processors', 'voice-pipeline.ts')));
   t.true([...sourceFiles(join(ROOT, 'agent'))].some((f) => f.endsWith(join('agent', 'voice-pipeline.ts'))));
+});
+
+/** Where server/ and agent/ read the environment: only the configuration module. */
+const ENV_READER = join('server', 'config', 'env.ts');
+
+test('the environment is read in one module of server/ and agent/ (server/config/env.ts)', (t) => {
+  const readers = ['server', 'agent']
+    .flatMap((layer) => [...sourceFiles(join(ROOT, layer))])
+    .filter((file) => /\bprocess\.env\b/.test(stripComments(readFileSync(file, 'utf8'))))
+    .map((file) => relative(ROOT, file));
+  t.deepEqual(readers, [ENV_READER]);
+});
+
+test('the import graph between layers (report)', (t) => {
+  const edges = new Map<string, number>();
+  for (const layer of Object.keys(ALLOWED)) {
+    for (const imp of [...sourceFiles(join(ROOT, layer))].flatMap(importsOf)) {
+      if (imp.target === layer) continue;
+      const edge = `${layer} -> ${imp.target}`;
+      edges.set(edge, (edges.get(edge) ?? 0) + 1);
+    }
+  }
+  const report = [...edges].sort(([a], [b]) => a.localeCompare(b)).map(([edge, n]) => `${edge} (${n})`);
+  t.log(report.join('\n'));
+  // Every edge of the report is one the layers allow (the tests above say which file if not).
+  t.true([...edges.keys()].every((edge) => {
+    const [from, to] = edge.split(' -> ') as [string, string];
+    return ALLOWED[from]!.includes(to);
+  }));
 });

@@ -11,8 +11,13 @@
  *
  * An interruption aborts the chunk being waited on and drops everything queued: the user hears
  * at most the one chunk already written.
+ *
+ * A pause (`bot-pause`: visitor sound over the bot, processors/turns) holds the next chunk
+ * unwritten and the bot still speaking (no `bot-stopped-speaking`: the turn is not over); a
+ * resume (`bot-pause-ended`, `resumed`) writes it next, so playback continues from the same
+ * sample.
  */
-import { AudioChunker, Resampler } from '../core/audio.ts';
+import { AudioChunker, StreamResampler } from '../core/audio.ts';
 import { frame, signal, type Direction, type Frame, type WordTiming } from '../core/frames.ts';
 import { FrameProcessor, type ProcessorOptions } from '../core/processor.ts';
 import type { TimerHandle } from '../core/clock.ts';
@@ -41,13 +46,15 @@ export class OutputTransport extends FrameProcessor {
   /** Clock time when the next chunk is due; the playback position. */
   private nextWriteAt: number | undefined;
   private stopTimer: TimerHandle | undefined;
-  private resampler: Resampler | undefined;
+  private readonly resampling = new StreamResampler(() => this.sampleRate);
   private chunker: AudioChunker | undefined;
   /** Audio written since start (ms): the presentation timestamp of the next chunk. */
   private playedMs = 0;
   private readonly sampleRateOverride: number | undefined;
   /** Words whose audio is still inside the chunker, announced with the chunk that plays it. */
   private carriedWords: string[] = [];
+  private paused = false;
+  private resumeWaiters: (() => void)[] = [];
 
   constructor(private readonly sink: MediaSink, options: OutputOptions = {}) {
     super(options);
@@ -89,7 +96,19 @@ export class OutputTransport extends FrameProcessor {
         await this.playTail(abort);
         this.botStopped();
         return;
+      case 'bot-pause':
+        this.paused = true;
+        this.clock.clearTimeout(this.stopTimer);
+        break;
+      case 'bot-pause-ended':
+        if (f.outcome === 'resumed') {
+          this.unpause();
+          // Nothing may be left to write (the pause came as the audio ended): stop as usual then.
+          if (this.speaking) this.stopTimer = this.clock.setTimeout(() => this.botStopped(), this.chunkMs + this.stopAfterMs);
+        }
+        break;
       case 'interruption':
+        this.unpause();
         this.chunker?.clear();
         this.carriedWords = [];
         this.sink.clear?.();
@@ -102,6 +121,7 @@ export class OutputTransport extends FrameProcessor {
         this.botStopped();
         break;
       case 'cancel':
+        this.unpause();
         this.clock.clearTimeout(this.stopTimer);
         break;
       default:
@@ -113,11 +133,7 @@ export class OutputTransport extends FrameProcessor {
   private async play(pcm: Int16Array, sampleRate: number, channels: number, words: readonly WordTiming[] | undefined, abort: AbortSignal): Promise<void> {
     if (channels !== 1) return; // outputs are mono; multi-channel audio is not guessed at
     const rate = this.sampleRate;
-    let audio = pcm;
-    if (sampleRate !== rate) {
-      if (!this.resampler || this.resampler.fromRate !== sampleRate) this.resampler = new Resampler(sampleRate, rate);
-      audio = this.resampler.process(pcm);
-    }
+    const audio = this.resampling.convert(pcm, sampleRate);
     this.chunker ??= new AudioChunker(rate, this.chunkMs);
     const pendingWords = words ? [...words] : [];
     let offsetMs = 0;
@@ -146,6 +162,12 @@ export class OutputTransport extends FrameProcessor {
     // Wait for this chunk's slot: the sink always holds at most one chunk ahead of real time.
     if (this.nextWriteAt > now) await this.clock.sleep(this.nextWriteAt - now, abort);
     if (abort.aborted) return;
+    if (this.paused) {
+      await this.resumed(abort);
+      if (abort.aborted) return;
+      // Its slot passed during the pause: it plays now, and the ones after it from here.
+      this.nextWriteAt = this.clock.now();
+    }
     this.clock.clearTimeout(this.stopTimer);
     if (!this.speaking) {
       this.speaking = true;
@@ -159,6 +181,22 @@ export class OutputTransport extends FrameProcessor {
     const spoken = [...this.carriedWords.splice(0), ...words];
     if (spoken.length) this.push(frame('tts-text', { text: spoken.join(' ') }));
     this.stopTimer = this.clock.setTimeout(() => this.botStopped(), chunkMs + this.stopAfterMs);
+  }
+
+  private resumed(abort: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        abort.removeEventListener('abort', done);
+        resolve();
+      };
+      this.resumeWaiters.push(done);
+      abort.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  private unpause(): void {
+    this.paused = false;
+    for (const done of this.resumeWaiters.splice(0)) done();
   }
 
   private botStopped(): void {

@@ -56,6 +56,13 @@ export function dispatchBotEvent(
     case 'bot-tts-stopped':
       dispatch('BotTtsStopped', null);
       return true;
+    case 'bot-paused':
+      dispatch('BotPaused', null);
+      return true;
+    case 'bot-resumed':
+    case 'bot-interrupted':
+      dispatch(m.type === 'bot-resumed' ? 'BotResumed' : 'BotInterrupted', { reason: isString(m.reason) ? m.reason : '', text: isString(m.text) ? m.text : '' });
+      return true;
     case 'transcript-turn':
       if (isString(m.text) && (m.owner === 'user' || m.owner === 'bot')) dispatch('ReceivedTranscriptTurn', { owner: m.owner, text: m.text, final: true });
       return true;

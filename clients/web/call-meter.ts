@@ -148,7 +148,9 @@ export class CallMeter {
       turnId: num(m.turn_id) ?? 0,
       userStoppedToBotAudioHeardMs: heardMs,
       userStoppedToBotAudioMs: num(m.user_stopped_to_bot_audio_ms),
-      stages: { vadStopMs: num(stages.vad_stop_ms), sttMs: num(stages.stt_ms), llmTtfbMs: num(stages.llm_ttfb_ms), ttsTtfbMs: num(stages.tts_ttfb_ms), avatarMs: num(stages.avatar_ms) },
+      turnDecision: typeof m.turn_decision === 'string' ? m.turn_decision : null,
+      preemptive: m.preemptive === true,
+      stages: { vadStopMs: num(stages.vad_stop_ms), endOfTurnMs: num(stages.end_of_turn_ms), sttMs: num(stages.stt_ms), llmTtfbMs: num(stages.llm_ttfb_ms), ttsTtfbMs: num(stages.tts_ttfb_ms), avatarMs: num(stages.avatar_ms) },
     };
     this.host.dispatchOnWindow('LatencyReport', detail);
   }

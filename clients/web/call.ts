@@ -25,7 +25,7 @@ import { joinEmbeddedRoom } from './embedded-transport.ts';
 import { loadLiveKit } from './livekit-loader.ts';
 import { CallFailure, offline, SessionApi, type SessionGrant } from './session-api.ts';
 import { JoinFailure, roomKind, roomNameOf, type JoinRoom, type RoomTransport } from './transport.ts';
-import { WIDGET_VERSION } from './version.ts';
+import { WIDGET_VERSION } from '../../protocol/widget-version.ts';
 
 export const CALL_DEFAULTS = {
   /** Setup timeout (attribute `connect-timeout`, seconds): connect request -> ready. Paused while queued. */

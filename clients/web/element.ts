@@ -8,7 +8,7 @@ import { SESSION_MESSAGE_LIMITS } from '../../protocol/session-messages.ts';
 import { Call, CALL_DEFAULTS, type CallEnd, type CallHost, type LocalEnd } from './call.ts';
 import type { ConnectionState, Outcome, WidgetBotState, WindowEventName } from './events.ts';
 import { WidgetView, type View } from './ui.ts';
-import { WIDGET_VERSION } from './version.ts';
+import { WIDGET_VERSION } from '../../protocol/widget-version.ts';
 
 /** Plain-words messages for endings shown as errors. */
 const ERROR_TEXT: Partial<Record<Outcome, string>> = {

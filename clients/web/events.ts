@@ -89,8 +89,14 @@ export interface LatencyReportDetail {
   readonly userStoppedToBotAudioHeardMs: number | null;
   /** The bot's own figure: its VAD stop -> first bot audio written to the room. */
   readonly userStoppedToBotAudioMs: number | null;
+  /** What ended the visitor's turn (the bot's turn analyzer: `complete (text:closed)`, ...); null when not reported. */
+  readonly turnDecision: string | null;
+  /** The answer was made during the visitor's pause (a preemptive reply). */
+  readonly preemptive: boolean;
   readonly stages: {
     readonly vadStopMs: number | null;
+    /** The bot's end-of-turn wait after its VAD stop. */
+    readonly endOfTurnMs: number | null;
     readonly sttMs: number | null;
     readonly llmTtfbMs: number | null;
     readonly ttsTtfbMs: number | null;

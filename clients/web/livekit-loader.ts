@@ -11,7 +11,7 @@
  * version of this widget: the pair never mixes versions.
  */
 import type { JoinRoom } from './transport.ts';
-import { WIDGET_VERSION } from './version.ts';
+import { WIDGET_VERSION } from '../../protocol/widget-version.ts';
 
 export const LIVEKIT_MODULE_FILE = 'livekit-client.js';
 

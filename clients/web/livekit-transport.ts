@@ -20,6 +20,7 @@
  */
 import { ConnectionError, ConnectionErrorReason, ConnectionState, DisconnectReason, LogLevel, Room, RoomEvent, setLogLevel, Track } from 'livekit-client';
 import { JoinFailure, LIVEKIT_SESSION_TOPIC, type JoinRoom, type RoomTransport } from './transport.ts';
+import { errorMessage } from '../../core/error-message.ts';
 
 setLogLevel(LogLevel.warn);
 
@@ -117,7 +118,7 @@ export const joinLiveKitRoom: JoinRoom = ({ url, token, microphone, handlers, si
       if (!joined) {
         const reason = err instanceof ConnectionError ? err.reason : null;
         const refused = reason === ConnectionErrorReason.NotAllowed || reason === ConnectionErrorReason.LeaveRequest || reason === ConnectionErrorReason.InternalError || reason === ConnectionErrorReason.ServiceNotFound;
-        reject(new JoinFailure(refused ? 'refused' : 'network', err instanceof Error ? err.message : String(err)));
+        reject(new JoinFailure(refused ? 'refused' : 'network', errorMessage(err)));
         void room.disconnect();
       } else emit(() => handlers.peerState('failed')); // signalling joined, the peer connection never connected
     });

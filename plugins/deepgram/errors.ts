@@ -1,7 +1,7 @@
 /** Errors of the Deepgram plugin: a `ProviderError` with Deepgram's codes. */
 import { ProviderError, codeForHttpStatus } from '../../core/provider-error.ts';
 
-export type DeepgramSTTErrorCode = 'auth_failed' | 'bad_request' | 'rate_limited' | 'provider_error' | 'connect_failed' | 'connection_lost' | 'timeout';
+export type DeepgramSTTErrorCode = 'key_missing' | 'auth_failed' | 'bad_request' | 'rate_limited' | 'provider_error' | 'connect_failed' | 'connection_lost' | 'timeout';
 
 export class DeepgramSTTError extends ProviderError<DeepgramSTTErrorCode> {
   constructor(
@@ -31,4 +31,19 @@ export function handshakeError(message: string): DeepgramSTTError {
     default:
       return new DeepgramSTTError('connect_failed', `could not connect to Deepgram: ${message}`, status);
   }
+}
+
+export type DeepgramTTSErrorCode = 'key_missing' | 'auth_failed' | 'bad_request' | 'rate_limited' | 'provider_error' | 'connect_failed' | 'connection_lost' | 'invalid_response' | 'timeout';
+
+/** Errors of `tts:deepgram` (Aura over the speak WebSocket). */
+export class DeepgramTTSError extends ProviderError<DeepgramTTSErrorCode> {
+  constructor(code: DeepgramTTSErrorCode, message: string, status?: number, options?: { cause?: unknown }) {
+    super(code, message, { status, cause: options?.cause });
+  }
+}
+
+/** A refused speak handshake, with the same reading of the SDK's message as for listening. */
+export function speakHandshakeError(message: string): DeepgramTTSError {
+  const e = handshakeError(message);
+  return new DeepgramTTSError(e.code, e.message, e.status);
 }

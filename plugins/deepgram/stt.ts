@@ -58,7 +58,7 @@ export class DeepgramSTTService implements STTService {
 
   constructor(options: DeepgramSTTOptions = {}, env: NodeJS.ProcessEnv = process.env) {
     const apiKey = options.apiKey ?? env.DEEPGRAM_API_KEY;
-    if (!apiKey) throw new DeepgramSTTError('auth_failed', 'no Deepgram API key: pass the apiKey option or set DEEPGRAM_API_KEY');
+    if (!apiKey) throw new DeepgramSTTError('key_missing', 'no Deepgram API key: pass the apiKey option or set DEEPGRAM_API_KEY');
     this.settings = resolveOptions(DEEPGRAM_STT_DEFAULTS, options);
     this.model = this.settings.model;
     this.clock = options.clock ?? new RealClock();

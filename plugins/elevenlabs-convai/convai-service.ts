@@ -24,6 +24,7 @@ import WebSocket from 'ws';
 import { bytesToInt16, int16ToBytes } from '../../core/audio.ts';
 import { S2SError, type S2SConnectOptions, type S2SConnection, type S2SEvent, type S2SService, type S2STurnRef } from '../../processors/s2s/s2s-service.ts';
 import { resolveOptions } from '../../core/options.ts';
+import { errorMessage } from '../../core/error-message.ts';
 
 export const ELEVENLABS_CONVAI_DEFAULTS = {
   baseUrl: 'https://api.elevenlabs.io',
@@ -105,7 +106,7 @@ function restError(err: unknown, agentId: string): S2SError {
     if (status === 404 || status === 422) return new S2SError('config_not_found', `ElevenLabs agent "${agentId}" not available: ${detail}`, status);
     return new S2SError('connect_failed', `ElevenLabs answered ${status}: ${detail}`, status);
   }
-  return new S2SError('connect_failed', `could not reach ElevenLabs: ${err instanceof Error ? err.message : String(err)}`);
+  return new S2SError('connect_failed', `could not reach ElevenLabs: ${errorMessage(err)}`);
 }
 
 const pcmRate = (format: unknown) => {

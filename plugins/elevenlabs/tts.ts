@@ -18,6 +18,7 @@ import { WordAligner, type CharacterAlignment } from './alignment.ts';
 import { resolveOptions, type Resolved } from '../../core/options.ts';
 import { codeForHttpStatus } from '../../core/provider-error.ts';
 import { ElevenLabsTTSError } from './errors.ts';
+import { errorMessage } from '../../core/error-message.ts';
 
 export const ELEVENLABS_TTS_DEFAULTS = {
   /** Low-latency multilingual model that accepts `language_code`. */
@@ -68,7 +69,7 @@ export class ElevenLabsTTSService implements TTSService {
 
   constructor(private readonly options: ElevenLabsTTSOptions = {}, env: NodeJS.ProcessEnv = process.env) {
     const apiKey = options.apiKey ?? env.ELEVENLABS_API_KEY;
-    if (!apiKey) throw new ElevenLabsTTSError('auth_failed', 'no ElevenLabs API key: pass the apiKey option or set ELEVENLABS_API_KEY');
+    if (!apiKey) throw new ElevenLabsTTSError('key_missing', 'no ElevenLabs API key: pass the apiKey option or set ELEVENLABS_API_KEY');
     this.settings = resolveOptions(ELEVENLABS_TTS_DEFAULTS, options);
     this.model = this.settings.model;
     this.voiceId = this.settings.voiceId;
@@ -183,7 +184,7 @@ async function translateError(err: unknown, signal: AbortSignal | undefined): Pr
     const detail = await describeBody(err.body);
     return new ElevenLabsTTSError(codeForHttpStatus(err.statusCode), `ElevenLabs request failed (${err.statusCode}): ${detail}`, err.statusCode, { cause: err });
   }
-  const message = err instanceof Error ? err.message : String(err);
+  const message = errorMessage(err);
   if (err instanceof SyntaxError) {
     return new ElevenLabsTTSError('invalid_response', `ElevenLabs sent a stream line that is not JSON: ${message}`, undefined, { cause: err });
   }

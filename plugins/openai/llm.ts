@@ -58,7 +58,7 @@ export class OpenAILLMService implements LLMService {
     this.baseUrl = settings.baseUrl;
     const apiKey = options.apiKey ?? env.OPENAI_API_KEY;
     if (!apiKey) {
-      throw new OpenAILLMError('auth_failed', 'no OpenAI API key: pass the apiKey option or set OPENAI_API_KEY (self-hosted servers accept any placeholder)');
+      throw new OpenAILLMError('key_missing', 'no OpenAI API key: pass the apiKey option or set OPENAI_API_KEY (self-hosted servers accept any placeholder)');
     }
     const field = settings.maxTokensParameter;
     this.maxTokensField = field !== 'auto' ? field : isOfficialApi(this.baseUrl) ? 'max_completion_tokens' : 'max_tokens';

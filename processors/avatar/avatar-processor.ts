@@ -23,12 +23,18 @@
  * `user-stopped-speaking`), their `input-audio` goes to the face session's optional `listen`
  * (at 16 kHz), so the face nods and attends instead of idling as if alone.
  *
+ * Pause and resume (`bot-pause`, `bot-pause-ended`; processors/turns: visitor sound over the bot).
+ * A pause cancels the face's speech (its audio stops with the next frame, the mouth returns to
+ * rest) but keeps every turn's unplayed audio, phonemes and words; audio the TTS sends meanwhile
+ * is kept too. A resume starts a face turn with the audio from the first sample not played, so
+ * nothing is skipped or repeated and the words keep their places; an interruption drops it all.
+ *
  * The face session is in-process (a FaceModel from the registry) or remote (over /realtime);
  * the processor only sees the FaceSession contract. `tts-stopped` is held until the turn's
  * last frame has been emitted, so the output stops "speaking" when the face does.
  */
 import type { Subscription } from 'rxjs';
-import { Resampler } from '../../core/audio.ts';
+import { StreamResampler, concat } from '../../core/audio.ts';
 import { frame, type Direction, type Frame, type PhonemeTiming, type WordTiming } from '../../core/frames.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
 import type { Clock } from '../../core/clock.ts';
@@ -60,12 +66,16 @@ interface PlayoutTurn {
   faceTurnId: number | null;
   /** No more audio will be fed (the face ends it once its audio has played). */
   ended: boolean;
+  /** Phoneme timings of the turn's audio (ms from the turn's first sample), kept for a resume. */
+  readonly phonemes: PhonemeTiming[];
+  /** Where the face's current turn for it started in the turn's audio (ms): 0, or the resume point. */
+  faceStartMs: number;
 }
 
 export class AvatarProcessor extends FrameProcessor {
   private session: FaceSession | undefined;
   private subscription: Subscription | undefined;
-  private resampler: Resampler | undefined;
+  private readonly resampling = new StreamResampler(FACE_TIMING.audioSampleRate);
   /** Audio (ms) of the current turn sent to the face, to place phoneme timings. */
   private turnMs = 0;
   private turnOpen = false;
@@ -75,9 +85,13 @@ export class AvatarProcessor extends FrameProcessor {
   private cancelledTurn: number | null = null;
   /** Turns fed to the face whose words are not all released yet, in play order. */
   private readonly playout: PlayoutTurn[] = [];
-  /** The user is speaking (their audio goes to the face's `listen`), and its resampler. */
+  /** The user is speaking (their audio goes to the face's `listen`), and its conversion to 16 kHz. */
   private userSpeaking = false;
-  private listenResampler: Resampler | undefined;
+  private readonly listenResampling = new StreamResampler(FACE_TIMING.audioSampleRate);
+  /** Paused by visitor sound: audio is kept, not sent to the face. */
+  private paused = false;
+  /** Face turns cancelled by a pause: their last frame ends nothing (the turn resumes). */
+  private readonly pausedFaceTurns = new Set<number>();
   /** Frames emitted (diagnostics, benchmarks). */
   framesOut = 0;
   /** Speech frames whose audio did not match what was fed (a face that alters audio); counted as played. */
@@ -111,7 +125,7 @@ export class AvatarProcessor extends FrameProcessor {
         break;
       case 'user-stopped-speaking':
         this.userSpeaking = false;
-        this.listenResampler = undefined;
+        this.listenResampling.reset();
         this.session?.listen?.(null);
         break;
       case 'input-audio':
@@ -127,7 +141,7 @@ export class AvatarProcessor extends FrameProcessor {
         if (this.turnOpen) {
           this.flushResampler();
           this.turnOpen = false;
-          this.session?.endTurn();
+          if (!this.paused) this.session?.endTurn();
           const turn = this.playout.at(-1);
           if (turn) turn.ended = true;
           if (turn && turn.fedSamples > 0) {
@@ -139,12 +153,19 @@ export class AvatarProcessor extends FrameProcessor {
           if (turn) this.playout.splice(this.playout.indexOf(turn), 1);
         }
         break;
+      case 'bot-pause':
+        this.pause();
+        break;
+      case 'bot-pause-ended':
+        if (f.outcome === 'resumed') this.resume();
+        break;
       case 'interruption':
+        this.paused = false;
         this.session?.cancel();
         this.cancelledTurn = this.playingTurn;
         this.turnOpen = false;
         this.heldStop = undefined;
-        this.resampler = undefined;
+        this.resampling.reset();
         // Words not yet played are never heard: the output must not report them.
         this.playout.length = 0;
         break;
@@ -158,20 +179,16 @@ export class AvatarProcessor extends FrameProcessor {
   private hear(pcm: Int16Array, sampleRate: number, channels: number): void {
     const listen = this.session?.listen;
     if (!listen || channels !== 1 || pcm.length === 0 || !(sampleRate > 0)) return;
-    let audio = pcm;
-    if (sampleRate !== FACE_TIMING.audioSampleRate) {
-      if (!this.listenResampler || this.listenResampler.fromRate !== sampleRate) this.listenResampler = new Resampler(sampleRate, FACE_TIMING.audioSampleRate);
-      audio = this.listenResampler.process(pcm);
-    }
+    const audio = this.listenResampling.convert(pcm, sampleRate);
     if (audio.length) listen.call(this.session, audio);
   }
 
   private startTurn(): void {
     this.flushResampler();
-    this.session?.startTurn();
+    if (!this.paused) this.session?.startTurn();
     const last = this.playout.at(-1);
     if (last) last.ended = true;
-    this.playout.push({ unplayed: [], fedSamples: 0, playedSamples: 0, words: [], faceTurnId: null, ended: false });
+    this.playout.push({ unplayed: [], fedSamples: 0, playedSamples: 0, words: [], faceTurnId: null, ended: false, phonemes: [], faceStartMs: 0 });
     this.turnOpen = true;
     this.turnMs = 0;
   }
@@ -188,21 +205,19 @@ export class AvatarProcessor extends FrameProcessor {
     const turn = this.playout.at(-1)!;
     let audio: Int16Array = new Int16Array(0);
     if (channels === 1 && pcm.length > 0) {
-      audio = pcm;
-      if (sampleRate !== FACE_TIMING.audioSampleRate) {
-        if (!this.resampler || this.resampler.fromRate !== sampleRate) this.resampler = new Resampler(sampleRate, FACE_TIMING.audioSampleRate);
-        audio = this.resampler.process(pcm);
-      }
+      audio = this.resampling.convert(pcm, sampleRate);
     }
     const offset = this.turnMs;
     if (words?.length) this.placeWords(turn, words, offset, channels === 1 && sampleRate > 0 ? (pcm.length / sampleRate) * 1000 : 0);
     if (audio.length === 0) return;
     const shifted = phonemes?.map((p) => ({ ...p, startMs: p.startMs + offset, endMs: p.endMs + offset }));
-    this.pushToFace(turn, audio, shifted?.length ? shifted : undefined);
+    if (shifted?.length) turn.phonemes.push(...shifted);
+    const forFace = shifted?.map((p) => ({ ...p, startMs: p.startMs - turn.faceStartMs, endMs: p.endMs - turn.faceStartMs }));
+    this.pushToFace(turn, audio, forFace?.length ? forFace : undefined);
   }
 
   private pushToFace(turn: PlayoutTurn, audio: Int16Array, phonemes?: readonly PhonemeTiming[]): void {
-    this.session!.pushAudio(audio, phonemes ? { phonemes } : undefined);
+    if (!this.paused) this.session!.pushAudio(audio, phonemes ? { phonemes } : undefined);
     turn.unplayed.push(audio);
     turn.fedSamples += audio.length;
     this.turnMs += audio.length / SAMPLES_PER_MS;
@@ -230,11 +245,9 @@ export class AvatarProcessor extends FrameProcessor {
 
   /** At a turn's end (or a new turn), what the resampler still holds belongs to this turn. */
   private flushResampler(): void {
-    const resampler = this.resampler;
-    this.resampler = undefined;
+    const tail = this.resampling.flush();
     const turn = this.playout.at(-1);
-    if (!resampler || !turn || !this.turnOpen || !this.session) return;
-    const tail = resampler.flush();
+    if (!turn || !this.turnOpen || !this.session) return;
     if (tail.length) this.pushToFace(turn, tail);
   }
 
@@ -256,6 +269,7 @@ export class AvatarProcessor extends FrameProcessor {
     if (speech) this.releaseWords(this.played(f));
     this.push(frame('output-image', { ...f.image, frameIndex: f.index, frameType: f.type }, { pts: f.ptsMs }));
     if (speech) this.push(frame('output-audio', { pcm: f.audio, sampleRate: FACE_TIMING.audioSampleRate, channels: 1 }, { pts: f.ptsMs }));
+    if (f.final && f.turnId !== null && this.pausedFaceTurns.delete(f.turnId)) return;
     if (f.final) {
       // The face finished a turn (played to its end, or faded after a cancel): whatever words of
       // a turn that played to its end are left (timings past its last sample) were heard with it.
@@ -353,6 +367,49 @@ export class AvatarProcessor extends FrameProcessor {
     // they go as words played now (no audio frame follows to carry them).
     if (turn.ended && turn.playedSamples >= turn.fedSamples && turn.words.length) {
       this.push(frame('tts-text', { text: turn.words.map((w) => w.word).join(' ') }));
+    }
+  }
+
+  /** Visitor sound over the bot: the face stops speaking; what it had not played is kept. */
+  private pause(): void {
+    if (this.paused || !this.session) return;
+    this.paused = true;
+    this.session.cancel();
+    this.cancelledTurn = this.playingTurn;
+    for (const turn of this.playout) {
+      if (turn.faceTurnId !== null) this.pausedFaceTurns.add(turn.faceTurnId);
+      turn.faceTurnId = null;
+    }
+  }
+
+  /** A false interruption: each turn goes on from its first sample not played. */
+  private resume(): void {
+    if (!this.paused || !this.session) return;
+    this.paused = false;
+    for (const turn of [...this.playout]) {
+      turn.faceStartMs = turn.playedSamples / SAMPLES_PER_MS;
+      const left = concat(turn.unplayed);
+      if (left.length === 0) {
+        if (turn.ended) this.finishResumed(turn);
+        continue;
+      }
+      const phonemes = turn.phonemes
+        .filter((p) => p.endMs > turn.faceStartMs)
+        .map((p) => ({ ...p, startMs: Math.max(0, p.startMs - turn.faceStartMs), endMs: p.endMs - turn.faceStartMs }));
+      this.session.startTurn();
+      this.session.pushAudio(left, phonemes.length ? { phonemes } : undefined);
+      if (turn.ended) this.session.endTurn();
+    }
+  }
+
+  /** A turn whose audio had all played when the pause came: it is over now. */
+  private finishResumed(turn: PlayoutTurn): void {
+    this.playout.splice(this.playout.indexOf(turn), 1);
+    if (turn.words.length) this.push(frame('tts-text', { text: turn.words.map((w) => w.word).join(' ') }));
+    if (this.heldStop && this.playout.length === 0) {
+      const stop = this.heldStop;
+      this.heldStop = undefined;
+      this.push(stop);
     }
   }
 

@@ -76,6 +76,14 @@ export class LLMContext {
     this.history.push(message);
   }
 
+  /** Removes one message (by identity), e.g. the words of a preemptive reply the user went on from. */
+  remove(message: LLMMessage): boolean {
+    const at = this.history.lastIndexOf(message);
+    if (at < 0) return false;
+    this.history.splice(at, 1);
+    return true;
+  }
+
   addUser(text: string): void {
     this.history.push({ role: 'user', content: text });
   }

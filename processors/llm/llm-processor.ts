@@ -6,6 +6,11 @@
  * `llm-text` frames between `llm-response-start` and `llm-response-end`. Tool calls arrive from
  * the provider as deltas; they are accumulated here and surfaced complete, as one `tool-calls`
  * frame per response, for the tool dispatcher below. An interruption aborts the provider request.
+ *
+ * A preemptive run (`llm-messages` with a `replyId`, processors/turns) streams like any other, but
+ * its discard (`reply-decision` `use: false`) aborts it, and it never surfaces tool calls: a
+ * reply that wants tools is handed back upstream (`reply-decision` `use: false`) and nothing of
+ * it enters the context; the turn is answered normally once it ends.
  */
 import { randomUUID } from 'node:crypto';
 import { isAbortError, linkedSignal } from '../../core/clock.ts';
@@ -61,6 +66,8 @@ export class LLMProcessor extends FrameProcessor {
   private readonly maxTokens: number;
   private readonly temperature: number | undefined;
   private readonly metrics: ProcessorMetrics;
+  /** The preemptive run in flight, abortable on its own. */
+  private preemptive: { readonly replyId: string; readonly abort: AbortController } | null = null;
 
   constructor(private readonly service: LLMService, readonly context: LLMContext, options: LLMOptions = {}) {
     super(options);
@@ -73,7 +80,7 @@ export class LLMProcessor extends FrameProcessor {
       case 'llm-messages':
         if (f.mode === 'replace') this.context.replace(f.messages);
         else for (const m of f.messages) this.context.add(m);
-        if (f.run) await this.generate(signal);
+        if (f.run) await this.generate(signal, f.replyId);
         return;
       case 'tool-call-result':
         if (direction === 'upstream') {
@@ -85,6 +92,9 @@ export class LLMProcessor extends FrameProcessor {
       case 'interruption':
         this.metrics.reset();
         break;
+      case 'reply-decision':
+        if (direction === 'downstream' && !f.use && this.preemptive?.replyId === f.replyId) this.preemptive.abort.abort();
+        break;
       default:
         break;
     }
@@ -92,11 +102,13 @@ export class LLMProcessor extends FrameProcessor {
   }
 
   /** Runs one model response over the current context. */
-  async generate(laneSignal: AbortSignal): Promise<void> {
-    const link = linkedSignal(laneSignal);
+  async generate(laneSignal: AbortSignal, replyId?: string): Promise<void> {
+    const own = replyId ? new AbortController() : undefined;
+    if (replyId && own) this.preemptive = { replyId, abort: own };
+    const link = linkedSignal(own ? AbortSignal.any([laneSignal, own.signal]) : laneSignal);
     const responseId = randomUUID();
     try {
-      await this.respond(responseId, link.signal);
+      await this.respond(responseId, link.signal, replyId);
     } catch (err) {
       if (isAbortError(err) || link.signal.aborted) return;
       // The provider failed (refused, unreachable, stream cut): say so clearly and close the
@@ -107,10 +119,11 @@ export class LLMProcessor extends FrameProcessor {
       this.push(frame('llm-response-end', { responseId }));
     } finally {
       link.release();
+      if (this.preemptive?.abort === own) this.preemptive = null;
     }
   }
 
-  private async respond(responseId: string, signal: AbortSignal): Promise<void> {
+  private async respond(responseId: string, signal: AbortSignal, replyId?: string): Promise<void> {
     const calls = new ToolCallAccumulator();
     this.push(frame('llm-response-start', { responseId }));
     this.metrics.startTtfb();
@@ -132,6 +145,11 @@ export class LLMProcessor extends FrameProcessor {
           break;
         case 'tool-call-delta':
           this.metrics.stopTtfb();
+          if (replyId) {
+            // Tools do things: never from a reply the user may not get. Handed back, unfinished.
+            this.push(frame('reply-decision', { replyId, use: false, text: '' }), 'upstream');
+            return;
+          }
           calls.add(event);
           break;
         case 'usage':

@@ -38,17 +38,27 @@ import { Resampler, durationMs } from '../../core/audio.ts';
 import { isAbortError } from '../../core/clock.ts';
 import { frame, signal, type Direction, type Frame } from '../../core/frames.ts';
 import { ProcessorMetrics } from '../../core/metrics.ts';
+import { isPermanentFailure, ReconnectPolicy } from '../reconnect-policy.ts';
 import { resolveOptions } from '../../core/options.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
 import { wordPlaces, wordsHeard } from './heard-words.ts';
 import type { PlayoutLedger } from './playout.ts';
 import { S2SError, type S2SConnectOptions, type S2SConnection, type S2SEvent, type S2SHistoryEntry, type S2SService, type S2STurnRef } from './s2s-service.ts';
+import { errorMessage } from '../../core/error-message.ts';
 
 export const S2S_DEFAULTS = {
   /** First reconnect delay after a dropped connection; doubles per failed attempt. */
   reconnectBaseMs: 500,
+  /** Longest wait between reconnect attempts. */
+  reconnectMaxMs: 4_000,
   /** Attempts before the session is ended. Two: a provider that is gone for seconds is gone. */
   reconnectAttempts: 2,
+  /**
+   * A connection open this long (ms) was a working one: the attempts are refilled when it drops.
+   * One that drops sooner does not refill them (a provider that accepts and drops at once is
+   * given up on); the same policy as speech-to-text (processors/reconnect-policy.ts).
+   */
+  stableConnectionMs: 5_000,
   /** Transcript turns replayed into a new connection (where the provider accepts history). */
   historyTurns: 20,
   /**
@@ -64,7 +74,9 @@ export interface S2SProcessorOptions extends ProcessorOptions {
   /** Shared with the `PlayoutMeter` after the output. */
   readonly playout: PlayoutLedger;
   readonly reconnectBaseMs?: number;
+  readonly reconnectMaxMs?: number;
   readonly reconnectAttempts?: number;
+  readonly stableConnectionMs?: number;
 }
 
 interface BotTurn {
@@ -112,8 +124,12 @@ export class S2SProcessor extends FrameProcessor {
   /** Provider audio dropped because its turn was interrupted (diagnostics, tests). */
   droppedAudioMs = 0;
 
+  private readonly reconnection: ReconnectPolicy;
+
   constructor(private readonly service: S2SService, private readonly options: S2SProcessorOptions) {
     super(options);
+    const s = resolveOptions(S2S_DEFAULTS, options);
+    this.reconnection = new ReconnectPolicy({ baseMs: s.reconnectBaseMs, maxMs: s.reconnectMaxMs, attempts: s.reconnectAttempts, stableConnectionMs: s.stableConnectionMs }, () => this.clock);
     options.playout.onPlayed((key) => this.reportProgress(key));
   }
 
@@ -182,6 +198,7 @@ export class S2SProcessor extends FrameProcessor {
     }
     this.epoch++;
     this.connection = connection;
+    this.reconnection.opened();
     if (this.epoch > 1) for (const text of this.context) connection.addContext?.(text);
     this.subscription = connection.events.subscribe({
       next: (e) => this.onEvent(e),
@@ -197,7 +214,7 @@ export class S2SProcessor extends FrameProcessor {
     this.subscription?.unsubscribe();
     this.subscription = undefined;
     this.connection = undefined;
-    if (err instanceof S2SError && err.permanent) return this.fail(err);
+    if (isPermanentFailure(err)) return this.fail(err);
     // What was received of the current turn still plays; the rest will never come.
     this.endCurrentTurn();
     this.reconnecting = true;
@@ -205,32 +222,22 @@ export class S2SProcessor extends FrameProcessor {
   }
 
   private async reconnect(cause: unknown): Promise<void> {
-    const settings = resolveOptions(S2S_DEFAULTS, this.options);
-    let delay = settings.reconnectBaseMs;
-    const attempts = settings.reconnectAttempts;
-    let last: unknown = cause;
-    for (let attempt = 1; attempt <= attempts; attempt++) {
-      try {
-        await this.clock.sleep(delay, this.abort.signal);
-        if (this.closed) return;
-        await this.open();
-        this.reconnects++;
-        this.pushError(`speech-to-speech connection lost (${message(cause)}); reconnected`, { code: 'sts_reconnected' });
-        return;
-      } catch (err) {
-        if (isAbortError(err) || this.closed) return;
-        last = err;
-        if (err instanceof S2SError && err.permanent) return this.fail(err);
-        delay *= 2;
-      }
+    const outcome = await this.reconnection.reconnect(cause, () => this.open(), { stopped: () => this.closed, signal: this.abort.signal });
+    if (outcome.kind === 'reconnected') {
+      this.reconnects++;
+      this.pushError(`speech-to-speech connection lost (${errorMessage(cause)}); reconnected`, { code: 'sts_reconnected' });
+    } else if (outcome.kind === 'permanent') {
+      this.fail(outcome.error);
+    } else if (outcome.kind === 'exhausted') {
+      const attempts = this.reconnection.settings.attempts;
+      this.fail(new S2SError('connection_lost', `speech-to-speech connection lost and ${attempts} reconnect attempts failed (${errorMessage(outcome.last ?? cause)})`));
     }
-    this.fail(new S2SError('connection_lost', `speech-to-speech connection lost and ${attempts} reconnect attempts failed (${message(last)})`));
   }
 
   private fail(err: unknown): void {
     if (this.closed) return;
     const code = err instanceof S2SError ? err.code : 'provider_error';
-    this.pushError(message(err), { fatal: true, code: `sts_${code}`, cause: err });
+    this.pushError(errorMessage(err), { fatal: true, code: `sts_${code}`, cause: err });
   }
 
   private async close(): Promise<void> {
@@ -481,6 +488,3 @@ export class S2SProcessor extends FrameProcessor {
   }
 }
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}

@@ -15,16 +15,16 @@
  * error frame; nothing crashes.
  */
 import type { Subscription } from 'rxjs';
-import { Resampler, concat } from '../../core/audio.ts';
-import { isAbortError } from '../../core/clock.ts';
+import { StreamResampler, concat } from '../../core/audio.ts';
 import { frame, type Direction, type Frame } from '../../core/frames.ts';
 import { ProcessorMetrics } from '../../core/metrics.ts';
 import { resolveOptions, type OptionsFor, type Resolved } from '../../core/options.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
-import { ProviderError } from '../../core/provider-error.ts';
 import { WORKER_DEFAULTS } from '../../core/worker.ts';
 import { providerFailure } from '../provider-failure.ts';
+import { ReconnectPolicy } from '../reconnect-policy.ts';
 import type { STTService, STTStream, TranscriptEvent } from '../services.ts';
+import { errorMessage } from '../../core/error-message.ts';
 
 export const STT_DEFAULTS = {
   /** Language code when the agent sets none. */
@@ -58,7 +58,7 @@ export class STTProcessor extends FrameProcessor {
   private readonly settings: Resolved<typeof STT_DEFAULTS>;
   private stream: STTStream | undefined;
   private subscription: Subscription | undefined;
-  private resampler: Resampler | undefined;
+  private readonly resampling = new StreamResampler(() => this.rate);
   /** Audio not yet covered by a final transcript; `replayStart` is the index of its first sample. */
   private replay: Int16Array[] = [];
   private replaySamples = 0;
@@ -74,9 +74,14 @@ export class STTProcessor extends FrameProcessor {
   private reconnecting: Promise<void> | undefined;
   private closed = false;
   private failed = false;
-  /** Reconnect attempts spent since the last connection that held (see `stableConnectionMs`). */
-  private attemptsSpent = 0;
-  private connectedAt = 0;
+  private readonly reconnection: ReconnectPolicy;
+  /**
+   * The VAD asked for a final (user stopped speaking) and none has come yet. A request lost with a
+   * dropped connection is asked again once the replay is on the new one: a provider that only
+   * transcribes on request (a batch server cut at the VAD stop) would otherwise hold those words
+   * until the next turn.
+   */
+  private finalizePending = false;
   private readonly metrics = ProcessorMetrics.for(this.name, () => this.clock, (f) => this.push(f), () => this.startFrame?.enableMetrics ?? false);
   /** Reconnections performed (diagnostics, tests). */
   reconnects = 0;
@@ -84,6 +89,8 @@ export class STTProcessor extends FrameProcessor {
   constructor(private readonly service: STTService, options: STTOptions = {}) {
     super(options);
     this.settings = resolveOptions(STT_DEFAULTS, options);
+    const s = this.settings;
+    this.reconnection = new ReconnectPolicy({ baseMs: s.reconnectBaseMs, maxMs: s.reconnectMaxMs, attempts: s.reconnectAttempts, stableConnectionMs: s.stableConnectionMs }, () => this.clock);
   }
 
   protected override async onStart(start: Frame & { type: 'start' }): Promise<void> {
@@ -111,9 +118,15 @@ export class STTProcessor extends FrameProcessor {
         if (f.channels === 1 && f.sampleRate > 0 && Number.isFinite(f.sampleRate)) this.sendAudio(f.pcm, f.sampleRate);
         else this.refuseInput(f.channels, f.sampleRate);
         break;
-      case 'user-stopped-speaking':
+      case 'vad-speech-started':
+        if (direction === 'downstream') this.finalizePending = false;
+        break;
+      case 'vad-speech-stopped':
+        // Every pause is finalized, not only the end of a turn: the turn analyzer decides from
+        // the words said before the pause, and a preemptive reply starts from them.
         if (direction === 'downstream') {
           this.metrics.startTtfb();
+          this.finalizePending = true;
           this.stream?.finalize();
         }
         break;
@@ -124,11 +137,7 @@ export class STTProcessor extends FrameProcessor {
   }
 
   private sendAudio(pcm: Int16Array, sampleRate: number): void {
-    let audio = pcm;
-    if (sampleRate !== this.rate) {
-      if (!this.resampler || this.resampler.fromRate !== sampleRate) this.resampler = new Resampler(sampleRate, this.rate);
-      audio = this.resampler.process(pcm);
-    }
+    const audio = this.resampling.convert(pcm, sampleRate);
     this.remember(audio);
     if (this.stream && !this.reconnecting) this.stream.sendAudio(audio);
   }
@@ -176,6 +185,7 @@ export class STTProcessor extends FrameProcessor {
     this.streamBase = this.replayStart;
     const pending = concat(this.replay);
     if (pending.length) this.stream?.sendAudio(pending);
+    if (this.finalizePending) this.stream?.finalize();
   }
 
   private async connect(): Promise<void> {
@@ -187,7 +197,7 @@ export class STTProcessor extends FrameProcessor {
       model: this.settings.model,
     });
     this.stream = stream;
-    this.connectedAt = this.clock.now();
+    this.reconnection.opened();
     this.subscription = stream.transcripts.subscribe({
       next: (e) => this.onTranscript(e),
       error: (err) => this.onDrop(err),
@@ -201,6 +211,7 @@ export class STTProcessor extends FrameProcessor {
     if (!e.text.trim()) return; // boundary markers (e.g. Deepgram UtteranceEnd) carry no words
     if (e.final) {
       this.metrics.stopTtfb();
+      this.finalizePending = false;
       // A final covers the audio up to its end (everything sent, when the provider gives no end):
       // that audio never needs replaying.
       const end = e.endMs !== undefined && Number.isFinite(e.endMs) ? this.streamBase + Math.round((e.endMs * this.rate) / 1000) : this.received;
@@ -219,31 +230,18 @@ export class STTProcessor extends FrameProcessor {
   }
 
   private async reconnect(cause: unknown): Promise<void> {
-    // A refusal no retry can fix (revoked key, refused parameters) ends it at once.
-    if (isPermanent(cause)) return this.giveUp(cause);
-    if (this.clock.now() - this.connectedAt >= this.settings.stableConnectionMs) this.attemptsSpent = 0;
-    let last: unknown;
-    while (this.attemptsSpent < this.settings.reconnectAttempts) {
-      // The backoff goes on across connections that did not hold.
-      const delay = Math.min(this.settings.reconnectBaseMs * 2 ** this.attemptsSpent, this.settings.reconnectMaxMs);
-      this.attemptsSpent++;
-      try {
-        await this.clock.sleep(delay);
-        if (this.closed) return;
-        await this.connect();
-        this.reconnects++;
-        this.reportLostAudio();
-        this.sendPending();
-        return;
-      } catch (err) {
-        if (isAbortError(err) || this.closed) return;
-        if (isPermanent(err)) return this.giveUp(err);
-        last = err;
-      }
+    const outcome = await this.reconnection.reconnect(cause, () => this.connect(), { stopped: () => this.closed });
+    if (outcome.kind === 'reconnected') {
+      this.reconnects++;
+      this.reportLostAudio();
+      this.sendPending();
+    } else if (outcome.kind === 'permanent') {
+      // A refusal no retry can fix (revoked key, refused parameters) ends it at once.
+      this.giveUp(outcome.error);
+    } else if (outcome.kind === 'exhausted') {
+      const lastText = outcome.last === undefined ? '' : `; last attempt: ${errorMessage(outcome.last)}`;
+      this.giveUp(cause, `speech-to-text connection lost and ${this.settings.reconnectAttempts} reconnect attempts failed (${errorMessage(cause)}${lastText})`);
     }
-    const text = (e: unknown) => (e instanceof Error ? e.message : String(e));
-    const lastText = last === undefined ? '' : `; last attempt: ${text(last)}`;
-    this.giveUp(cause, `speech-to-text connection lost and ${this.settings.reconnectAttempts} reconnect attempts failed (${text(cause)}${lastText})`);
   }
 
   /**
@@ -284,9 +282,4 @@ export class STTProcessor extends FrameProcessor {
     this.stream = undefined;
     await stream?.close().catch(() => undefined);
   }
-}
-
-/** A provider refusal that trying again cannot fix. */
-function isPermanent(err: unknown): boolean {
-  return err instanceof ProviderError && !err.retryable;
 }

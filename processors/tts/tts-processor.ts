@@ -4,6 +4,10 @@
  * the whole answer; `tts-speak` frames are said verbatim. Audio leaves in fixed chunks as
  * `tts-audio` frames carrying the words (and phonemes, for lip sync) that start in each chunk,
  * which is how the output knows which words were really played before an interruption.
+ *
+ * A preemptive reply (between `reply-start` and `reply-end`, processors/turns) is synthesised like
+ * any other (the reply gate holds its audio); once discarded (`reply-decision` `use: false`) its
+ * synthesis is aborted and its remaining text skipped.
  */
 import { AudioChunker, Resampler, concat } from '../../core/audio.ts';
 import { isAbortError, linkedSignal } from '../../core/clock.ts';
@@ -52,6 +56,9 @@ export class TTSProcessor extends FrameProcessor {
   private readonly holdAudioForWordTimings: boolean;
   private speaking = false;
   private readonly metrics: ProcessorMetrics;
+  /** The preemptive reply whose frames are passing, and whether it was discarded. */
+  private reply: { readonly replyId: string; readonly abort: AbortController } | null = null;
+  private readonly discardedReplies = new Set<string>();
 
   constructor(private readonly service: TTSService, private readonly options: TTSOptions = {}) {
     super(options);
@@ -62,12 +69,41 @@ export class TTSProcessor extends FrameProcessor {
     this.metrics = ProcessorMetrics.for(this.name, () => this.clock, (f) => this.push(f), () => this.startFrame?.enableMetrics ?? false);
   }
 
+  protected override onEnd(): void {
+    this.service.close?.();
+  }
+
+  protected override onCancel(): void {
+    this.service.close?.();
+  }
+
   private get sampleRate(): number {
     return this.options.sampleRate ?? this.startFrame?.audioOutSampleRate ?? WORKER_DEFAULTS.audioOutSampleRate;
   }
 
   protected override async process(f: Frame, direction: Direction, signal: AbortSignal): Promise<void> {
+    if (this.reply?.abort.signal.aborted && (f.type === 'llm-text' || f.type === 'llm-response-end' || f.type === 'tts-speak')) {
+      // A discarded preemptive reply: its text is not spoken (the gate drops what passes).
+      return this.push(f, direction);
+    }
     switch (f.type) {
+      case 'reply-start':
+        this.reply = { replyId: f.replyId, abort: new AbortController() };
+        if (this.discardedReplies.delete(f.replyId)) this.reply.abort.abort();
+        break;
+      case 'reply-end':
+        if (this.reply?.abort.signal.aborted) {
+          this.sentences.clear();
+          this.speaking = false;
+        }
+        this.reply = null;
+        break;
+      case 'reply-decision':
+        if (direction === 'downstream' && !f.use) {
+          if (this.reply?.replyId === f.replyId) this.reply.abort.abort();
+          else if (this.discardedReplies.add(f.replyId).size > 32) this.discardedReplies.delete(this.discardedReplies.values().next().value!);
+        }
+        break;
       case 'llm-response-start':
         this.sentences.clear();
         break;
@@ -104,7 +140,8 @@ export class TTSProcessor extends FrameProcessor {
 
   /** Synthesises one piece of text and pushes its audio in fixed chunks. */
   private async speak(text: string, laneSignal: AbortSignal): Promise<void> {
-    const link = linkedSignal(laneSignal);
+    const reply = this.reply?.abort.signal;
+    const link = linkedSignal(reply ? AbortSignal.any([laneSignal, reply]) : laneSignal);
     try {
       await this.synthesize(text, link.signal);
     } catch (err) {

@@ -1,16 +1,16 @@
 /**
- * VADProcessor: turns input audio into user started/stopped speaking, the basis of turn taking.
+ * VADProcessor: turns input audio into voice activity, `vad-speech-started` and
+ * `vad-speech-stopped`, the raw material of turn taking.
  *
  * A window counts as speech when the analyzer's confidence reaches `confidence` and its level
- * reaches `minVolume`. Speech must last `startMs` before the user is considered speaking (a
- * cough is not a turn) and silence must last `stopMs` before the turn is considered over (a
- * pause between words is not the end). When the user starts speaking while the bot speaks, an
- * interruption is requested, but only if the start frame allows interruptions (the one owner of
- * that setting: the worker's `allowInterruptions`); otherwise the user's words still flow to STT
- * and are answered after the bot finishes.
+ * reaches `minVolume`. Speech must last `startMs` before it counts (a click is not speech) and
+ * silence must last `stopMs` before speech is reported stopped: a short pause (200 ms), after which
+ * the turn processor (processors/turns) decides whether the user's turn is over, keeps listening,
+ * or was only a backchannel over the bot. The VAD itself starts and ends no turn and interrupts
+ * nobody.
  */
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
-import { Resampler, rms } from '../../core/audio.ts';
+import { StreamResampler, rms } from '../../core/audio.ts';
 import { frame, signal, type Direction, type Frame } from '../../core/frames.ts';
 import { resolveOptions, type OptionsFor, type Resolved } from '../../core/options.ts';
 import type { VADAnalyzer } from '../services.ts';
@@ -20,8 +20,12 @@ export const VAD_DEFAULTS = {
   confidence: 0.7,
   /** Speech this long (ms) starts a user turn. */
   startMs: 200,
-  /** Silence this long (ms) ends a user turn. */
-  stopMs: 800,
+  /**
+   * Silence this long (ms) after speech is reported as `vad-speech-stopped`: the short pause after
+   * which the turn analyzer decides (processors/turns). The old fixed rule, where this silence
+   * alone ended the turn, was 800 ms.
+   */
+  stopMs: 200,
   /** Minimum RMS level in [0, 1] for a window to count as speech (ignores faint background). */
   minVolume: 0.01,
   /** Emit vad-confidence frames (telemetry, e.g. the widget's userSpeakingChanged). */
@@ -33,12 +37,11 @@ export interface VADOptions extends ProcessorOptions, OptionsFor<typeof VAD_DEFA
 type VADState = 'quiet' | 'starting' | 'speaking' | 'stopping';
 
 export class VADProcessor extends FrameProcessor {
-  private readonly settings: Resolved<typeof VAD_DEFAULTS>;
+  readonly settings: Resolved<typeof VAD_DEFAULTS>;
   private state: VADState = 'quiet';
   /** Milliseconds of consecutive speech (starting) or silence (stopping). */
   private runMs = 0;
-  private botSpeaking = false;
-  private resampler: Resampler | undefined;
+  private readonly resampling = new StreamResampler(() => this.analyzer.sampleRate);
   private pending = new Int16Array(0);
 
   constructor(private readonly analyzer: VADAnalyzer, options: VADOptions = {}) {
@@ -46,7 +49,8 @@ export class VADProcessor extends FrameProcessor {
     this.settings = resolveOptions(VAD_DEFAULTS, options);
   }
 
-  get userSpeaking(): boolean {
+  /** Speech is on (started, and not yet followed by `stopMs` of silence). */
+  get speaking(): boolean {
     return this.state === 'speaking' || this.state === 'stopping';
   }
 
@@ -56,12 +60,6 @@ export class VADProcessor extends FrameProcessor {
         this.push(f, direction);
         this.analyze(f.pcm, f.sampleRate, f.channels);
         return;
-      case 'bot-started-speaking':
-        this.botSpeaking = true;
-        break;
-      case 'bot-stopped-speaking':
-        this.botSpeaking = false;
-        break;
       case 'cancel':
       case 'end':
         this.analyzer.reset();
@@ -74,11 +72,7 @@ export class VADProcessor extends FrameProcessor {
 
   private analyze(pcm: Int16Array, sampleRate: number, channels: number): void {
     if (channels !== 1) return; // input transports deliver mono; anything else is ignored, not guessed at
-    let mono = pcm;
-    if (sampleRate !== this.analyzer.sampleRate) {
-      if (!this.resampler || this.resampler.fromRate !== sampleRate) this.resampler = new Resampler(sampleRate, this.analyzer.sampleRate);
-      mono = this.resampler.process(pcm);
-    }
+    const mono = this.resampling.convert(pcm, sampleRate);
     const merged = new Int16Array(this.pending.length + mono.length);
     merged.set(this.pending);
     merged.set(mono, this.pending.length);
@@ -101,7 +95,7 @@ export class VADProcessor extends FrameProcessor {
         if (speech) {
           this.state = 'starting';
           this.runMs = windowMs;
-          if (this.runMs >= this.settings.startMs) this.userStarted();
+          if (this.runMs >= this.settings.startMs) this.speechStarted();
         }
         return;
       case 'starting':
@@ -110,13 +104,13 @@ export class VADProcessor extends FrameProcessor {
           return;
         }
         this.runMs += windowMs;
-        if (this.runMs >= this.settings.startMs) this.userStarted();
+        if (this.runMs >= this.settings.startMs) this.speechStarted();
         return;
       case 'speaking':
         if (!speech) {
           this.state = 'stopping';
           this.runMs = windowMs;
-          if (this.runMs >= this.settings.stopMs) this.userStopped();
+          if (this.runMs >= this.settings.stopMs) this.speechStopped();
         }
         return;
       case 'stopping':
@@ -125,23 +119,18 @@ export class VADProcessor extends FrameProcessor {
           return;
         }
         this.runMs += windowMs;
-        if (this.runMs >= this.settings.stopMs) this.userStopped();
+        if (this.runMs >= this.settings.stopMs) this.speechStopped();
         return;
     }
   }
 
-  private userStarted(): void {
+  private speechStarted(): void {
     this.state = 'speaking';
-    if (this.botSpeaking && this.interruptionsAllowed) {
-      this.push(frame('interruption-request', { reason: 'user barge-in' }), 'upstream');
-    }
-    this.push(signal('user-started-speaking'));
-    this.push(signal('user-started-speaking'), 'upstream');
+    this.push(signal('vad-speech-started'));
   }
 
-  private userStopped(): void {
+  private speechStopped(): void {
     this.state = 'quiet';
-    this.push(signal('user-stopped-speaking'));
-    this.push(signal('user-stopped-speaking'), 'upstream');
+    this.push(frame('vad-speech-stopped', { silenceMs: this.runMs }));
   }
 }

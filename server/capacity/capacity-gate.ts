@@ -1,94 +1,65 @@
 /**
  * Admission by capacity: one gate per process that every CPU-heavy long-lived thing (a /realtime
- * face session, a Session API bot) must pass before it starts. Two checks:
+ * face session, a Session API bot) must pass before it starts. It judges by what those sessions
+ * need, and by nothing else (issue 25, "live conversations first"):
  *
- * - a count limit (`limit`, weighted leases): the number of 25 fps face sessions this machine
- *   sustains. Default `cores * 2` (FACE_CAPACITY.sessionsPerCore): measured on the 2-core
- *   reference machine, 4 sessions of the default face at the default size hold 25 fps, while 32
- *   ran at 2.7 fps each and pushed the REST median to 492 ms (issue 17). Operators set
- *   `SVC_MAX_FACE_SESSIONS` after measuring their own hardware (`npm run bench -- capacity`).
- * - a load check: while the process is overloaded (its event loop busy more than
- *   `maxEventLoopUtilization` of the last window, its event-loop lag at p99 above
- *   `maxEventLoopLagMs`, its CPU time above `maxCpuShare` of every core, or more than
- *   `maxLateFrameShare` of its live sessions' face frames leaving over `lateFrameMs` after their
- *   due time), nothing new is admitted even below the limit: the sessions already running keep
- *   their frame rate instead of all of them slowing down (docs/operations.md, "Overload").
+ * - slots: the number of face sessions this machine sustains, from the measured cost of one
+ *   session (FACE_CAPACITY.coresPerSession: about a quarter of a core for a live 640x360 bot,
+ *   docs/sessions.md "Capacity") after a reserve for the API itself; `SVC_MAX_FACE_SESSIONS`
+ *   overrides it for other hardware (`npm run bench -- sessions` measures it);
+ * - the lateness of the live sessions' face frames: while more than `maxLateFrameShare` of the
+ *   frames in the load window left more than 10 ms late, nothing new is admitted even below the
+ *   limit, so the sessions already running keep their frame rate.
  *
- * Usage (the API other modules rely on):
+ * The API's own request load (event-loop lag, utilization, CPU share) is measured by the same
+ * LoadMeter but never refuses a visitor: the REST guard (rest-guard.ts) sheds requests first.
+ * `snapshot().lastRefusal` and the metrics say which of the two refused (`full` or `late_frames`).
  *
  * ```ts
  * const lease = gate.tryAcquire();        // weight 1 = one face session
  * if (!lease) return refuse('server_busy');
  * ...
  * lease.release();                         // idempotent
- * gate.snapshot();                         // { limit, inUse, available, overloaded, ... } for metrics
+ * gate.snapshot();                         // { limit, inUse, available, lateFrames, ... } for metrics
  * ```
  */
 import { availableParallelism } from 'node:os';
-import { createHistogram, performance, type EventLoopUtilization, type RecordableHistogram } from 'node:perf_hooks';
+import { LoadMeter, type LoadReading } from './load-meter.ts';
 
 export const FACE_CAPACITY = {
-  /** Face sessions per core at 25 fps (measured: 4 on 2 cores; see the header). */
-  sessionsPerCore: 2,
-  /** Refuse new work while the event loop was busy more than this share of the last window. */
-  maxEventLoopUtilization: 0.9,
-  /** Refuse new work while the process used more than this share of all cores' time. */
-  maxCpuShare: 0.9,
   /**
-   * Refuse new work while the event loop's lag (p99 over the load window) exceeds this many ms
-   * (`SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS`). 40 ms is one face frame: a frame is rendered 32 ms
-   * before it is due and emitted by a timer, so a loop that is late by more than a frame for over
-   * 1 % of its turns emits frames late, and another session would make every one of them later.
-   * A single stall (a bot starting, a full GC) is one sample of the hundreds a window holds and
-   * does not refuse anything; repeated stalls do.
+   * Cores one live face session costs (a 640x360 bot: VP8 encode, render, loop, Opus): 0.23-0.27
+   * measured per session on the 2-core reference machine (docs/sessions.md, "Capacity, second round").
    */
-  maxEventLoopLagMs: 40,
+  coresPerSession: 0.25,
+  /** Cores kept for the API, the database driver and the runtime before sessions are counted. */
+  apiReserveCores: 0.5,
   /**
    * Refuse new work while more than this share of the face frames emitted over the load window
-   * (`/realtime` sessions and bots, reported with `recordFrameLateness`) left more than
-   * `lateFrameMs` after their due time. The frames are what the sessions are for: the process's
-   * own loop and CPU share can look fine while its render worker or the machine's cores are
-   * saturated (measured: 6 bots on 2 cores shared with their visitors, 64 % of frames > 5 ms late,
-   * loop lag and process CPU under their bounds). 5 %: a held count runs 0-2 %.
+   * left more than LOAD_WINDOW.lateFrameMs after their due time. The frames are what the sessions
+   * are for; a held count runs 0-2 % late, a saturated one 15-90 % (measured: 6 bots on 2 cores
+   * shared with their visitors, 64 %).
    */
   maxLateFrameShare: 0.05,
-  /** A frame emitted more than this many ms after its due time counts as late (10 ms: the client jitter bound). */
-  lateFrameMs: 10,
-  /** The late share is judged only over at least this many frames (2 s of one session). */
-  minFramesForLateShare: 50,
-  /** Period of the lag sampler (ms): the lag of a turn is how late this timer fires. */
-  lagSampleMs: 10,
-  /** Length of the load window (ms); the load is measured over the last 1 to 2 windows. */
-  loadWindowMs: 2000,
 } as const;
 
-/** Default limit of face sessions for a machine with `cores` cores. */
+/** Default slots for a machine with `cores` cores: (cores - API reserve) / cost of one session. */
 export function defaultFaceSessionLimit(cores: number = availableParallelism()): number {
-  return Math.max(1, Math.floor(cores * FACE_CAPACITY.sessionsPerCore));
+  return Math.max(1, Math.floor((cores - FACE_CAPACITY.apiReserveCores) / FACE_CAPACITY.coresPerSession + 1e-9));
 }
 
 export interface LoadCheckOptions {
-  readonly maxEventLoopUtilization?: number;
-  readonly maxCpuShare?: number;
-  /** p99 event-loop lag (ms) over the load window beyond which new work is refused. */
-  readonly maxEventLoopLagMs?: number;
-  /** Share of face frames late by more than FACE_CAPACITY.lateFrameMs beyond which new work is refused. */
+  /** Share of face frames late by more than LOAD_WINDOW.lateFrameMs beyond which new work is refused. */
   readonly maxLateFrameShare?: number;
-  readonly windowMs?: number;
-  /** Cores the CPU share is measured against (default: os.availableParallelism()). */
-  readonly cores?: number;
 }
 
 export interface CapacityGateOptions {
   /** Total weight admitted at once (default `defaultFaceSessionLimit()`). */
   readonly limit?: number;
-  /** The load check; `false` admits by count only (default: on, with FACE_CAPACITY's values). */
+  /** The late-frame check; `false` admits by count only (default: on, with FACE_CAPACITY's bound). */
   readonly loadCheck?: boolean | LoadCheckOptions;
-  /**
-   * The CPU time the gated work has used so far (default `process.cpuUsage()`): a server whose
-   * bots run in a process of their own (server/sessions/bot-host.ts) adds that process's.
-   */
-  readonly cpuUsage?: () => NodeJS.CpuUsage;
+  /** The process's load meter (shared with the REST guard); one of the gate's own by default. */
+  readonly meter?: LoadMeter;
 }
 
 export interface Lease {
@@ -98,7 +69,7 @@ export interface Lease {
   release(): void;
 }
 
-export type RefusalReason = 'full' | 'overloaded';
+export type RefusalReason = 'full' | 'late_frames';
 
 export interface CapacitySnapshot {
   readonly limit: number;
@@ -106,26 +77,30 @@ export interface CapacitySnapshot {
   readonly inUse: number;
   readonly leases: number;
   readonly available: number;
-  readonly overloaded: boolean;
-  /** Over the current load window; undefined when the load check is off. */
-  readonly eventLoopUtilization?: number;
-  readonly cpuShare?: number;
-  /** p99 of the event-loop lag (ms) over the current load window: how late the loop's timer turns ran. */
-  readonly eventLoopLagMs?: number;
-  /** Share of the face frames reported over the load window that were late (0 with too few frames to judge). */
-  readonly lateFrameShare?: number;
+  /** True while the live sessions' frames are late past the bound (the gate refuses new work). */
+  readonly lateFrames: boolean;
+  /** The load window as measured (utilization, CPU share and lag are reported, never refused on). */
+  readonly load: LoadReading;
   readonly admitted: number;
-  readonly refused: { readonly full: number; readonly overloaded: number };
+  readonly refused: { readonly full: number; readonly late_frames: number };
   readonly lastRefusal?: RefusalReason;
 }
 
 export interface CapacityGate {
   readonly limit: number;
-  /** A lease of `weight` (default 1), or null when it does not fit or the process is overloaded. */
+  /** Weight of the leases held now (cheap: no load reading). */
+  readonly inUse: number;
+  /** A lease of `weight` (default 1), or null when it does not fit or the live sessions' frames are late. */
   tryAcquire(weight?: number): Lease | null;
+  /** Why `tryAcquire(weight)` would refuse now, or null; takes and counts nothing. */
+  wouldRefuse(weight?: number): RefusalReason | null;
+  /** Counts a refusal decided from `wouldRefuse` (its caller refused someone for this reason). */
+  recordRefusal(reason: RefusalReason): void;
   snapshot(): CapacitySnapshot;
   /** Reports one face frame emitted `lateMs` after its due time (feeds the late-frame check; cheap). */
   recordFrameLateness(lateMs: number): void;
+  /** The load meter the gate judges from (the REST guard reads the same one). */
+  readonly meter: LoadMeter;
   /** Stops the load sampler's timer (leases stay valid). */
   close(): void;
 }
@@ -134,103 +109,6 @@ export class CapacityConfigError extends Error {
   readonly code = 'invalid_capacity';
 }
 
-interface LoadSample {
-  readonly at: number;
-  readonly elu: EventLoopUtilization;
-  readonly cpu: NodeJS.CpuUsage;
-  /** Event-loop lag samples (microseconds) taken since this sample. */
-  readonly lag: RecordableHistogram;
-  /** Face frames reported since this sample, and how many of them were late. */
-  frames: number;
-  lateFrames: number;
-}
-
-const sample = (cpuUsage: () => NodeJS.CpuUsage): LoadSample => ({ at: performance.now(), elu: performance.eventLoopUtilization(), cpu: cpuUsage(), lag: createHistogram(), frames: 0, lateFrames: 0 });
-
-export interface LoadReading {
-  readonly eventLoopUtilization: number;
-  readonly cpuShare: number;
-  readonly eventLoopLagMs: number;
-  readonly lateFrameShare: number;
-}
-
-/**
- * Measures the process's load over a sliding window of one to two `windowMs`. The event-loop lag
- * is sampled by a timer every FACE_CAPACITY.lagSampleMs: each firing records how much later than
- * its period it ran (what `monitorEventLoopDelay` measures, minus the period; kept here in
- * histograms per window so that the p99 covers exactly the window the other figures do).
- */
-class LoadMeter {
-  private older: LoadSample;
-  private newer: LoadSample;
-  private readonly timer: NodeJS.Timeout;
-  private readonly lagTimer: NodeJS.Timeout;
-  private lastTick = performance.now();
-
-  constructor(
-    private readonly windowMs: number,
-    private readonly cores: number,
-    private readonly cpuUsage: () => NodeJS.CpuUsage,
-  ) {
-    this.older = this.newer = sample(cpuUsage);
-    this.timer = setInterval(() => this.roll(), windowMs);
-    this.timer.unref();
-    const period = FACE_CAPACITY.lagSampleMs;
-    this.lagTimer = setInterval(() => {
-      const now = performance.now();
-      this.newer.lag.record(toMicros(now - this.lastTick - period));
-      this.lastTick = now;
-    }, period);
-    this.lagTimer.unref();
-  }
-
-  frame(lateMs: number): void {
-    this.newer.frames++;
-    if (lateMs > FACE_CAPACITY.lateFrameMs) this.newer.lateFrames++;
-  }
-
-  private roll(): void {
-    this.older = this.newer;
-    this.newer = sample(this.cpuUsage);
-  }
-
-  measure(): LoadReading {
-    const now = sample(this.cpuUsage);
-    // The timer may have been held up by the very load we measure: roll here too.
-    if (now.at - this.newer.at >= this.windowMs) {
-      this.older = this.newer;
-      this.newer = now;
-    }
-    const base = this.older;
-    const elapsedMs = Math.max(1, now.at - base.at);
-    const cpuMs = (now.cpu.user - base.cpu.user + now.cpu.system - base.cpu.system) / 1000;
-    // What was recorded since `base`: its window, and the current one when it is another.
-    const windows = this.newer === base ? [base] : [base, this.newer];
-    const lag = createHistogram();
-    let frames = 0;
-    let lateFrames = 0;
-    for (const w of windows) {
-      lag.add(w.lag);
-      frames += w.frames;
-      lateFrames += w.lateFrames;
-    }
-    return {
-      eventLoopUtilization: performance.eventLoopUtilization(now.elu, base.elu).utilization,
-      cpuShare: cpuMs / (elapsedMs * this.cores),
-      eventLoopLagMs: lag.count ? lag.percentile(99) / 1000 : 0,
-      lateFrameShare: frames >= FACE_CAPACITY.minFramesForLateShare ? lateFrames / frames : 0,
-    };
-  }
-
-  close(): void {
-    clearInterval(this.timer);
-    clearInterval(this.lagTimer);
-  }
-}
-
-/** A lag in ms as the whole microseconds a RecordableHistogram takes (at least 1). */
-const toMicros = (ms: number): number => Math.max(1, Math.round(ms * 1000));
-
 function positiveNumber(value: number, what: string): number {
   if (!(typeof value === 'number' && Number.isFinite(value) && value > 0)) throw new CapacityConfigError(`${what} must be a positive number, got ${String(value)}`);
   return value;
@@ -238,38 +116,40 @@ function positiveNumber(value: number, what: string): number {
 
 export function createCapacityGate(options: CapacityGateOptions = {}): CapacityGate {
   const limit = positiveNumber(options.limit ?? defaultFaceSessionLimit(), 'the capacity limit');
-  const load = options.loadCheck === false ? undefined : options.loadCheck === true || options.loadCheck === undefined ? {} : options.loadCheck;
-  const maxElu = positiveNumber(load?.maxEventLoopUtilization ?? FACE_CAPACITY.maxEventLoopUtilization, 'maxEventLoopUtilization');
-  const maxCpu = positiveNumber(load?.maxCpuShare ?? FACE_CAPACITY.maxCpuShare, 'maxCpuShare');
-  const maxLag = positiveNumber(load?.maxEventLoopLagMs ?? FACE_CAPACITY.maxEventLoopLagMs, 'maxEventLoopLagMs');
-  const maxLate = positiveNumber(load?.maxLateFrameShare ?? FACE_CAPACITY.maxLateFrameShare, 'maxLateFrameShare');
-  const meter = load ? new LoadMeter(positiveNumber(load.windowMs ?? FACE_CAPACITY.loadWindowMs, 'the load window'), load.cores ?? availableParallelism(), options.cpuUsage ?? (() => process.cpuUsage())) : undefined;
+  const check = options.loadCheck === false ? undefined : options.loadCheck === true || options.loadCheck === undefined ? {} : options.loadCheck;
+  const maxLate = positiveNumber(check?.maxLateFrameShare ?? FACE_CAPACITY.maxLateFrameShare, 'maxLateFrameShare');
+  const ownMeter = options.meter ? undefined : new LoadMeter({ cores: availableParallelism() });
+  const meter = options.meter ?? ownMeter!;
   let inUse = 0;
   let leases = 0;
   let admitted = 0;
-  const refused = { full: 0, overloaded: 0 };
+  const refused = { full: 0, late_frames: 0 };
   let lastRefusal: RefusalReason | undefined;
-
-  const overload = () => {
-    if (!meter) return { overloaded: false };
-    const m = meter.measure();
-    return { overloaded: m.eventLoopUtilization > maxElu || m.cpuShare > maxCpu || m.eventLoopLagMs > maxLag || m.lateFrameShare > maxLate, ...m };
+  const late = (reading: LoadReading) => check !== undefined && reading.lateFrameShare > maxLate;
+  const recordRefusal = (reason: RefusalReason) => {
+    refused[reason]++;
+    lastRefusal = reason;
+  };
+  const wouldRefuse = (weight = 1): RefusalReason | null => {
+    positiveNumber(weight, 'a lease weight');
+    if (inUse + weight > limit) return 'full';
+    // An idle gate admits: with nothing running there is nothing to starve (and no frame to be late).
+    if (inUse > 0 && late(meter.read())) return 'late_frames';
+    return null;
   };
 
   return {
     limit,
+    meter,
+    get inUse() {
+      return inUse;
+    },
+    wouldRefuse,
+    recordRefusal,
     tryAcquire(weight = 1) {
-      positiveNumber(weight, 'a lease weight');
-      if (inUse + weight > limit) {
-        refused.full++;
-        lastRefusal = 'full';
-        return null;
-      }
-      // An idle gate admits regardless of load: with nothing running there is nothing to starve,
-      // and a start-up or request burst must not refuse the first visitor.
-      if (inUse > 0 && overload().overloaded) {
-        refused.overloaded++;
-        lastRefusal = 'overloaded';
+      const refusal = wouldRefuse(weight);
+      if (refusal) {
+        recordRefusal(refusal);
         return null;
       }
       inUse += weight;
@@ -290,56 +170,24 @@ export function createCapacityGate(options: CapacityGateOptions = {}): CapacityG
       };
     },
     snapshot() {
-      const o = overload();
+      const load = meter.read();
       return {
         limit,
         inUse,
         leases,
         available: Math.max(0, limit - inUse),
-        ...o,
+        lateFrames: inUse > 0 && late(load),
+        load,
         admitted,
         refused: { ...refused },
         ...(lastRefusal ? { lastRefusal } : {}),
       };
     },
     recordFrameLateness(lateMs) {
-      if (Number.isFinite(lateMs)) meter?.frame(lateMs);
+      meter.frame(lateMs);
     },
     close() {
-      meter?.close();
+      ownMeter?.close();
     },
   };
-}
-
-/** `SVC_MAX_FACE_SESSIONS` (a positive integer) or undefined; a bad value throws at start-up. */
-export function faceSessionLimitFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
-  const raw = env.SVC_MAX_FACE_SESSIONS?.trim();
-  if (!raw) return undefined;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new CapacityConfigError(`SVC_MAX_FACE_SESSIONS must be a positive integer, got ${JSON.stringify(raw)}`);
-  return n;
-}
-
-/**
- * The load check as `npm start` configures it: `SVC_CAPACITY_LOAD_CHECK=off` admits by count only
- * (false); otherwise on, with `SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS` (a positive number of ms) as
- * the lag bound and `SVC_CAPACITY_MAX_LATE_FRAME_SHARE` (above 0, at most 1; 1 never refuses) as
- * the late-frame bound when set. A bad value throws at start-up.
- */
-export function loadCheckFromEnv(env: NodeJS.ProcessEnv = process.env): false | LoadCheckOptions {
-  if (env.SVC_CAPACITY_LOAD_CHECK?.trim().toLowerCase() === 'off') return false;
-  const options: { maxEventLoopLagMs?: number; maxLateFrameShare?: number } = {};
-  const lag = env.SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS?.trim();
-  if (lag) {
-    const n = Number(lag);
-    if (!Number.isFinite(n) || n <= 0) throw new CapacityConfigError(`SVC_CAPACITY_MAX_EVENT_LOOP_LAG_MS must be a positive number of milliseconds, got ${JSON.stringify(lag)}`);
-    options.maxEventLoopLagMs = n;
-  }
-  const late = env.SVC_CAPACITY_MAX_LATE_FRAME_SHARE?.trim();
-  if (late) {
-    const n = Number(late);
-    if (!(n > 0 && n <= 1)) throw new CapacityConfigError(`SVC_CAPACITY_MAX_LATE_FRAME_SHARE must be a share above 0 and at most 1, got ${JSON.stringify(late)}`);
-    options.maxLateFrameShare = n;
-  }
-  return options;
 }

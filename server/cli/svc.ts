@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { SERVER_DEFAULTS } from '../config.ts';
+import { describeDatabase } from '../config/env.ts';
 import { closeDatabase, openDatabase, openEmbeddedClient, type Db } from '../db/connect.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import { ApiKeys } from '../services/api-keys.ts';
@@ -63,21 +63,6 @@ const OPTIONS = {
 
 const QUIET = { warn: () => undefined, error: () => undefined, debug: () => undefined };
 
-/** Where the CLI's database is, and how it is shown to the user (no password). */
-export function describeDatabase(env: NodeJS.ProcessEnv): { databaseUrl: string | undefined; pgliteDir: string; label: string } {
-  const databaseUrl = env.DATABASE_URL || undefined;
-  const pgliteDir = resolve(env.SVC_DATA_DIR || SERVER_DEFAULTS.dataDir, 'pglite');
-  if (!databaseUrl) return { databaseUrl, pgliteDir, label: `embedded database in ${pgliteDir}` };
-  let label = 'PostgreSQL (DATABASE_URL)';
-  try {
-    const url = new URL(databaseUrl);
-    label = `PostgreSQL ${url.username ? `${decodeURIComponent(url.username)}@` : ''}${url.host}${url.pathname} (DATABASE_URL)`;
-  } catch {
-    // not a URL (a libpq keyword string): say only where it comes from
-  }
-  return { databaseUrl, pgliteDir, label };
-}
-
 /** True when `dir` holds an embedded (PGlite) database: PostgreSQL's data folder marker. */
 export function embeddedDatabaseExists(dir: string): boolean {
   return existsSync(join(dir, 'PG_VERSION'));
@@ -91,7 +76,8 @@ export function embeddedDatabaseExists(dir: string): boolean {
 export async function runCli(
   argv: string[],
   out: (line: string) => void = console.log,
-  env: NodeJS.ProcessEnv = process.env,
+  /** The environment to read the database's location from (config/env.ts); default: this process's. */
+  env?: Readonly<Record<string, string | undefined>>,
   note: (line: string) => void = (line) => process.stderr.write(line + '\n'),
 ): Promise<number> {
   let parsed;

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import knexFactory, { type Knex } from 'knex';
 import type { Logger } from 'pino';
 import ClientPgLite from 'knex-pglite';
-import { SERVER_DEFAULTS, type DatabaseTimeouts } from '../config.ts';
+import { SERVER_DEFAULTS, type DatabaseTimeouts } from '../config/server-config.ts';
 import { PgliteLock } from './pglite-lock.ts';
 import { PGLITE_SOCKET_RULES, pgliteSocketDir, pgliteSocketPath } from './pglite-socket.ts';
 

@@ -36,9 +36,17 @@ export const ERROR_STATUS = {
   upload_conflict: 409,
   invalid_signature: 403,
   url_expired: 403,
+  /** Avatar sessions (docs/livekit-agents.md): the LiveKit token or room URL cannot work, the join failed, no capacity. */
+  livekit_token_invalid: 400,
+  livekit_token_expired: 400,
+  livekit_url_not_allowed: 400,
+  livekit_join_failed: 502,
+  avatar_session_not_found: 404,
   internal_error: 500,
   /** The database is unreachable, saturated (no pool connection in time) or a lock/statement timed out; `Retry-After` set. */
   service_unavailable: 503,
+  /** This server is shutting down (or full): retry on another (`Retry-After`); a /realtime upgrade during shutdown. */
+  server_busy: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

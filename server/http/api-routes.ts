@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import type { Context, Middleware } from 'koa';
 import { Ajv, type ValidateFunction, type ErrorObject } from 'ajv';
 import { ApiError } from './api-error.ts';
-import { nulPath, readJsonBody, type BodyPolicy, type ErrorBodyMapper, type RouteBodyRules } from './json-body.ts';
+import { answerWith, nulPath, readJsonBody, type BodyPolicy, type ErrorBodyMapper, type RouteBodyRules } from './json-body.ts';
 import { JsonText } from './json-text.ts';
 import type { Principal } from './principal.ts';
 
@@ -16,8 +16,9 @@ export type RouteAuth = 'api_key' | 'public' | 'signed_url';
  * document, so the published description cannot drift from what the server enforces.
  */
 export interface RouteSpec {
-  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
-  /** Path under /v1 in router syntax (`/agents/:agent_id`). */
+  /** `options` serves a preflight of its own (the widget script's); others get the shared CORS answer. */
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete' | 'options';
+  /** Path under the router's prefix (`/agents/:agent_id` on the /v1 router) in router syntax. */
   path: string;
   operationId: string;
   summary: string;
@@ -37,6 +38,13 @@ export interface RouteSpec {
    * leaves the stream to the handler. See `BodyPolicy`.
    */
   acceptsBody?: BodyPolicy;
+  /** The route's body cap (bytes) when smaller than the server's `maxJsonBodyBytes`; past it, 413 and the connection closed. */
+  maxBodyBytes?: number;
+  /**
+   * Left out of the OpenAPI document (`false`): the routes outside /v1 (the widget script, the
+   * demo page, the operator's /healthz, /readyz, /metrics), described in docs/ instead.
+   */
+  inOpenApi?: false;
   /**
    * The route's own error shape (e.g. the Session API's `{error_code, message}`): every `ApiError`
    * raised for this route, by the shared checks (415, 413, invalid JSON, validation) or by the
@@ -86,6 +94,12 @@ function newAjv(coerce: boolean): Ajv {
   return ajv;
 }
 
+/** Whether `o` has an own enumerable key (without building the array of them). */
+function hasKeys(o: object): boolean {
+  for (const _ in o) return true;
+  return false;
+}
+
 /** Body validation never coerces (a string "5" is not an integer); path and query values do. */
 const bodyAjv = newAjv(false);
 const queryAjv = newAjv(true);
@@ -108,8 +122,12 @@ export function validationError(where: string, errors: ErrorObject[] | null | un
   return new ApiError('validation_failed', message, { issues });
 }
 
-/** Collects every route with its spec; `openapi.ts` turns `specs` into the published document. */
+/**
+ * Every HTTP route of the server is declared here, the same way: `add(router, spec, handler)`.
+ * `openapi.ts` turns the /v1 routes' `specs` into the published document.
+ */
 export class ApiRoutes {
+  /** The routes of the OpenAPI document (every spec but those with `inOpenApi: false`). */
   readonly specs: RouteSpec[] = [];
   /** Body rules by `METHOD /full/path` (router prefix included), read by `bodyMediaTypeGuard`. */
   readonly bodyRules = new Map<string, RouteBodyRules>();
@@ -120,20 +138,15 @@ export class ApiRoutes {
     private readonly baseUrlOf: (ctx: Context) => string,
   ) {}
 
-  /**
-   * Declares the body policy of a route mounted directly on a router (`router.post(path, ...)`,
-   * not through `add`, which declares its own), e.g.
-   * `api.acceptBody(router, 'post', '/public/agents/connect', 'json', (e) => ({ body: { error_code: e.code, message: e.message } }))`.
-   * Undeclared direct routes read their bodies themselves and are not checked.
-   */
-  acceptBody(router: Router, method: RouteSpec['method'], path: string, policy: BodyPolicy, errorBody?: ErrorBodyMapper): void {
+  private declareBody(router: Router, method: RouteSpec['method'], path: string, policy: BodyPolicy, errorBody?: ErrorBodyMapper): void {
     this.bodyRules.set(`${method.toUpperCase()} ${router.opts.prefix ?? ''}${path}`, { policy, errorBody });
   }
 
   add(router: Router, spec: RouteSpec, handler: RouteHandler): void {
-    this.specs.push(spec);
+    if (spec.inOpenApi !== false) this.specs.push(spec);
     const policy: BodyPolicy = spec.rawBody ? 'raw' : (spec.acceptsBody ?? 'json');
-    for (const path of [spec.path, ...(spec.aliasPaths ?? [])]) this.acceptBody(router, spec.method, path, policy, spec.errorBody);
+    const maxBodyBytes = Math.min(spec.maxBodyBytes ?? this.maxJsonBodyBytes, this.maxJsonBodyBytes);
+    for (const path of [spec.path, ...(spec.aliasPaths ?? [])]) this.declareBody(router, spec.method, path, policy, spec.errorBody);
     const validateParams = spec.params ? queryAjv.compile(spec.params) : undefined;
     const validateQuery = queryAjv.compile(spec.query ?? { type: 'object' });
     const validateBody = spec.body ? bodyAjv.compile(spec.body) : undefined;
@@ -144,22 +157,19 @@ export class ApiRoutes {
         await serve(ctx);
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
-        const answer = spec.errorBody(err);
-        ctx.status = answer.status ?? err.status;
-        ctx.body = answer.body;
-        for (const [name, value] of Object.entries(answer.headers ?? {})) ctx.set(name, value);
+        answerWith(ctx, spec.errorBody(err), err.status);
       }
     };
     const serve = async (ctx: Context) => {
       const params = { ...(ctx as unknown as { params: Record<string, string> }).params };
       if (validateParams && !validateParams(params)) throw validationError('path', validateParams.errors);
       const query = { ...ctx.query };
-      const nul = nulPath(query, '') ?? nulPath(params, '');
+      const nul = hasKeys(query) || hasKeys(params) ? (nulPath(query, '') ?? nulPath(params, '')) : null;
       if (nul !== null) throw new ApiError('validation_failed', `invalid parameter ${nul}: contains a NUL character`, { issues: [{ location: 'query', path: nul, message: 'must not contain NUL characters' }] });
       if (!validateQuery(query)) throw validationError('query', validateQuery.errors);
       let body: unknown;
       if (policy !== 'raw') {
-        body = await readJsonBody(ctx, this.maxJsonBodyBytes, policy);
+        body = await readJsonBody(ctx, maxBodyBytes, policy);
         if (validateBody) {
           if (body === undefined) throw new ApiError('validation_failed', 'request body is required', { issues: [] });
           if (!validateBody(body)) throw validationError('body', validateBody.errors);

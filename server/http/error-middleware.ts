@@ -1,7 +1,7 @@
 import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
 import type { IncomingMessage } from 'node:http';
-import { SERVER_DEFAULTS } from '../config.ts';
+import { SERVER_DEFAULTS } from '../config/server-config.ts';
 import { isDatabaseUnavailable } from '../db/connect.ts';
 import { ApiError } from './api-error.ts';
 

@@ -1,33 +1,48 @@
 import type Router from '@koa/router';
+import type { IncomingMessage } from 'node:http';
 import type { Context, Middleware } from 'koa';
 import { ApiError } from './api-error.ts';
 
 /**
  * Refuses a request body whose media type the matched route does not accept (415), before any
  * byte of it is read, by the rules in `policies` (keyed `METHOD /full/route/path`). Every route of
- * `ApiRoutes.add` has rules (JSON only unless its spec says `acceptsBody`); a route mounted
- * directly on the router (`router.post(...)`) reads its own body and is checked only when
- * declared with `api.acceptBody(...)`. Runs before authentication: a wrong media type is refused
- * without a database round trip.
+ * `ApiRoutes.add` has rules (JSON only unless its spec says `acceptsBody`). Runs before
+ * authentication: a wrong media type is refused without a database round trip.
  */
-export function bodyMediaTypeGuard(router: Router, policies: ReadonlyMap<string, RouteBodyRules>): Middleware {
+export function bodyMediaTypeGuard(routers: readonly Router[], policies: ReadonlyMap<string, RouteBodyRules>): Middleware {
   return async (ctx, next) => {
     if (hasBody(ctx)) {
-      const route = router.match(ctx.path, ctx.method).pathAndMethod.filter((layer) => layer.methods.length > 0).at(-1);
-      // No route (the 404/405 answer comes later) or an undeclared direct route: not ours to check.
-      const rules: RouteBodyRules = (route && policies.get(`${ctx.method} ${route.path}`)) || { policy: 'raw' };
+      const route = matchedRoute(routers, ctx.path, ctx.method);
+      // No route (the 404/405 answer comes later): not ours to check.
+      const rules: RouteBodyRules = (route && policies.get(`${ctx.method} ${route}`)) || { policy: 'raw' };
       const refused = mediaTypeError(ctx, rules.policy);
       if (refused) {
         if (!rules.errorBody) throw refused;
-        const answer = rules.errorBody(refused);
-        ctx.status = answer.status ?? refused.status;
-        ctx.body = answer.body;
-        for (const [name, value] of Object.entries(answer.headers ?? {})) ctx.set(name, value);
+        answerWith(ctx, rules.errorBody(refused), refused.status);
         return;
       }
     }
     await next();
   };
+}
+
+/** The path pattern (`/v1/agents/:agent_id`) of the route that serves `method path`, or undefined. */
+export function matchedRoute(routers: readonly Pick<Router, 'match'>[], path: string, method: string): string | undefined {
+  for (let r = routers.length - 1; r >= 0; r--) {
+    const layers = routers[r]!.match(path, method).pathAndMethod;
+    for (let i = layers.length - 1; i >= 0; i--) {
+      const layer = layers[i]!;
+      if (layer.methods.length && typeof layer.path === 'string') return layer.path;
+    }
+  }
+  return undefined;
+}
+
+/** Writes a route's own error answer (`errorBody`) on the response. */
+export function answerWith(ctx: Context, answer: ReturnType<ErrorBodyMapper>, status: number): void {
+  ctx.status = answer.status ?? status;
+  ctx.body = answer.body;
+  for (const [name, value] of Object.entries(answer.headers ?? {})) ctx.set(name, value);
 }
 
 /** A route's own error shape for the errors the shared machinery raises (415, 413, 400 ...). */
@@ -39,19 +54,16 @@ export interface RouteBodyRules {
 }
 
 /**
- * Reads and parses a JSON request body with a hard size cap. Written here rather than taken
- * from a body-parser so every failure (too large, not JSON, wrong media type) maps to one
- * precise error code instead of a generic 400/500.
- */
-/**
  * What a route accepts as request body (RouteSpec `acceptsBody`):
  * - `json` (default): no body, or a body typed `application/json` / `application/*+json`;
  *   anything else (text/plain, forms, no Content-Type) is 415 `unsupported_media_type`;
  * - `beacon`: also `text/plain` (what `navigator.sendBeacon(url, string)` sends), parsed as JSON
  *   when not empty; for `POST /v1/public/agents/connect/:room`;
+ * - `ignored`: any body of any type, read up to the route's cap and dropped (the release route:
+ *   a beacon may carry a little text nobody needs);
  * - `raw`: the handler reads the stream itself (object storage part PUT); nothing is checked.
  */
-export type BodyPolicy = 'json' | 'beacon' | 'raw';
+export type BodyPolicy = 'json' | 'beacon' | 'ignored' | 'raw';
 
 const JSON_TYPE_RE = /^application\/([\w.+-]*\+)?json\s*(;|$)/i;
 const TEXT_TYPE_RE = /^text\/plain\s*(;|$)/i;
@@ -66,7 +78,7 @@ export function hasBody(ctx: Context): boolean {
 
 /** The 415 a request gets when its body's media type is not acceptable under `policy`, or null. */
 export function mediaTypeError(ctx: Context, policy: BodyPolicy): ApiError | null {
-  if (policy === 'raw' || !hasBody(ctx)) return null;
+  if (policy === 'raw' || policy === 'ignored' || !hasBody(ctx)) return null;
   const type = ctx.get('content-type').trim();
   if (JSON_TYPE_RE.test(type) || (policy === 'beacon' && TEXT_TYPE_RE.test(type))) return null;
   return new ApiError('unsupported_media_type', type ? `expected Content-Type application/json, got ${type}` : 'a request body needs Content-Type application/json', {
@@ -75,6 +87,11 @@ export function mediaTypeError(ctx: Context, policy: BodyPolicy): ApiError | nul
   });
 }
 
+/**
+ * Reads and parses a JSON request body with a hard size cap. Written here rather than taken
+ * from a body-parser so every failure (too large, not JSON, wrong media type) maps to one
+ * precise error code instead of a generic 400/500.
+ */
 export async function readJsonBody(ctx: Context, maxBytes: number, policy: BodyPolicy = 'json'): Promise<unknown> {
   const headers = ctx.req.headers;
   // No Content-Length and no Transfer-Encoding: HTTP/1.1 says there is no body (every GET).
@@ -82,22 +99,11 @@ export async function readJsonBody(ctx: Context, maxBytes: number, policy: BodyP
   // Refused before reading a byte: the body is left for Node to discard.
   const refused = mediaTypeError(ctx, policy);
   if (refused) throw refused;
-  const declared = Number(headers['content-length'] || 0);
-  if (declared > maxBytes) {
-    ctx.req.resume();
-    throw new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`, { max_bytes: maxBytes });
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > maxBytes) {
-      ctx.req.resume();
-      throw new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`, { max_bytes: maxBytes });
-    }
-    chunks.push(chunk);
-  }
-  const text = Buffer.concat(chunks).toString('utf8');
+  if (Number(headers['content-length'] || 0) > maxBytes) throw tooLarge(ctx, maxBytes);
+  const raw = await readUpTo(ctx.req, maxBytes);
+  if (raw === null) throw tooLarge(ctx, maxBytes);
+  if (policy === 'ignored') return undefined;
+  const text = raw.toString('utf8');
   if (text.trim() === '') return undefined;
   let value: unknown;
   try {
@@ -110,6 +116,56 @@ export async function readJsonBody(ctx: Context, maxBytes: number, policy: BodyP
     throw new ApiError('validation_failed', `invalid body: ${problem.path || '/'} ${problem.message}`, { issues: [{ location: 'body', path: problem.path || '/', message: problem.message }] });
   }
   return value;
+}
+
+/**
+ * 413, and the connection closed once it is answered (`Connection: close`): the rest of the body
+ * is never read. Draining it on a kept-alive socket let one client make the server read 128 MB
+ * for 45 s after its answer (issue 32).
+ */
+function tooLarge(ctx: Context, maxBytes: number): ApiError {
+  ctx.set('Connection', 'close');
+  return new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`, { max_bytes: maxBytes });
+}
+
+/**
+ * The body, or null as soon as it passes `max` bytes; then the stream is only paused, not
+ * destroyed: destroying a request marks it aborted (answered as the client's hang-up), and the
+ * socket is closed after the answer anyway. (`for await` destroys the stream when left early.)
+ */
+function readUpTo(req: IncomingMessage, max: number): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = () => {
+      req.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= max) {
+        chunks.push(chunk);
+        return;
+      }
+      done();
+      req.pause();
+      resolve(null);
+    };
+    const onEnd = () => {
+      done();
+      resolve(Buffer.concat(chunks, size));
+    };
+    const onError = (err: Error) => {
+      done();
+      reject(err);
+    };
+    // The client went away mid-body: the same error Node gives a reader (errorMiddleware: 499).
+    const onClose = () => {
+      if (req.complete) return;
+      done();
+      reject(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
+    };
+    req.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
+  });
 }
 
 export const JSON_BODY_RULES = {

@@ -4,9 +4,11 @@ import type { Logger } from 'pino';
 /**
  * One log line per request: method, path (no query string: signed URLs carry signatures
  * there), status and duration. Headers and bodies are never logged (keys, provider secrets).
+ * `quiet` paths are not logged (health probes: one every few seconds, forever).
  */
-export function requestLog(logger: Logger): Middleware {
+export function requestLog(logger: Logger, quiet: ReadonlySet<string> = new Set()): Middleware {
   return async (ctx, next) => {
+    if (quiet.has(ctx.path)) return next();
     const started = performance.now();
     try {
       await next();

@@ -9,7 +9,8 @@ export type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer
 const UPGRADE_HEADERS = new Set(['connection', 'upgrade', 'http2-settings']);
 
 /**
- * The one `upgrade` listener of an HTTP server. Node emits `upgrade` (instead of `request`) for
+ * The one upgrade table of an HTTP server, and its one `upgrade` listener: `buildServer` declares
+ * its entries (`/realtime`, `/v1/rooms/signal`) in one place. Node emits `upgrade` (instead of `request`) for
  * every request carrying `Connection: Upgrade` as soon as any listener exists, and such a socket
  * belongs to the listeners: one that nobody answers is held open forever. So endpoints do not
  * listen themselves; they register their path here, and every upgrade is either
@@ -46,6 +47,11 @@ export class UpgradeDispatcher {
     return () => {
       if (this.routes.get(path) === handler) this.routes.delete(path);
     };
+  }
+
+  /** Serves `path` with `handler` from now on, whoever served it before (shutdown: 503 on /realtime). */
+  replace(path: string, handler: UpgradeHandler): void {
+    this.routes.set(path, handler);
   }
 
   get paths(): string[] {

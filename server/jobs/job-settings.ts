@@ -82,36 +82,6 @@ function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
-/** `SVC_WORKER`, `SVC_JOB_*`: only what is set; a value that is not a whole number is refused at start-up. */
-export function jobSettingsFromEnv(env: NodeJS.ProcessEnv): Partial<JobSettings> {
-  const out: Partial<JobSettings> = {};
-  const worker = env.SVC_WORKER?.trim().toLowerCase();
-  if (worker) {
-    if (['off', '0', 'false', 'no'].includes(worker)) out.runWorker = false;
-    else if (['on', '1', 'true', 'yes'].includes(worker)) out.runWorker = true;
-    else throw new Error(`SVC_WORKER must be on or off, got ${JSON.stringify(env.SVC_WORKER)}`);
-  }
-  const numbers: Array<[keyof JobSettings, string]> = [
-    ['concurrency', 'SVC_JOB_CONCURRENCY'],
-    ['organizationConcurrency', 'SVC_JOB_ORG_CONCURRENCY'],
-    ['maxAttempts', 'SVC_JOB_MAX_ATTEMPTS'],
-    ['retryBaseMs', 'SVC_JOB_RETRY_BASE_MS'],
-    ['retryMaxMs', 'SVC_JOB_RETRY_MAX_MS'],
-    ['leaseMs', 'SVC_JOB_LEASE_MS'],
-    ['heartbeatMs', 'SVC_JOB_HEARTBEAT_MS'],
-    ['pollMs', 'SVC_JOB_POLL_MS'],
-  ];
-  for (const [key, name] of numbers) {
-    const text = env[name]?.trim();
-    if (!text) continue;
-    const n = Number(text);
-    if (!/^\d+$/.test(text) || !Number.isSafeInteger(n)) throw new Error(`${name} must be a whole number, got ${JSON.stringify(text)}`);
-    (out as Record<string, number>)[key] = n;
-  }
-  resolveJobSettings(out); // range errors at start-up, named after the variable's setting
-  return out;
-}
-
 /** Delay before attempt `attempt + 1` after attempt `attempt` failed: base x 2^(attempt-1), capped. */
 export function retryDelayMs(settings: Pick<JobSettings, 'retryBaseMs' | 'retryMaxMs'>, attempt: number): number {
   return Math.min(settings.retryMaxMs, settings.retryBaseMs * 2 ** Math.max(0, attempt - 1));

@@ -1,7 +1,7 @@
-/** Mounts the real-time face-model WebSocket on a REST server's HTTP server. */
-import type { AppServer } from '../app.ts';
+/** The real-time face-model WebSocket of a server: `buildServer` puts it in the upgrade table at /realtime. */
 import type { CapacityGate } from '../capacity/capacity-gate.ts';
-import { attachRealtime, type AvatarPublisher, type RealtimeEndpoint } from './realtime-endpoint.ts';
+import type { ServiceCore } from '../services/open-services.ts';
+import { createRealtimeEndpoint, type AvatarPublisher, type RealtimeEndpoint } from './realtime-endpoint.ts';
 import { createRealtimeResolver } from './realtime-resolver.ts';
 
 export interface MountRealtimeOptions {
@@ -24,17 +24,17 @@ export interface MountRealtimeOptions {
   readonly onFrameLateness?: (lateMs: number) => void;
 }
 
-export function mountRealtime(server: Pick<AppServer, 'httpServer' | 'db' | 'storage' | 'registry' | 'services' | 'logger'> & { readonly config?: Partial<Pick<AppServer['config'], 'maxFaceSessions' | 'livekitAllowedRanges'>> }, options: MountRealtimeOptions = {}): RealtimeEndpoint {
+export function mountRealtime(server: Pick<ServiceCore, 'db' | 'storage' | 'registry' | 'services' | 'logger' | 'config'>, options: MountRealtimeOptions = {}): RealtimeEndpoint {
   // Refusals and failures at warn (an operator looks for them), the rest at info.
   const log = (event: string, details: Record<string, unknown>) =>
     /_(failed|refused|unreadable|error)$/.test(event) ? server.logger.warn(details, event) : server.logger.info(details, event);
-  return attachRealtime(server.httpServer, {
+  return createRealtimeEndpoint({
     registry: server.registry,
     resolver: createRealtimeResolver({ ...server, revocationCheckIntervalMs: options.revocationCheckIntervalMs, log }),
     capacityGate: options.capacityGate,
-    maxSessions: options.maxSessions ?? server.config?.maxFaceSessions,
+    maxSessions: options.maxSessions ?? server.config.maxFaceSessions,
     publishAvatar: options.publishAvatar,
-    livekitAllowedRanges: options.livekitAllowedRanges ?? server.config?.livekitAllowedRanges,
+    livekitAllowedRanges: options.livekitAllowedRanges ?? server.config.livekitAllowedRanges,
     idleTimeoutMs: options.idleTimeoutMs,
     onFrameLateness: options.onFrameLateness,
     log,

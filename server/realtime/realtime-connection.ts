@@ -26,6 +26,7 @@ import {
 import type { CapacityGate, Lease } from '../capacity/capacity-gate.ts';
 import { API_KEY_FORMAT } from '../security/api-key-token.ts';
 import { RealtimeConfigError, type AvatarPublisher, type RealtimeResolver } from './realtime-types.ts';
+import { errorMessage } from '../../core/error-message.ts';
 
 /** The /realtime code of a face model's refusal to open a session. */
 const FACE_MODEL_ERROR_CODES: Readonly<Record<string, RealtimeErrorCode>> = {
@@ -140,7 +141,7 @@ export class RealtimeConnection {
       if (this.closed) return;
       const lease = this.deps.gate.tryAcquire(1);
       if (!lease) {
-        const why = this.deps.gate.snapshot().lastRefusal === 'overloaded' ? 'this server is overloaded' : `this server runs at most ${this.deps.gate.limit} face sessions`;
+        const why = this.deps.gate.snapshot().lastRefusal === 'late_frames' ? "this server's live sessions are running late" : `this server runs at most ${this.deps.gate.limit} face sessions`;
         return this.fail('server_busy', `${why}; retry later`);
       }
       this.lease = lease;
@@ -177,7 +178,7 @@ export class RealtimeConnection {
           );
         },
         error: (err: unknown) => {
-          this.deps.log('realtime.session_failed', { session_id: this.sessionId, error: err instanceof Error ? err.message : String(err) });
+          this.deps.log('realtime.session_failed', { session_id: this.sessionId, error: errorMessage(err) });
           this.fail('internal_error', 'the face session failed');
         },
         complete: () => this.endGracefully('session ended'),
@@ -207,7 +208,7 @@ export class RealtimeConnection {
       if (err instanceof FaceModelError && FACE_MODEL_ERROR_CODES[err.code]) {
         return this.refuseConfig(FACE_MODEL_ERROR_CODES[err.code]!, err.message, { face_model_error: err.code });
       }
-      this.deps.log('realtime.open_failed', { session_id: this.sessionId, config_id: this.configId, error: err instanceof Error ? err.message : String(err) });
+      this.deps.log('realtime.open_failed', { session_id: this.sessionId, config_id: this.configId, error: errorMessage(err) });
       this.fail('internal_error', 'the face session could not be opened');
     }
   }
@@ -258,7 +259,7 @@ export class RealtimeConnection {
     } catch (err) {
       if (err instanceof ProtocolError) this.error(err.code, err.message, false);
       else {
-        this.deps.log('realtime.message_failed', { session_id: this.sessionId, error: err instanceof Error ? err.message : String(err) });
+        this.deps.log('realtime.message_failed', { session_id: this.sessionId, error: errorMessage(err) });
         this.error('internal_error', 'the message could not be processed', false);
       }
     }
@@ -318,7 +319,7 @@ export class RealtimeConnection {
       case 'end':
         this.turnOpen = false;
         session.end().catch((err: unknown) => {
-          this.deps.log('realtime.end_failed', { session_id: this.sessionId, error: err instanceof Error ? err.message : String(err) });
+          this.deps.log('realtime.end_failed', { session_id: this.sessionId, error: errorMessage(err) });
           this.fail('internal_error', 'the face session could not finish');
         });
         return;
@@ -341,8 +342,8 @@ export class RealtimeConnection {
     } catch (err) {
       // The client sees the publisher's message (neutral for LiveKit: no network detail); the cause goes to the log.
       const cause = err instanceof Error && err.cause !== undefined ? err.cause : undefined;
-      this.deps.log('realtime.webrtc_failed', { session_id: this.sessionId, error: err instanceof Error ? err.message : String(err), cause: cause instanceof Error ? cause.message : cause === undefined ? undefined : String(cause) });
-      this.error('webrtc_failed', `could not publish to the room: ${err instanceof Error ? err.message : String(err)}`, false);
+      this.deps.log('realtime.webrtc_failed', { session_id: this.sessionId, error: errorMessage(err), cause: cause instanceof Error ? cause.message : cause === undefined ? undefined : String(cause) });
+      this.error('webrtc_failed', `could not publish to the room: ${errorMessage(err)}`, false);
     }
   }
 
@@ -381,7 +382,7 @@ export class RealtimeConnection {
     try {
       this.session?.close();
     } catch (err) {
-      this.deps.log('realtime.close_failed', { session_id: this.sessionId, error: err instanceof Error ? err.message : String(err) });
+      this.deps.log('realtime.close_failed', { session_id: this.sessionId, error: errorMessage(err) });
     }
     if (this.ws.readyState === this.ws.OPEN) this.ws.close(1001, reason.slice(0, 100));
   }

@@ -72,13 +72,34 @@ export interface RealtimeEndpointOptions {
 }
 
 export interface RealtimeEndpoint {
+  /** Path of the endpoint in the server's upgrade table. */
+  readonly path: string;
+  /** Serves one upgrade to the endpoint (the upgrade table calls it). */
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
   readonly activeSessions: number;
   /** Connections refused before `session_ready` (a fatal error), by error code; for metrics. */
   refusals(): Readonly<Record<string, number>>;
   close(): Promise<void>;
 }
 
+/** The endpoint registered on `server`'s upgrade table at its path (servers assembled by hand, tests). */
 export function attachRealtime(server: Server, options: RealtimeEndpointOptions): RealtimeEndpoint {
+  const endpoint = createRealtimeEndpoint(options);
+  const unregister = registerUpgrade(server, endpoint.path, endpoint.handleUpgrade);
+  return {
+    ...endpoint,
+    get activeSessions() {
+      return endpoint.activeSessions;
+    },
+    async close() {
+      unregister();
+      await endpoint.close();
+    },
+  };
+}
+
+/** The endpoint, to be put in an upgrade table at `path` (default /realtime). */
+export function createRealtimeEndpoint(options: RealtimeEndpointOptions): RealtimeEndpoint {
   const path = options.path ?? REALTIME_ENDPOINT_DEFAULTS.path;
   const ownGate = options.capacityGate ? undefined : createCapacityGate({ limit: options.maxSessions ?? REALTIME_ENDPOINT_DEFAULTS.maxSessions, loadCheck: false });
   const gate = options.capacityGate ?? ownGate!;
@@ -101,23 +122,21 @@ export function attachRealtime(server: Server, options: RealtimeEndpointOptions)
     return model;
   };
 
-  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+  const handleUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
-    if (url.pathname !== path) return; // another upgrade handler's path
     wss.handleUpgrade(req, socket, head, (ws) => {
       const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, log, live, refused, gate, limits, setupTimeoutMs: options.setupTimeoutMs ?? REALTIME_ENDPOINT_DEFAULTS.setupTimeoutMs, publishAvatar: options.publishAvatar, livekitAllowedRanges: options.livekitAllowedRanges ?? [], onFrameLateness: options.onFrameLateness });
       void connection.open();
     });
   };
-  const unregisterUpgrade = registerUpgrade(server, path, onUpgrade); // the server's dispatcher refuses other paths
-
   return {
+    path,
+    handleUpgrade,
     get activeSessions() {
       return live.size;
     },
     refusals: () => ({ ...refusals }),
     async close() {
-      unregisterUpgrade();
       for (const c of [...live]) c.shutdown('server shutting down');
       ownGate?.close();
       await new Promise<void>((resolve) => wss.close(() => resolve()));

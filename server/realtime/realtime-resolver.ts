@@ -20,6 +20,7 @@ import type { ObjectStorage } from '../storage/index.ts';
 import { RealtimeConfigError, type RealtimeResolver, type ResolvedFaceConfig } from './realtime-endpoint.ts';
 import type { ReferenceCheck } from '../services/model-config-checks.ts';
 import type { RealtimeErrorCode } from '../../transports/realtime/protocol.ts';
+import { errorMessage } from '../../core/error-message.ts';
 
 export interface RealtimeResolverDeps {
   readonly db: Db;
@@ -57,7 +58,7 @@ function refuseFailedCheck(configId: string, check: ReferenceCheck | null): void
 export function createRealtimeResolver(deps: RealtimeResolverDeps): RealtimeResolver {
   const revocations = new RevocationWatcher(deps.services.apiKeys, {
     intervalMs: deps.revocationCheckIntervalMs,
-    onError: (error) => deps.log?.('realtime.revocation_check_failed', { error: error instanceof Error ? error.message : String(error) }),
+    onError: (error) => deps.log?.('realtime.revocation_check_failed', { error: errorMessage(error) }),
   });
   return {
     async authenticate(apiKey) {
@@ -94,7 +95,7 @@ export function createRealtimeResolver(deps: RealtimeResolverDeps): RealtimeReso
         try {
           image = new Uint8Array(await deps.storage.getObject(row.storage_key));
         } catch (err) {
-          deps.log?.('realtime.reference_unreadable', { config_id: config.model_config_id, asset_id: assetId, error: err instanceof Error ? err.message : String(err) });
+          deps.log?.('realtime.reference_unreadable', { config_id: config.model_config_id, asset_id: assetId, error: errorMessage(err) });
           throw missing();
         }
         const landmarks = storedLandmarks(row.analysis);

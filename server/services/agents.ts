@@ -6,7 +6,9 @@ import { ApiError } from '../http/api-error.ts';
 import type { JsonText } from '../http/json-text.ts';
 import { envelopeText, type ListEnvelope, type Page } from '../http/pagination.ts';
 import type { Principal } from '../http/principal.ts';
-import { AGENT_LIMITS } from '../schema/agents.ts';
+import { TURN_DEFAULTS } from '../../processors/turns/turn-processor.ts';
+import { VAD_DEFAULTS } from '../../processors/vad/vad-processor.ts';
+import { AGENT_LIMITS } from '../rest/schema/agents.ts';
 import type { SecretBox } from '../security/secret-box.ts';
 import { AGENT_DEFAULTS } from './agent-defaults.ts';
 import { AGENT_SUMMARY_COLUMNS, toAgent, type Agent, type AgentSummary } from './agent-record.ts';
@@ -215,7 +217,20 @@ export class Agents {
       else if (key === 'behaviour' || key === 'advanced') columns[key] = { ...(current[key] ?? {}), ...value };
       else columns[key] = value;
     }
+    if (columns.advanced) checkTurnBounds(columns.advanced as Record<string, unknown>);
     return columns;
+  }
+}
+
+/** The turn bounds, as merged: each at least the one before it (else a wait could never happen). */
+function checkTurnBounds(advanced: Record<string, unknown>): void {
+  const order = ['turn_pause_ms', 'turn_unsure_ms', 'turn_incomplete_ms'] as const;
+  const defaults = { turn_pause_ms: VAD_DEFAULTS.stopMs, turn_unsure_ms: TURN_DEFAULTS.unsureMs, turn_incomplete_ms: TURN_DEFAULTS.incompleteMs };
+  const value = (k: (typeof order)[number]) => (typeof advanced[k] === 'number' ? (advanced[k] as number) : defaults[k]);
+  for (let i = 1; i < order.length; i++) {
+    if (value(order[i]!) < value(order[i - 1]!)) {
+      throw fieldError(`advanced/${order[i]}`, `must be at least ${order[i - 1]} (${value(order[i - 1]!)}), got ${value(order[i]!)}`);
+    }
   }
 }
 

@@ -44,6 +44,12 @@ export class ApiKeys {
   /** key hash -> principal and expiry; only successful lookups are cached. */
   private readonly cache = new Map<string, { principal: Principal; expiresAtMs: number }>();
   /**
+   * Lookups on their way, by key hash: when a cached entry expires under load, the requests that
+   * arrive meanwhile wait for the one query instead of each sending their own (50 connections
+   * sent 50 identical queries every `ttlMs`).
+   */
+  private readonly inFlight = new Map<string, Promise<Principal | null>>();
+  /**
    * Bumped by every revocation. A lookup only fills the cache when no revocation happened while
    * it ran: otherwise a lookup that read the key just before the revocation committed would put
    * the revoked key back into the cache after the revocation cleared it.
@@ -141,6 +147,13 @@ export class ApiKeys {
   invalidate(): void {
     this.generation++;
     this.cache.clear();
+    this.inFlight.clear();
+  }
+
+  /** The cached principal of `key`, without waiting: undefined when it must be looked up. */
+  cachedPrincipal(key: string): Principal | undefined {
+    const hit = this.cache.get(hashApiKey(key));
+    return hit && hit.expiresAtMs > Date.now() ? hit.principal : undefined;
   }
 
   /** `authenticate` with a short-lived cache of successful lookups (see API_KEY_CACHE). */
@@ -149,13 +162,22 @@ export class ApiKeys {
     const hit = this.cache.get(hash);
     const now = Date.now();
     if (hit && hit.expiresAtMs > now) return hit.principal;
+    const pending = this.inFlight.get(hash);
+    if (pending) return pending;
     const generation = this.generation;
-    const principal = await this.authenticate(key);
-    if (principal && generation === this.generation) {
-      if (this.cache.size >= API_KEY_CACHE.maxEntries) this.cache.clear();
-      this.cache.set(hash, { principal, expiresAtMs: now + API_KEY_CACHE.ttlMs });
-    } else this.cache.delete(hash);
-    return principal;
+    const lookup = this.authenticate(key)
+      .then((principal) => {
+        if (principal && generation === this.generation) {
+          if (this.cache.size >= API_KEY_CACHE.maxEntries) this.cache.clear();
+          this.cache.set(hash, { principal, expiresAtMs: now + API_KEY_CACHE.ttlMs });
+        } else this.cache.delete(hash);
+        return principal;
+      })
+      .finally(() => {
+        if (this.inFlight.get(hash) === lookup) this.inFlight.delete(hash);
+      });
+    this.inFlight.set(hash, lookup);
+    return lookup;
   }
 
   async authenticate(key: string): Promise<Principal | null> {

@@ -159,6 +159,18 @@ export class Assets {
     return this.withUrl(asset, false, baseUrl);
   }
 
+  /**
+   * The object of a recorded asset, written from `data` when this process's storage lacks it
+   * (template seeding: another process on the same database recorded the asset in its own
+   * storage). True when it had to be restored.
+   */
+  async restoreObject(assetId: string, data: Buffer): Promise<boolean> {
+    const row = await this.db('assets').where('asset_id', assetId).first('storage_key', 'content_type');
+    if (!row || (await this.storage.headObject(row.storage_key))) return false;
+    await this.storage.putObject(row.storage_key, data, row.content_type);
+    return true;
+  }
+
   /** Stores a complete object as an asset (template seeding, generated assets). */
   async createFromBytes(organizationId: string, createdBy: string, file: { asset_id?: string; name: string; category: string; content_type: string | null; data: Buffer }) {
     const assetId = file.asset_id ?? randomUUID();

@@ -25,9 +25,13 @@ export async function seedCatalogue(db: Db, registry: Registry, assets: Assets):
   const variants = await new ModelVariants(db).seedFromRegistry(registry);
   const org = TEMPLATE_ORGANIZATION.organization_id;
   const haveFace = await db('assets').where('asset_id', TEMPLATE_FACE_ASSET.asset_id).first('asset_id');
+  const faceBytes = await readFile(TEMPLATE_FACE_ASSET.file);
   if (!haveFace) {
-    await assets.createFromBytes(org, 'system', { ...TEMPLATE_FACE_ASSET, data: await readFile(TEMPLATE_FACE_ASSET.file) });
+    await assets.createFromBytes(org, 'system', { ...TEMPLATE_FACE_ASSET, data: faceBytes });
   } else {
+    // The row is shared by every process on the database, the object only by those sharing this
+    // storage: a process with storage of its own serves the template face from the package.
+    await assets.restoreObject(TEMPLATE_FACE_ASSET.asset_id, faceBytes);
     await assets.ensureAnalysed(TEMPLATE_FACE_ASSET.asset_id);
   }
   const templateConfigs: string[] = [];

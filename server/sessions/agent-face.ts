@@ -14,6 +14,8 @@ import type { Registry } from '../../core/registry.ts';
 import type { FaceModel, FaceReference, FaceSession } from '../../processors/avatar/face-model.ts';
 import type { Db } from '../db/connect.ts';
 import { createRealtimeResolver } from '../realtime/realtime-resolver.ts';
+import { RealtimeConfigError } from '../realtime/realtime-types.ts';
+import { StorageError } from '../storage/object-storage.ts';
 import type { Services } from '../services/index.ts';
 import type { ObjectStorage } from '../storage/index.ts';
 
@@ -56,14 +58,37 @@ export interface ResolvedSessionFace {
 
 export type SessionFaceResolver = (agent: SessionFaceAgent) => Promise<ResolvedSessionFace>;
 
+/**
+ * An agent's face could not be resolved or read (its configuration or reference image is gone,
+ * or this process's storage lacks the image another process wrote): the session ends
+ * `bot_start_failed` with failure_reason `face_unavailable` (docs/sessions.md).
+ */
+export class FaceUnavailableError extends Error {
+  readonly failureCode = 'face_unavailable';
+  constructor(message: string) {
+    super(message);
+    this.name = 'FaceUnavailableError';
+  }
+}
+
+/** A message without file system paths (a storage error names its files; call records and visitors must not see them). */
+export function withoutPaths(message: string): string {
+  return message.replace(/(?:[A-Za-z]:)?[\\/](?:[^\s'"\\/]+[\\/])+[^\s'",)]*/g, '<path>');
+}
+
 /** Resolves an agent's face: its `face_id`, or `svc/human-portrait` when it has none. */
 export function createSessionFaceResolver(deps: { db: Db; storage: ObjectStorage; registry: Registry; services: Pick<Services, 'apiKeys' | 'modelConfigs'> }): SessionFaceResolver {
   const resolver = createRealtimeResolver(deps);
   return async (agent) => {
     const organizationId = agent.organization_id ?? '';
     const configId = agent.face_id ?? SESSION_FACE_DEFAULTS.configId;
-    const resolved = await resolver.resolveConfig({ organizationId, principal: 'session' }, configId);
-    if (!resolved) throw new Error(`face configuration ${configId} cannot be resolved for this agent`);
+    const resolved = await resolver.resolveConfig({ organizationId, principal: 'session' }, configId).catch((err: unknown) => {
+      // The face itself is the problem (its configuration, its image in storage); anything else
+      // (the database unavailable, ...) is not the face's and keeps its own error.
+      if (err instanceof RealtimeConfigError || err instanceof StorageError) throw new FaceUnavailableError(`the agent's face ${configId} cannot be opened: ${withoutPaths(err.message)}`);
+      throw err;
+    });
+    if (!resolved) throw new FaceUnavailableError(`face configuration ${configId} cannot be resolved for this agent`);
     return { faceSlug: resolved.faceSlug, referenceImage: resolved.referenceImage, configuration: resolved.configuration };
   };
 }

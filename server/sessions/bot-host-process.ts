@@ -17,6 +17,7 @@ import { setPriority } from 'node:os';
 import pino from 'pino';
 import { Registry } from '../../core/registry.ts';
 import { BotRunner } from '../../agent/bot-runner.ts';
+import { ProviderStartError } from '../../agent/agent-pipeline.ts';
 import type { SessionOutcome } from '../../agent/session-contract.ts';
 import { SESSION_TIMEOUTS } from '../../agent/session-contract.ts';
 import type { FaceModel } from '../../processors/avatar/face-model.ts';
@@ -175,7 +176,7 @@ async function startHost(init: BotHostInit) {
       if (message.t === 'init') return;
       request(message).then(
         (value) => send({ t: 'reply', id: message.id, ok: true, value }),
-        (err: Error) => send({ t: 'reply', id: message.id, ok: false, error: err?.message ?? String(err) }),
+        (err: Error) => send({ t: 'reply', id: message.id, ok: false, error: err?.message ?? String(err), ...(err instanceof ProviderStartError ? { code: err.code } : {}) }),
       );
     },
     async close(reason: 'server_shutdown'): Promise<void> {

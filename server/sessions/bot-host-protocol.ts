@@ -46,7 +46,8 @@ export type HostReplyValue = CreatedRoom | boolean | SessionOutcome | null;
 export type FromHost =
   | { readonly t: 'ready' }
   | { readonly t: 'reply'; readonly id: number; readonly ok: true; readonly value: HostReplyValue }
-  | { readonly t: 'reply'; readonly id: number; readonly ok: false; readonly error: string }
+  /** `code`: a provider that could not start (`ProviderStartError`), recorded as the call's failure_reason. */
+  | { readonly t: 'reply'; readonly id: number; readonly ok: false; readonly error: string; readonly code?: string }
   | { readonly t: 'ended'; readonly sessionId: string; readonly outcome: SessionOutcome }
   /**
    * Face frames' lateness (ms) since the last report, the host's CPU time so far, and each live

@@ -30,6 +30,7 @@ import {
   type SessionStart,
   type TerminationReason,
 } from '../../agent/session-contract.ts';
+import { ProviderStartError } from '../../agent/agent-pipeline.ts';
 import { embeddedAvatarRoom, type AvatarRoom, type RoomCreateOptions, type RoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { CreatedRoom } from '../../transports/webrtc/room-registry.ts';
 import { RoomError } from '../../transports/webrtc/room-errors.ts';
@@ -280,7 +281,7 @@ export class BotHost implements SessionRunner, RoomProvider, SignallingDelegate 
         if (!pending) return;
         this.pending.delete(message.id);
         if (message.ok) pending.resolve(message.value);
-        else pending.reject(new Error(message.error));
+        else pending.reject(message.code ? new ProviderStartError(message.code, message.error) : new Error(message.error));
         return;
       }
       case 'ended':

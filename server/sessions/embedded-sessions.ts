@@ -5,27 +5,43 @@
  * and this process's capacity gate. Tests mount sessions through this same function, so what they
  * prove is what the server runs.
  */
-import { providersFromEnv, type ProviderChoice } from '../../agent/agent-pipeline.ts';
+import type { ProviderChoice } from '../../agent/agent-pipeline.ts';
+import { BOT_HOST_LIVEKIT_UNSUPPORTED } from '../config/env.ts';
+import type { BotHostSettings, LiveKitSessionSettings } from '../config/server-config.ts';
 import { BotRunner, type BotRunnerOptions } from '../../agent/bot-runner.ts';
+import type { SessionRunner } from '../../agent/session-contract.ts';
 import { WebhookClient } from '../../processors/tools/index.ts';
-import { LiveKitRoomProvider, type LiveKitRoomProviderOptions } from '../../transports/livekit/livekit-room-provider.ts';
+import { LiveKitRoomProvider } from '../../transports/livekit/livekit-room-provider.ts';
 import { EmbeddedRoomProvider, type RoomProvider } from '../../transports/webrtc/room-provider.ts';
-import type { AppServer } from '../app.ts';
+import type { HttpHost } from '../http/http-app.ts';
+import type { ServiceCore } from '../services/open-services.ts';
 import type { MountedRooms } from '../rooms/mount.ts';
 import { createSessionFaceOpener, createSessionFaceResolver } from './agent-face.ts';
 import { BotHost } from './bot-host.ts';
 import type { BotCapacity, LiveSessions } from './live-sessions.ts';
 import { mountSessions, type MountSessionsOptions } from './mount.ts';
 
-export interface EmbeddedSessionsOptions extends Partial<Pick<MountSessionsOptions, 'lease' | 'runnerId' | 'shutdownTimeoutMs'>> {
+/**
+ * Who runs the bots, and in which rooms, when neither the in-process runner nor the bot host is
+ * wanted (the fleet's placement on runners, a test's runner): called once at mount time.
+ */
+export type SessionRunnerFactory = (input: { readonly rooms: MountedRooms; readonly signalUrl: string }) => {
+  readonly runner: SessionRunner;
+  readonly rooms: RoomProvider;
+  close(): Promise<void>;
+};
+
+export interface EmbeddedSessionsOptions extends Partial<Pick<MountSessionsOptions, 'lease' | 'runnerId' | 'shutdownTimeoutMs' | 'onDecision'>> {
   readonly capacity?: BotCapacity;
-  /** Speech engines; default: cloud plugins when their keys are set, else the offline engines. */
+  /** Default: the in-process BotRunner, or the bot host (`botHost`). */
+  readonly sessionRunner?: SessionRunnerFactory;
+  /** Speech engines; default: the server's configuration (`config.sessions.providers`). */
   readonly providers?: ProviderChoice;
   /** Runner knobs (tests shorten timeouts). */
   readonly runner?: Partial<Pick<BotRunnerOptions, 'timeouts' | 'tuning' | 'logger'>>;
   /**
-   * Sessions' rooms on a LiveKit server instead of embedded rooms. Default: from the environment
-   * (`liveKitSessionSettingsFromEnv`); `null`: embedded rooms whatever the environment says.
+   * Sessions' rooms on a LiveKit server instead of embedded rooms. Default: the server's
+   * configuration (`config.sessions.livekit`); `null`: embedded rooms whatever it says.
    */
   readonly livekit?: LiveKitSessionSettings | null;
   /**
@@ -36,72 +52,47 @@ export interface EmbeddedSessionsOptions extends Partial<Pick<MountSessionsOptio
   /**
    * Run the bots in a child process of this server (server/sessions/bot-host.ts), off the event
    * loop that answers the API, with `nice` as its scheduling priority (SVC_BOT_HOST=process,
-   * docs/sessions.md "Where bots run"). Default: in this process (their own plugins and runner
-   * tuning apply; a host process loads the default plugins only).
+   * docs/sessions.md "Where bots run"). Default: the server's configuration
+   * (`config.sessions.botHost`); null: in this process (their own plugins and runner tuning
+   * apply; a host process loads the default plugins only).
    */
   readonly botHost?: BotHostSettings | null;
 }
 
-/** The deployment's LiveKit server for sessions (docs/sessions.md, "LiveKit rooms"). */
-export type LiveKitSessionSettings = Pick<LiveKitRoomProviderOptions, 'url' | 'apiKey' | 'apiSecret' | 'tokenTtlMs' | 'emptyTimeoutMs' | 'maxParticipants'>;
-
-/**
- * SVC_LIVEKIT_URL (`wss://...`), SVC_LIVEKIT_API_KEY and SVC_LIVEKIT_API_SECRET: all three, or
- * none (embedded rooms). Some but not all, or a url that is not ws(s), is a configuration error
- * at startup rather than sessions failing later.
- */
-export function liveKitSessionSettingsFromEnv(env: NodeJS.ProcessEnv): LiveKitSessionSettings | null {
-  const url = env.SVC_LIVEKIT_URL?.trim() ?? '';
-  const apiKey = env.SVC_LIVEKIT_API_KEY?.trim() ?? '';
-  const apiSecret = env.SVC_LIVEKIT_API_SECRET?.trim() ?? '';
-  const set = [url, apiKey, apiSecret].filter(Boolean).length;
-  if (set === 0) return null;
-  if (set !== 3) throw new Error('LiveKit rooms need SVC_LIVEKIT_URL, SVC_LIVEKIT_API_KEY and SVC_LIVEKIT_API_SECRET together');
-  if (!/^wss?:\/\/[^/]/i.test(url)) throw new Error('SVC_LIVEKIT_URL must be a ws:// or wss:// address');
-  return { url, apiKey, apiSecret };
-}
+export type { BotHostSettings, LiveKitSessionSettings } from '../config/server-config.ts';
 
 export interface EmbeddedSessions {
   readonly sessions: LiveSessions;
-  /** The in-process runner, or the bot host (`botHost`). */
-  readonly runner: BotRunner | BotHost;
+  /** The in-process runner, the bot host (`botHost`), or the injected one (`sessionRunner`). */
+  readonly runner: SessionRunner;
   close(): Promise<void>;
 }
 
-export interface BotHostSettings {
-  /** The host's nice value (-20..19; above 0 lets the API's process win the cores it shares with the bots). */
-  readonly nice: number;
-}
+/** What the Session API stands on: the services below, the routes and `{base_url}` above. */
+type SessionsHost = Pick<ServiceCore, 'config' | 'db' | 'storage' | 'registry' | 'services' | 'logger'> & Pick<HttpHost, 'router' | 'api' | 'baseUrl'>;
 
-export const BOT_HOST_LIVEKIT_UNSUPPORTED = 'SVC_BOT_HOST=process does not run LiveKit rooms yet: leave SVC_BOT_HOST unset (inline) with SVC_LIVEKIT_URL';
-
-/** `SVC_BOT_HOST_NICE` unless set: the API first when both want the cores (docs/sessions.md). */
-export const BOT_HOST_DEFAULT_NICE = 10;
-
-/**
- * SVC_BOT_HOST: `inline` (default) runs the bots in the server's process, `process` in a bot host
- * (a child process) with SVC_BOT_HOST_NICE (default 10). A bad value of either is a
- * configuration error at startup.
- */
-export function botHostFromEnv(env: NodeJS.ProcessEnv): BotHostSettings | null {
-  const value = (env.SVC_BOT_HOST ?? '').trim().toLowerCase();
-  if (value !== 'process' && value !== 'inline' && value !== '') throw new Error(`SVC_BOT_HOST must be inline or process, got ${JSON.stringify(env.SVC_BOT_HOST)}`);
-  const rawNice = env.SVC_BOT_HOST_NICE?.trim();
-  const nice = rawNice ? Number(rawNice) : BOT_HOST_DEFAULT_NICE;
-  if (!Number.isInteger(nice) || nice < -20 || nice > 19) throw new Error(`SVC_BOT_HOST_NICE must be a whole number from -20 to 19, got ${JSON.stringify(env.SVC_BOT_HOST_NICE)}`);
-  if (value === 'process' && liveKitSessionSettingsFromEnv(env)) throw new Error(BOT_HOST_LIVEKIT_UNSUPPORTED);
-  return value === 'process' ? { nice } : null;
-}
-
-export function mountEmbeddedSessions(server: AppServer, rooms: MountedRooms, options: EmbeddedSessionsOptions = {}): EmbeddedSessions {
-  const livekit = options.livekit === undefined ? liveKitSessionSettingsFromEnv(process.env) : options.livekit;
+export function mountEmbeddedSessions(server: SessionsHost, rooms: MountedRooms, options: EmbeddedSessionsOptions = {}): EmbeddedSessions {
+  const livekit = options.livekit === undefined ? server.config.sessions.livekit : options.livekit;
+  const botHost = options.botHost === undefined ? server.config.sessions.botHost : options.botHost;
   const signalUrl = `${server.baseUrl().replace(/^http/, 'ws')}/v1/rooms/signal`;
-  if (options.botHost) return mountHostedSessions(server, rooms, livekit, signalUrl, options.botHost, options);
+  if (options.sessionRunner) {
+    const made = options.sessionRunner({ rooms, signalUrl });
+    const sessions = mountSessions(server, { rooms: made.rooms, runner: made.runner, ...admissionOptions(options) });
+    return {
+      sessions,
+      runner: made.runner,
+      async close() {
+        await sessions.close('server_shutdown');
+        await made.close();
+      },
+    };
+  }
+  if (botHost) return mountHostedSessions(server, rooms, livekit, signalUrl, botHost, options);
   const roomProvider: RoomProvider = livekit ? new LiveKitRoomProvider(livekit) : new EmbeddedRoomProvider(rooms.rooms, { signalUrl });
   const openFace = createSessionFaceOpener({ db: server.db, storage: server.storage, registry: server.registry, services: server.services });
   const runner = new BotRunner({
     registry: server.registry,
-    providers: options.providers ?? providersFromEnv(),
+    providers: options.providers ?? server.config.sessions.providers,
     rooms: rooms.rooms,
     // The bot joins LiveKit rooms through the same address policy as any LiveKit publishing.
     livekitAllowedRanges: server.config.livekitAllowedRanges,
@@ -133,7 +124,7 @@ export function mountEmbeddedSessions(server: AppServer, rooms: MountedRooms, op
 }
 
 /** The Session API with its bots in a bot host process. */
-function mountHostedSessions(server: AppServer, rooms: MountedRooms, livekit: LiveKitSessionSettings | null, signalUrl: string, settings: BotHostSettings, options: EmbeddedSessionsOptions): EmbeddedSessions {
+function mountHostedSessions(server: SessionsHost, rooms: MountedRooms, livekit: LiveKitSessionSettings | null, signalUrl: string, settings: BotHostSettings, options: EmbeddedSessionsOptions): EmbeddedSessions {
   // Not yet: the host's bot in a LiveKit room passed alone but lost its video under a loaded test
   // run (docs/sessions.md, "Where bots run"); refused rather than shipped unproven.
   if (livekit) throw new Error(BOT_HOST_LIVEKIT_UNSUPPORTED);
@@ -144,7 +135,7 @@ function mountHostedSessions(server: AppServer, rooms: MountedRooms, livekit: Li
     init: {
       logLevel: server.logger.level,
       nice: settings.nice,
-      providers: options.providers ?? providersFromEnv(),
+      providers: options.providers ?? server.config.sessions.providers,
       webhookAllowedRanges: server.config.webhookAllowedRanges,
       ...(options.runner?.timeouts ? { timeouts: options.runner.timeouts } : {}),
       ...(Object.keys(tuning).length ? { tuning } : {}),
@@ -173,8 +164,9 @@ function mountHostedSessions(server: AppServer, rooms: MountedRooms, livekit: Li
 }
 
 /** What the Session API's engine takes from these options, whoever runs the bots. */
-function admissionOptions(options: EmbeddedSessionsOptions): Partial<Pick<MountSessionsOptions, 'capacity' | 'lease' | 'runnerId' | 'shutdownTimeoutMs'>> {
+function admissionOptions(options: EmbeddedSessionsOptions): Partial<Pick<MountSessionsOptions, 'capacity' | 'lease' | 'runnerId' | 'shutdownTimeoutMs' | 'onDecision'>> {
   return {
+    ...(options.onDecision ? { onDecision: options.onDecision } : {}),
     ...(options.capacity ? { capacity: options.capacity } : {}),
     ...(options.lease ? { lease: options.lease } : {}),
     ...(options.runnerId ? { runnerId: options.runnerId } : {}),

@@ -9,19 +9,27 @@
 import { hostname } from 'node:os';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
+import { ProviderStartError, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import type { RunningSession, SessionOutcome, SessionRunner, TerminationReason } from '../../agent/session-contract.ts';
 import type { AvatarRoom, RoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { Db } from '../db/connect.ts';
 import type { Agents } from '../services/agents.ts';
+import { AdmissionLine } from './admission-line.ts';
+import { withoutPaths } from './agent-face.ts';
 import { checkOrigin } from './origin-allowlist.ts';
 import { verifyConnectToken } from './connect-auth.ts';
 import { SessionError } from './session-errors.ts';
-import { SESSION_LEASE, SessionStore } from './session-store.ts';
+import { SESSION_LEASE, SessionStore, type Admission } from './session-store.ts';
+
+type ConcurrencyRefusal = Extract<Admission, { reason: 'concurrency_limit' }>;
 
 /** A process-wide capacity gate (server/capacity): one lease per running bot. */
 export interface BotCapacity {
   tryAcquire(): { release(): void } | null;
+  /** Why `tryAcquire` would refuse now (null: it would admit); takes and counts nothing. */
+  wouldRefuse(): 'full' | 'late_frames' | null;
+  /** Counts a refusal decided from `wouldRefuse`. */
+  recordRefusal(reason: 'full' | 'late_frames'): void;
 }
 
 export interface LiveSessionsOptions {
@@ -37,6 +45,11 @@ export interface LiveSessionsOptions {
   readonly runnerId?: string;
   /** How long shutdown waits for sessions to end before giving up on them (their leases lapse). */
   readonly shutdownTimeoutMs?: number;
+  /**
+   * Called once per connect when admission has decided (the request's arrival to admitted, or to
+   * refused by any rule), with how long that took: the metric `svc_session_admission_decision_seconds`.
+   */
+  readonly onDecision?: (ms: number, outcome: 'admitted' | 'refused') => void;
 }
 
 export interface ConnectRequest {
@@ -56,6 +69,7 @@ export interface SessionGrant {
 
 interface LocalSession {
   readonly sessionId: string;
+  readonly agentId: string;
   readonly callId: string;
   readonly room: AvatarRoom;
   readonly capacity: { release(): void } | null;
@@ -80,6 +94,33 @@ export const SESSION_RETRY = {
   serverBusySeconds: 5,
 } as const;
 
+export const SESSION_START = {
+  /**
+   * Bots this process starts at once; further admitted sessions wait their turn. A start (the
+   * pipeline, the face session, the room's first negotiation) is the heaviest moment of a
+   * session: a burst of admissions started all at once made the live bots' frames late, and the
+   * process judged itself overloaded by its own start-ups (issue 25).
+   */
+  concurrentStarts: 2,
+} as const;
+
+/** At most `limit` starts at once, in arrival order. */
+class StartPacer {
+  private running = 0;
+  private readonly waiting: (() => void)[] = [];
+  constructor(private readonly limit: number) {}
+  async run<T>(start: () => Promise<T>): Promise<T> {
+    if (this.running >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    this.running++;
+    try {
+      return await start();
+    } finally {
+      this.running--;
+      this.waiting.shift()?.();
+    }
+  }
+}
+
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Room names carry 192 random bits: knowing one is enough to end its session. */
@@ -95,6 +136,8 @@ export class LiveSessions {
   private closing = false;
   private readonly log: Logger;
   private readonly counts = { started: 0, refused: {} as Record<string, number>, ended: {} as Record<string, number> };
+  private readonly starts = new StartPacer(SESSION_START.concurrentStarts);
+  private readonly admissions = new AdmissionLine<ConcurrencyRefusal>();
 
   constructor(private readonly options: LiveSessionsOptions) {
     this.store = new SessionStore(options.db, options.runnerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`, options.lease);
@@ -127,18 +170,27 @@ export class LiveSessions {
   }
 
   async connect(request: ConnectRequest): Promise<SessionGrant> {
+    const arrived = performance.now();
+    let decided = false;
+    const decide = (outcome: 'admitted' | 'refused') => {
+      if (decided) return;
+      decided = true;
+      this.options.onDecision?.(performance.now() - arrived, outcome);
+    };
     try {
-      const grant = await this.admitAndStart(request);
+      const grant = await this.admitAndStart(request, () => decide('admitted'));
+      decide('admitted');
       this.counts.started++;
       return grant;
     } catch (err) {
+      decide('refused');
       const code = err instanceof SessionError ? err.code : 'internal_error';
       this.counts.refused[code] = (this.counts.refused[code] ?? 0) + 1;
       throw err;
     }
   }
 
-  private async admitAndStart(request: ConnectRequest): Promise<SessionGrant> {
+  private async admitAndStart(request: ConnectRequest, admitted: () => void): Promise<SessionGrant> {
     if (this.closing) throw new SessionError('server_busy', 'this server is shutting down', SESSION_RETRY.serverBusySeconds);
     if (!UUID_RE.test(request.agentId)) throw new SessionError('agent_not_found', `agent ${request.agentId} not found`);
     const row = await this.options.agents.findById(request.agentId);
@@ -157,22 +209,39 @@ export class LiveSessions {
     const gate = this.options.capacity;
     const reserve = gate ? () => (held.lease = gate.tryAcquire()) !== null : undefined;
     const roomName = newRoomName();
+    const atLimit = (refusal: ConcurrencyRefusal) => new SessionError('concurrency_limit', `agent ${row.agent_id} already has ${refusal.live} of ${refusal.limit} sessions`, refusal.retryAfterSeconds);
+    const known = this.admissions.refusalFor(row.agent_id);
+    if (known) throw atLimit(known);
+    // This process cannot take a bot now (every slot taken, or its live bots' frames late): the
+    // visitor learns which limit stops them from one unlocked read, without queuing for the lock.
+    const busy = gate?.wouldRefuse();
+    if (busy) {
+      const full = await this.store.limitReached(row.agent_id);
+      if (full) throw atLimit(full);
+      gate!.recordRefusal(busy);
+      throw new SessionError('server_busy', 'this server has no capacity for another session right now', SESSION_RETRY.serverBusySeconds);
+    }
     let admission;
     try {
-      admission = await this.store.admit({ agentId: row.agent_id, room: roomName, roomProvider: this.options.rooms.name, clientUserRef: request.clientUserRef, origin: request.origin ?? null }, reserve);
+      admission = await this.admissions.run(row.agent_id, async () => {
+        const remembered = this.admissions.refusalFor(row.agent_id);
+        if (remembered) return remembered;
+        const decided = await this.store.admit({ agentId: row.agent_id, room: roomName, roomProvider: this.options.rooms.name, clientUserRef: request.clientUserRef, origin: request.origin ?? null }, reserve);
+        if (!decided.admitted && decided.reason === 'concurrency_limit') this.admissions.atLimit(row.agent_id, decided);
+        return decided;
+      });
     } catch (err) {
       held.lease?.release();
       throw err;
     }
     if (!admission.admitted) {
       held.lease?.release();
-      if (admission.reason === 'concurrency_limit') {
-        throw new SessionError('concurrency_limit', `agent ${row.agent_id} already has ${admission.live} of ${admission.limit} sessions`, admission.retryAfterSeconds);
-      }
+      if (admission.reason === 'concurrency_limit') throw atLimit(admission);
       if (admission.reason === 'server_busy') throw new SessionError('server_busy', 'this server has no capacity for another session right now', SESSION_RETRY.serverBusySeconds);
       throw new SessionError(admission.reason, admission.reason === 'agent_not_found' ? `agent ${row.agent_id} not found` : `agent ${row.agent_id} is not published`);
     }
     const { sessionId, callId } = admission;
+    admitted();
 
     let room: AvatarRoom;
     try {
@@ -183,7 +252,7 @@ export class LiveSessions {
       held.lease?.release();
       throw new SessionError('room_creation_failed', 'the WebRTC room could not be created');
     }
-    const local: LocalSession = { sessionId, callId, room, capacity: held.lease, running: null, finished: null };
+    const local: LocalSession = { sessionId, agentId: row.agent_id, callId, room, capacity: held.lease, running: null, finished: null };
     this.local.set(sessionId, local);
     this.byRoom.set(room.room, sessionId);
 
@@ -193,10 +262,14 @@ export class LiveSessions {
       agent = await this.options.agents.get(principal, row.agent_id);
       // A third_party agent's provider key is decrypted here, for this session's provider only.
       const stsApiKey = agent.mode === 'third_party' ? (await this.options.agents.providerKey(principal, row.agent_id)).apiKey : null;
-      local.running = await this.options.runner.start({ sessionId, callId, agent, clientUserRef: request.clientUserRef, room, stsApiKey });
+      local.running = await this.starts.run(() => this.options.runner.start({ sessionId, callId, agent, clientUserRef: request.clientUserRef, room, stsApiKey }));
     } catch (err) {
       this.log.error({ err, sessionId }, 'bot start failed');
-      await this.finish(local, { terminationReason: 'bot_start_failed', failureDetail: (err as Error).message, participantCount: 0, metadata: {} });
+      // A failure that knows its reason records it (`tts_key_missing` from a provider that cannot
+      // start, `face_unavailable`, ...); the visitor gets orchestrator_error either way.
+      const known = err instanceof ProviderStartError ? err.code : (err as { failureCode?: unknown })?.failureCode;
+      const failureCode = typeof known === 'string' ? known : undefined;
+      await this.finish(local, { terminationReason: 'bot_start_failed', failureDetail: withoutPaths((err as Error).message), ...(failureCode ? { failureCode } : {}), participantCount: 0, metadata: {} });
       throw new SessionError('orchestrator_error', 'the agent could not be started');
     }
     await this.store.markActive(sessionId).catch((err) => this.log.warn({ err, sessionId }, 'could not mark the session active'));
@@ -251,6 +324,7 @@ export class LiveSessions {
       }
       await this.options.rooms.closeRoom(local.room.room).catch((err) => this.log.warn({ err, room: local.room.room }, 'room close failed'));
       local.capacity?.release();
+      this.admissions.freed(local.agentId);
       this.local.delete(local.sessionId);
       this.byRoom.delete(local.room.room);
       this.log.info({ sessionId: local.sessionId, reason: outcome.terminationReason }, 'session ended');

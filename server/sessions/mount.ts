@@ -7,9 +7,10 @@
  */
 import type { SessionRunner } from '../../agent/session-contract.ts';
 import type { RoomProvider } from '../../transports/webrtc/room-provider.ts';
-import type { AppServer } from '../app.ts';
+import type { HttpHost } from '../http/http-app.ts';
+import type { ServiceCore } from '../services/open-services.ts';
 import { LiveSessions, type BotCapacity, type LiveSessionsOptions } from './live-sessions.ts';
-import { mountSessionRoutes, SESSION_ROUTE_SPECS } from './session-routes.ts';
+import { mountSessionRoutes } from './session-routes.ts';
 
 export interface MountSessionsOptions {
   readonly rooms: RoomProvider;
@@ -18,9 +19,10 @@ export interface MountSessionsOptions {
   readonly lease?: LiveSessionsOptions['lease'];
   readonly runnerId?: string;
   readonly shutdownTimeoutMs?: number;
+  readonly onDecision?: LiveSessionsOptions['onDecision'];
 }
 
-export function mountSessions(server: Pick<AppServer, 'db' | 'router' | 'api' | 'logger' | 'services' | 'baseUrl'>, options: MountSessionsOptions): LiveSessions {
+export function mountSessions(server: Pick<ServiceCore, 'db' | 'logger' | 'services'> & Pick<HttpHost, 'router' | 'api'>, options: MountSessionsOptions): LiveSessions {
   const sessions = new LiveSessions({
     db: server.db,
     agents: server.services.agents,
@@ -31,11 +33,9 @@ export function mountSessions(server: Pick<AppServer, 'db' | 'router' | 'api' | 
     ...(options.lease ? { lease: options.lease } : {}),
     ...(options.runnerId ? { runnerId: options.runnerId } : {}),
     ...(options.shutdownTimeoutMs !== undefined ? { shutdownTimeoutMs: options.shutdownTimeoutMs } : {}),
+    ...(options.onDecision ? { onDecision: options.onDecision } : {}),
   });
-  server.api.specs.push(...SESSION_ROUTE_SPECS);
-  // These routes read their own bodies: the Session API error shape, and beacons (text/plain) on release.
-  for (const spec of SESSION_ROUTE_SPECS) server.api.acceptBody(server.router, spec.method, spec.path, 'raw');
-  mountSessionRoutes(server.router, sessions, server.logger, (ctx) => server.baseUrl(ctx));
+  mountSessionRoutes(server.api, server.router, sessions, server.logger);
   sessions.start();
   return sessions;
 }

@@ -4,8 +4,10 @@
  * and `server_busy` add `retry_after_seconds` (and a `Retry-After` header).
  */
 export const SESSION_ERROR_STATUS = {
-  /** Decision: malformed JSON, a non-object body, a wrong type, a body over the size cap. */
+  /** Decision: malformed JSON, a non-object body, a wrong type. */
   invalid_request: 400,
+  /** Decision: a body over the route's cap; answered unread, and the connection closed (issue 32). */
+  payload_too_large: 413,
   /** Decision: a connect body whose Content-Type is not JSON. */
   unsupported_media_type: 415,
   agent_not_found: 404,

@@ -75,6 +75,19 @@ export class SessionStore {
    * process's capacity (synchronously); false refuses with `server_busy` and writes nothing. So
    * the agent's limit answers first (429), and a process without capacity never records a call.
    */
+  /**
+   * Whether the agent is at its limit, read without a lock (admits nothing): what a process that
+   * cannot take another bot anyway tells a visitor, 429 when the agent is full, else 503.
+   */
+  async limitReached(agentId: string): Promise<Extract<Admission, { reason: 'concurrency_limit' }> | null> {
+    const agent = await this.db('agents').where('agent_id', agentId).first('max_concurrency');
+    const limit = Number(agent?.max_concurrency ?? -1);
+    if (limit === -1) return null;
+    const live = await this.db('agent_sessions').where('agent_id', agentId).where('lease_expires_at', '>', this.db.fn.now()).count('* as n').first();
+    const count = Number(live?.n ?? 0);
+    return count >= limit ? { admitted: false, reason: 'concurrency_limit', live: count, limit, retryAfterSeconds: await this.retryAfter(this.db, agentId) } : null;
+  }
+
   async admit(request: AdmissionRequest, reserve?: () => boolean): Promise<Admission> {
     return this.db.transaction(async (trx) => {
       const agent = await trx('agents').where('agent_id', request.agentId).forUpdate().first('agent_id', 'organization_id', 'status', 'max_concurrency', 'session_limit_seconds');

@@ -1,4 +1,4 @@
-import type { StorageConfig } from '../config.ts';
+import type { StorageConfig } from '../config/server-config.ts';
 import type { UrlSigner } from '../security/url-signer.ts';
 import { FilesystemStorage } from './filesystem-storage.ts';
 import type { ObjectStorage } from './object-storage.ts';

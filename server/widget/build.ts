@@ -16,7 +16,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { build, type Plugin } from 'esbuild';
-import { WIDGET_VERSION } from '../../clients/web/version.ts';
+import { WIDGET_VERSION } from '../../protocol/widget-version.ts';
 
 export const WIDGET_ENTRY = fileURLToPath(new URL('../../clients/web/svc-agent.ts', import.meta.url));
 export const LIVEKIT_ENTRY = fileURLToPath(new URL('../../clients/web/livekit-transport.ts', import.meta.url));

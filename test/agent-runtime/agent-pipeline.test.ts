@@ -2,8 +2,12 @@ import test from 'ava';
 import { concat, Registry, RegistryError, silence, VirtualClock } from '../../core/index.ts';
 import { Conversation } from '../../testing/index.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
-import { buildAgentPipeline, providersFromEnv, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
+import { buildAgentPipeline, createProvider, ProviderStartError, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
+import { openaiPlugin } from '../../plugins/openai/index.ts';
+import { providersFromEnv, sttProviderFromEnv } from '../../server/config/env.ts';
 import { AGENT_DEFAULTS } from '../../server/services/agent-defaults.ts';
+import { TURN_DEFAULTS } from '../../processors/turns/turn-processor.ts';
+import { VAD_DEFAULTS } from '../../processors/vad/vad-processor.ts';
 import { EnergyVAD, ScriptedLLM, ScriptedSTT, ToneTTS, speech, type ScriptedResponse } from '../processors/scripted-services.ts';
 
 function agent(overrides: Partial<AgentRuntimeRecord> = {}): AgentRuntimeRecord {
@@ -143,4 +147,43 @@ test('an unknown tts_provider fails clearly, naming the known providers', async 
 test('providers come from the environment: cloud engines with keys, offline engines without', (t) => {
   t.deepEqual(providersFromEnv({}), { stt: 'local', llm: 'local', vad: 'local' });
   t.deepEqual(providersFromEnv({ DEEPGRAM_API_KEY: 'k', OPENAI_BASE_URL: 'http://llm.local/v1' }), { stt: 'deepgram', llm: 'openai', vad: 'local' });
+});
+
+test('the speech-to-text provider: SVC_STT_PROVIDER, else the first cloud key (Deepgram, then OpenAI), else local', (t) => {
+  t.deepEqual(sttProviderFromEnv({}), { slug: 'local', reason: 'no cloud speech-to-text key' });
+  t.deepEqual(sttProviderFromEnv({ SVC_STT_PROVIDER: ' OpenAI ', DEEPGRAM_API_KEY: 'k' }), { slug: 'openai', reason: 'SVC_STT_PROVIDER' });
+  t.is(sttProviderFromEnv({ DEEPGRAM_API_KEY: 'k', OPENAI_API_KEY: 'sk' }).slug, 'deepgram');
+  t.deepEqual(sttProviderFromEnv({ OPENAI_API_KEY: 'sk' }), { slug: 'openai', reason: 'OPENAI_API_KEY is set' });
+  // A self-hosted language model's server is not assumed to transcribe...
+  t.is(sttProviderFromEnv({ OPENAI_API_KEY: 'x', OPENAI_BASE_URL: 'http://vllm:8000/v1' }).slug, 'local');
+  // ...a transcription server named for it is.
+  t.deepEqual(sttProviderFromEnv({ OPENAI_API_KEY: 'x', OPENAI_BASE_URL: 'http://vllm:8000/v1', OPENAI_STT_BASE_URL: 'http://whisper:8000/v1' }), { slug: 'openai', reason: 'OPENAI_STT_BASE_URL is set' });
+});
+
+test('a provider without its key fails the start with a ProviderStartError coded <kind>_key_missing', (t) => {
+  const registry = new Registry().use(openaiPlugin);
+  // The plugin reads its key from the environment when no option gives it: an empty apiKey stands for "none".
+  const err = t.throws(() => createProvider(registry, 'tts', 'openai', { apiKey: '' }), { instanceOf: ProviderStartError });
+  t.is(err!.code, 'tts_key_missing');
+  t.regex(err!.message, /^text-to-speech provider openai cannot start: no OpenAI API key for text-to-speech/);
+  const unknown = t.throws(() => createProvider(registry, 'tts', 'nope', {}));
+  t.false(unknown instanceof ProviderStartError, 'an unknown slug stays the registry\'s error');
+});
+
+test('turn taking follows advanced: the VAD pause, the bounds, preemptive replies, false interruptions, backchannels; absent fields keep the defaults', async (t) => {
+  const registry = new Registry();
+  const clock = new VirtualClock();
+  registry.register('stt', 'scripted', () => new ScriptedSTT(clock, []));
+  registry.register('llm', 'scripted', () => new ScriptedLLM(clock, []));
+  registry.register('tts', 'tone', () => new ToneTTS(clock));
+  registry.register('vad', 'energy', () => new EnergyVAD());
+  const build = (advanced: AgentRuntimeRecord['advanced']) =>
+    buildAgentPipeline(agent({ advanced }), { registry, sink: new MemoryMediaSink(), providers: { stt: 'scripted', llm: 'scripted', vad: 'energy' }, session: { session_id: 's1', call_id: 'c1', client_user_ref: null } });
+  const tuned = await build({ turn_pause_ms: 300, turn_unsure_ms: 900, turn_incomplete_ms: 2000, preemptive_generation: false, resume_false_interruptions: false, false_interruption_ms: 400, backchannel_words: ['si si'] });
+  t.is(tuned.vad.settings.stopMs, 300);
+  t.like(tuned.turns.settings, { unsureMs: 900, incompleteMs: 2000, preemptiveGeneration: false, resumeFalseInterruptions: false, falseInterruptionMs: 400, language: 'en' });
+  t.deepEqual(tuned.turns.settings.backchannelWords, ['si si']);
+  const plain = await build({});
+  t.is(plain.vad.settings.stopMs, VAD_DEFAULTS.stopMs);
+  t.deepEqual({ ...plain.turns.settings }, { ...TURN_DEFAULTS, language: 'en' });
 });

@@ -97,7 +97,7 @@ export interface DeepgramFake {
 const FRAME_MS = 10;
 const CHANNEL = [0, 1];
 
-function rejectUpgrade(socket: Socket, status: number, reason: string, errCode: string, message: string): void {
+export function rejectUpgrade(socket: Socket, status: number, reason: string, errCode: string, message: string): void {
   const requestId = randomUUID();
   const body = JSON.stringify({ err_code: errCode, err_msg: message, request_id: requestId });
   socket.end(
@@ -106,7 +106,7 @@ function rejectUpgrade(socket: Socket, status: number, reason: string, errCode: 
   );
 }
 
-function authorized(req: IncomingMessage, apiKey: string): boolean {
+export function authorized(req: IncomingMessage, apiKey: string): boolean {
   const auth = req.headers.authorization;
   if (auth && /^token\s+/i.test(auth)) return auth.replace(/^token\s+/i, '') === apiKey;
   const protocols = String(req.headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());

@@ -48,10 +48,14 @@
  *   (x-google-start-bitrate in the answer) so the picture is not first scaled down by the fake.
  * - Participants: JoinResponse.other_participants (with their tracks), ParticipantUpdate to the
  *   others when one joins, publishes a track or leaves (state DISCONNECTED).
- * - Data: DataPackets received on a participant's publisher data channels are stamped with the
- *   sender (participant sid and identity, on the packet and its user packet) and sent on the
- *   same kind of subscriber data channel of every other participant (or of the packet's
- *   destination identities), queued until that channel opens; refused without canPublishData.
+ * - Data: DataPackets received on a participant's publisher data channels (user packets, data
+ *   streams: header/chunk/trailer, RPC: request/ack/response, chat, transcriptions) are handled
+ *   as LiveKit's participant does (`inspectDataPacket`: the sender stamped, reliable duplicates
+ *   dropped by sequence, metrics kept back) and sent on the same kind of subscriber data channel
+ *   of every other participant (or of the packet's destination identities), queued until that
+ *   channel opens; refused without canPublishData. Participants carry their token's `attributes`
+ *   and `kind` and their advertised `client_protocol`, which the SDKs read to route RPC and to
+ *   recognise agents and avatars (`lk.publish_on_behalf`).
  * - Room API (Twirp, JSON) on the same port, as LiveKit serves it: CreateRoom and DeleteRoom with
  *   the `roomCreate` grant (what `LiveKitRoomProvider` calls).
  *
@@ -65,7 +69,7 @@
  * publication is received as libwebrtc's receiver takes it; the session bot and the widget's
  * microphone publish without simulcast), adaptive stream and
  * track settings, speaker detection, room metadata, webhooks, region/URL failover, the data-track
- * channel and data streams beyond plain user packets, permissions updates after joining.
+ * channel, server-initiated RPC, the data message cache of migrations, permissions updates after joining.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -80,6 +84,7 @@ import {
   LeaveRequest,
   LeaveRequest_Action,
   ParticipantInfo,
+  ParticipantInfo_Kind,
   ParticipantInfo_State,
   ParticipantPermission,
   ParticipantUpdate,
@@ -106,8 +111,12 @@ import { wrtcWithSources } from '../../transports/webrtc/wrtc.ts';
 export const LIVEKIT_SERVER_FAKE_DEFAULTS = {
   apiKey: 'lk-fake-api-key',
   apiSecret: 'lk-fake-api-secret-that-is-long-enough-for-hs256',
-  /** Reported in JoinResponse.server_info; the SDK only reads it. */
-  serverVersion: '1.8.0-fake',
+  /**
+   * Reported in JoinResponse.server_info. A plain semver: the Rust SDK under rtc-node parses it
+   * and refuses RPC (`UNSUPPORTED_SERVER`) below 1.8.0, which a pre-release tag such as
+   * `1.8.0-fake` is.
+   */
+  serverVersion: '1.9.0',
   /** Seconds, as LiveKit sends them. */
   pingIntervalS: 5,
   pingTimeoutS: 15,
@@ -180,7 +189,11 @@ export interface FakeParticipant {
 
 export interface FakeDataPacket {
   readonly kind: 'reliable' | 'lossy';
+  /** The packet's case: `user`, `streamHeader`, `streamChunk`, `streamTrailer`, `rpcRequest`, `rpcAck`, `rpcResponse`, ... */
+  readonly type: string;
+  /** The user packet's or the stream header's topic ('' for the others). */
   readonly topic: string;
+  /** Payload bytes: a user packet's payload, a stream chunk's content, an RPC's payload (0 for the others). */
   readonly bytes: number;
   /** Participants it was forwarded to (identities). */
   readonly deliveredTo: string[];
@@ -261,6 +274,110 @@ function withStartBitrate(sdp: string, kbps = 2000): string {
   return out.join('\r\n');
 }
 
+// ---- Data packets (user packets, data streams, RPC) ----------------------------------------------
+
+/** LiveKit's participant kinds, from the token's `kind` claim. */
+function participantKindOf(kind: string | undefined): ParticipantInfo_Kind {
+  switch ((kind ?? '').toLowerCase()) {
+    case 'ingress':
+      return ParticipantInfo_Kind.INGRESS;
+    case 'egress':
+      return ParticipantInfo_Kind.EGRESS;
+    case 'sip':
+      return ParticipantInfo_Kind.SIP;
+    case 'agent':
+      return ParticipantInfo_Kind.AGENT;
+    default:
+      return ParticipantInfo_Kind.STANDARD;
+  }
+}
+
+interface InspectedDataPacket {
+  readonly forward: boolean;
+  readonly refusal?: string;
+  readonly type: string;
+  readonly topic: string;
+  readonly bytes: number;
+}
+
+/**
+ * What LiveKit's `handleReceivedDataMessage` does with a packet before the room forwards it (read
+ * from livekit-server, pkg/rtc/participant.go): the channel it came on is its kind; a user packet
+ * gets the sender's sid and identity and its destinations agree with the packet's; data stream
+ * headers, chunks and trailers and RPC requests, acks and responses go on as they are (an ack or
+ * response to an RPC the server itself made would be consumed: this fake makes none);
+ * transcriptions only from agents; metrics are not forwarded to participants (the server
+ * aggregates them). Every forwarded packet carries the sender's identity, set by the server
+ * whatever the client wrote (a hidden participant's is blank), so a receiver can trust who sent
+ * it: agents may keep the identity they publish on behalf of only for chat messages and text
+ * streams (`generated` set). Mutates `packet`.
+ */
+function inspectDataPacket(packet: DataPacket, sender: FakeParticipant, kind: 'reliable' | 'lossy'): InspectedDataPacket {
+  packet.kind = kind === 'reliable' ? DataPacket_Kind.RELIABLE : DataPacket_Kind.LOSSY;
+  const hidden = sender.grant.video?.hidden === true;
+  const isAgent = participantKindOf(sender.grant.kind) === ParticipantInfo_Kind.AGENT;
+  const onBehalf = isAgent && packet.participantIdentity !== '' && packet.participantIdentity !== sender.identity;
+  let overrideSender = true;
+  const value = packet.value;
+  const type = value.case ?? '<empty>';
+  let topic = '';
+  let bytes = 0;
+  switch (value.case) {
+    case 'user': {
+      const user = value.value;
+      user.participantSid = hidden ? '' : sender.sid;
+      user.participantIdentity = hidden ? '' : sender.identity;
+      if (packet.destinationIdentities.length > 0) user.destinationIdentities = [...packet.destinationIdentities];
+      else packet.destinationIdentities = [...user.destinationIdentities];
+      topic = user.topic ?? '';
+      bytes = user.payload.byteLength;
+      break;
+    }
+    case 'streamHeader': {
+      topic = value.value.topic;
+      const header = value.value.contentHeader;
+      if (onBehalf && header.case === 'textHeader') {
+        header.value.generated = true;
+        overrideSender = false;
+      }
+      break;
+    }
+    case 'streamChunk':
+      bytes = value.value.content.byteLength;
+      break;
+    case 'streamTrailer':
+    case 'rpcAck':
+      break;
+    case 'rpcRequest':
+      bytes = Buffer.byteLength(value.value.payload);
+      break;
+    case 'rpcResponse':
+      bytes = value.value.value.case === 'payload' ? Buffer.byteLength(value.value.value.value) : 0;
+      break;
+    case 'chatMessage':
+      if (onBehalf) {
+        value.value.generated = true;
+        overrideSender = false;
+      }
+      break;
+    case 'transcription':
+      if (!isAgent) return { forward: false, type, topic, bytes, refusal: 'transcription from a participant that is not an agent: not forwarded' };
+      break;
+    case 'metrics':
+      return { forward: false, type, topic, bytes };
+    case 'sipDtmf':
+    case 'encryptedPacket':
+      break;
+    default:
+      return { forward: false, type, topic, bytes, refusal: `unsupported data packet ${type}` };
+  }
+  if (overrideSender) {
+    packet.participantIdentity = hidden ? '' : sender.identity;
+    packet.participantSid = hidden ? '' : sender.sid;
+  }
+  return { forward: true, type, topic, bytes };
+}
+
 /** LiveKit's defaults: publish, subscribe and data are allowed unless the grant says false. */
 function permissionOf(grant: ClaimGrants): ParticipantPermission {
   const video = grant.video ?? {};
@@ -320,6 +437,8 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
   const resumesRefused: string[] = [];
   const droppedWhileCut: string[] = [];
   const connections = new Set<Connection>();
+  /** Data packets: the last reliable sequence number received from each connection. */
+  const lastReliableSequence = new WeakMap<Connection, number>();
   const rooms = new Map<string, { sid: string; createdAt: bigint }>();
   const roomApiRequests: string[] = [];
   const createdRooms: LiveKitServerFake['createdRooms'] = new Map();
@@ -556,6 +675,12 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       permission: conn.permission,
       isPublisher: p.tracks.length > 0,
       tracks: p.tracks.map(trackInfo),
+      // From the token, as LiveKit does: `attributes` (e.g. an avatar's `lk.publish_on_behalf`)
+      // and `kind` (`agent` for agent workers); the client's advertised data protocol (the SDKs
+      // pick RPC over data streams or data packets by it).
+      attributes: { ...(p.grant.attributes ?? {}) },
+      kind: participantKindOf(p.grant.kind),
+      clientProtocol: Number(p.query.client_protocol ?? 0) || 0,
     });
   }
 
@@ -833,7 +958,12 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     return true;
   }
 
-  /** A DataPacket from `from`: stamped with the sender, forwarded to the others of the room (or the destinations). */
+  /**
+   * A DataPacket from `from`, handled as LiveKit's participant and room do it
+   * (`handleReceivedDataMessage`, `BroadcastDataPacketForRoom`): see `inspectDataPacket`. The
+   * packet is re-encoded with the sender stamped and sent on the same kind of subscriber data
+   * channel of every other participant of the room, or of its destination identities only.
+   */
   function relayData(from: Connection, kind: 'reliable' | 'lossy', bytes: Uint8Array): void {
     let packet: DataPacket;
     try {
@@ -843,15 +973,19 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     }
     if (!from.permission.canPublishData) return void from.participant.refusals.push('data packet without canPublishData');
     const p = from.participant;
-    packet.participantSid = p.sid;
-    packet.participantIdentity = p.identity;
-    packet.kind = kind === 'reliable' ? DataPacket_Kind.RELIABLE : DataPacket_Kind.LOSSY;
-    const user = packet.value.case === 'user' ? packet.value.value : undefined;
-    if (user) {
-      user.participantSid = p.sid;
-      user.participantIdentity = p.identity;
+    if (kind === 'reliable' && packet.sequence > 0) {
+      // Reliable packets carry a per-sender sequence; LiveKit drops one it has already passed
+      // (a resent duplicate after a reconnect).
+      const last = lastReliableSequence.get(from) ?? 0;
+      if (packet.sequence <= last) return void p.refusals.push(`reliable data packet ${packet.sequence} out of order (last ${last})`);
+      lastReliableSequence.set(from, packet.sequence);
     }
-    const destinations = new Set([...packet.destinationIdentities, ...(user?.destinationIdentities ?? [])]);
+    const inspected = inspectDataPacket(packet, p, kind);
+    if (!inspected.forward) {
+      if (inspected.refusal) p.refusals.push(inspected.refusal);
+      return;
+    }
+    const destinations = new Set(packet.destinationIdentities);
     const out = packet.toBinary();
     const deliveredTo: string[] = [];
     for (const other of connections) {
@@ -860,7 +994,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       deliverData(other, kind, out);
       deliveredTo.push(other.participant.identity);
     }
-    p.dataSent.push({ kind, topic: user?.topic ?? '', bytes: user?.payload.byteLength ?? 0, deliveredTo });
+    p.dataSent.push({ kind, type: inspected.type, topic: inspected.topic, bytes: inspected.bytes, deliveredTo });
   }
 
   function deliverData(to: Connection, kind: 'reliable' | 'lossy', bytes: Uint8Array): void {

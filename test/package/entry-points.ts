@@ -31,6 +31,8 @@ export const HEAVY_MODULES = [
  */
 const EXPECTED_HEAVY: Record<string, readonly string[]> = {
   'transports/livekit': ['@livekit/rtc-node', 'livekit-server-sdk'],
+  // @livekit/agents itself loads sharp (its llm/utils.js imports it at the top).
+  'livekit-agents': ['@livekit/rtc-node', 'livekit-server-sdk', 'sharp'],
   'plugins/face': ['sharp'],
 };
 

@@ -49,9 +49,9 @@ test('a full turn: speech in -> VAD -> STT -> LLM -> TTS -> output, and the cont
   await h.worker.cancel();
 });
 
-test('barge-in mid-answer: playback stops within one chunk and the context keeps only the words played', async (t) => {
+test('barge-in mid-answer (false interruptions off: any sound cuts): playback stops within one chunk and the context keeps only the words played', async (t) => {
   const long = 'one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen.';
-  const h = await conversation(['tell me a story', 'stop'], [long, 'Okay.']);
+  const h = await conversation(['tell me a story', 'stop'], [long, 'Okay.'], { turnOptions: { resumeFalseInterruptions: false } });
   await h.say(utterance(600));
   // Let the bot speak for a while: 16 words x 60 ms = 960 ms of audio.
   await h.clock.advanceUntil(() => h.voice.output.botSpeaking, 5000);

@@ -10,55 +10,40 @@ function audioSteps(pcm: Int16Array, rate = 16_000): TestStep[] {
   return [...chunkAudio(pcm, rate, 20)].flatMap((c) => [frame('input-audio', { pcm: c, sampleRate: rate, channels: 1 }), { sleepMs: 20 }]);
 }
 
-const speakingTypes = (frames: Frame[]) => frameTypes(frames).filter((t) => t.startsWith('user-') || t === 'interruption-request');
+const speakingTypes = (frames: Frame[]) => frameTypes(frames).filter((t) => t.startsWith('vad-speech') || t.startsWith('user-') || t === 'interruption-request');
 
-test('VAD: speech longer than startMs starts a turn; silence longer than stopMs ends it', async (t) => {
+test('VAD: speech longer than startMs is reported started; silence longer than stopMs, stopped (with that silence)', async (t) => {
   const vad = new VADProcessor(new EnergyVAD(), { startMs: 200, stopMs: 600 });
   const { downstream } = await runProcessorTest(vad, audioSteps(concat([silence(200, 16_000), speech(1000), silence(800, 16_000)])));
-  t.deepEqual(speakingTypes(downstream), ['user-started-speaking', 'user-stopped-speaking']);
+  t.deepEqual(speakingTypes(downstream), ['vad-speech-started', 'vad-speech-stopped']);
+  t.like(downstream.find((f) => f.type === 'vad-speech-stopped'), { silenceMs: 600 });
 });
 
-test('VAD: a blip shorter than startMs is not a turn, a pause shorter than stopMs does not end one', async (t) => {
+test('VAD: a blip shorter than startMs is not speech, a pause shorter than stopMs does not stop it', async (t) => {
   const vad = new VADProcessor(new EnergyVAD(), { startMs: 200, stopMs: 600 });
   const pcm = concat([speech(100), silence(300, 16_000), speech(500), silence(400, 16_000), speech(500), silence(700, 16_000)]);
   const { downstream } = await runProcessorTest(vad, audioSteps(pcm));
-  t.deepEqual(speakingTypes(downstream), ['user-started-speaking', 'user-stopped-speaking']);
+  t.deepEqual(speakingTypes(downstream), ['vad-speech-started', 'vad-speech-stopped']);
 });
 
 test('VAD: input audio at another sample rate is resampled for the analyzer', async (t) => {
   const vad = new VADProcessor(new EnergyVAD(), { startMs: 100, stopMs: 300 });
   const { downstream } = await runProcessorTest(vad, audioSteps(concat([speech(500, 48_000), silence(500, 48_000)]), 48_000));
-  t.deepEqual(speakingTypes(downstream), ['user-started-speaking', 'user-stopped-speaking']);
+  t.deepEqual(speakingTypes(downstream), ['vad-speech-started', 'vad-speech-stopped']);
 });
 
-test('VAD: user speech over the bot requests an interruption when the start frame allows it', async (t) => {
+test('VAD: it starts no turn and interrupts nobody, even over the bot (the turn processor decides)', async (t) => {
   const vad = new VADProcessor(new EnergyVAD(), { startMs: 100 });
-  const { upstream } = await runProcessorTest(vad, [{ upstream: signal('bot-started-speaking') }, ...audioSteps(speech(300))], { allowInterruptions: true });
-  t.deepEqual(speakingTypes(upstream), ['interruption-request', 'user-started-speaking']);
-});
-
-test('VAD: no interruption is requested when the start frame disallows it', async (t) => {
-  const vad = new VADProcessor(new EnergyVAD(), { startMs: 100 });
-  const { upstream, downstream } = await runProcessorTest(vad, [{ upstream: signal('bot-started-speaking') }, ...audioSteps(speech(300))], { allowInterruptions: false });
-  t.deepEqual(speakingTypes(upstream), ['user-started-speaking']);
-  t.true(frameTypes(downstream).includes('user-started-speaking'), 'the turn is still detected');
-});
-
-test('VAD: no interruption while the bot is silent', async (t) => {
-  const vad = new VADProcessor(new EnergyVAD(), { startMs: 100 });
-  const { upstream } = await runProcessorTest(vad, [
-    { upstream: signal('bot-started-speaking') },
-    { upstream: signal('bot-stopped-speaking') },
-    ...audioSteps(speech(300)),
-  ]);
-  t.false(frameTypes(upstream).includes('interruption-request'));
+  const { upstream, downstream } = await runProcessorTest(vad, [{ upstream: signal('bot-started-speaking') }, ...audioSteps(speech(300))], { allowInterruptions: true });
+  t.deepEqual(speakingTypes(upstream), []);
+  t.deepEqual(speakingTypes(downstream), ['vad-speech-started']);
 });
 
 test('STT: final and interim transcripts become transcription frames in the agent language', async (t) => {
   const clock = new VirtualClock();
   const service = new ScriptedSTT(clock, ['bonjour tout le monde']);
   const stt = new STTProcessor(service, { language: 'fr' });
-  const { downstream } = await runProcessorTest(stt, [...audioSteps(speech(200)), signal('user-stopped-speaking'), { sleepMs: 200 }], { clock });
+  const { downstream } = await runProcessorTest(stt, [...audioSteps(speech(200)), frame('vad-speech-stopped', { silenceMs: 200 }), { sleepMs: 200 }], { clock });
   const transcripts = downstream.flatMap((f) => (f.type === 'transcription' ? [[f.text, f.final, f.language]] : []));
   t.deepEqual(transcripts, [
     ['bonjour', false, 'fr'],
@@ -75,7 +60,7 @@ test('STT: after a dropped connection it reconnects and replays audio not yet tr
   const stt = new STTProcessor(service, { reconnectBaseMs: 100 });
   await runProcessorTest(
     stt,
-    [...audioSteps(speech(100)), signal('user-stopped-speaking'), { sleepMs: 200 }, ...audioSteps(speech(200))],
+    [...audioSteps(speech(100)), frame('vad-speech-stopped', { silenceMs: 200 }), { sleepMs: 200 }, ...audioSteps(speech(200))],
     { clock, sendEnd: false },
   );
   service.drop();
@@ -106,7 +91,7 @@ test('STT: audio sent while a final was being recognised is replayed after a dro
   const service = new ScriptedSTT(clock, ['first', 'second'], 150);
   const stt = new STTProcessor(service, { reconnectBaseMs: 100 });
   // 100 ms, end of turn, then the user goes on speaking for 300 ms while the final is pending.
-  await runProcessorTest(stt, [...audioSteps(speech(100)), signal('user-stopped-speaking'), ...audioSteps(speech(300))], { clock, sendEnd: false });
+  await runProcessorTest(stt, [...audioSteps(speech(100)), frame('vad-speech-stopped', { silenceMs: 200 }), ...audioSteps(speech(300))], { clock, sendEnd: false });
   service.drop();
   await clock.advance(150);
   t.is(stt.reconnects, 1);

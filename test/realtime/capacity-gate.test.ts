@@ -1,10 +1,11 @@
 /**
- * The process-wide capacity gate (server/capacity), issue 17 item 6: weighted leases up to the
- * limit, idempotent release, refusal while the process is overloaded (a real busy event loop, not
- * a simulated figure), configuration errors, and the default rule (cores x 2).
+ * The process-wide capacity gate (server/capacity), issue 17 item 6 and issue 25: weighted leases
+ * up to the limit, idempotent release, configuration errors, the default rule (slots from the
+ * measured cost of a session), and a saturated event loop that does not refuse (only late frames do).
  */
 import test from 'ava';
-import { CapacityConfigError, createCapacityGate, defaultFaceSessionLimit, faceSessionLimitFromEnv } from '../../server/capacity/index.ts';
+import { CapacityConfigError, createCapacityGate, defaultFaceSessionLimit } from '../../server/capacity/index.ts';
+import { ConfigError, faceSessionLimitFromEnv } from '../../server/config/env.ts';
 
 test('leases are weighted, refused when they do not fit, and release is idempotent', (t) => {
   const gate = createCapacityGate({ limit: 4, loadCheck: false });
@@ -14,7 +15,7 @@ test('leases are weighted, refused when they do not fit, and release is idempote
   t.truthy(a);
   t.truthy(b);
   t.is(gate.tryAcquire(2), null, '1 + 2 + 2 > 4');
-  t.like(gate.snapshot(), { limit: 4, inUse: 3, leases: 2, available: 1, overloaded: false, admitted: 2, refused: { full: 1, overloaded: 0 }, lastRefusal: 'full' });
+  t.like(gate.snapshot(), { limit: 4, inUse: 3, leases: 2, available: 1, lateFrames: false, admitted: 2, refused: { full: 1, late_frames: 0 }, lastRefusal: 'full' });
   const c = gate.tryAcquire();
   t.truthy(c);
   t.is(gate.tryAcquire(), null);
@@ -40,34 +41,26 @@ test('bad limits and weights are clear errors, not a silently open or closed gat
 test('SVC_MAX_FACE_SESSIONS: unset means the default rule; a bad value fails at start-up', (t) => {
   t.is(faceSessionLimitFromEnv({}), undefined);
   t.is(faceSessionLimitFromEnv({ SVC_MAX_FACE_SESSIONS: ' 6 ' }), 6);
-  for (const bad of ['0', '-2', '2.5', 'many']) t.throws(() => faceSessionLimitFromEnv({ SVC_MAX_FACE_SESSIONS: bad }), { instanceOf: CapacityConfigError }, bad);
-  t.is(defaultFaceSessionLimit(2), 4, 'the measured 2-core figure');
+  for (const bad of ['0', '-2', '2.5', 'many']) t.throws(() => faceSessionLimitFromEnv({ SVC_MAX_FACE_SESSIONS: bad }), { instanceOf: ConfigError }, bad);
+  t.is(defaultFaceSessionLimit(2), 6, 'the 2-core reference machine: (2 - 0.5) / 0.25');
   t.is(defaultFaceSessionLimit(1), 2);
   t.is(createCapacityGate({ loadCheck: false }).limit, defaultFaceSessionLimit());
 });
 
-test('while the event loop is saturated, nothing new is admitted even below the limit; admission resumes when the load is gone', async (t) => {
-  const gate = createCapacityGate({ limit: 100, loadCheck: { windowMs: 300 } });
+test('a saturated event loop alone refuses nothing: the API sheds its own load, visitors are refused only for slots or late frames', (t) => {
+  const gate = createCapacityGate({ limit: 100 });
   t.teardown(() => gate.close());
-  const running = gate.tryAcquire(); // an idle gate always admits: something must run to be starved
+  const running = gate.tryAcquire();
   t.truthy(running);
   t.teardown(() => running?.release());
-  // Saturate this process's event loop for longer than a window (real work, as a render would be).
-  const until = performance.now() + 700;
+  // Saturate this process's event loop for longer than a load window (real work, as a render would be).
+  const until = performance.now() + 2500;
   let x = 0;
   while (performance.now() < until) x += Math.sqrt(x + 1);
   t.true(x > 0);
-  t.is(gate.tryAcquire(), null, 'refused while overloaded');
   const snap = gate.snapshot();
-  t.true(snap.overloaded);
-  t.is(snap.lastRefusal, 'overloaded');
-  t.true((snap.eventLoopUtilization ?? 0) > 0.9, JSON.stringify(snap));
-  // Idle again: within a few windows the gate admits (a bound for a loaded machine).
-  let lease = null;
-  for (let i = 0; i < 200 && !lease; i++) {
-    await new Promise((r) => setTimeout(r, 50));
-    lease = gate.tryAcquire();
-  }
-  t.truthy(lease, JSON.stringify(gate.snapshot()));
+  t.true(snap.load.eventLoopUtilization > 0.9, JSON.stringify(snap.load));
+  const lease = gate.tryAcquire();
+  t.truthy(lease, 'admitted: no frame was late');
   lease?.release();
 });

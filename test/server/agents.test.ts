@@ -115,6 +115,45 @@ test('every agent field limit accepts its bound and rejects one past it', async 
   t.is((await patch(a.agent_id, { sts_provider: 'p'.repeat(101) })).status, 400);
 });
 
+test('turn-taking settings in advanced: stored when valid; out of range, wrongly typed or inconsistent is a 400 and nothing is stored', async (t) => {
+  const a = await newAgent();
+  const turn = { turn_pause_ms: 300, turn_unsure_ms: 800, turn_incomplete_ms: 2000, preemptive_generation: false, resume_false_interruptions: false, false_interruption_ms: 400, backchannel_words: ['si si', 'claro'] };
+  const good = await patch(a.agent_id, { advanced: turn });
+  t.is(good.status, 200, good.text);
+  t.like(good.body.advanced, { ...turn, llm_max_tokens: 1024 });
+  const bad: Array<[Record<string, unknown>, string]> = [
+    [{ turn_pause_ms: 99 }, '/advanced/turn_pause_ms'],
+    [{ turn_pause_ms: 2001 }, '/advanced/turn_pause_ms'],
+    [{ turn_pause_ms: '300' }, '/advanced/turn_pause_ms'],
+    [{ turn_pause_ms: 250.5 }, '/advanced/turn_pause_ms'],
+    [{ turn_unsure_ms: 5001 }, '/advanced/turn_unsure_ms'],
+    [{ turn_incomplete_ms: 10_001 }, '/advanced/turn_incomplete_ms'],
+    [{ false_interruption_ms: 99 }, '/advanced/false_interruption_ms'],
+    [{ preemptive_generation: 'yes' }, '/advanced/preemptive_generation'],
+    [{ resume_false_interruptions: 1 }, '/advanced/resume_false_interruptions'],
+    [{ backchannel_words: 'uh-huh' }, '/advanced/backchannel_words'],
+    [{ backchannel_words: [''] }, '/advanced/backchannel_words/0'],
+    [{ backchannel_words: ['x'.repeat(41)] }, '/advanced/backchannel_words/0'],
+    [{ backchannel_words: Array.from({ length: 51 }, (_, i) => `w${i}`) }, '/advanced/backchannel_words'],
+    // Inconsistent with what is stored: the unsure bound under the pause, the incomplete under the unsure.
+    [{ turn_unsure_ms: 250 }, '/advanced/turn_unsure_ms'],
+    [{ turn_incomplete_ms: 700 }, '/advanced/turn_incomplete_ms'],
+    [{ turn_pause_ms: 900 }, '/advanced/turn_unsure_ms'],
+  ];
+  for (const [advanced, path] of bad) {
+    const res = await patch(a.agent_id, { advanced });
+    t.is(res.status, 400, JSON.stringify(advanced).slice(0, 60));
+    t.true(isErrorBody(res.body));
+    t.is(res.body.code, 'validation_failed');
+    t.true(JSON.stringify(res.body.details ?? {}).includes(path), `${JSON.stringify(advanced).slice(0, 60)}: ${res.text.slice(0, 300)}`);
+  }
+  const after = await s.call('GET', `/v1/agents/${a.agent_id}`);
+  t.like(after.body.advanced, turn, 'nothing stored by the refused requests');
+  // The bounds are checked on create too.
+  const refused = await s.call('POST', '/v1/agents', { body: { title: 'agent', advanced: { turn_unsure_ms: 150 } } });
+  t.is(refused.status, 400);
+});
+
 test('sts_provider must name an installed speech-to-speech provider', async (t) => {
   const a = await newAgent();
   t.is((await patch(a.agent_id, { sts_provider: 'openai-realtime' })).body.sts_provider, 'openai-realtime');

@@ -162,7 +162,7 @@ test('with npm start running on the embedded database: the CLI goes through its 
   const serverDir = tempDir(t);
   const otherDir = tempDir(t);
   const pglite = join(serverDir, 'pglite');
-  let server = await startServerProcess({ DATABASE_URL: '', SVC_DATA_DIR: serverDir, LOG_LEVEL: 'silent', SVC_CAPACITY_LOAD_CHECK: 'off' });
+  let server = await startServerProcess({ DATABASE_URL: '', SVC_DATA_DIR: serverDir, LOG_LEVEL: 'silent' });
   try {
     const created = await svc(['keys', 'create', '--org', 'acme', '--name', 'second', '--json'], { SVC_DATA_DIR: serverDir });
     t.is(created.code, 0, created.stdout + created.stderr);
@@ -194,7 +194,7 @@ test('with npm start running on the embedded database: the CLI goes through its 
     t.is(alone.stderr, `svc: using the embedded database in ${pglite}\n`, 'no server: the CLI opened the directory itself, quietly');
     const third = JSON.parse(alone.stdout) as { key: string };
 
-    server = await startServerProcess({ DATABASE_URL: '', SVC_DATA_DIR: serverDir, LOG_LEVEL: 'silent', SVC_CAPACITY_LOAD_CHECK: 'off' });
+    server = await startServerProcess({ DATABASE_URL: '', SVC_DATA_DIR: serverDir, LOG_LEVEL: 'silent' });
     t.is((await fetch(`${server.url}/v1/agents`, { headers: { 'X-API-Key': third.key } })).status, 200, 'a restarted server takes over the stale socket and accepts the key');
     const again = await svc(['keys', 'list', '--org', 'acme'], { SVC_DATA_DIR: serverDir });
     t.is(again.code, 0, again.stdout + again.stderr);

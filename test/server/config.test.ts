@@ -3,7 +3,7 @@ import test from 'ava';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfigFromEnv } from '../../server/env-config.ts';
+import { loadConfigFromEnv } from '../../server/config/env.ts';
 import { WebhookClient } from '../../processors/tools/index.ts';
 
 function withDataDir(run: (dir: string) => void): void {

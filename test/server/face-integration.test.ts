@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from '../../core/registry.ts';
 import { facePlugin } from '../../plugins/face/index.ts';
-import { createServer, type AppServer } from '../../server/app.ts';
+import { createServer, type AppServer } from '../../server/build-server.ts';
 import { createTestDatabase, SECRETS } from './harness.ts';
 
 // With the real face plugin: the catalogue it publishes, the landmark hook it registers, and the

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { Registry, type Plugin } from '../../core/registry.ts';
-import { createServer, type AppServer, type ServerInput } from '../../server/app.ts';
+import { buildServer, type AppServer, type ServerInput, type ServerParts } from '../../server/build-server.ts';
+import { REST_ONLY, type Surfaces } from '../../server/config/surfaces.ts';
 
 export const POSTGRES_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -86,6 +87,10 @@ export interface TestServerOptions {
   pglite?: boolean;
   plugins?: Plugin[];
   config?: Partial<ServerInput>;
+  /** What the server serves besides REST (default: REST only); the same builder as `npm start`. */
+  surfaces?: Partial<Surfaces>;
+  /** The builder's parts (capacity gate, session options, ...); `registry` comes from `plugins`. */
+  parts?: Omit<ServerParts, 'registry'>;
 }
 
 export const SECRETS = { encryptionKey: 'test-encryption-key', signingSecret: 'test-signing-secret' };
@@ -98,9 +103,9 @@ export async function startTestServer(options: TestServerOptions): Promise<TestS
   const boot = async (keys?: { keyA: string; keyB: string }): Promise<TestServer> => {
     const registry = new Registry();
     for (const plugin of [testFacePlugin, ...(options.plugins ?? [])]) registry.use(plugin);
-    const server = await createServer(
-      { ...SECRETS, port: 0, host: '127.0.0.1', logLevel: 'silent', dataDir, databaseUrl: database?.url, ...options.config },
-      { registry },
+    const server = await buildServer(
+      { ...SECRETS, port: 0, host: '127.0.0.1', logLevel: 'silent', dataDir, databaseUrl: database?.url, ...options.config, surfaces: { ...REST_ONLY, ...options.surfaces } },
+      { ...options.parts, registry },
     );
     const { url } = await server.listen();
     const keyA = keys?.keyA ?? (await server.services.apiKeys.create('org-a', 'test')).key;

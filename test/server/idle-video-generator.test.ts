@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Plugin } from '../../core/registry.ts';
 import type { FaceFrameSource, FaceSessionConfig } from '../../processors/avatar/face-model.ts';
-import { IDLE_VIDEO_DEFAULTS } from '../../server/generation/idle-video-generator.ts';
+import { IDLE_VIDEO_DEFAULTS } from '../../server/jobs/idle-video-generator.ts';
 import { startTestServer, type TestServer } from './harness.ts';
 
 const opened: FaceSessionConfig[] = [];
@@ -76,7 +76,7 @@ test('the built-in idle-v1 generator renders the face model idle loop into an H.
 });
 
 test('without ffmpeg the generation fails with an error naming it, instead of waiting forever', async (t) => {
-  const { FaceIdleVideoGenerator } = await import('../../server/generation/idle-video-generator.ts');
+  const { FaceIdleVideoGenerator } = await import('../../server/jobs/idle-video-generator.ts');
   const generator = new FaceIdleVideoGenerator(s.server.registry, { ffmpegPath: '/nonexistent/ffmpeg' });
   const error = await t.throwsAsync(generator.generate({
     sourceImage: Buffer.alloc(16), sourceContentType: 'image/png', referenceTemplate: 'v2', modelVariantId: 'svc/synthetic/v1', signal: new AbortController().signal,

@@ -82,7 +82,7 @@ test.serial('npm start on the embedded database (PGlite) runs jobs; killed with 
     await Promise.all(procs.map((p) => p.exited));
     rmSync(dataDir, { recursive: true, force: true });
   });
-  const env = { ...JOB_ENV, DATABASE_URL: '', SVC_DATA_DIR: dataDir, SVC_CAPACITY_LOAD_CHECK: 'off' };
+  const env = { ...JOB_ENV, DATABASE_URL: '', SVC_DATA_DIR: dataDir };
   const first = await startServerProcess(env);
   procs.push(first);
   const key = first.firstKey!;

@@ -7,8 +7,8 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfigFromEnv } from '../../server/env-config.ts';
-import { EMBEDDED_JOB_POLL_MS, JOB_DEFAULTS, jobSettingsFromEnv, resolveJobSettings, retryDelayMs } from '../../server/jobs/job-settings.ts';
+import { EMBEDDED_JOB_POLL_MS, JOB_DEFAULTS, resolveJobSettings, retryDelayMs } from '../../server/jobs/job-settings.ts';
+import { jobSettingsFromEnv, loadConfigFromEnv } from '../../server/config/env.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 

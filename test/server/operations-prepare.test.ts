@@ -1,7 +1,8 @@
 /**
  * `npm test`'s pretest (scripts/prepare-test-machine.sh) on machine states without the system
  * packages: PATH points at a scratch folder holding only what each test puts there (shims), so
- * `chromium`, `ffmpeg`, `python3` and `apt-get` are found only when a test provides them. No real
+ * the programs (`chromium`, `ffmpeg`, `openssl`, `gdb`, ..., `python3`) and `apt-get` are found
+ * only when a test provides them. No real
  * installation happens: the `apt-get` here is a shim that records its arguments.
  */
 import test from 'ava';
@@ -26,9 +27,29 @@ function shim(dir: string, name: string, body: string): void {
   chmodSync(join(dir, name), 0o755);
 }
 
-function run(pathDir: string): Promise<{ code: number; stdout: string; stderr: string }> {
+/** Every program the script checks but python3, and the Debian package each comes in. */
+const PROGRAMS: ReadonlyArray<readonly [string, string]> = [
+  ['chromium', 'chromium'],
+  ['ffmpeg', 'ffmpeg'],
+  ['ffprobe', 'ffmpeg'],
+  ['openssl', 'openssl'],
+  ['ps', 'procps'],
+  ['gdb', 'gdb'],
+  ['ip', 'iproute2'],
+  ['iptables', 'iptables'],
+  ['nft', 'nftables'],
+  ['turnserver', 'coturn'],
+];
+const ALL_PACKAGES = [...new Set(PROGRAMS.map(([, pkg]) => pkg))].join(' ');
+
+/** Shims of every program but those named in `except`. */
+function present(bin: string, except: readonly string[] = []): void {
+  for (const [program] of PROGRAMS) if (!except.includes(program)) shim(bin, program, 'exit 0');
+}
+
+function run(pathDir: string, env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(BASH, [SCRIPT], { env: { PATH: pathDir, HOME: pathDir }, timeout: 30_000 }, (err, stdout, stderr) => {
+    execFile(BASH, [SCRIPT], { env: { PATH: pathDir, HOME: pathDir, ...env }, timeout: 30_000 }, (err, stdout, stderr) => {
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
     });
   });
@@ -41,13 +62,30 @@ test('without the packages and without apt: one line naming what to install, exi
   t.is(r.stdout, '');
   const lines = r.stderr.trim().split('\n');
   t.is(lines.length, 1, r.stderr);
-  t.regex(lines[0]!, /needs chromium ffmpeg python3 python3-venv: install them first \(Debian\/Ubuntu: sudo apt-get install chromium ffmpeg python3 python3-venv\)/);
+  t.is(lines[0]!, `npm test needs ${ALL_PACKAGES} python3 python3-venv: install them first (Debian/Ubuntu: sudo apt-get install ${ALL_PACKAGES} python3 python3-venv), then run npm test again`);
+});
+
+test('each missing program is named by its package, once (ffmpeg brings ffprobe too)', async (t) => {
+  const bin = scratch(t);
+  present(bin, ['ffmpeg', 'ffprobe', 'gdb', 'turnserver']);
+  shim(bin, 'python3', 'exit 0');
+  const r = await run(bin);
+  t.is(r.code, 1);
+  t.regex(r.stderr, /^npm test needs ffmpeg gdb coturn: /);
+});
+
+test('without the human read speech of pocketsphinx-testdata (the turn corpus), that package is named', async (t) => {
+  const bin = scratch(t);
+  present(bin);
+  shim(bin, 'python3', 'exit 0');
+  const r = await run(bin, { SVC_POCKETSPHINX_DATA: bin });
+  t.is(r.code, 1);
+  t.regex(r.stderr, /^npm test needs pocketsphinx-testdata: install them first/);
 });
 
 test('a python3 without venv is named as python3-venv only', async (t) => {
   const bin = scratch(t);
-  shim(bin, 'chromium', 'exit 0');
-  shim(bin, 'ffmpeg', 'exit 0');
+  present(bin);
   shim(bin, 'python3', 'exit 1'); // `python3 -c "import venv, ensurepip"` fails
   const r = await run(bin);
   t.is(r.code, 1);
@@ -58,7 +96,7 @@ test('a python3 without venv is named as python3-venv only', async (t) => {
 test('with apt-get (root): apt-get update once, then one quiet install of what is missing', async (t) => {
   const bin = scratch(t);
   const log = join(bin, 'apt.log');
-  shim(bin, 'chromium', 'exit 0');
+  present(bin, ['ffmpeg', 'ffprobe']);
   // The apt-get shim records its arguments; `install` "installs" by writing shims of the programs.
   shim(
     bin,
@@ -66,7 +104,7 @@ test('with apt-get (root): apt-get update once, then one quiet install of what i
     `echo "$*" >> ${log}
 if [ "$1" = install ]; then
   for p in "$@"; do
-    case "$p" in ffmpeg|python3) printf '#!${BASH}\\nexit 0\\n' > ${bin}/$p; /bin/chmod 755 ${bin}/$p ;; esac
+    case "$p" in ffmpeg|python3) for q in $p \$([ $p = ffmpeg ] && echo ffprobe); do printf '#!${BASH}\\nexit 0\\n' > ${bin}/\$q; /bin/chmod 755 ${bin}/\$q; done ;; esac
   done
 fi
 exit 0`,
@@ -92,12 +130,13 @@ exit 0`,
   const r = await run(bin);
   t.is(r.code, 1);
   t.regex(r.stderr, /E: Unable to locate package chromium/);
-  t.regex(r.stderr, /apt-get install chromium ffmpeg python3 python3-venv failed/);
+  t.true(r.stderr.includes(`apt-get install ${ALL_PACKAGES} python3 python3-venv failed`), r.stderr);
 });
 
 test('everything present: nothing installed, nothing printed, exit 0', async (t) => {
   const bin = scratch(t);
-  for (const p of ['chromium', 'ffmpeg', 'python3']) shim(bin, p, 'exit 0');
+  present(bin);
+  shim(bin, 'python3', 'exit 0');
   shim(bin, 'apt-get', `echo called > ${join(bin, 'apt.log')}`);
   const r = await run(bin);
   t.is(r.code, 0);

@@ -62,9 +62,8 @@ async function serverWithLiveSession(label: string) {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-shutdown-'));
   cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
   const proc = await startServerProcess({
-    // Admission by count only: a loaded test machine must not turn this test's session into an
-    // overload refusal (overload has its own test, operations-overload).
-    DATABASE_URL: relay.via(db.url), SVC_DATA_DIR: dataDir, SVC_SHUTDOWN_GRACE_MS: '60000', SVC_CAPACITY_LOAD_CHECK: 'off',
+    // The default capacity gate: the one session is admitted by an idle gate whatever the machine's load.
+    DATABASE_URL: relay.via(db.url), SVC_DATA_DIR: dataDir, SVC_SHUTDOWN_GRACE_MS: '60000',
     SVC_ENCRYPTION_KEY: 'shutdown-test-key', SVC_SIGNING_SECRET: 'shutdown-test-signing',
   });
   cleanups.push(async () => {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { Registry } from '../../core/registry.ts';
-import { createServer } from '../../server/app.ts';
+import { createServer } from '../../server/build-server.ts';
 import { createTestDatabase, SECRETS, testFacePlugin } from './harness.ts';
 
 test('request logs record method, path, status and duration, and never keys or secrets', async (t) => {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { Registry } from '../../core/registry.ts';
-import { createServer, type AppServer } from '../../server/app.ts';
+import { createServer, type AppServer } from '../../server/build-server.ts';
 import { createTestDatabase, isErrorBody, POSTGRES_URL, SECRETS, testFacePlugin } from './harness.ts';
 import { TcpRelay } from './operations-relay.ts';
 

@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from '../../core/registry.ts';
-import { createServer } from '../../server/app.ts';
+import { createServer } from '../../server/build-server.ts';
 import { PgliteLock } from '../../server/db/pglite-lock.ts';
 import { createTestDatabase, SECRETS, testFacePlugin } from './harness.ts';
 

@@ -5,7 +5,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
-import { loadConfigFromEnv } from '../../server/env-config.ts';
+import { loadConfigFromEnv } from '../../server/config/env.ts';
 import { startTestServer } from './harness.ts';
 
 const forged = { 'x-forwarded-host': 'evil.example', 'x-forwarded-proto': 'https' };

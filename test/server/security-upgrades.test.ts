@@ -1,21 +1,17 @@
 import test from 'ava';
-import { mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
 import { isErrorBody, startTestServer, type TestServer } from './harness.ts';
 import { firstResponse, hasResponses, rawExchange } from './security-helpers.ts';
 
 // Issue 17 item 1: every upgrade is claimed, refused or served; idle sockets are not held.
 
 let s: TestServer;
-let realtime: RealtimeEndpoint;
 test.before(async () => {
-  // Short header timeout so the idle-socket test ends quickly; everything else as in production.
-  s = await startTestServer({ label: 'sec_upgrades', config: { headersTimeoutMs: 400, requestTimeoutMs: 5_000 } });
-  // A real WebSocket endpoint on the same server (its upgrade listener is what used to leave other
-  // paths unanswered).
-  realtime = mountRealtime(s.server);
+  // Short header timeout so the idle-socket test ends quickly; everything else as in production,
+  // with a real WebSocket endpoint (/realtime) in the upgrade table (its upgrade listener is what
+  // used to leave other paths unanswered).
+  s = await startTestServer({ label: 'sec_upgrades', config: { headersTimeoutMs: 400, requestTimeoutMs: 5_000 }, surfaces: { realtime: true } });
 });
 test.after.always(async () => {
-  await realtime?.close();
   await s?.stop();
 });
 

@@ -75,8 +75,9 @@ test.serial('release is idempotent, accepts beacon forms, and never errors for u
     t.deepEqual(res.body, { released: 0 });
   }
   const big = await s.release('s_whatever', { body: 'x'.repeat(SESSION_API_LIMITS.maxReleaseBodyBytes + 1), headers: { 'content-type': 'text/plain' } });
-  t.is(big.status, 400);
-  t.true(isSessionError(big.body, 'invalid_request'));
+  t.is(big.status, 413);
+  t.true(isSessionError(big.body, 'payload_too_large'));
+  t.is(big.headers.get('connection'), 'close', 'answered unread, the connection closed');
   // Exactly at the cap is accepted (the limit's other side).
   const atCap = await s.release('s_whatever', { body: 'x'.repeat(SESSION_API_LIMITS.maxReleaseBodyBytes), headers: { 'content-type': 'text/plain' } });
   t.is(atCap.status, 200, atCap.text);
@@ -92,9 +93,10 @@ test.serial('a connect body of exactly the cap is read (and judged on its fields
   t.is(ok.status, 200, ok.text);
   await s.release(roomOf(ok.body.room_url));
   const over = await s.connect(body.replace('"pad":"', '"pad":"x'), { 'content-type': 'application/json' });
-  t.is(over.status, 400);
-  t.true(isSessionError(over.body, 'invalid_request'));
-  t.regex(over.body.message, /exceeds/);
+  t.is(over.status, 413);
+  t.true(isSessionError(over.body, 'payload_too_large'));
+  t.regex(over.body.message, /exceeds 16384 bytes/);
+  t.is(over.headers.get('connection'), 'close');
   t.true(await eventually(async () => s.live.sessions.size === 0, 10_000, 'no live session'));
 });
 
@@ -136,7 +138,7 @@ test.serial('agent_not_found (404) for unknown and non-UUID ids; agent_unpublish
   t.true(isSessionError(res.body, 'agent_unpublished'));
 });
 
-test.serial('bad bodies are 400 invalid_request in the Session API shape; a non-JSON content type is 415', async (t) => {
+test.serial('bad bodies are 400 invalid_request in the Session API shape; a non-JSON content type is 415; a body over the cap 413', async (t) => {
   const agentId = await s.agent();
   const cases: Array<[string, unknown]> = [
     ['malformed JSON', '{"agent_id": '],
@@ -150,13 +152,15 @@ test.serial('bad bodies are 400 invalid_request in the Session API shape; a non-
     ['client_user_ref over 256', { agent_id: agentId, client_user_ref: 'u'.repeat(257) }],
     ['auth_token a number', { agent_id: agentId, auth_token: 1 }],
     ['empty body', ''],
-    ['body over the cap', { agent_id: agentId, pad: 'x'.repeat(SESSION_API_LIMITS.maxConnectBodyBytes) }],
   ];
   for (const [what, body] of cases) {
     const res = await s.connect(body);
     t.is(res.status, 400, `${what}: ${res.text}`);
     t.true(isSessionError(res.body, 'invalid_request'), what);
   }
+  const over = await s.connect({ agent_id: agentId, pad: 'x'.repeat(SESSION_API_LIMITS.maxConnectBodyBytes) });
+  t.is(over.status, 413, over.text);
+  t.true(isSessionError(over.body, 'payload_too_large'));
   const ok = await s.connect({ agent_id: agentId, client_user_ref: 'u'.repeat(256) });
   t.is(ok.status, 200, '256 characters are allowed');
   await s.release(roomOf(ok.body.room_url));

@@ -13,7 +13,7 @@ import { getPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalTTSService } from '../../plugins/local/index.ts';
 import { BotHost } from '../../server/sessions/bot-host.ts';
-import { BOT_HOST_DEFAULT_NICE, botHostFromEnv } from '../../server/sessions/embedded-sessions.ts';
+import { BOT_HOST_DEFAULT_NICE, botHostFromEnv } from '../../server/config/env.ts';
 import { startServerProcess } from './server-process.ts';
 import { RoomVisitor, waitFor } from '../agent/room-visitor.ts';
 import { concat } from '../../core/audio.ts';
@@ -151,7 +151,7 @@ test('SVC_BOT_HOST and SVC_BOT_HOST_NICE: inline by default, process with nice 1
 test('npm start with SVC_BOT_HOST=process: a session is served by the host; SIGTERM ends it cleanly and leaves no process', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bot-host-'));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-  const server = await startServerProcess({ SVC_DATA_DIR: dataDir, DATABASE_URL: '', SVC_BOT_HOST: 'process', SVC_CAPACITY_LOAD_CHECK: 'off' });
+  const server = await startServerProcess({ SVC_DATA_DIR: dataDir, DATABASE_URL: '', SVC_BOT_HOST: 'process' });
   let hostPid: number | undefined;
   t.teardown(() => {
     server.kill('SIGKILL');

@@ -1,14 +1,15 @@
 /**
- * A real server with the Session API as `npm start` mounts it (embedded rooms, the in-process
- * BotRunner, offline engines, the human-portrait face), for the session tests.
+ * A real server with the Session API as `npm start` assembles it (`buildServer`: embedded rooms,
+ * the in-process BotRunner, offline engines, the human-portrait face), for the session tests.
  */
 import { facePlugin } from '../../plugins/face/index.ts';
 import { localPlugin } from '../../plugins/local/index.ts';
-import { mountRooms, type MountedRooms, type MountRoomsOptions } from '../../server/rooms/mount.ts';
-import { mountEmbeddedSessions, type EmbeddedSessions, type EmbeddedSessionsOptions } from '../../server/sessions/embedded-sessions.ts';
+import { createCapacityGate, type CapacityGate } from '../../server/capacity/index.ts';
+import type { MountedRooms, MountRoomsOptions } from '../../server/rooms/mount.ts';
+import type { EmbeddedSessions, EmbeddedSessionsOptions } from '../../server/sessions/embedded-sessions.ts';
 import type { Plugin } from '../../core/registry.ts';
 import { until } from '../../testing/until.ts';
-import type { ServerInput } from '../../server/app.ts';
+import type { ServerInput } from '../../server/build-server.ts';
 import { startTestServer, type Call, type TestServer } from '../server/harness.ts';
 
 export interface SessionTestServer extends TestServer {
@@ -28,9 +29,21 @@ export async function startSessionServer(
   label: string,
   options: { sessions?: EmbeddedSessionsOptions; rooms?: MountRoomsOptions; pglite?: boolean; config?: Partial<ServerInput>; plugins?: Plugin[] } = {},
 ): Promise<SessionTestServer> {
-  const ts = await startTestServer({ label, plugins: [localPlugin, facePlugin, ...(options.plugins ?? [])], ...(options.pglite === undefined ? {} : { pglite: options.pglite }), ...(options.config ? { config: options.config } : {}) });
-  const rooms = mountRooms(ts.server, options.rooms ?? {});
-  const live = mountEmbeddedSessions(ts.server, rooms, { shutdownTimeoutMs: 5_000, ...options.sessions });
+  // A roomy gate by slots only: several of these tests hold sessions at once, and a loaded test
+  // machine's late frames would refuse one (server_busy) at random; the late-frame rule has its own
+  // tests (test/server/capacity-gate, operations-overload, sessions/multi-process, sessions/rest-flood,
+  // which run the default gate). A test's own `sessions.capacity` wins.
+  const gate: CapacityGate = createCapacityGate({ limit: 64, loadCheck: false });
+  const ts = await startTestServer({
+    label,
+    plugins: [localPlugin, facePlugin, ...(options.plugins ?? [])],
+    ...(options.pglite === undefined ? {} : { pglite: options.pglite }),
+    ...(options.config ? { config: options.config } : {}),
+    surfaces: { sessions: true, rooms: true },
+    parts: { capacity: gate, rooms: options.rooms ?? {}, sessions: { shutdownTimeoutMs: 5_000, ...options.sessions } },
+  });
+  const rooms = ts.server.rooms!;
+  const live = ts.server.sessions!;
   const stop = ts.stop.bind(ts);
   const parse = async (res: Response): Promise<Call> => {
     const text = await res.text();
@@ -72,9 +85,8 @@ export async function startSessionServer(
       }, ms, `the ended call record of session ${sessionId}`);
     },
     async stop() {
-      await live.close();
-      await rooms.close();
       await stop();
+      gate.close();
     },
   });
 }

@@ -12,7 +12,7 @@
 import test from 'ava';
 import { dispose } from '@livekit/rtc-node';
 import { LocalTTSService } from '../../plugins/local/index.ts';
-import { liveKitSessionSettingsFromEnv } from '../../server/sessions/embedded-sessions.ts';
+import { liveKitSessionSettingsFromEnv } from '../../server/config/env.ts';
 import { LiveKitVisitor } from '../agent/livekit-visitor.ts';
 import { waitFor } from '../agent/room-visitor.ts';
 import { startLiveKitServerFake, type LiveKitServerFake } from '../fakes/livekit-server.ts';

@@ -27,8 +27,12 @@ export function spawnEntryPoint(
   env: Record<string, string>,
   isReady: (output: string) => boolean,
   what: string,
+  /** A command that runs the rest (e.g. `ip netns exec <ns>`): the child then is that command's exec. */
+  wrap: readonly string[] = [],
 ): { readonly process: GroupProcess; readonly ready: Promise<void> } {
-  const child = spawn(process.execPath, ['--import', EXIT_WITH_PARENT, '--import', 'tsx', entry], {
+  const argv = [process.execPath, '--import', EXIT_WITH_PARENT, '--import', 'tsx', entry];
+  const [command, ...args] = [...wrap, ...argv] as [string, ...string[]];
+  const child = spawn(command, args, {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
     detached: true,

@@ -1,12 +1,12 @@
 /**
- * A running service with the `/realtime` face-model endpoint mounted and one model configuration
- * created, for tests of the endpoint, the realtime clients and the remote avatar: what several
- * test files set up by hand. Stop it with `stop()` (endpoint first, then the rooms, then the
- * server and its database).
+ * A running service with the `/realtime` face-model endpoint (the builder's realtime surface) and
+ * one model configuration created, for tests of the endpoint, the realtime clients and the remote
+ * avatar. Stop it with `stop()` (the server closes the endpoint, then the rooms, then its database).
  */
 import { facePlugin } from '../../plugins/face/index.ts';
-import { mountRealtime, type RealtimeEndpoint } from '../../server/realtime/index.ts';
-import { mountRooms, type MountedRooms } from '../../server/rooms/index.ts';
+import type { ServerParts } from '../../server/build-server.ts';
+import type { RealtimeEndpoint } from '../../server/realtime/index.ts';
+import type { MountedRooms } from '../../server/rooms/index.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
 
 export interface RealtimeServerOptions {
@@ -15,7 +15,11 @@ export interface RealtimeServerOptions {
   /** Canvas of the model configuration (small keeps rendering cheap). */
   readonly canvas?: { readonly width: number; readonly height: number };
   readonly variant?: string;
-  readonly endpoint?: Parameters<typeof mountRealtime>[1];
+  /**
+   * The endpoint's options; `maxSessions` is the process's face session limit
+   * (`SVC_MAX_FACE_SESSIONS`), admitted by count only.
+   */
+  readonly endpoint?: NonNullable<ServerParts['realtime']> & { readonly maxSessions?: number };
   /** Mount embedded rooms and let the endpoint publish avatars into them (`webrtc` sessions). */
   readonly rooms?: boolean;
 }
@@ -32,14 +36,19 @@ export interface RealtimeServer {
 }
 
 export async function startRealtimeServer(options: RealtimeServerOptions): Promise<RealtimeServer> {
-  const ts = await startTestServer({ label: options.label, plugins: [facePlugin] });
-  const rooms = options.rooms ? mountRooms(ts.server) : undefined;
-  const endpoint = mountRealtime(ts.server, rooms ? { publishAvatar: rooms.publishAvatar, ...options.endpoint } : options.endpoint);
-  const stop = async () => {
-    await endpoint.close();
-    await rooms?.close();
-    await ts.stop();
-  };
+  const { maxSessions, ...endpointOptions } = options.endpoint ?? {};
+  const ts = await startTestServer({
+    label: options.label,
+    plugins: [facePlugin],
+    // By count only: these tests share a loaded machine, whose load would refuse their sessions at
+    // random; the load check has its own tests (test/realtime/security, test/server/operations-overload).
+    config: { capacityLoadCheck: false, ...(maxSessions ? { maxFaceSessions: maxSessions } : {}) },
+    surfaces: { realtime: true, rooms: options.rooms === true },
+    parts: { realtime: endpointOptions },
+  });
+  const endpoint = ts.server.realtime!;
+  const rooms = ts.server.rooms;
+  const stop = () => ts.stop();
   try {
     const created = await ts.call('POST', '/v1/model-configs', {
       body: {

@@ -51,7 +51,8 @@ async function session(agent: AgentRuntimeRecord, phrases: string[], responses: 
     session: SESSION,
     webhooks: new WebhookClient({ allowedRanges: ['127.0.0.1/32'] }),
     logger,
-    tuning: { vadOptions: { startMs: 100, stopMs: 300 } },
+    // The scripted model answers in order: a preemptive run (processors/turns) would take an answer.
+    tuning: { vadOptions: { startMs: 100, stopMs: 300 }, turnOptions: { preemptiveGeneration: false } },
   });
   // Virtual time for the pipeline; a real millisecond after every 10 ms step lets the local webhook server answer.
   const c = await Conversation.start({ pipeline: built.pipeline, clock, stepMs: 10, realPauseMs: 1 });

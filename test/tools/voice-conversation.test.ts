@@ -32,6 +32,8 @@ async function conversation(phrases: string[], responses: ScriptedResponse[], be
     sink,
     language: 'en',
     vadOptions: { startMs: 100, stopMs: 400 },
+    // The scripted model answers in order: a preemptive run (processors/turns) would take an answer.
+    turnOptions: { preemptiveGeneration: false },
     behaviours,
     tools: toolset.definitions,
     afterLLM: new ToolDispatcher({ toolset, webhooks, session: SESSION, logger }),

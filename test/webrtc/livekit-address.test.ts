@@ -16,8 +16,6 @@ import { NEVER } from 'rxjs';
 import { dispose } from '@livekit/rtc-node';
 import { AccessToken } from 'livekit-server-sdk';
 import { facePlugin } from '../../plugins/face/index.ts';
-import { mountRealtime } from '../../server/realtime/index.ts';
-import { mountRooms } from '../../server/rooms/mount.ts';
 import type { HostResolver } from '../../processors/tools/webhook-target.ts';
 import { LIVEKIT_JOIN_FAILED, liveKitAddressPolicy, publishToLiveKit, resolveLiveKitTarget, startPinnedRelay } from '../../transports/livekit/index.ts';
 import { publishAvatar, RoomError } from '../../transports/webrtc/index.ts';
@@ -121,9 +119,9 @@ test.serial('through /realtime: a webrtc message to a loopback LiveKit url gets 
   const fake = await startFake(t);
   const jwt = await avatarToken(fake, 'room-rt');
   for (const allowed of [undefined, ['127.0.0.0/8']]) {
-    const ts = await startTestServer({ label: 'livekit_ssrf', pglite: true, plugins: [facePlugin], config: allowed ? { livekitAllowedRanges: allowed } : {} });
-    const rooms = mountRooms(ts.server);
-    const endpoint = mountRealtime(ts.server, { publishAvatar: rooms.publishAvatar });
+    // Face sessions admitted by slots only: these tests open several at once, and a loaded test machine's
+  // late frames would refuse one at random; the late-frame rule has its own tests (operations-overload).
+    const ts = await startTestServer({ label: 'livekit_ssrf', pglite: true, plugins: [facePlugin], config: { capacityLoadCheck: false, ...(allowed ? { livekitAllowedRanges: allowed } : {}) }, surfaces: { realtime: true, rooms: true } });
     try {
       const c = connectRaw(`${ts.url.replace(/^http/, 'ws')}/realtime?config_id=svc/human-portrait`, { 'x-api-key': ts.keyA });
       await c.next(isReady);
@@ -142,8 +140,6 @@ test.serial('through /realtime: a webrtc message to a loopback LiveKit url gets 
       for (let i = 0; i < 600 && fake.participants.some((p) => p.state !== 'disconnected'); i++) await new Promise((r) => setTimeout(r, 25));
       t.true(fake.participants.every((p) => p.state === 'disconnected'), 'the avatar left the room');
     } finally {
-      await endpoint.close();
-      await rooms.close();
       await ts.stop();
     }
   }

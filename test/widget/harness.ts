@@ -7,10 +7,11 @@
  */
 import { facePlugin } from '../../plugins/face/index.ts';
 import { DEFAULT_STT_PHRASES, localPlugin } from '../../plugins/local/index.ts';
+import type { Middleware } from 'koa';
 import { createCapacityGate, type CapacityGate } from '../../server/capacity/index.ts';
-import { mountRooms, type MountedRooms } from '../../server/rooms/mount.ts';
-import { mountEmbeddedSessions, type EmbeddedSessions } from '../../server/sessions/embedded-sessions.ts';
-import { mountWidget, type MountedWidget } from '../../server/widget/index.ts';
+import type { MountedRooms } from '../../server/rooms/mount.ts';
+import type { EmbeddedSessions } from '../../server/sessions/embedded-sessions.ts';
+import type { MountedWidget } from '../../server/widget/index.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
 import { until } from '../../testing/until.ts';
 
@@ -46,34 +47,50 @@ export interface WidgetServer extends TestServer {
  * instead of embedded rooms, its loopback address opened as an operator would (SVC_LIVEKIT_ALLOWED_RANGES).
  */
 export async function startWidgetServer(label = 'widget', options: { livekit?: { url: string; apiKey: string; apiSecret: string } } = {}): Promise<WidgetServer> {
-  const ts = await startTestServer({ label, plugins: [localPlugin, facePlugin], ...(options.livekit ? { config: { livekitAllowedRanges: ['127.0.0.0/8'] } } : {}) });
-  const rooms = mountRooms(ts.server);
-  const defaultCapacity = createCapacityGate({ limit: 64, loadCheck: false });
-  const handle = ts as WidgetServer;
-  handle.capacity = defaultCapacity;
-  const live = mountEmbeddedSessions(ts.server, rooms, {
-    // Each lease comes from (and goes back to) the gate set when the session was admitted.
-    capacity: { tryAcquire: () => handle.capacity.tryAcquire() },
-    shutdownTimeoutMs: 5_000,
-    livekit: options.livekit ? { url: options.livekit.url, apiKey: options.livekit.apiKey, apiSecret: options.livekit.apiSecret } : null,
-    providers: { stt: 'local', llm: 'local', vad: 'local', options: { 'stt:local': { phrases: [...DEFAULT_STT_PHRASES.en!, TOOL_PHRASE] } } },
-    runner: { tuning: { vadOptions: { stopMs: 500 } }, logger: { info: () => undefined, warn: () => undefined } },
-  });
-  const widget = mountWidget(ts.server, { demoAgentId: () => handle.demoAgentId });
-  const stop = ts.stop.bind(ts);
+  // The capacity gate as npm start runs it (slots and the late-frame check), with room for every
+  // session a widget test opens; a test swaps in a small one to see `server_busy`.
+  const defaultCapacity = createCapacityGate({ limit: 64 });
+  let capacity = defaultCapacity;
+  let demoAgentId: string | null = null;
   // Observes (does not answer) the release requests reaching the server.
   const releases: { room: string; mode: string | undefined }[] = [];
-  ts.server.httpServer.on('request', (req) => {
-    const m = /^\/v1\/public\/agents\/connect\/([^/?]+)/.exec(req.url ?? '');
-    if (req.method === 'POST' && m) releases.push({ room: decodeURIComponent(m[1]!), mode: req.headers['sec-fetch-mode'] as string | undefined });
+  const observeReleases: Middleware = (ctx, next) => {
+    const m = /^\/v1\/public\/agents\/connect\/([^/?]+)/.exec(ctx.path);
+    if (ctx.method === 'POST' && m) releases.push({ room: decodeURIComponent(m[1]!), mode: ctx.get('sec-fetch-mode') || undefined });
+    return next();
+  };
+  const livekit = options.livekit ? { url: options.livekit.url, apiKey: options.livekit.apiKey, apiSecret: options.livekit.apiSecret } : null;
+  const ts = await startTestServer({
+    label,
+    plugins: [localPlugin, facePlugin],
+    // The server as npm start assembles it, with the deployment's LiveKit server when given.
+    config: { ...(livekit ? { livekitAllowedRanges: ['127.0.0.0/8'] } : {}), sessions: { livekit } },
+    surfaces: { sessions: true, rooms: true, widget: true },
+    parts: {
+      middleware: [observeReleases],
+      widget: { demoAgentId: () => demoAgentId },
+      sessions: {
+        // Each lease comes from (and goes back to) the gate set when the session was admitted.
+        capacity: { tryAcquire: () => capacity.tryAcquire(), wouldRefuse: () => capacity.wouldRefuse(), recordRefusal: (reason) => capacity.recordRefusal(reason) },
+        shutdownTimeoutMs: 5_000,
+        providers: { stt: 'local', llm: 'local', vad: 'local', options: { 'stt:local': { phrases: [...DEFAULT_STT_PHRASES.en!, TOOL_PHRASE] } } },
+        runner: { tuning: { vadOptions: { stopMs: 500 } }, logger: { info: () => undefined, warn: () => undefined } },
+      },
+    },
   });
+  const handle = ts as WidgetServer;
+  const rooms = ts.server.rooms!;
+  const live = ts.server.sessions!;
+  const widget = ts.server.widget!;
+  const stop = ts.stop.bind(ts);
+  Object.defineProperty(handle, 'capacity', { get: () => capacity, set: (gate: CapacityGate) => (capacity = gate), enumerable: true });
+  Object.defineProperty(handle, 'demoAgentId', { get: () => demoAgentId, set: (id: string | null) => (demoAgentId = id), enumerable: true });
   return Object.assign(handle, {
     releases,
     defaultCapacity,
     rooms,
     live,
     widget,
-    demoAgentId: null,
     async agent(fields: Record<string, unknown> = {}) {
       const created = await ts.call('POST', '/v1/agents', { body: { title: (fields.title as string | undefined) ?? 'Ada' } });
       if (created.status !== 201) throw new Error(created.text);
@@ -95,9 +112,8 @@ export async function startWidgetServer(label = 'widget', options: { livekit?: {
       }, { timeoutMs: ms, intervalMs: 100, what: `the call record of ${sessionId} to end` });
     },
     async stop() {
-      await live.close();
-      await rooms.close();
       await stop();
+      defaultCapacity.close();
     },
   });
 }

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { dispose } from '@livekit/rtc-node';
 import { LIVEKIT_SESSION_TOPIC as WIDGET_TOPIC } from '../../clients/web/transport.ts';
-import { WIDGET_VERSION } from '../../clients/web/version.ts';
+import { WIDGET_VERSION } from '../../protocol/widget-version.ts';
 import { LIVEKIT_SESSION_TOPIC } from '../../transports/livekit/livekit-bot-room.ts';
 import { until } from '../../testing/until.ts';
 import { startLiveKitServerFake, type LiveKitServerFake } from '../fakes/livekit-server.ts';

@@ -4,17 +4,18 @@
  * the server answering as before. Also the bundle's size (logged, documented in docs/widget.md).
  */
 import test from 'ava';
+import { createHash } from 'node:crypto';
 import { gunzipSync } from 'node:zlib';
-import { WIDGET_VERSION } from '../../clients/web/version.ts';
-import { buildLiveKitModule, buildWidget, mountWidget, WIDGET_CACHE, WIDGET_PATHS } from '../../server/widget/index.ts';
+import { WIDGET_VERSION } from '../../protocol/widget-version.ts';
+import { buildLiveKitModule, buildWidget, WIDGET_CACHE, WIDGET_PATHS } from '../../server/widget/index.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
+import { withBrowser } from './browser.ts';
 
 let ts: TestServer;
 let demoAgent: string | null = null;
 
 test.before(async () => {
-  ts = await startTestServer({ label: 'widget_serving' });
-  mountWidget(ts.server, { demoAgentId: async () => demoAgent });
+  ts = await startTestServer({ label: 'widget_serving', surfaces: { widget: true }, parts: { widget: { demoAgentId: async () => demoAgent } } });
 });
 
 test.after.always(async () => {
@@ -68,7 +69,9 @@ test('HEAD, CORS preflight, identity encoding, and methods that are not reads', 
   t.is(preflight.status, 204);
   t.is(preflight.headers.get('access-control-allow-origin'), '*');
   const post = await fetch(`${ts.url}${WIDGET_PATHS.latest}`, { method: 'POST' });
-  t.is(post.status, 404, 'not the widget module\'s: the REST server answers');
+  t.is(post.status, 405, 'a read-only route: 405 in the error shape');
+  t.is((await post.json()).code, 'method_not_allowed');
+  t.is(post.headers.get('allow'), 'HEAD, GET, OPTIONS');
 });
 
 test('the bundle: built deterministically, small, no framework; size logged', async (t) => {
@@ -148,10 +151,39 @@ test('the demo page embeds the widget for the demo agent, or explains how to pic
   t.false(html.includes('avatars.example.com'));
 });
 
+test('the demo page has a Content-Security-Policy: scripts from this server and its inline script by hash, no framing, nosniff (issue 32)', async (t) => {
+  const res = await fetch(`${ts.url}/?agent_id=11111111-2222-4333-8444-555555555555`);
+  t.is(res.headers.get('x-content-type-options'), 'nosniff');
+  t.is(res.headers.get('x-frame-options'), 'DENY');
+  const policy = new Map((res.headers.get('content-security-policy') ?? '').split(';').map((d) => d.trim().split(/\s+/)).map(([name, ...values]) => [name!, values]));
+  t.deepEqual(policy.get('default-src'), ["'none'"]);
+  t.deepEqual(policy.get('frame-ancestors'), ["'none'"]);
+  t.deepEqual(policy.get('base-uri'), ["'none'"]);
+  t.false((policy.get('script-src') ?? []).includes("'unsafe-inline'"), 'no inline script but the one hashed');
+  const html = await res.text();
+  const inline = [...html.matchAll(/<script>([\s\S]*?)<\/script>/g)].map((m) => m[1]!);
+  t.is(inline.length, 1, 'one inline script');
+  t.true(policy.get('script-src')!.includes(`'sha256-${createHash('sha256').update(inline[0]!).digest('base64')}'`), 'its hash is allowed');
+  t.true(policy.get('connect-src')!.includes(ts.url.replace(/^http/, 'ws')), 'the signalling socket of this server');
+  t.false(/\sstyle="/.test(html), 'no inline style attribute');
+});
+
+test('the demo page runs under its policy in a real browser: the widget loads, the page script works, nothing is refused', async (t) => {
+  await withBrowser({}, async (browser) => {
+    const page = await browser.context.newPage();
+    await page.addInitScript(`window.__violations = []; document.addEventListener('securitypolicyviolation', (e) => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));`);
+    await page.goto(`${ts.url}/?agent_id=11111111-2222-4333-8444-555555555555`);
+    await page.waitForFunction(() => customElements.get('svc-agent') !== undefined);
+    await page.fill('#context-text', 'hello');
+    await page.click('#context button');
+    await page.waitForFunction(() => document.getElementById('log')!.textContent!.includes('appendSystemContext'));
+    t.deepEqual(await page.evaluate(() => (window as unknown as { __violations: string[] }).__violations), []);
+  });
+});
+
 test('behind a declared proxy (trustProxy), the demo page uses the forwarded host and scheme', async (t) => {
-  const proxied = await startTestServer({ label: 'widget_proxy', config: { trustProxy: true } });
+  const proxied = await startTestServer({ label: 'widget_proxy', config: { trustProxy: true }, surfaces: { widget: true }, parts: { widget: { demoAgentId: () => '11111111-2222-4333-8444-555555555555' } } });
   t.teardown(() => proxied.stop());
-  mountWidget(proxied.server, { demoAgentId: () => '11111111-2222-4333-8444-555555555555' });
   const html = await (await fetch(`${proxied.url}/`, { headers: { 'x-forwarded-host': 'avatars.example.com', 'x-forwarded-proto': 'https' } })).text();
   t.true(html.includes('core-api-endpoint="https://avatars.example.com"'));
   t.true(html.includes('src="https://avatars.example.com/widget/latest/svc-agent.js"'));

@@ -13,3 +13,13 @@ export {
   type LiveKitBotRoomStats,
 } from './livekit-bot-room.ts';
 export { LiveKitAudioInput, type LiveKitAudioInputOptions } from './livekit-audio-input.ts';
+export { AVATAR_AUDIO_LIMITS, AVATAR_PROTOCOL, AvatarAudioStreamDecoder, AvatarAudioStreamError, parseAvatarAudioFormat, type AvatarAudioFormat, type AvatarAudioStreamErrorCode } from './avatar-audio-stream.ts';
+export { AvatarPlayback, type AvatarPlaybackEvent } from './avatar-playback.ts';
+export {
+  AVATAR_RPC_ERRORS,
+  LIVEKIT_AVATAR_WORKER_DEFAULTS,
+  LiveKitAvatarWorker,
+  type AvatarWorkerEndReason,
+  type LiveKitAvatarWorkerOptions,
+  type LiveKitAvatarWorkerStats,
+} from './livekit-avatar-worker.ts';

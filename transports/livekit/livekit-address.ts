@@ -16,6 +16,7 @@ import { connect as tlsConnect, rootCertificates } from 'node:tls';
 import { resolveOptions } from '../../core/options.ts';
 import { AddressPolicy } from '../../processors/tools/address-policy.ts';
 import { resolveWebhookTarget, systemResolver, type HostResolver } from '../../processors/tools/webhook-target.ts';
+import { errorMessage } from '../../core/error-message.ts';
 
 export interface LiveKitTarget {
   readonly url: URL;
@@ -47,7 +48,7 @@ export async function resolveLiveKitTarget(rawUrl: string, policy: AddressPolicy
     // Same parsing, resolution and per-address check as webhooks, on the http(s) form of the url.
     target = await resolveWebhookTarget(`${tls ? 'https' : 'http'}${rawUrl.slice(match[1]!.length)}`, policy, resolver);
   } catch (error) {
-    throw new LiveKitAddressRefused(error instanceof Error ? error.message : String(error));
+    throw new LiveKitAddressRefused(errorMessage(error));
   }
   const url = new URL(rawUrl);
   return {

@@ -49,6 +49,18 @@ export class LiveKitMediaSink implements AvatarMediaSink {
     return this.videoSource;
   }
 
+  /**
+   * Creates the video source and its track now, for a picture size known in advance (the face
+   * session's): the track is then published with the audio, in the first negotiation, instead of
+   * a renegotiation when the first picture comes.
+   */
+  async openVideo(width: number, height: number): Promise<void> {
+    if (this.videoSource) return;
+    this.videoSource = new VideoSource(width, height);
+    this.videoSize = { width, height };
+    await this.onVideoTrack(LocalVideoTrack.createVideoTrack(LIVEKIT_MEDIA_DEFAULTS.videoTrackName, this.videoSource));
+  }
+
   async deliver(video: I420Frame | null, audio: readonly Int16Array[]): Promise<void> {
     if (video) {
       if (!this.videoSource) {

@@ -119,6 +119,13 @@ export interface LiveKitAvatarPublication {
   /** Settles when publishing ended (frames completed, the room disconnected, or `stop()`), sources closed. */
   readonly ended: Promise<void>;
   stop(): Promise<void>;
+  /** Audio (ms) waiting in the audio source, not yet sent: pictures captured now show this much before their sound. */
+  readonly audioQueuedMs: number;
+  /**
+   * Drops the audio waiting in the audio source (an interruption: the sound stops now rather
+   * than after the queue drains). Returns how many ms were dropped.
+   */
+  clearAudio(): number;
 }
 
 /**
@@ -133,6 +140,8 @@ export interface PublishFramesOptions extends FramePumpOptions {
    * session bot turns them off: one encoding instead of three on the bot's CPU.
    */
   readonly simulcast?: boolean;
+  /** The pictures' size when known in advance: the video track is published at once, with the audio. */
+  readonly videoSize?: { readonly width: number; readonly height: number };
 }
 
 export async function publishFramesToRoom(room: Room, frames: Observable<FaceFrame>, options: PublishFramesOptions = {}): Promise<LiveKitAvatarPublication> {
@@ -144,6 +153,7 @@ export async function publishFramesToRoom(room: Room, frames: Observable<FaceFra
   try {
     const audioTrack = LocalAudioTrack.createAudioTrack(LIVEKIT_MEDIA_DEFAULTS.audioTrackName, sink.audioSource);
     await participant.publishTrack(audioTrack, new TrackPublishOptions({ source: TrackSource.SOURCE_MICROPHONE }));
+    if (options.videoSize) await sink.openVideo(options.videoSize.width, options.videoSize.height);
   } catch (error) {
     await sink.close();
     throw joinFailed(error);
@@ -162,6 +172,14 @@ export async function publishFramesToRoom(room: Room, frames: Observable<FaceFra
     async stop() {
       pump.stop();
       await ended;
+    },
+    get audioQueuedMs() {
+      return sink.audioAheadMs;
+    },
+    clearAudio() {
+      const dropped = sink.audioAheadMs;
+      sink.audioSource.clearQueue();
+      return dropped;
     },
   };
 }

@@ -10,6 +10,7 @@ import { AccessToken, RoomServiceClient, TrackSource } from 'livekit-server-sdk'
 import { RealClock, type Clock } from '../../core/clock.ts';
 import { RoomError } from '../webrtc/room-errors.ts';
 import type { AvatarRoom, RoomCreateOptions, RoomProvider } from '../webrtc/room-provider.ts';
+import { errorMessage } from '../../core/error-message.ts';
 
 export const LIVEKIT_ROOM_DEFAULTS = {
   /** Join tokens' lifetime. */
@@ -54,7 +55,7 @@ export class LiveKitRoomProvider implements RoomProvider {
         maxParticipants: this.settings.maxParticipants,
       });
     } catch (error) {
-      throw new RoomError('room_creation_failed', `LiveKit did not create the room: ${error instanceof Error ? error.message : String(error)}`);
+      throw new RoomError('room_creation_failed', `LiveKit did not create the room: ${errorMessage(error)}`);
     }
     const ttlMs = options.tokenTtlMs ?? this.settings.tokenTtlMs;
     const publisherToken = await this.token(room, `avatar-${room}`, ttlMs, {
@@ -83,7 +84,7 @@ export class LiveKitRoomProvider implements RoomProvider {
       return true;
     } catch (error) {
       if ((error as { status?: number }).status === 404) return false;
-      throw new RoomError('room_closed', `LiveKit did not delete room ${room}: ${error instanceof Error ? error.message : String(error)}`);
+      throw new RoomError('room_closed', `LiveKit did not delete room ${room}: ${errorMessage(error)}`);
     }
   }
 

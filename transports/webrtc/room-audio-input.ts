@@ -12,7 +12,7 @@
  */
 import { resolveOptions } from '../../core/options.ts';
 import type { Observable, Subscription } from 'rxjs';
-import { AudioChunker, Resampler, toMono } from '../../core/audio.ts';
+import { AudioChunker, StreamResampler, toMono } from '../../core/audio.ts';
 import { frame, type Direction, type Frame } from '../../core/frames.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
 import { WORKER_DEFAULTS } from '../../core/worker.ts';
@@ -49,7 +49,7 @@ export class RoomAudioInput extends FrameProcessor {
   private followed: string | null;
   private readonly chunkMs: number;
   private subscription: Subscription | undefined;
-  private resampler: Resampler | undefined;
+  private readonly resampling = new StreamResampler(() => this.sampleRate);
   private chunker: AudioChunker | undefined;
   readonly stats: RoomAudioInputStats = { frames: 0, otherParticipantChunks: 0 };
 
@@ -109,7 +109,7 @@ export class RoomAudioInput extends FrameProcessor {
       this.room.subscriberEvents.subscribe((event) => {
         if (event.type === 'left' && event.participantId === this.followed && this.fixedParticipant === undefined) {
           this.followed = null; // the next one heard is followed
-          this.resampler = undefined;
+          this.resampling.reset();
           this.chunker = undefined;
         }
       }),
@@ -123,12 +123,8 @@ export class RoomAudioInput extends FrameProcessor {
       return;
     }
     // The chunker copies what it is given, so wrtc reusing its buffer for the next chunk is harmless.
-    let pcm = toMono(audio.samples, audio.channels);
     const rate = this.sampleRate;
-    if (audio.sampleRate !== rate) {
-      if (!this.resampler || this.resampler.fromRate !== audio.sampleRate) this.resampler = new Resampler(audio.sampleRate, rate);
-      pcm = this.resampler.process(pcm);
-    }
+    const pcm = this.resampling.convert(toMono(audio.samples, audio.channels), audio.sampleRate);
     this.chunker ??= new AudioChunker(rate, this.chunkMs);
     for (const chunk of this.chunker.push(pcm)) {
       this.stats.frames++;

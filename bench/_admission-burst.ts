@@ -1,0 +1,90 @@
+/**
+ * A burst of visitors against one agent (issue 25): a real server process on PostgreSQL, 50
+ * connects at once against `max_concurrency` 10, three rounds (the admitted sessions released
+ * between them). Reports what was admitted and refused by reason (no 5xx is the goal), the
+ * server's own time to decide (`svc_session_admission_decision_seconds`, request to admitted or
+ * refused: its histogram bucket holding the p50 / p99), and the refused visitors' answer times as
+ * their client sees them. Goal: decision p99 < 50 ms on PostgreSQL.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createTestDatabase } from '../test/server/harness.ts';
+import { startServerProcess } from '../test/sessions/server-process.ts';
+import { percentile, printJson, printTable } from './table.ts';
+
+const BURST = 50;
+const LIMIT = 10;
+const ROUNDS = 3;
+
+/** The upper bound (ms) of the histogram bucket holding the p-th percentile of what the server recorded. */
+function bucketPercentile(metrics: string, p: number): number {
+  const buckets = [...metrics.matchAll(/^svc_session_admission_decision_seconds_bucket\{([^}]*)\} (\d+)/gm)];
+  const byLe = new Map<string, number>();
+  for (const m of buckets) {
+    const le = /le="([^"]+)"/.exec(m[1]!)?.[1];
+    if (le) byLe.set(le, (byLe.get(le) ?? 0) + Number(m[2]));
+  }
+  const total = byLe.get('+Inf') ?? 0;
+  const bounds = [...byLe.keys()].filter((le) => le !== '+Inf').map(Number).sort((a, b) => a - b);
+  for (const le of bounds) if ((byLe.get(String(le)) ?? 0) >= (p / 100) * total) return le * 1000;
+  return Number.POSITIVE_INFINITY;
+}
+
+export async function admissionBurst(): Promise<void> {
+  const database = await createTestDatabase('bench_burst');
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-burst-'));
+  const server = await startServerProcess({ DATABASE_URL: database.url, SVC_DATA_DIR: dataDir, SVC_METRICS: 'public' });
+  try {
+    const key = server.firstKey!;
+    const api = async (method: string, path: string, body?: unknown) =>
+      (await (await fetch(`${server.url}${path}`, { method, headers: { 'x-api-key': key, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })).json()) as any;
+    const agentId = (await api('POST', '/v1/agents', { title: 'burst' })).agent_id as string;
+    await api('PATCH', `/v1/agents/${agentId}`, { allowed_hostnames: ['*'], max_concurrency: LIMIT, advanced: { max_video_source_dimension: 256 } });
+    await api('PATCH', `/v1/agents/${agentId}/status`, { status: 'published' });
+    const byStatus: Record<string, number> = {};
+    const refusedMs: number[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const answers = await Promise.all(
+        Array.from({ length: BURST }, async () => {
+          const started = performance.now();
+          const res = await fetch(`${server.url}/v1/public/agents/connect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ agent_id: agentId }) });
+          const body = (await res.json()) as any;
+          return { status: res.status, code: body.error_code as string | undefined, room: res.ok ? new URL(body.room_url).searchParams.get('room') : null, ms: performance.now() - started };
+        }),
+      );
+      for (const a of answers) {
+        const label = a.status === 200 ? 'admitted' : `${a.status} ${a.code}`;
+        byStatus[label] = (byStatus[label] ?? 0) + 1;
+        if (a.status !== 200) refusedMs.push(a.ms);
+      }
+      await Promise.all(answers.filter((a) => a.room).map((a) => fetch(`${server.url}/v1/public/agents/connect/${a.room}`, { method: 'POST' })));
+      // The next round starts once every released session has ended (its slot is free again).
+      for (let i = 0; i < 100; i++) {
+        const calls = (await api('GET', `/v1/agents/${agentId}/calls?limit=100`)).data as any[];
+        if (calls.every((c) => c.status !== 'active')) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    const figures = {
+      connects: BURST * ROUNDS,
+      max_concurrency: LIMIT,
+      admitted: byStatus['admitted'] ?? 0,
+      refused_concurrency_limit: byStatus['429 concurrency_limit'] ?? 0,
+      server_errors: Object.entries(byStatus).filter(([k]) => /^5/.test(k)).reduce((n, [, v]) => n + v, 0),
+      decide_p50_ms_at_most: bucketPercentile(metrics, 50),
+      decide_p99_ms_at_most: bucketPercentile(metrics, 99),
+      refused_answer_p50_ms: Math.round(percentile(refusedMs, 50)),
+      refused_answer_p99_ms: Math.round(percentile(refusedMs, 99)),
+    };
+    printTable(Object.entries(byStatus).map(([answer, count]) => ({ answer, count })));
+    printTable([{ 'decide p50 ms (bucket)': figures.decide_p50_ms_at_most, 'decide p99 ms (bucket)': figures.decide_p99_ms_at_most, 'refused answer p50 ms': figures.refused_answer_p50_ms, 'refused answer p99 ms': figures.refused_answer_p99_ms }]);
+    printJson('sessions-admission-burst', { ...figures, database: 'postgresql', loadavg_1m: Number((await import('node:os')).loadavg()[0]!.toFixed(2)) });
+  } finally {
+    server.kill('SIGKILL');
+    await server.exited;
+    await database.drop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}

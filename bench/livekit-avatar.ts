@@ -1,0 +1,153 @@
+/**
+ * `npm run bench -- livekit-avatar`: our avatar in a LiveKit Agents room (docs/livekit-agents.md),
+ * through the fake LiveKit server (which decodes and re-encodes what it forwards: a real SFU
+ * forwards packets, so the figures include one more encode than production). Per run: a new room,
+ * a scripted agent (rtc-node speaking the avatar protocol as @livekit/agents' DataStreamAudioOutput
+ * does: 24 kHz byte streams, lk.clear_buffer), a visitor (rtc-node) and POST /v1/avatar-sessions
+ * with the default face (svc/human-portrait, 640x360) on PGlite.
+ *
+ * Figures: join (request to the avatar's first video frame at the visitor), first TTS byte to the
+ * first lip-synced frame at the visitor (the mouth region moving beyond the idle face's motion),
+ * A/V offset at the visitor (that frame against the first audible 10 ms of the speech; positive:
+ * the picture after its sound), clear_buffer to silence (the RPC sent to the last audible 10 ms at
+ * the visitor). LIVEKIT_AVATAR_BENCH_RUNS (default 5). The load average is printed: the machine is shared.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { dispose, Room } from '@livekit/rtc-node';
+import { AccessToken } from 'livekit-server-sdk';
+import { concat } from '../core/audio.ts';
+import { Registry } from '../core/registry.ts';
+import { facePlugin } from '../plugins/face/index.ts';
+import { LocalTTSService } from '../plugins/local/index.ts';
+import { createServer } from '../server/build-server.ts';
+import { mountAvatarSessions } from '../server/avatar-sessions/index.ts';
+import { createCapacityGate } from '../server/capacity/index.ts';
+import { LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
+import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
+import { SECRETS } from '../test/server/harness.ts';
+import { regionMotion } from '../test/sessions/conversation-audio.ts';
+import { percentile, printJson, printTable } from './table.ts';
+
+const RUNS = Number(process.env.LIVEKIT_AVATAR_BENCH_RUNS ?? 5);
+const RATE = 24_000;
+const MOUTH: [number, number, number, number] = [0.4, 0.38, 0.5, 0.47];
+
+async function speechBytes(voice: LocalTTSService, text: string): Promise<Uint8Array> {
+  const parts: Int16Array[] = [];
+  for await (const e of voice.synthesize({ text, language: 'en', sampleRate: RATE })) if (e.type === 'audio') parts.push(e.pcm);
+  const pcm = concat(parts);
+  return new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+}
+
+const until = async (check: () => boolean, ms: number) => {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) return false;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  return true;
+};
+
+export async function run(): Promise<void> {
+  const fake = await startLiveKitServerFake();
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-lkavatar-'));
+  const registry = new Registry();
+  registry.use(facePlugin);
+  const server = await createServer({ ...SECRETS, port: 0, host: '127.0.0.1', logLevel: 'silent', dataDir, livekitAllowedRanges: ['127.0.0.0/8'] }, { registry });
+  const { url } = await server.listen();
+  const key = (await server.services.apiKeys.create('bench-org', 'bench')).key;
+  // Count only: one session at a time, and the shared machine's load must not refuse the bench's sessions.
+  const capacity = createCapacityGate({ limit: 2, loadCheck: false });
+  const avatars = mountAvatarSessions(server, { capacity });
+  const voice = new LocalTTSService();
+  await voice.warmUp();
+  const phrase = await speechBytes(voice, 'Welcome to the space station tour. The crew is waiting for you.');
+  const mint = async (identity: string, room: string, attributes?: Record<string, string>) => {
+    const at = new AccessToken(fake.apiKey, fake.apiSecret, { identity, ttl: 600, ...(attributes ? { attributes } : {}) });
+    if (attributes) at.kind = 'agent';
+    at.addGrant({ roomJoin: true, room });
+    return at.toJwt();
+  };
+  const rows: Array<Record<string, number>> = [];
+  const load = loadavg()[0]!;
+  for (let i = 0; i < RUNS; i++) {
+    const room = `bench-room-${i}`;
+    const agent = new Room();
+    await agent.connect(fake.url, await mint('agent-1', room, {}), { autoSubscribe: false, dynacast: false });
+    agent.localParticipant!.registerRpcMethod('lk.playback_started', async () => 'ok');
+    agent.localParticipant!.registerRpcMethod('lk.playback_finished', async () => 'ok');
+    const visitor = await LiveKitVisitor.join(fake.url, await mint('visitor', room));
+    const video: Array<{ at: number; mouth: number }> = [];
+    let last: Uint8Array | null = null;
+    visitor.onVideoFrame = (frame, at) => {
+      const luma = frame.data.subarray(0, frame.width * frame.height);
+      video.push({ at, mouth: last && last.length === luma.length ? regionMotion(last, luma, frame.width, frame.height, MOUTH) : 0 });
+      last = Uint8Array.from(luma);
+    };
+    const requestedAt = Date.now();
+    const res = await fetch(`${url}/v1/avatar-sessions`, {
+      method: 'POST',
+      headers: { 'X-API-Key': key, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ config_id: 'svc/human-portrait', livekit_url: fake.url, livekit_token: await mint('svc-avatar', room, { 'lk.publish_on_behalf': 'agent-1' }) }),
+    });
+    const session = (await res.json()) as { avatar_session_id: string };
+    if (res.status !== 201) throw new Error(`POST /v1/avatar-sessions: ${res.status} ${JSON.stringify(session)}`);
+    await until(() => video.length > 0, 30_000);
+    const joinMs = (video[0]?.at ?? NaN) - requestedAt;
+    await until(() => video.length > 40, 10_000); // 1.6 s of idle face: the baseline of mouth motion
+    const idle = video.slice(5).map((v) => v.mouth);
+    const mean = idle.reduce((a, b) => a + b, 0) / idle.length;
+    const sd = Math.sqrt(idle.reduce((a, b) => a + (b - mean) ** 2, 0) / idle.length);
+    const threshold = Math.max(mean + 4 * sd, mean * 2);
+
+    // A segment, sent as a TTS streams it (all at once, faster than real time).
+    const firstByteAt = Date.now();
+    const writer = await agent.localParticipant!.streamBytes({ name: `AUDIO_${i}`, topic: 'lk.audio_stream', destinationIdentities: ['svc-avatar'], attributes: { sample_rate: String(RATE), num_channels: '1' } });
+    for (let o = 0; o < phrase.length; o += 9600) await writer.write(phrase.subarray(o, o + 9600));
+    await writer.close();
+    await until(() => visitor.audibleMs(firstByteAt) > 800, 15_000);
+    const firstAudible = visitor.audioLevels.find((l) => l.at >= firstByteAt && l.rms > 0.01)?.at ?? NaN;
+    const firstMoving = video.find((v) => v.at >= firstByteAt && v.mouth > threshold)?.at ?? NaN;
+
+    // An interruption in the middle of the speech.
+    const clearAt = Date.now();
+    await agent.localParticipant!.performRpc({ destinationIdentity: 'svc-avatar', method: 'lk.clear_buffer', payload: '' });
+    await until(() => visitor.audioLevels.some((l) => l.at > clearAt + 1000), 5_000);
+    const lastLoud = visitor.audioLevels.filter((l) => l.at >= clearAt && l.at <= clearAt + 1000 && l.rms > 0.01).at(-1)?.at;
+    rows.push({
+      run: i + 1,
+      join_ms: joinMs,
+      first_byte_to_synced_frame_ms: firstMoving - firstByteAt,
+      first_byte_to_audible_ms: firstAudible - firstByteAt,
+      av_offset_ms: firstMoving - firstAudible,
+      clear_to_silence_ms: lastLoud === undefined ? 0 : lastLoud + 10 - clearAt,
+    });
+    await fetch(`${url}/v1/avatar-sessions/${session.avatar_session_id}`, { method: 'DELETE', headers: { 'X-API-Key': key } });
+    await visitor.close();
+    await agent.disconnect();
+  }
+  printTable(rows);
+  const col = (k: string) => rows.map((r) => r[k]!).filter(Number.isFinite);
+  printJson('livekit_avatar', {
+    runs: rows.length,
+    join_p50_ms: percentile(col('join_ms'), 50),
+    join_p99_ms: percentile(col('join_ms'), 99),
+    first_byte_to_synced_frame_p50_ms: percentile(col('first_byte_to_synced_frame_ms'), 50),
+    first_byte_to_audible_p50_ms: percentile(col('first_byte_to_audible_ms'), 50),
+    av_offset_p50_ms: percentile(col('av_offset_ms'), 50),
+    av_offset_max_abs_ms: Math.max(...col('av_offset_ms').map(Math.abs)),
+    clear_to_silence_p50_ms: percentile(col('clear_to_silence_ms'), 50),
+    clear_to_silence_max_ms: Math.max(...col('clear_to_silence_ms')),
+    undetected: rows.length * 2 - col('first_byte_to_synced_frame_ms').length - col('av_offset_ms').length,
+    loadavg_1m: Number(load.toFixed(2)),
+    loadavg_1m_end: Number(loadavg()[0]!.toFixed(2)),
+  });
+  await avatars.close();
+  capacity.close();
+  await server.close();
+  await fake.close();
+  await dispose();
+  rmSync(dataDir, { recursive: true, force: true });
+}

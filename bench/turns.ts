@@ -1,0 +1,239 @@
+/**
+ * Turn taking through a real server (`server/main.ts`, offline engines, the human-portrait face)
+ * and a headless WebRTC visitor (libwebrtc) going through the Session API, on a turn corpus, for
+ * two agents side by side in the same run: `ours` (the defaults: a 200 ms pause, the turn
+ * analyzer, preemptive replies, false-interruption resume) and `old` (the old fixed rule: 800 ms
+ * of silence ends every turn, any sound over the bot cuts it), set through `advanced`.
+ *
+ * Corpus (made here): complete utterances (the offline STT's phrases, espeak voices at several
+ * speeds), open utterances (a phrase cut with a continuation, a pause of 0.5-2 s, the rest; espeak,
+ * and the human read speech of Debian's pocketsphinx-testdata cut at its quietest point mid-sentence),
+ * backchannels over the bot's speech, and real interruptions (a question over the bot).
+ *
+ * Figures: reply latency (the visitor's last loud 10 ms -> first loud bot audio at the visitor)
+ * p50/p99 on complete utterances; cut-off rate on open utterances by pause (a turn ended inside the
+ * pause); backchannels resumed; real interruptions cut, and cut within 100 ms at the visitor (the
+ * bot's pause or barge-in message -> its last loud audio); preemptive replies (from the call
+ * records); `ours_ms`: the bot's own report of its pipeline and face (first audio written minus
+ * the turn's end minus the engines' stages), without the transport.
+ * `TURNS_BENCH_REPEAT` (default 1) repeats the corpus.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { concat, rms, silence } from '../core/audio.ts';
+import { LocalTTSService } from '../plugins/local/index.ts';
+import { RoomVisitor, waitFor } from '../test/agent/room-visitor.ts';
+import { startServerProcess, type ServerProcess } from '../test/sessions/server-process.ts';
+import { percentile, printJson, printTable } from './table.ts';
+
+const RATE = 16_000;
+const LOUD = 0.02;
+const REPEAT = Number(process.env.TURNS_BENCH_REPEAT ?? 1);
+const VOICES = [
+  ['en-us', 175],
+  ['en', 150],
+  ['en-gb-scotland', 200],
+  ['en-029', 170],
+] as const;
+const COMPLETE = ['What is your name?', 'How are you?', 'Tell me a joke', 'Thank you', 'Who are you?', 'What can you do?', 'Hello'];
+const OPEN: Array<[string, string]> = [
+  ['I would like to book a table for,', 'two people tonight.'],
+  ['My name is,', 'Alex.'],
+  ['Could you tell me about the,', 'weather tomorrow?'],
+];
+const PAUSES = [500, 800, 1200, 2000];
+const BACKCHANNELS = ['uh-huh', 'mm-hm', 'yeah', 'right', 'okay'];
+const INTERRUPTIONS = ['What is your name?', 'Who are you?'];
+const HUMAN = '/usr/share/pocketsphinx/test/data/librivox';
+
+async function speak(text: string, voice: string, rateWpm: number): Promise<Int16Array> {
+  const tts = new LocalTTSService({ voice, rateWpm });
+  const parts: Int16Array[] = [];
+  for await (const e of tts.synthesize({ text, sampleRate: RATE })) if (e.type === 'audio') parts.push(e.pcm);
+  return concat(parts);
+}
+
+/** The librivox sentences split at their quietest 30 ms between 35 % and 65 % of their length. */
+function humanOpen(): Array<[Int16Array, Int16Array]> {
+  if (!existsSync(HUMAN)) return [];
+  return ['0870', '0880', '0890', '0920', '0930'].map((id) => {
+    const b = readFileSync(join(HUMAN, `sense_and_sensibility_01_austen_64kb-${id}.wav`));
+    const pcm = new Int16Array(b.buffer.slice(b.byteOffset + 44, b.byteOffset + b.length));
+    const frame = 160;
+    let cut = 0;
+    let quietest = Infinity;
+    for (let i = Math.floor((pcm.length * 0.35) / frame); i < (pcm.length * 0.65) / frame; i++) {
+      const e = rms(pcm.subarray(i * frame, (i + 3) * frame));
+      if (e < quietest) [quietest, cut] = [e, (i + 1) * frame];
+    }
+    return [pcm.slice(0, cut), pcm.slice(cut)];
+  });
+}
+
+interface Figures {
+  replyMs: number[];
+  oursMs: number[];
+  endOfTurnMs: number[];
+  cutOffs: Record<number, { n: number; cut: number }>;
+  backchannels: { n: number; resumed: number };
+  interruptions: { n: number; cut: number; within100: number; cutMs: number[] };
+  preemptive?: { started: number; used: number; discarded: number };
+}
+
+export async function run(): Promise<void> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-turns-'));
+  let server: ServerProcess | undefined;
+  const load: number[] = [];
+  try {
+    server = await startServerProcess({ SVC_DATA_DIR: dataDir, DATABASE_URL: '' });
+    const key = server.firstKey!;
+    const api = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${server!.url}${path}`, { method, headers: { 'x-api-key': key, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+      return (await res.json().catch(() => undefined)) as any;
+    };
+    const agent = async (advanced: Record<string, unknown>) => {
+      const id = (await api('POST', '/v1/agents', { title: 'bench', advanced, starts_conversation: false, allowed_hostnames: ['*'], max_concurrency: -1, session_limit_seconds: 3600 })).agent_id as string;
+      await api('PATCH', `/v1/agents/${id}/status`, { status: 'published' });
+      return id;
+    };
+    const setups = {
+      ours: await agent({}),
+      old: await agent({ turn_pause_ms: 800, turn_unsure_ms: 800, turn_incomplete_ms: 800, preemptive_generation: false, resume_false_interruptions: false }),
+    };
+
+    // The corpus, once for both.
+    const complete: Int16Array[] = [];
+    for (const [voice, wpm] of VOICES) for (const text of COMPLETE) complete.push(await speak(text, voice, wpm));
+    const open: Array<[Int16Array, Int16Array]> = [];
+    for (const [voice, wpm] of VOICES.slice(0, 2)) for (const [a, b] of OPEN) open.push([await speak(a, voice, wpm), await speak(b, voice, wpm)]);
+    open.push(...humanOpen());
+    const backchannels = await Promise.all(BACKCHANNELS.map((t) => speak(t, 'en-us', 190)));
+    const interruptions = await Promise.all(INTERRUPTIONS.map((t) => speak(t, 'en-us', 175)));
+    const storyPrompt = await speak('Tell me a joke', 'en-us', 175);
+
+    const results: Record<string, Figures> = {};
+    for (const [name, agentId] of Object.entries(setups)) {
+      const res = await fetch(`${server.url}/v1/public/agents/connect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ agent_id: agentId }) });
+      const session = (await res.json()) as { room_url: string; token: string };
+      const v = await RoomVisitor.join(session.room_url, session.token);
+      v.sendMessage({ type: 'client-ready', version: '1.0.0' });
+      await waitFor(() => v.ofType('bot-state').some((m) => m.state === 'listening'), 20_000);
+      const f: Figures = { replyMs: [], oursMs: [], endOfTurnMs: [], cutOffs: {}, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
+      const quiet = async () => {
+        // Until the bot has been silent for a second.
+        await waitFor(() => !v.speaking && !v.audioLevels.some((a) => a.at > Date.now() - 1000 && a.rms > LOUD), 30_000);
+      };
+      const sayAndWait = async (pcm: Int16Array) => {
+        v.say(pcm);
+        await waitFor(() => !v.speaking, 20_000);
+      };
+      for (let r = 0; r < REPEAT; r++) {
+        // 1. Complete utterances: reply latency.
+        for (const pcm of complete) {
+          await quiet();
+          const reports = v.ofType('latency-report').length;
+          await sayAndWait(concat([pcm, silence(100, RATE)]));
+          const lastLoud = v.lastLoudSentAt;
+          if (!(await waitFor(() => v.ofType('latency-report').length > reports && v.audioLevels.some((a) => a.at > lastLoud && a.rms > LOUD), 15_000))) continue;
+          f.replyMs.push(v.audioLevels.find((a) => a.at > lastLoud && a.rms > LOUD)!.at - lastLoud);
+          const report = v.ofType('latency-report').at(-1)! as { user_stopped_to_bot_audio_ms: number; stages: Record<string, number | null> };
+          const engines = ['stt_ms', 'llm_ttfb_ms', 'tts_ttfb_ms'].reduce((sum, k) => sum + (report.stages[k] ?? 0), 0);
+          f.oursMs.push(Math.max(0, report.user_stopped_to_bot_audio_ms - engines));
+          f.endOfTurnMs.push(report.stages.end_of_turn_ms ?? 0);
+        }
+        // 2. Open utterances: was the turn ended inside the pause?
+        for (const pauseMs of PAUSES) {
+          for (const [a, b] of open) {
+            await quiet();
+            const mark = v.messages.length;
+            await sayAndWait(concat([a, silence(pauseMs, RATE), b, silence(100, RATE)]));
+            // When the second part began to be sent: the turn ended before it (or as it began) is a cut-off.
+            const secondAt = Date.now() - ((b.length / RATE) * 1000 + 100);
+            const c = (f.cutOffs[pauseMs] ??= { n: 0, cut: 0 });
+            c.n++;
+            if (v.messages.slice(mark).some((m) => m.message.type === 'user-stopped-speaking' && m.at < secondAt + 100)) c.cut++;
+          }
+        }
+        // 3. Backchannels and 4. real interruptions over the bot's answer.
+        for (const [kind, list] of [['backchannel', backchannels], ['interruption', interruptions]] as const) {
+          for (const pcm of list) {
+            await quiet();
+            const mark = v.messages.length;
+            v.say(storyPrompt);
+            if (!(await waitFor(() => v.messages.slice(mark).some((m) => m.message.type === 'bot-started-speaking'), 15_000))) continue;
+            await new Promise((resolve) => setTimeout(resolve, 400));
+            const over = v.messages.length;
+            v.say(pcm);
+            const decided = () => v.messages.slice(over).find((m) => ['bot-resumed', 'bot-interrupted', 'bot-tts-stopped'].includes(String(m.message.type)));
+            await waitFor(() => decided() !== undefined, 5_000);
+            const outcome = decided()?.message;
+            const resumed = outcome?.type === 'bot-resumed';
+            if (kind === 'backchannel') {
+              f.backchannels.n++;
+              if (resumed) f.backchannels.resumed++;
+            } else {
+              f.interruptions.n++;
+              const cut = outcome?.type === 'bot-interrupted' || (outcome?.type === 'bot-tts-stopped' && outcome.interrupted === true);
+              if (cut) f.interruptions.cut++;
+              // When the bot's audio stopped for the visitor: its first message about the sound (paused,
+              // or the barge-in) -> the last loud audio received within the next second, the same window
+              // for both rules (the answer to the new question comes later: the visitor is still
+              // speaking, then the turn must end and the engines run).
+              const stopAt = v.messages.slice(over).find((m) => ['bot-paused', 'user-started-speaking'].includes(String(m.message.type)))?.at;
+              if (cut && stopAt !== undefined) {
+                await waitFor(() => Date.now() > stopAt + 1000, 2000);
+                const loud = v.audioLevels.filter((a) => a.at > stopAt && a.at <= stopAt + 1000 && a.rms > LOUD);
+                const cutMs = loud.length ? loud.at(-1)!.at - stopAt : 0;
+                f.interruptions.cutMs.push(cutMs);
+                if (cutMs <= 100) f.interruptions.within100++;
+              }
+            }
+            await waitFor(() => !v.speaking, 10_000);
+          }
+        }
+      }
+      load.push(Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0]));
+      v.sendMessage({ type: 'hang-up' });
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      v.close();
+      const calls = await api('GET', `/v1/agents/${agentId}/calls`);
+      const metadata = (calls?.data?.[0]?.metadata ?? {}) as Record<string, number>;
+      f.preemptive = { started: metadata.preemptive_started ?? 0, used: metadata.preemptive_used ?? 0, discarded: metadata.preemptive_discarded ?? 0 };
+      results[name] = f;
+    }
+
+    const row = (name: string) => {
+      const f = results[name]!;
+      const rate = (a: number, n: number) => (n ? Math.round((a / n) * 1000) / 10 : null);
+      return {
+        reply_p50_ms: percentile(f.replyMs, 50),
+        reply_p99_ms: percentile(f.replyMs, 99),
+        replies: f.replyMs.length,
+        end_of_turn_p50_ms: percentile(f.endOfTurnMs, 50),
+        ours_p50_ms: percentile(f.oursMs, 50),
+        ours_p99_ms: percentile(f.oursMs, 99),
+        ...Object.fromEntries(PAUSES.map((p) => [`cut_off_${p}ms_pct`, rate(f.cutOffs[p]?.cut ?? 0, f.cutOffs[p]?.n ?? 0)])),
+        open_utterances: Object.values(f.cutOffs).reduce((n, c) => n + c.n, 0),
+        backchannels_resumed_pct: rate(f.backchannels.resumed, f.backchannels.n),
+        backchannels: f.backchannels.n,
+        interruptions_cut_pct: rate(f.interruptions.cut, f.interruptions.n),
+        interruptions_cut_within_100ms_pct: rate(f.interruptions.within100, f.interruptions.n),
+        interruption_cut_p99_ms: percentile(f.interruptions.cutMs, 99),
+        interruptions: f.interruptions.n,
+        preemptive_started: f.preemptive?.started ?? 0,
+        preemptive_used: f.preemptive?.used ?? 0,
+        preemptive_discarded: f.preemptive?.discarded ?? 0,
+      };
+    };
+    const ours = row('ours');
+    const old = row('old');
+    printTable(Object.keys(ours).map((k) => ({ figure: k, 'ours (analyzer, 200 ms pause)': String((ours as Record<string, unknown>)[k]), 'old rule (800 ms)': String((old as Record<string, unknown>)[k]) })));
+    printJson('turns', { ours, old_rule: old, load_avg: Math.max(...load), corpus: { complete: 7 * VOICES.length, open: OPEN.length * 2 + humanOpen().length, pauses_ms: PAUSES, backchannels: BACKCHANNELS.length, interruptions: INTERRUPTIONS.length, repeat: REPEAT } });
+  } finally {
+    server?.kill('SIGTERM');
+    const exited = await Promise.race([server?.exited, new Promise((r) => setTimeout(() => r('timeout'), 10_000))]);
+    if (exited === 'timeout') server?.kill('SIGKILL');
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,211 @@
+/**
+ * The test suite's runner (`npm test`): ava twice at once, in two lanes, each in a process group of
+ * its own. Heavy files (scripts/test-lanes.ts: chromium, WebRTC, bot sessions, child processes)
+ * run one at a time, so two of them never share the 2 cores; light files run beside them, one at a
+ * time too (they finish long before the heavy lane, so more would only slow the heavy file of the
+ * moment). `node --import tsx scripts/run-tests.ts [files...]` runs the given files the same way.
+ *
+ * A killed run leaves nothing behind, however it ends:
+ * - SIGINT, SIGTERM, SIGHUP to the runner: both lanes' process trees get SIGTERM, SIGKILL after
+ *   `RUN_TESTS_DEFAULTS.graceMs`;
+ * - the runner's parent gone (npm, or the shell npm ran it in, was killed: a CI timeout's SIGKILL):
+ *   the runner kills both trees at once;
+ * - the runner itself killed -9: ava's main process and every worker carry exit-with-parent.mjs,
+ *   which ends what each started and then itself once its parent is gone.
+ * Closes with `N passed, N failed` (summed over both lanes), each lane's wall time, and the exit
+ * code 1 when a lane failed.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { resolveOptions } from '../core/options.ts';
+import { isRunning, signalDescendants } from '../test/support/process-tree.mjs';
+import { splitLanes, suiteFiles } from './test-lanes.ts';
+
+export const RUN_TESTS_DEFAULTS = {
+  /** Between SIGTERM and SIGKILL when the run is stopped. */
+  graceMs: 5_000,
+  /** How often the runner checks that its parent is still there. */
+  watchIntervalMs: 500,
+  /** Files each lane runs at once (ava --concurrency). */
+  heavyConcurrency: 1,
+  lightConcurrency: 1,
+} as const;
+
+const ROOT = join(import.meta.dirname, '..');
+/** Core dumps of the run's processes: program name and pid in a known folder. */
+const RUN_TESTS_CORE_PATTERN = '/tmp/svc-cores/core.%e.%p';
+const AVA = join(ROOT, 'node_modules', 'ava', 'entrypoints', 'cli.mjs');
+const EXIT_WITH_PARENT = join(ROOT, 'test', 'support', 'exit-with-parent.mjs');
+
+interface Lane {
+  readonly name: 'heavy' | 'light';
+  readonly child: ChildProcess;
+  readonly startedAt: number;
+  passed: number;
+  failed: number;
+  wallMs?: number;
+  code?: number | null;
+}
+
+const options = resolveOptions(RUN_TESTS_DEFAULTS, {
+  ...(process.env.RUN_TESTS_GRACE_MS ? { graceMs: Number(process.env.RUN_TESTS_GRACE_MS) } : {}),
+});
+const requested = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+const lanes = splitLanes(ROOT, requested.length ? requested : suiteFiles(ROOT));
+console.log(`run-tests: ${lanes.heavy.length} heavy files (one at a time), ${lanes.light.length} light files beside them`);
+if (process.env.RUN_TESTS_VERBOSE) for (const [file, why] of lanes.reasons) console.log(`  heavy ${file} (${why})`);
+
+const runStartedAt = Date.now();
+const coreDir = coreDumpDirectory();
+const running: Lane[] = [];
+if (lanes.heavy.length) running.push(startLane('heavy', lanes.heavy, options.heavyConcurrency));
+if (lanes.light.length) running.push(startLane('light', lanes.light, options.lightConcurrency));
+
+let stopping = false;
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => stop(sig, sig === 'SIGINT' ? 130 : 143));
+const watched = ancestorsToWatch();
+const watch = setInterval(() => {
+  if (watched.some((pid) => !isRunning(pid))) stop('parent gone', 137, true);
+}, options.watchIntervalMs);
+
+const codes = await Promise.all(running.map((lane) => new Promise<number | null>((resolve) => lane.child.once('exit', (code) => resolve(code)))));
+clearInterval(watch);
+const passed = running.reduce((n, l) => n + l.passed, 0);
+const failed = running.reduce((n, l) => n + l.failed, 0) + codes.filter((c, i) => c !== 0 && running[i]!.failed === 0).length;
+for (const lane of running) console.log(`run-tests: ${lane.name} lane ${((lane.wallMs ?? 0) / 1000).toFixed(0)} s, exit ${lane.code}`);
+reportCoreDumps();
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(codes.every((c) => c === 0) ? 0 : 1);
+
+function startLane(name: Lane['name'], files: readonly string[], concurrency: number): Lane {
+  // Core dumps on (the kernel writes `core` into the crashing process's directory, the
+  // repository): a SIGSEGV of chromium or of a worker is then named after the run (scripts/core-backtrace.sh).
+  const child = spawn('/bin/sh', ['-c', 'ulimit -c unlimited 2>/dev/null; exec "$0" "$@"', process.execPath, '--import', EXIT_WITH_PARENT, AVA, `--concurrency=${concurrency}`, ...files], {
+    cwd: ROOT,
+    detached: true, // a process group of its own, ended as one
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, SVC_TEST_LANE: name },
+  });
+  const lane: Lane = { name, child, startedAt: performance.now(), passed: 0, failed: 0 };
+  for (const stream of [child.stdout!, child.stderr!]) {
+    let rest = '';
+    stream.on('data', (d: Buffer) => {
+      const lines = (rest + d.toString()).split('\n');
+      rest = lines.pop()!;
+      for (const line of lines) print(lane, line);
+    });
+    stream.on('end', () => rest && print(lane, rest));
+  }
+  child.once('exit', (code) => {
+    lane.wallMs = performance.now() - lane.startedAt;
+    lane.code = code;
+  });
+  return lane;
+}
+
+/** A line of a lane's output, prefixed with the lane; its ava summary counted. */
+function print(lane: Lane, line: string): void {
+  const summary = /^\s*(\d+) (?:tests?|known failures?) (passed|failed)\s*$/.exec(line) ?? /^\s*(\d+) (uncaught exceptions?|unhandled rejections?|tests? timed out)\s*$/.exec(line);
+  if (summary) {
+    const n = Number(summary[1]);
+    if (summary[2] === 'passed') lane.passed += n;
+    else lane.failed += n;
+  }
+  console.log(`[${lane.name}] ${line}`);
+}
+
+/** Core dumps written during the run: each one's program, signal and crashing frames, then removed (kept with SVC_KEEP_CORES=1). */
+function reportCoreDumps(): void {
+  if (!coreDir) return;
+  const cores = readdirSync(coreDir)
+    .filter((f) => f.startsWith('core'))
+    .map((f) => join(coreDir, f))
+    .filter((f) => statSync(f).isFile() && statSync(f).mtimeMs >= runStartedAt);
+  if (cores.length === 0) return;
+  console.log(`run-tests: ${cores.length} core dump(s) written during the run:`);
+  spawnSync('bash', [join(ROOT, 'scripts', 'core-backtrace.sh'), ...cores], { stdio: 'inherit', timeout: 120_000 });
+  if (!process.env.SVC_KEEP_CORES) for (const core of cores) rmSync(core, { force: true });
+}
+
+/**
+ * Where the kernel writes core dumps. Its default pattern `core` names a file in the crashing
+ * process's directory, the repository, where the `core/` folder takes that name: no dump was ever
+ * written. As root the runner then sets `RUN_TESTS_CORE_PATTERN` (a sysctl of the machine; a
+ * pattern that pipes to a crash handler is left alone and its dumps are not reported here).
+ */
+function coreDumpDirectory(): string | undefined {
+  const PATTERN_FILE = '/proc/sys/kernel/core_pattern';
+  let pattern = '';
+  try {
+    pattern = readFileSync(PATTERN_FILE, 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+  if (pattern === 'core' || pattern === 'core.%p') {
+    try {
+      mkdirSync(dirname(RUN_TESTS_CORE_PATTERN), { recursive: true, mode: 0o1777 });
+      writeFileSync(PATTERN_FILE, RUN_TESTS_CORE_PATTERN);
+      pattern = RUN_TESTS_CORE_PATTERN;
+    } catch {
+      console.log(`run-tests: core dumps would land in ${ROOT}/core, a folder: set ${PATTERN_FILE} to ${RUN_TESTS_CORE_PATTERN} (root) to have them`);
+      return undefined;
+    }
+  }
+  if (pattern.startsWith('|')) return undefined;
+  return pattern.startsWith('/') ? dirname(pattern) : ROOT;
+}
+
+/** Stops both lanes' trees: SIGTERM then SIGKILL after the grace, or SIGKILL at once. */
+function stop(why: string, exitCode: number, now = false): void {
+  if (stopping) return;
+  stopping = true;
+  console.error(`run-tests: stopping (${why}): ending both lanes and everything they started`);
+  const kill = (sig: NodeJS.Signals) => {
+    for (const lane of running) {
+      signalDescendants(lane.child.pid!, sig);
+      try {
+        process.kill(-lane.child.pid!, sig);
+      } catch {
+        // ended
+      }
+    }
+  };
+  if (now) {
+    kill('SIGKILL');
+    process.exit(exitCode);
+  }
+  kill('SIGTERM');
+  setTimeout(() => {
+    kill('SIGKILL');
+    process.exit(exitCode);
+  }, options.graceMs).unref();
+}
+
+/**
+ * The runner's parent, and when that is the shell npm runs scripts in, npm too: npm killed -9
+ * leaves its shell (and so this runner) running, which is what a CI timeout does.
+ */
+function ancestorsToWatch(): number[] {
+  const pids = [process.ppid];
+  const comm = (pid: number) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+    } catch {
+      return '';
+    }
+  };
+  const parentOf = (pid: number) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    } catch {
+      return 0;
+    }
+  };
+  if (['sh', 'bash', 'dash'].includes(comm(process.ppid))) {
+    const npm = parentOf(process.ppid);
+    if (npm > 1) pids.push(npm);
+  }
+  return pids;
+}

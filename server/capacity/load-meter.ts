@@ -1,0 +1,143 @@
+/**
+ * What a process's load looks like over the last one to two windows: its event loop's utilization
+ * and lag, its CPU share, how late its live sessions' face frames left, and how many REST requests
+ * it served. Two readers judge from it: the capacity gate (bots and face sessions: admitted while
+ * their frames are on time) and the REST guard (the API sheds its own load before any frame is
+ * late). Measuring is separate from judging so that both judge the same window, and so that tests
+ * can drive a meter with the readings they need instead of loading the machine.
+ *
+ * The event-loop lag is sampled by a timer every `lagSampleMs`: each firing records how much later
+ * than its period it ran (what `monitorEventLoopDelay` measures, minus the period), kept in
+ * histograms per window so that the p99 covers exactly the window the other figures do.
+ */
+import { createHistogram, performance, type EventLoopUtilization, type RecordableHistogram } from 'node:perf_hooks';
+
+export const LOAD_WINDOW = {
+  /** Length of a load window (ms); readings cover the last one to two windows. */
+  windowMs: 2000,
+  /** Period of the lag sampler (ms): the lag of a turn is how late this timer fires. */
+  lagSampleMs: 10,
+  /** A face frame emitted more than this many ms after its due time is late (the client jitter bound). */
+  lateFrameMs: 10,
+  /** The late share is judged only over at least this many frames (2 s of one session). */
+  minFramesForLateShare: 50,
+} as const;
+
+export interface LoadReading {
+  readonly eventLoopUtilization: number;
+  readonly cpuShare: number;
+  /** p99 of the event-loop lag (ms) over the window. */
+  readonly eventLoopLagMs: number;
+  /** Share of the face frames over the window that left late (0 with too few frames to judge). */
+  readonly lateFrameShare: number;
+  /** Face frames reported over the window. */
+  readonly frames: number;
+  /** REST requests per second over the window. */
+  readonly requestRate: number;
+}
+
+export interface LoadMeterOptions {
+  readonly windowMs?: number;
+  /** Cores the CPU share is measured against. */
+  readonly cores: number;
+  /** The CPU time of the measured work so far (default `process.cpuUsage()`). */
+  readonly cpuUsage?: () => NodeJS.CpuUsage;
+}
+
+interface Window {
+  readonly at: number;
+  readonly elu: EventLoopUtilization;
+  readonly cpu: NodeJS.CpuUsage;
+  /** Event-loop lag samples (microseconds) taken since this window began. */
+  readonly lag: RecordableHistogram;
+  frames: number;
+  lateFrames: number;
+  requests: number;
+}
+
+/** A lag in ms as the whole microseconds a RecordableHistogram takes (at least 1). */
+const toMicros = (ms: number): number => Math.max(1, Math.round(ms * 1000));
+
+export class LoadMeter {
+  private older: Window;
+  private newer: Window;
+  private readonly lagTimer: NodeJS.Timeout;
+  private readonly rollTimer: NodeJS.Timeout;
+  private lastTick = performance.now();
+  private readonly windowMs: number;
+  private readonly cpuUsage: () => NodeJS.CpuUsage;
+
+  constructor(private readonly options: LoadMeterOptions) {
+    this.windowMs = options.windowMs ?? LOAD_WINDOW.windowMs;
+    this.cpuUsage = options.cpuUsage ?? (() => process.cpuUsage());
+    this.older = this.newer = this.open();
+    const period = LOAD_WINDOW.lagSampleMs;
+    this.lagTimer = setInterval(() => {
+      const now = performance.now();
+      this.current().lag.record(toMicros(now - this.lastTick - period));
+      this.lastTick = now;
+    }, period);
+    this.lagTimer.unref();
+    // Rolls a quiet process's windows too, so that a reading never reaches further back than two.
+    this.rollTimer = setInterval(() => this.current(), this.windowMs);
+    this.rollTimer.unref();
+  }
+
+  private open(): Window {
+    return { at: performance.now(), elu: performance.eventLoopUtilization(), cpu: this.cpuUsage(), lag: createHistogram(), frames: 0, lateFrames: 0, requests: 0 };
+  }
+
+  /** The window being filled; a new one once the current one is a window old. */
+  private current(): Window {
+    if (performance.now() - this.newer.at >= this.windowMs) {
+      this.older = this.newer;
+      this.newer = this.open();
+    }
+    return this.newer;
+  }
+
+  /** One face frame emitted `lateMs` after its due time. */
+  frame(lateMs: number): void {
+    if (!Number.isFinite(lateMs)) return;
+    const w = this.current();
+    w.frames++;
+    if (lateMs > LOAD_WINDOW.lateFrameMs) w.lateFrames++;
+  }
+
+  /** One REST request served (or refused). */
+  request(): void {
+    this.current().requests++;
+  }
+
+  read(): LoadReading {
+    const newest = this.current();
+    const base = this.older;
+    const now = this.open();
+    const elapsedMs = Math.max(1, now.at - base.at);
+    const cpuMs = (now.cpu.user - base.cpu.user + now.cpu.system - base.cpu.system) / 1000;
+    const windows = newest === base ? [base] : [base, newest];
+    const lag = createHistogram();
+    let frames = 0;
+    let lateFrames = 0;
+    let requests = 0;
+    for (const w of windows) {
+      lag.add(w.lag);
+      frames += w.frames;
+      lateFrames += w.lateFrames;
+      requests += w.requests;
+    }
+    return {
+      eventLoopUtilization: performance.eventLoopUtilization(now.elu, base.elu).utilization,
+      cpuShare: cpuMs / (elapsedMs * this.options.cores),
+      eventLoopLagMs: lag.count ? lag.percentile(99) / 1000 : 0,
+      lateFrameShare: frames >= LOAD_WINDOW.minFramesForLateShare ? lateFrames / frames : 0,
+      frames,
+      requestRate: (requests * 1000) / elapsedMs,
+    };
+  }
+
+  close(): void {
+    clearInterval(this.lagTimer);
+    clearInterval(this.rollTimer);
+  }
+}

@@ -1,0 +1,157 @@
+/**
+ * The REST API's guard, at the head of the Koa chain: live conversations first, and no client
+ * starves the others.
+ *
+ * - Per-client rate limit: a token bucket per API key (requests without a key: per client
+ *   address), REST_LIMITS.ratePerSecond sustained with bursts of REST_LIMITS.burst. Every guarded
+ *   response says where the caller stands (`RateLimit-Limit`, `RateLimit-Remaining`,
+ *   `RateLimit-Reset`, the IETF httpapi draft's fields); past it, 429 `rate_limited` with
+ *   `Retry-After`. Checked before the key is looked up, so a flood costs a hash and a map lookup.
+ * - Load shedding: while live sessions run and the event loop's lag p99 over the load window
+ *   is past REST_LIMITS.shedLagMs with REST requests arriving at REST_LIMITS.shedMinRate or more,
+ *   REST requests are answered 503 `server_busy` with `Retry-After` until the lag falls. The lag
+ *   bound is below the one at which face frames leave late (LOAD_WINDOW.lateFrameMs), so the API
+ *   gives way before any bot's frame is late and before the capacity gate refuses a visitor; the
+ *   rate condition keeps an occasional request on a machine busy for other reasons from being shed.
+ *
+ * Visitors' paths (the Session API's connect and release, the widget, the demo page) and health
+ * and metrics are never limited or shed: a visitor is refused only by the agent's
+ * `max_concurrency` or by the capacity gate.
+ */
+import { createHash } from 'node:crypto';
+import type Koa from 'koa';
+import type { LoadMeter } from './load-meter.ts';
+
+export const REST_LIMITS = {
+  /** Requests per second one API key (or one keyless client address) may sustain. */
+  ratePerSecond: 100,
+  /** Requests one client may make at once before the sustained rate applies. */
+  burst: 200,
+  /** Buckets kept (least recently used dropped first): bounds the memory a key-rotating flood costs. */
+  maxBuckets: 10_000,
+  /** Shed REST requests while live sessions run and the loop's lag p99 is above this (ms). */
+  shedLagMs: 5,
+  /** ... and REST requests arrive at this rate or more (per second, over the load window). */
+  shedMinRate: 50,
+  /** `Retry-After` of a shed request (s): the lag falls within a window once the flood stops. */
+  shedRetryAfterSeconds: 1,
+} as const;
+
+/** What the configuration says of the guard (config/env.ts reads `SVC_RATE_LIMIT`, `SVC_REST_SHED_LAG_MS`). */
+export interface RestGuardSettings {
+  /** Per-client limits; `false` turns the rate limit off (an operator with a proxy that limits). */
+  readonly rateLimit?: false | { readonly ratePerSecond: number; readonly burst: number };
+  /** Shedding; `false` turns it off. */
+  readonly shedding?: false | { readonly lagMs: number };
+}
+
+export interface RestGuardOptions extends RestGuardSettings {
+  readonly meter: LoadMeter;
+  /** Live face sessions and bots in this process (shedding protects them; none: nothing to shed for). */
+  readonly liveSessions: () => number;
+  /** Paths never limited nor shed (visitors, health). */
+  readonly exempt?: (path: string, method: string) => boolean;
+  /** Buckets kept (default REST_LIMITS.maxBuckets). */
+  readonly maxBuckets?: number;
+}
+
+export interface RestGuardStats {
+  readonly rateLimited: number;
+  readonly shed: number;
+  readonly shedding: boolean;
+  /** Clients with a bucket now. */
+  readonly buckets: number;
+}
+
+export interface RestGuard {
+  readonly middleware: Koa.Middleware;
+  stats(): RestGuardStats;
+}
+
+/** The visitors' and operators' paths: the Session API, the widget and demo page, rooms, health, metrics. */
+export function isVisitorOrHealthPath(path: string): boolean {
+  return (
+    path === '/' ||
+    path.startsWith('/v1/public/agents/connect') ||
+    path.startsWith('/v1/rooms/') ||
+    path.startsWith('/widget/') ||
+    path === '/healthz' ||
+    path === '/readyz' ||
+    path === '/metrics'
+  );
+}
+
+interface Bucket {
+  tokens: number;
+  at: number;
+}
+
+export function createRestGuard(options: RestGuardOptions): RestGuard {
+  const limit = options.rateLimit === false ? undefined : (options.rateLimit ?? { ratePerSecond: REST_LIMITS.ratePerSecond, burst: REST_LIMITS.burst });
+  const shedLagMs = options.shedding === false ? undefined : (options.shedding?.lagMs ?? REST_LIMITS.shedLagMs);
+  const exempt = options.exempt ?? isVisitorOrHealthPath;
+  const buckets = new Map<string, Bucket>();
+  const maxBuckets = options.maxBuckets ?? REST_LIMITS.maxBuckets;
+  const counts = { rateLimited: 0, shed: 0 };
+  let lastShedding = false;
+
+  /** Takes a token from the client's bucket: what is left, and the seconds until one is back when none was. */
+  const take = (client: string, now: number): { remaining: number; resetSeconds: number; retryAfterSeconds?: number } => {
+    const { ratePerSecond, burst } = limit!;
+    let bucket = buckets.get(client);
+    if (bucket) buckets.delete(client); // re-inserted below: Map order is recency
+    else {
+      bucket = { tokens: burst, at: now };
+      if (buckets.size >= maxBuckets) buckets.delete(buckets.keys().next().value!);
+    }
+    bucket.tokens = Math.min(burst, bucket.tokens + ((now - bucket.at) / 1000) * ratePerSecond);
+    bucket.at = now;
+    buckets.set(client, bucket);
+    const refused = bucket.tokens < 1;
+    if (!refused) bucket.tokens -= 1;
+    const resetSeconds = Math.ceil((burst - bucket.tokens) / ratePerSecond);
+    return refused ? { remaining: 0, resetSeconds, retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / ratePerSecond)) } : { remaining: Math.floor(bucket.tokens), resetSeconds };
+  };
+
+  const shedding = (): boolean => {
+    if (shedLagMs === undefined || options.liveSessions() === 0) return (lastShedding = false);
+    const load = options.meter.read();
+    return (lastShedding = load.eventLoopLagMs > shedLagMs && load.requestRate >= REST_LIMITS.shedMinRate);
+  };
+
+  const refuse = (ctx: Koa.Context, status: number, code: string, message: string, retryAfterSeconds: number) => {
+    ctx.status = status;
+    ctx.set('Retry-After', String(retryAfterSeconds));
+    ctx.set('Cache-Control', 'private, no-store');
+    ctx.body = { code, message, details: { retry_after_seconds: retryAfterSeconds } };
+  };
+
+  const middleware: Koa.Middleware = async (ctx, next) => {
+    if (exempt(ctx.path, ctx.method) || ctx.method === 'OPTIONS') return next();
+    options.meter.request();
+    if (limit) {
+      const key = ctx.get('x-api-key');
+      // The key itself is a secret: buckets are named by its hash (and a guessed key with a real
+      // key's prefix does not share that key's bucket).
+      const client = key ? `k:${createHash('sha256').update(key).digest('base64url')}` : `a:${ctx.ip}`;
+      const taken = take(client, performance.now());
+      ctx.set('RateLimit-Limit', String(limit.burst));
+      ctx.set('RateLimit-Remaining', String(taken.remaining));
+      ctx.set('RateLimit-Reset', String(taken.resetSeconds));
+      if (taken.retryAfterSeconds !== undefined) {
+        counts.rateLimited++;
+        return refuse(ctx, 429, 'rate_limited', `too many requests: at most ${limit.ratePerSecond} per second (bursts of ${limit.burst}) per API key`, taken.retryAfterSeconds);
+      }
+    }
+    if (shedding()) {
+      counts.shed++;
+      return refuse(ctx, 503, 'server_busy', 'this server is serving live sessions at its limit; retry shortly', REST_LIMITS.shedRetryAfterSeconds);
+    }
+    return next();
+  };
+
+  return {
+    middleware,
+    stats: () => ({ ...counts, shedding: lastShedding, buckets: buckets.size }),
+  };
+}

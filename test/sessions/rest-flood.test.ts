@@ -1,0 +1,112 @@
+/**
+ * A busy API client never turns a visitor away (issue 25): a `server/main.ts` process in the
+ * default configuration holds live sessions while a load generator in another process (wrk)
+ * reads an agent thousands of times a second with one API key. The flood is answered 429
+ * `rate_limited` (and 503 `server_busy` where the REST guard sheds) in part, with the RateLimit
+ * headers; a visitor who connects meanwhile is admitted (slots are free); and the live bots'
+ * frames stay on time: the share of frames later than the gate's 10 ms bound stays under 1 %
+ * (lateness p99 under the bound), read from the server's own /metrics.
+ */
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { until } from '../../testing/until.ts';
+import { RoomVisitor } from '../agent/room-visitor.ts';
+import { createTestDatabase } from '../server/harness.ts';
+import { startServerProcess, type ServerProcess } from './server-process.ts';
+
+const FLOOD_SECONDS = 8;
+let server: ServerProcess | undefined;
+let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
+const visitors: RoomVisitor[] = [];
+const dataDir = mkdtempSync(join(tmpdir(), 'svc-flood-'));
+
+test.after.always(async () => {
+  for (const v of visitors) v.close();
+  server?.kill('SIGKILL');
+  await server?.exited;
+  await database?.drop();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+/** Bot frames recorded so far: how many, and how many within the 10 ms bound. */
+async function botFrames(url: string): Promise<{ total: number; onTime: number }> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const value = (series: string) => Number(text.split('\n').find((l) => l.startsWith(series + ' '))?.slice(series.length + 1) ?? 0);
+  return { total: value('svc_face_frame_lateness_seconds_count{source="bot"}'), onTime: value('svc_face_frame_lateness_seconds_bucket{le="0.01",source="bot"}') };
+}
+
+function runWrk(args: string[]): { done: Promise<string>; kill(): void } {
+  const child = spawn('wrk', args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  return {
+    done: new Promise((resolve) => child.once('exit', () => resolve(out))),
+    kill: () => {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    },
+  };
+}
+
+test('a REST flood from another process while sessions run: answered 429/503 in part with RateLimit headers, no visitor refused, live frames on time', async (t) => {
+  t.timeout(120_000);
+  database = await createTestDatabase('rest_flood');
+  server = await startServerProcess({ DATABASE_URL: database.url, SVC_DATA_DIR: dataDir, SVC_METRICS: 'public' });
+  const key = server.firstKey!;
+  t.truthy(key, server.output);
+  const api = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${server!.url}${path}`, { method, headers: { 'x-api-key': key, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    return { status: res.status, headers: res.headers, body: (await res.json().catch(() => undefined)) as any };
+  };
+  const agentId = (await api('POST', '/v1/agents', { title: 'flooded agent' })).body.agent_id as string;
+  t.is((await api('PATCH', `/v1/agents/${agentId}`, { allowed_hostnames: ['*'], max_concurrency: 4, advanced: { max_video_source_dimension: 256 } })).status, 200);
+  t.is((await api('PATCH', `/v1/agents/${agentId}/status`, { status: 'published' })).status, 200);
+  const connect = async () => {
+    const res = await fetch(`${server!.url}/v1/public/agents/connect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ agent_id: agentId }) });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  for (let i = 0; i < 2; i++) {
+    const s = await connect();
+    t.is(s.status, 200, JSON.stringify(s.body));
+    visitors.push(await RoomVisitor.join(s.body.room_url, s.body.token));
+  }
+  await until(() => visitors.every((v) => v.videoFrames > 25), { timeoutMs: 30_000, what: 'both visitors to receive their faces' });
+
+  const before = await botFrames(server.url);
+  const wrk = runWrk(['-t1', '-c20', `-d${FLOOD_SECONDS}s`, '-H', `X-API-Key: ${key}`, `${server.url}/v1/agents/${agentId}`]);
+  t.teardown(() => wrk.kill());
+  // Inside the flood: the flooding key is limited, with the headers that say so ...
+  await until(async () => [429, 503].includes((await api('GET', `/v1/agents/${agentId}`)).status), { timeoutMs: 5_000, intervalMs: 50, what: 'the flooding key to be limited' });
+  const limited = await api('GET', `/v1/agents/${agentId}`);
+  t.true(limited.status === 429 || limited.status === 503, String(limited.status));
+  t.truthy(limited.headers.get('retry-after'));
+  if (limited.status === 429) {
+    t.is(limited.headers.get('ratelimit-remaining'), '0');
+    t.like(limited.body, { code: 'rate_limited' });
+  }
+  // ... and a visitor is admitted: slots are free.
+  const third = await connect();
+  t.is(third.status, 200, JSON.stringify(third.body));
+  visitors.push(await RoomVisitor.join(third.body.room_url, third.body.token));
+  const report = await wrk.done;
+  const after = await botFrames(server.url);
+
+  const requests = Number(/(\d+) requests in/.exec(report)?.[1]);
+  const refused = Number(/Non-2xx or 3xx responses: (\d+)/.exec(report)?.[1] ?? 0);
+  t.log(`wrk: ${requests} requests in ${FLOOD_SECONDS} s, ${refused} answered 429/503`);
+  t.true(requests / FLOOD_SECONDS > 1000, report);
+  t.true(refused > requests / 2, report);
+  const frames = after.total - before.total;
+  const late = frames - (after.onTime - before.onTime);
+  t.log(`bot frames during the flood: ${frames}, ${late} later than 10 ms`);
+  t.true(frames > FLOOD_SECONDS * 25, 'the bots kept sending frames');
+  t.true(late / frames < 0.01, `${late} of ${frames} frames late`);
+  await until(() => visitors[2]!.videoFrames > 0, { timeoutMs: 30_000, what: 'the visitor admitted during the flood to receive its face' });
+});

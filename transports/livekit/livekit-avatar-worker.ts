@@ -1,0 +1,332 @@
+/**
+ * The avatar worker of LiveKit's avatar protocol (what the hosted vendors' workers do for
+ * LiveKit Agents): it joins the agent's room with a token the agent minted (identity of the
+ * avatar, attribute `lk.publish_on_behalf` = the agent), takes the agent's speech from
+ * `lk.audio_stream` byte streams at whatever rate they come, drives a face session with it,
+ * publishes the lip-synced video and the audio in the room (the agent's clients show them as
+ * the agent's, by the attribute), answers `lk.clear_buffer` at once (the face fades, the queued
+ * sound is dropped) and calls `lk.playback_started` / `lk.playback_finished` on the agent with
+ * the played position. Facts of the protocol: docs/livekit-agents.md.
+ *
+ * It ends when the agent leaves the room, the room closes, `maxDurationMs` passes, the face
+ * session ends, or `close()`; `ended` says why. It joins through the SSRF address policy of
+ * every LiveKit join (`joinLiveKitRoom`). The face session is its caller's: the worker closes
+ * it when it ends.
+ */
+import { map } from 'rxjs';
+import { RoomEvent, RpcError, type ByteStreamReader, type RemoteParticipant, type RpcInvocationData } from '@livekit/rtc-node';
+import { resolveOptions } from '../../core/options.ts';
+import type { FaceSession } from '../../processors/avatar/face-model.ts';
+import { RoomError } from '../webrtc/room-errors.ts';
+import { AVATAR_PROTOCOL, AvatarAudioStreamDecoder, AvatarAudioStreamError } from './avatar-audio-stream.ts';
+import { AvatarPlayback, type AvatarPlaybackEvent } from './avatar-playback.ts';
+import { joinLiveKitRoom, publishFramesToRoom, type JoinedLiveKitRoom, type LiveKitAvatarPublication, type LiveKitJoinOptions } from './livekit-publisher.ts';
+
+export const LIVEKIT_AVATAR_WORKER_DEFAULTS = {
+  /** A session's longest life (the operator's bound on a forgotten session). */
+  maxDurationMs: 60 * 60_000,
+  /** How long the agent may take to be in the room after the avatar joined. */
+  agentWaitMs: 15_000,
+  /**
+   * Audio the output may queue ahead of playout (ms). Whatever waits there is heard after its
+   * picture was shown (measured: about 65 ms queued, `avOffsetMs`) and is what an interruption
+   * drops. Not below the frame pump's `sinkAheadMs` (120 ms): with a smaller queue the pump takes
+   * the sink's pacing for a decoding backlog and skips most pictures (observed with 100 ms: 131
+   * of 151 skipped).
+   */
+  audioQueueMs: 200,
+  /**
+   * Pictures held back this many frames (40 ms each) behind their sound. Measured at an rtc-node
+   * visitor through the fake SFU (npm run bench -- livekit-avatar, 5 runs, load 8.6): with 0 the
+   * mouth moved 113 ms (p50) before the speech was heard (the audio queue above plus the
+   * receiver's deeper audio jitter buffer); the embedded publisher measured the same in chromium
+   * and holds 2 frames too.
+   */
+  videoDelayFrames: 2,
+} as const;
+
+/** RPC error codes the worker answers with (application codes: LiveKit reserves 1001-1999). */
+export const AVATAR_RPC_ERRORS = {
+  /** The caller is not the agent this avatar speaks for. */
+  notTheAgent: 2403,
+} as const;
+
+export type AvatarWorkerEndReason = 'agent_left' | 'agent_absent' | 'room_closed' | 'time_limit' | 'face_ended' | 'closed';
+
+export interface LiveKitAvatarWorkerOptions extends LiveKitJoinOptions {
+  /** The identity whose speech the avatar plays and whose RPCs it answers (its `lk.publish_on_behalf`). */
+  readonly agentIdentity: string;
+  readonly face: FaceSession;
+  readonly maxDurationMs?: number;
+  readonly agentWaitMs?: number;
+  readonly audioQueueMs?: number;
+  readonly videoDelayFrames?: number;
+  /** Faults that end nothing (a refused stream, a failed RPC): for the owner's log. */
+  readonly onWarning?: (message: string, details: Record<string, unknown>) => void;
+  /**
+   * Figures as they happen, for the owner's metrics: `first_frame` (epoch ms of the first picture
+   * out), `av_offset` (ms of audio queued ahead of a speech picture, at most once a second),
+   * `clear` (ms an `lk.clear_buffer` took).
+   */
+  readonly onMeasure?: (what: 'first_frame' | 'av_offset' | 'clear', value: number) => void;
+}
+
+export interface LiveKitAvatarWorkerStats {
+  /** ms from `start()` to joined with the audio track published. */
+  joinMs: number;
+  /** Epoch ms of the first picture handed to the video source (null before). */
+  firstFrameAtMs: number | null;
+  /** Epoch ms of the first agent audio received, and of the first frame that played it. */
+  firstAudioAtMs: number | null;
+  firstSpeechFrameAtMs: number | null;
+  /** Audio (ms) queued ahead of the latest speech picture: how much sooner the picture shows than its sound. */
+  avOffsetMs: number | null;
+  segments: number;
+  segmentsInterrupted: number;
+  clears: number;
+  /** ms from the last `lk.clear_buffer` to the queued sound dropped and the face cancelled. */
+  lastClearMs: number | null;
+  /** Epoch ms the last `lk.clear_buffer` arrived. */
+  lastClearAtMs: number | null;
+  streamsRefused: number;
+  /** The last stream fault (`missing_audio_format`, `bad_sample_rate`, `not_the_agent`, ...). */
+  lastStreamError: { readonly code: string; readonly message: string } | null;
+  rpcFailures: number;
+}
+
+export class LiveKitAvatarWorker {
+  readonly stats: LiveKitAvatarWorkerStats = {
+    joinMs: 0, firstFrameAtMs: null, firstAudioAtMs: null, firstSpeechFrameAtMs: null, avOffsetMs: null,
+    segments: 0, segmentsInterrupted: 0, clears: 0, lastClearMs: null, lastClearAtMs: null, streamsRefused: 0, lastStreamError: null, rpcFailures: 0,
+  };
+  /** Settles with why the worker ended (it has left the room and closed the face by then). */
+  readonly ended: Promise<AvatarWorkerEndReason>;
+  private resolveEnded!: (reason: AvatarWorkerEndReason) => void;
+  private readonly playback = new AvatarPlayback();
+  private readonly settings: { maxDurationMs: number; agentWaitMs: number; audioQueueMs: number; videoDelayFrames: number };
+  private publication: LiveKitAvatarPublication | undefined;
+  private streams: Promise<void> = Promise.resolve();
+  private rpcs: Promise<void> = Promise.resolve();
+  private readonly timers: NodeJS.Timeout[] = [];
+  private ending: Promise<void> | undefined;
+  private avSampledAt = 0;
+
+  private constructor(
+    private readonly joined: JoinedLiveKitRoom,
+    private readonly options: LiveKitAvatarWorkerOptions,
+  ) {
+    this.settings = resolveOptions(LIVEKIT_AVATAR_WORKER_DEFAULTS, { maxDurationMs: options.maxDurationMs, agentWaitMs: options.agentWaitMs, audioQueueMs: options.audioQueueMs, videoDelayFrames: options.videoDelayFrames });
+    this.ended = new Promise((resolve) => (this.resolveEnded = resolve));
+  }
+
+  /**
+   * Joins and starts publishing. Rejects with `RoomError('publish_failed')` (one message for every
+   * cause, see `joinLiveKitRoom`), after closing the face session.
+   */
+  static async start(options: LiveKitAvatarWorkerOptions): Promise<LiveKitAvatarWorker> {
+    const startedAt = Date.now();
+    let joined: JoinedLiveKitRoom;
+    try {
+      joined = await joinLiveKitRoom(options, { autoSubscribe: false });
+    } catch (error) {
+      options.face.close();
+      throw error;
+    }
+    const worker = new LiveKitAvatarWorker(joined, options);
+    try {
+      await worker.begin();
+    } catch (error) {
+      await worker.finish('closed');
+      throw error instanceof RoomError ? error : new RoomError('publish_failed', error instanceof Error ? error.message : String(error));
+    }
+    worker.stats.joinMs = Date.now() - startedAt;
+    return worker;
+  }
+
+  /** The avatar's identity in the room. */
+  get identity(): string {
+    return this.joined.participant.identity;
+  }
+
+  get room(): string {
+    return this.joined.room.name ?? '';
+  }
+
+  get agentIdentity(): string {
+    return this.options.agentIdentity;
+  }
+
+  /** Video size being published (0 x 0 before the first picture). */
+  get videoSize(): { readonly width: number; readonly height: number } {
+    return { width: this.publication?.stats.width ?? 0, height: this.publication?.stats.height ?? 0 };
+  }
+
+  /** Stops publishing, leaves the room, closes the face session. Idempotent. */
+  close(reason: AvatarWorkerEndReason = 'closed'): Promise<void> {
+    return this.finish(reason);
+  }
+
+  private async begin(): Promise<void> {
+    const room = this.joined.room;
+    const participant = this.joined.participant;
+    // Handlers first: an interruption or a segment may come as soon as the agent sees us.
+    participant.registerRpcMethod(AVATAR_PROTOCOL.clearBufferMethod, (data) => this.onClearBuffer(data));
+    room.registerByteStreamHandler(AVATAR_PROTOCOL.audioStreamTopic, (reader, from) => {
+      this.streams = this.streams.then(() => this.readStream(reader, from.identity));
+    });
+    room
+      .on(RoomEvent.ParticipantDisconnected, (p: RemoteParticipant) => {
+        if (p.identity === this.options.agentIdentity) void this.finish('agent_left');
+      })
+      .on(RoomEvent.ParticipantConnected, (p: RemoteParticipant) => {
+        if (p.identity === this.options.agentIdentity) this.clearAgentWait();
+      })
+      .on(RoomEvent.Disconnected, () => void this.finish('room_closed'));
+    const frames = this.options.face.frames.pipe(map((frame) => this.onFrame(frame)));
+    const face = this.options.face;
+    this.publication = await publishFramesToRoom(room, frames, { simulcast: false, audioQueueMs: this.settings.audioQueueMs, videoDelayFrames: this.settings.videoDelayFrames, videoSize: { width: face.width - (face.width % 2), height: face.height - (face.height % 2) } });
+    void this.publication.ended.then(() => this.finish('face_ended'));
+    this.timers.push(setTimeout(() => void this.finish('time_limit'), this.settings.maxDurationMs));
+    if (!room.remoteParticipants.has(this.options.agentIdentity)) {
+      this.timers.push(setTimeout(() => {
+        if (!room.remoteParticipants.has(this.options.agentIdentity)) void this.finish('agent_absent');
+      }, this.settings.agentWaitMs));
+    }
+  }
+
+  private clearAgentWait(): void {
+    // The time limit stays; only the absence timer (the second, when set) goes.
+    for (const timer of this.timers.splice(1)) clearTimeout(timer);
+  }
+
+  /** Every frame on its way to the room: playback bookkeeping, a cleared turn's sound silenced. */
+  private onFrame(frame: Parameters<AvatarPlayback['observe']>[0]): typeof frame {
+    const now = Date.now();
+    if (this.stats.firstFrameAtMs === null) {
+      this.stats.firstFrameAtMs = now;
+      this.options.onMeasure?.('first_frame', now);
+    }
+    const { frame: out, events } = this.playback.observe(frame);
+    if (out.type === 'speech-start' || out.type === 'speech') {
+      if (this.stats.firstSpeechFrameAtMs === null && out.type === 'speech-start') this.stats.firstSpeechFrameAtMs = now;
+      this.stats.avOffsetMs = this.publication?.audioQueuedMs ?? null;
+      if (this.stats.avOffsetMs !== null && now - this.avSampledAt >= 1000) {
+        this.avSampledAt = now;
+        this.options.onMeasure?.('av_offset', this.stats.avOffsetMs);
+      }
+    }
+    this.report(events);
+    return out;
+  }
+
+  private async readStream(reader: ByteStreamReader, from: string): Promise<void> {
+    if (this.ending) return void reader.close();
+    if (from !== this.options.agentIdentity) {
+      // Only the agent speaks through its avatar; a stranger's stream is not a segment of the agent's.
+      this.refuseStream('not_the_agent', `an lk.audio_stream from ${from}, who is not the agent ${this.options.agentIdentity}`);
+      return void reader.close();
+    }
+    const face = this.options.face;
+    const segment = this.playback.openSegment();
+    this.stats.segments++;
+    let decoder: AvatarAudioStreamDecoder;
+    try {
+      decoder = new AvatarAudioStreamDecoder(reader.info.attributes);
+    } catch (error) {
+      this.refuseStream(error instanceof AvatarAudioStreamError ? error.code : 'bad_stream', error instanceof Error ? error.message : String(error));
+      // The agent counted this segment: it is finished (interrupted, nothing heard), or the
+      // agent would wait for its playout forever.
+      face.startTurn();
+      face.endTurn();
+      this.report(this.playback.closeSegment(segment, true));
+      return void reader.close();
+    }
+    face.startTurn();
+    let failed = false;
+    try {
+      for await (const chunk of reader) {
+        if (this.playback.isCleared(segment) || this.ending) break;
+        const pcm = decoder.push(chunk);
+        if (pcm.length === 0) continue;
+        this.stats.firstAudioAtMs ??= Date.now();
+        face.pushAudio(pcm);
+        this.playback.addSamples(segment, pcm.length);
+      }
+      if (!this.playback.isCleared(segment) && !this.ending) {
+        const tail = decoder.flush();
+        if (tail.length > 0) {
+          face.pushAudio(tail);
+          this.playback.addSamples(segment, tail.length);
+        }
+      }
+    } catch (error) {
+      // A segment over the length limit: what was queued plays, the rest is refused.
+      failed = !(error instanceof AvatarAudioStreamError);
+      this.refuseStream(error instanceof AvatarAudioStreamError ? error.code : 'stream_failed', error instanceof Error ? error.message : String(error));
+      await reader.close();
+    }
+    if (this.ending) return;
+    if (!this.playback.isCleared(segment)) face.endTurn();
+    this.report(this.playback.closeSegment(segment, failed));
+  }
+
+  private refuseStream(code: string, message: string): void {
+    this.stats.streamsRefused++;
+    this.stats.lastStreamError = { code, message };
+    this.options.onWarning?.('lk.audio_stream refused', { code, message });
+  }
+
+  private async onClearBuffer(data: RpcInvocationData): Promise<string> {
+    if (data.callerIdentity !== this.options.agentIdentity) {
+      throw new RpcError(AVATAR_RPC_ERRORS.notTheAgent, `only ${this.options.agentIdentity} may clear this avatar's buffer`);
+    }
+    const at = performance.now();
+    this.stats.clears++;
+    this.stats.lastClearAtMs = Date.now();
+    // In this order: the face stops deciding speech frames, the queued sound is dropped, and the
+    // turns already decided are silenced (AvatarPlayback) on their way out.
+    this.options.face.cancel();
+    const unplayedMs = this.publication?.clearAudio() ?? 0;
+    const events = this.playback.clear(unplayedMs);
+    this.stats.lastClearMs = performance.now() - at;
+    this.options.onMeasure?.('clear', this.stats.lastClearMs);
+    this.report(events);
+    return 'ok';
+  }
+
+  /** Tells the agent, in order, one RPC at a time. */
+  private report(events: readonly AvatarPlaybackEvent[]): void {
+    for (const event of events) {
+      if (event.type === 'finished' && event.interrupted) this.stats.segmentsInterrupted++;
+      const method = event.type === 'started' ? AVATAR_PROTOCOL.playbackStartedMethod : AVATAR_PROTOCOL.playbackFinishedMethod;
+      // The payload the agents parse (snake_case, as the Python AvatarRunner sends it).
+      const payload = event.type === 'started' ? '' : JSON.stringify({ playback_position: event.positionS, interrupted: event.interrupted, synchronized_transcript: null });
+      this.rpcs = this.rpcs.then(async () => {
+        if (this.ending) return;
+        try {
+          await this.joined.participant.performRpc({ destinationIdentity: this.options.agentIdentity, method, payload });
+        } catch (error) {
+          this.stats.rpcFailures++;
+          this.options.onWarning?.(`${method} failed`, { error: error instanceof Error ? error.message : String(error), code: (error as { code?: unknown }).code });
+        }
+      });
+    }
+  }
+
+  private finish(reason: AvatarWorkerEndReason): Promise<void> {
+    this.ending ??= (async () => {
+      for (const timer of this.timers.splice(0)) clearTimeout(timer);
+      this.options.face.close();
+      if (this.publication) await this.publication.stop().catch(() => undefined);
+      try {
+        this.joined.room.unregisterByteStreamHandler(AVATAR_PROTOCOL.audioStreamTopic);
+        this.joined.participant.unregisterRpcMethod(AVATAR_PROTOCOL.clearBufferMethod);
+      } catch {
+        // the room is gone already
+      }
+      await this.joined.leave();
+      this.resolveEnded(reason);
+    })();
+    return this.ending;
+  }
+}
