@@ -8,7 +8,7 @@
  */
 import test from 'ava';
 import { frame, type Frame } from '../../core/frames.ts';
-import { runProcessorTest, type TestStep } from '../../core/testing/index.ts';
+import { runProcessorTest, VirtualClock, type TestStep } from '../../core/testing/index.ts';
 import { AvatarProcessor } from '../../processors/avatar/avatar-processor.ts';
 import type { FaceSession } from '../../processors/avatar/face-model.ts';
 import { HumanFaceModel, FaceReferenceCache } from '../../plugins/face/index.ts';
@@ -45,13 +45,15 @@ function steps(voice: Int16Array, speaks: boolean): TestStep[] {
 async function run(variant: 'human-portrait' | 'human-presence', voice: Int16Array, speaks: boolean) {
   const model = new HumanFaceModel(variant, { referenceCache: cache });
   let listened = 0;
-  const avatar = new AvatarProcessor(async (clock) => {
-    const session = await model.openSession({ configuration: CONFIG, imageFormat: 'rgb' }, clock);
-    // Observed, not replaced: the real session, with its listen calls counted.
-    const listen = session.listen!.bind(session);
-    return Object.assign(session, { listen: (pcm: Int16Array | null) => { if (pcm) listened += pcm.length; listen(pcm); } }) as FaceSession;
-  });
-  const result = await runProcessorTest(avatar, steps(voice, speaks));
+  // The session is open before the conversation starts: virtual time does not wait for the
+  // real work of opening it, and input frames (system frames) do not wait for the processor's start.
+  const clock = new VirtualClock();
+  const session = await model.openSession({ configuration: CONFIG, imageFormat: 'rgb' }, clock);
+  // Observed, not replaced: the real session, with its listen calls counted.
+  const listen = session.listen!.bind(session);
+  Object.assign(session, { listen: (pcm: Int16Array | null) => { if (pcm) listened += pcm.length; listen(pcm); } });
+  const avatar = new AvatarProcessor(async () => session as FaceSession);
+  const result = await runProcessorTest(avatar, steps(voice, speaks), { clock });
   const images = result.downstream.filter((f): f is Extract<Frame, { type: 'output-image' }> => f.type === 'output-image');
   return { images, listened };
 }
