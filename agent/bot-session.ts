@@ -6,10 +6,11 @@
  * Lifecycle, messages and timeouts: docs/session-messages.md.
  */
 import type { Subscription } from 'rxjs';
-import { RealClock, type Clock, type TimerHandle } from '../core/clock.ts';
+import { RealClock, withTimeout, type Clock, type TimerHandle } from '../core/clock.ts';
 import type { FrameObserver } from '../core/observer.ts';
 import { Pipeline } from '../core/pipeline.ts';
 import type { Registry } from '../core/registry.ts';
+import { ReportThrottle } from '../core/report-throttle.ts';
 import { PipelineWorker, type WorkerOptions, type WorkerOutcome } from '../core/worker.ts';
 import { FACE_TIMING, type FaceSession } from '../processors/avatar/face-model.ts';
 import { defaultToolLogger, type ToolLogger, type WebhookClient } from '../processors/tools/index.ts';
@@ -22,14 +23,10 @@ import type { RoomClientMessage, RoomSubscriberEvent } from '../transports/webrt
 import type { RoomRegistry } from '../transports/webrtc/room-registry.ts';
 import type { AgentPipelineOptions, AgentRuntimeRecord, ProviderChoice } from './agent-pipeline.ts';
 import { openBotRoom, type BotRoom } from './bot-room.ts';
-import {
-  SESSION_TIMEOUTS,
-  type RunningSession,
-  type SessionOutcome,
-  type SessionStart,
-  type TerminationReason,
-} from './session-contract.ts';
+import { SESSION_TIMEOUTS, type RunningSession, type SessionOutcome, type SessionStart, type TerminationReason } from './session-contract.ts';
 import { latencySummary, parseClientMessage, SessionMessageEmitter } from './session-messages.ts';
+import { AppendedContextBudget } from './appended-context.ts';
+import { endingFromInside, secondsToMs, SESSION_LIMIT_END_REASON } from './session-limits.ts';
 import { buildSessionPipeline, type SessionPipeline } from './session-pipeline.ts';
 import { errorMessage } from '../core/error-message.ts';
 
@@ -78,15 +75,6 @@ export const BOT_RUNNER_DEFAULTS = {
   sampleRate: FACE_TIMING.audioSampleRate,
 } as const;
 
-const secondsToMs = (s: number | undefined) => (s && s > 0 ? s * 1000 : null);
-
-function withTimeout<T>(promise: Promise<T>, ms: number, clock: Clock): Promise<T | 'timeout'> {
-  let timer: TimerHandle | undefined;
-  return Promise.race([
-    promise.finally(() => clock.clearTimeout(timer)),
-    new Promise<'timeout'>((resolve) => (timer = clock.setTimeout(() => resolve('timeout'), ms))),
-  ]);
-}
 
 export class BotSession implements RunningSession {
   readonly sessionId: string;
@@ -124,6 +112,8 @@ export class BotSession implements RunningSession {
   private firstFrameAt: number | null = null;
   private conversationStartedAt: number | null = null;
   private droppedClientMessages = 0;
+  private readonly appendedContext = new AppendedContextBudget();
+  private readonly clientWarnings = new ReportThrottle({ now: () => this.clock.now() });
   private idleTimedOut = false;
   private roomClosedUnderUs = false;
 
@@ -233,9 +223,10 @@ export class BotSession implements RunningSession {
       room.presence.subscribe((e) => this.onSubscriberEvent(e)),
     );
     for (const s of room.visitors()) this.visitors.set(s.participantId, s.peerState);
-    this.timer('join', this.timeouts.joinDeadlineMs, () => {
-      if (!this.hadVisitor) void this.finish('join_timeout', `nobody joined the room within ${this.timeouts.joinDeadlineMs} ms`);
-    });
+    const joinMs = this.timeouts.joinDeadlineMs;
+    this.timer('join', joinMs, () => void this.finish('join_timeout', this.hadVisitor ? `a visitor joined but no peer connection connected within ${joinMs} ms` : `nobody joined the room within ${joinMs} ms`));
+    const limitMs = secondsToMs(agent.session_limit_seconds);
+    if (limitMs !== null) this.timer('limit', Math.max(0, this.startedAt + limitMs - this.clock.now()), () => this.onSessionLimit());
     this.presenceChanged();
     this.logger.info({ session_id: this.sessionId, room: avatarRoom.room, room_provider: room.provider, agent_id: agent.agent_id }, 'bot started');
   }
@@ -282,9 +273,10 @@ export class BotSession implements RunningSession {
   private presenceChanged(): void {
     if (this.finishing) return;
     this.peakVisitors = Math.max(this.peakVisitors, this.visitors.size);
+    // The join deadline is met by a connected peer connection, not by joining the signalling.
+    if (this.visitorConnected) this.clearTimer('join');
     if (this.presentVisitors > 0) {
       this.hadVisitor = true;
-      this.clearTimer('join');
       this.clearTimer('grace');
     } else if (this.hadVisitor && !this.timers.has('grace')) {
       this.timer('grace', this.timeouts.departureGraceMs, () => void this.finish('client_left', null));
@@ -325,6 +317,14 @@ export class BotSession implements RunningSession {
     this.logger.info({ session_id: this.sessionId, why, wait_ms: this.conversationStartedAt - this.startedAt }, 'conversation started');
   }
 
+  /** `session_limit_seconds` after the start: the farewell if a conversation runs, else the end. */
+  private onSessionLimit(): void {
+    if (this.finishing) return;
+    if (!this.conversationStarted || !this.pipeline || !this.worker || this.worker.finished) return void this.finish('session_limit_reached', null);
+    this.pipeline.endConversation(SESSION_LIMIT_END_REASON);
+    this.timer('limit', this.timeouts.limitFarewellMs, () => void this.finish('session_limit_reached', null));
+  }
+
   // ---- client messages --------------------------------------------------------------------------
 
   private onClientMessage({ participantId, message }: RoomClientMessage): void {
@@ -333,7 +333,7 @@ export class BotSession implements RunningSession {
       const parsed = parseClientMessage(message);
       if ('ignored' in parsed) {
         this.droppedClientMessages++;
-        this.logger.warn({ session_id: this.sessionId, participant_id: participantId, reason: parsed.reason }, 'client message ignored');
+        this.warnThrottled('client message ignored', { participant_id: participantId, reason: parsed.reason });
         return;
       }
       switch (parsed.type) {
@@ -351,17 +351,26 @@ export class BotSession implements RunningSession {
             else if (!this.timers.has('subscribe')) this.timer('subscribe', this.timeouts.subscribeWaitMs, () => this.startConversation('subscribe wait over'));
           }
           return;
-        case 'append-system-context':
-          this.pipeline?.appendSystemContext(parsed.text);
+        case 'append-system-context': {
+          const refused = this.appendedContext.admit(parsed.text);
+          if (refused) this.emitter.send(refused);
+          else this.pipeline?.appendSystemContext(parsed.text);
           return;
+        }
         case 'hang-up':
           void this.finish('client_hung_up', null);
           return;
       }
     } catch (error) {
       this.droppedClientMessages++;
-      this.logger.warn({ session_id: this.sessionId, error: errorMessage(error) }, 'client message failed');
+      this.warnThrottled('client message failed', { error: errorMessage(error) });
     }
+  }
+
+  /** A visitor decides how often these happen: a flood costs a few lines (`unlogged`: held back since the last). */
+  private warnThrottled(what: string, details: Record<string, unknown>): void {
+    const unlogged = this.clientWarnings.take();
+    if (unlogged !== null) this.logger.warn({ session_id: this.sessionId, ...details, ...(unlogged ? { unlogged } : {}) }, what);
   }
 
   // ---- endings ----------------------------------------------------------------------------------
@@ -373,7 +382,7 @@ export class BotSession implements RunningSession {
       return;
     }
     if (outcome.how === 'ended') {
-      void this.finish(outcome.reason === 'max_duration' ? this.limitReason() : 'agent_ended', null);
+      void this.finish(endingFromInside(outcome.reason, this.session.agent), null);
       return;
     }
     if (this.idleTimedOut) {
@@ -381,13 +390,6 @@ export class BotSession implements RunningSession {
       return;
     }
     void this.finish('pipeline_error', `the pipeline was cancelled: ${outcome.reason ?? 'no reason'}`);
-  }
-
-  /** The behaviours end at the shorter of the two limits: say which one it was. */
-  private limitReason(): TerminationReason {
-    const session = secondsToMs(this.session.agent.session_limit_seconds);
-    const behaviour = secondsToMs(this.session.agent.behaviour.max_conversation_duration_seconds);
-    return session !== null && (behaviour === null || session <= behaviour) ? 'session_limit_reached' : 'max_duration_reached';
   }
 
   stop(reason: TerminationReason): Promise<SessionOutcome> {

@@ -11,5 +11,6 @@ export * from './s2s-pipeline.ts';
 export * from './session-pipeline.ts';
 export * from './session-contract.ts';
 export * from './session-messages.ts';
+export * from './appended-context.ts';
 export * from './bot-room.ts';
 export * from './bot-runner.ts';

@@ -161,6 +161,7 @@ export function s2sSessionParts(built: S2SPipeline): {
   readonly taps: SessionTaps;
   readonly vadStopMs: null;
   appendSystemContext(text: string): void;
+  endConversation(reason: string): void;
 } {
   const t = built.taps;
   return {
@@ -169,5 +170,6 @@ export function s2sSessionParts(built: S2SPipeline): {
     taps: { vad: t.userSpeech, stt: t.transcripts, llm: t.botText, tts: t.botAudio, avatar: built.avatar?.name, output: built.output.name },
     vadStopMs: null,
     appendSystemContext: (text) => built.s2s.appendSystemContext(text),
+    endConversation: (reason) => built.behaviours.endConversation(reason),
   };
 }

@@ -10,7 +10,11 @@ import type { AgentRuntimeRecord } from './agent-pipeline.ts';
 
 /** Every timeout of a live session, in one place (documented in docs/sessions.md). */
 export const SESSION_TIMEOUTS = {
-  /** Nobody joined the room within this time after admission: the session ends (`join_timeout`). */
+  /**
+   * No visitor's peer connection was connected within this time after admission: the session
+   * ends (`join_timeout`). Joining the signalling is not enough: a page that joins and never
+   * completes WebRTC must not hold the session (and the agent's concurrency slot) forever.
+   */
   joinDeadlineMs: 60_000,
   /**
    * The visitor left (peer connection gone, signalling socket closed): they may come back within
@@ -26,6 +30,12 @@ export const SESSION_TIMEOUTS = {
   clientReadyWaitMs: 10_000,
   /** Stopping a session (farewell excluded) must finish within this; then it is torn down hard. */
   stopTimeoutMs: 5_000,
+  /**
+   * `session_limit_seconds` counts from admission, whatever the session is doing. A conversation
+   * running at that moment is asked to end with its farewell and stopped if it still runs this
+   * much later; a session without a conversation ends at once.
+   */
+  limitFarewellMs: 15_000,
 } as const;
 
 /**
@@ -33,8 +43,9 @@ export const SESSION_TIMEOUTS = {
  * - `client_released`: `POST /v1/public/agents/connect/{room}` (the widget's hang-up or tab close)
  * - `client_hung_up`: the client sent `hang-up` over the room
  * - `client_left`: the visitor left and did not come back within the departure grace
- * - `join_timeout`: nobody joined within the join deadline
- * - `session_limit_reached`: the agent's `session_limit_seconds`
+ * - `join_timeout`: no visitor's peer connection connected within the join deadline (nobody
+ *   joined, or a visitor joined the signalling and never completed WebRTC)
+ * - `session_limit_reached`: the agent's `session_limit_seconds`, counted from admission
  * - `max_duration_reached`: the behaviour's `max_conversation_duration_seconds`
  * - `agent_ended`: the agent hung up (`end_call` tool)
  * - `server_shutdown`: the process holding the session was stopped (SIGTERM)

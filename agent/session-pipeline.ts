@@ -21,6 +21,11 @@ export interface SessionPipeline {
   readonly vadStopMs: number | null;
   /** Adds a system message to the model's context for later turns (forces no reply). */
   appendSystemContext(text: string): void;
+  /**
+   * Ends the running conversation as its duration limit does: the farewell, then the worker ends
+   * with `reason` in its outcome (the session limit counted from admission uses it).
+   */
+  endConversation(reason: string): void;
   /** The svc voice pipeline's parts (tests and diagnostics); absent for other modes. */
   readonly voice?: AgentPipeline;
 }
@@ -57,6 +62,7 @@ export async function buildSessionPipeline(agent: AgentRuntimeRecord, options: S
         },
         vadStopMs: options.tuning?.vadOptions?.stopMs ?? agent.advanced.turn_pause_ms ?? VAD_DEFAULTS.stopMs,
         appendSystemContext: (text) => voice.context.addSystemContext(text),
+        endConversation: (reason) => voice.behaviours.endConversation(reason),
         voice,
       };
     }

@@ -207,3 +207,15 @@ export function linkedSignal(parent: AbortSignal): { signal: AbortSignal; releas
   parent.addEventListener('abort', onAbort, { once: true });
   return { signal: controller.signal, release: () => parent.removeEventListener('abort', onAbort) };
 }
+
+/**
+ * `promise`'s value, or `'timeout'` when `ms` pass first on `clock` (virtual or real); the timer
+ * is cleared once the promise settles. The promise itself is not cancelled.
+ */
+export function withTimeout<T>(promise: Promise<T>, ms: number, clock: Clock): Promise<T | 'timeout'> {
+  let timer: TimerHandle | undefined;
+  return Promise.race([
+    promise.finally(() => clock.clearTimeout(timer)),
+    new Promise<'timeout'>((resolve) => (timer = clock.setTimeout(() => resolve('timeout'), ms))),
+  ]);
+}

@@ -1,6 +1,7 @@
 /** Public surface of the framework core. */
 export * from './frames.ts';
 export * from './clock.ts';
+export * from './report-throttle.ts';
 export * from './audio.ts';
 export * from './processor.ts';
 export * from './pipeline.ts';

@@ -63,6 +63,7 @@ export function loadConfigFromEnv(env: Env = process.env): ServerConfig {
       signingSecret: env.SVC_SIGNING_SECRET ?? persisted!.signingSecret,
       webhookAllowedRanges: list(env.SVC_WEBHOOK_ALLOWED_RANGES),
       livekitAllowedRanges: list(env.SVC_LIVEKIT_ALLOWED_RANGES),
+      iceAllowedRanges: list(env.SVC_ICE_ALLOWED_RANGES),
       publicBaseUrl: publicBaseUrl(env),
       trustProxy: ['1', 'true', 'yes'].includes((env.SVC_TRUST_PROXY ?? '').trim().toLowerCase()),
       maxFaceSessions: faceSessionLimitFromEnv(env),
@@ -125,7 +126,7 @@ function required(env: Env, name: string, when: string): string {
 function persistedSecrets(dataDir: string): { encryptionKey: string; signingSecret: string } {
   const file = join(dataDir, 'secrets.json');
   if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8'));
-  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const secrets = { encryptionKey: randomBytes(32).toString('base64'), signingSecret: randomBytes(32).toString('base64') };
   writeFileSync(file, JSON.stringify(secrets), { mode: 0o600 });
   return secrets;

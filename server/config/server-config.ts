@@ -50,6 +50,13 @@ export interface ServerConfig {
    * LiveKit server on the private network must not open it to tool webhooks, nor the reverse.
    */
   livekitAllowedRanges: readonly string[];
+  /**
+   * Non-public ranges a visitor's ICE candidates may name in embedded rooms
+   * (`SVC_ICE_ALLOWED_RANGES`); empty by default: the server sends connectivity checks only to
+   * public addresses a visitor names (visitors elsewhere still connect: their checks reach the
+   * server, transports/webrtc/remote-candidates.ts).
+   */
+  iceAllowedRanges: readonly string[];
   /** External base address (`{base_url}`) used in signed URLs and the OpenAPI servers list. */
   publicBaseUrl?: string;
   /**
@@ -188,6 +195,7 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     signingSecret: input.signingSecret,
     webhookAllowedRanges: checkedRanges(input.webhookAllowedRanges ?? SERVER_DEFAULTS.webhookAllowedRanges),
     livekitAllowedRanges: checkedRanges(input.livekitAllowedRanges ?? []),
+    iceAllowedRanges: checkedRanges(input.iceAllowedRanges ?? []),
     publicBaseUrl: input.publicBaseUrl?.replace(/\/+$/, ''),
     trustProxy: input.trustProxy ?? false,
     maxFaceSessions: input.maxFaceSessions,

@@ -1,9 +1,10 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import knexFactory, { type Knex } from 'knex';
 import type { Logger } from 'pino';
 import ClientPgLite from 'knex-pglite';
 import { SERVER_DEFAULTS, type DatabaseTimeouts } from '../config/server-config.ts';
 import { PgliteLock } from './pglite-lock.ts';
+import { makePrivate } from '../security/private-files.ts';
 import { PGLITE_SOCKET_RULES, pgliteSocketDir, pgliteSocketPath } from './pglite-socket.ts';
 
 export type Db = Knex;
@@ -48,13 +49,14 @@ export function openDatabase(options: DatabaseOptions): Db {
       pool: { min: 0, max: options.poolMax ?? DATABASE_DEFAULTS.poolMax },
     });
   }
-  mkdirSync(options.pgliteDir, { recursive: true });
-  const lock = new PgliteLock(options.pgliteDir);
+  const pgliteDir = options.pgliteDir;
+  makePrivate(pgliteDir, { recursive: false });
+  const lock = new PgliteLock(pgliteDir);
   lock.acquire();
   const db = knexFactory({
-    client: ClientPgLite as unknown as typeof Knex.Client,
+    client: PrivatePgLite as unknown as typeof Knex.Client,
     dialect: 'postgres',
-    connection: { filename: options.pgliteDir },
+    connection: { filename: pgliteDir },
     acquireConnectionTimeout: PGLITE_ACQUIRE_TIMEOUT_MS,
   } as Knex.Config);
   pgliteLocks.set(db, lock);
@@ -62,6 +64,20 @@ export function openDatabase(options: DatabaseOptions): Db {
 }
 
 const pgliteLocks = new WeakMap<Db, PgliteLock>();
+
+/**
+ * PGlite writes its files 0666 whatever the umask (a fresh database is unpacked when its one
+ * connection opens; the relation cache files are rewritten at every start): they are made private
+ * once it is up. Its folder is 0700 from the start, so other users cannot reach them meanwhile.
+ */
+const PglitePool = ClientPgLite as unknown as new (config: Knex.Config) => { config: Knex.Config; _acquireOnlyConnection(): Promise<unknown> };
+class PrivatePgLite extends PglitePool {
+  override async _acquireOnlyConnection(): Promise<unknown> {
+    const connection = await super._acquireOnlyConnection();
+    makePrivate((this.config.connection as { filename: string }).filename, { recursive: true });
+    return connection;
+  }
+}
 
 /**
  * PGlite's one connection is made by the first query: on a new folder that runs initdb in

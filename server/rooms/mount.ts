@@ -35,8 +35,12 @@ export interface MountRoomsOptions extends RoomRegistryOptions {
   readonly sweepIntervalMs?: number;
 }
 
-export function mountRooms(host: Pick<HttpHost, 'api' | 'router'> & { readonly logger: { info(details: object, event: string): void } }, options: MountRoomsOptions = {}): MountedRooms {
-  const rooms = new RoomRegistry(options);
+export function mountRooms(
+  host: Pick<HttpHost, 'api' | 'router'> & { readonly logger: { info(details: object, event: string): void }; readonly config?: { readonly iceAllowedRanges?: readonly string[] } },
+  options: MountRoomsOptions = {},
+): MountedRooms {
+  // Visitors' ICE candidates go through the address policy (SVC_ICE_ALLOWED_RANGES: transports/webrtc/remote-candidates.ts).
+  const rooms = new RoomRegistry({ iceAllowedRanges: host.config?.iceAllowedRanges, ...options });
   const handler = createRoomSignallingHandler({ rooms, log: (event, details) => host.logger.info(details, event) });
   let delegate: SignallingDelegate | null = null;
   // The /v1 router's path; the client script is public (it holds no secret).

@@ -13,6 +13,7 @@ import { RoomError } from '../../transports/webrtc/room-errors.ts';
 import type { RoomParticipant } from '../../transports/webrtc/room.ts';
 import type { RoomRegistry } from '../../transports/webrtc/room-registry.ts';
 import { registerUpgrade } from '../http/upgrades.ts';
+import { ReportThrottle } from '../../core/report-throttle.ts';
 import {
   SIGNALLING_CLOSE_CODES,
   SIGNALLING_LIMITS,
@@ -163,6 +164,8 @@ class SignallingConnection {
   private awaitingPong = false;
   private windowStartMs = 0;
   private messagesInWindow = 0;
+  /** One `rate_limited` reply per second at most: a reply per dropped message would echo the flood back. */
+  private readonly rateLimitReplies = new ReportThrottle({ burst: 1, intervalMs: 1000 });
   /** Messages are handled one at a time, in order (an answer before its candidates). */
   private chain: Promise<void> = Promise.resolve();
 
@@ -215,7 +218,10 @@ class SignallingConnection {
   private onMessage(data: RawData, isBinary: boolean): void {
     if (this.closed) return;
     if (!this.withinRate()) {
-      this.send({ type: 'error', code: 'rate_limited', message: `more than ${this.deps.maxMessagesPerSecond} messages per second; message dropped`, fatal: false });
+      const unanswered = this.rateLimitReplies.take();
+      if (unanswered === null) return;
+      const more = unanswered > 0 ? ` (and ${unanswered} more since the last reply, dropped without one)` : '';
+      this.send({ type: 'error', code: 'rate_limited', message: `more than ${this.deps.maxMessagesPerSecond} messages per second; message dropped${more}`, fatal: false });
       return;
     }
     let message: SignallingClientMessage;

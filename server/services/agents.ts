@@ -124,6 +124,20 @@ export class Agents {
     return { ...(await this.get(principal, agentId)), auth_secret: authSecret };
   }
 
+  /**
+   * Replaces the agent's connect auth secret (creates one if none is stored) and returns it once,
+   * as `auth_secret`: connect tokens signed with the old secret are refused from the next connect
+   * on (admission reads the secret from the database every time). `auth_enabled` is unchanged.
+   */
+  async rotateAuthSecret(principal: Principal, agentId: string): Promise<Agent> {
+    const authSecret = newAuthSecret();
+    const n = await this.db('agents')
+      .where({ agent_id: agentId, organization_id: principal.organizationId })
+      .update({ auth_secret_encrypted: this.secrets.seal(authSecret), updated_at: this.db.fn.now() });
+    if (!n) throw notFound(agentId);
+    return { ...(await this.get(principal, agentId)), auth_secret: authSecret };
+  }
+
   async setStatus(principal: Principal, agentId: string, status: 'published' | 'unpublished'): Promise<Agent> {
     const n = await this.db('agents')
       .where({ agent_id: agentId, organization_id: principal.organizationId })

@@ -10,6 +10,7 @@ import { SERVER_DEFAULTS, type ServerConfig } from '../config/server-config.ts';
 import { closeDatabase, openDatabase, type Db } from '../db/connect.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import { registerIdleVideoGenerator, sweepStaleWorkDirs } from '../jobs/idle-video-generator.ts';
+import { securePrivateData } from '../security/private-files.ts';
 import { SecretBox } from '../security/secret-box.ts';
 import { UrlSigner } from '../security/url-signer.ts';
 import { createObjectStorage, FilesystemStorage, type ObjectStorage } from '../storage/index.ts';
@@ -42,6 +43,7 @@ export interface ServiceCore {
 
 export async function openServices(config: ServerConfig, registry: Registry, logger: Logger): Promise<ServiceCore> {
   registerIdleVideoGenerator(registry, { ffmpegPath: config.ffmpegPath });
+  securePrivateData(config, logger); // SVC_DATA_DIR, PGlite and stored objects: the server's user only (issue 32)
   const db = openDatabase({ databaseUrl: config.databaseUrl, pgliteDir: join(config.dataDir, 'pglite'), timeouts: config.database, logger });
   await migrateToLatest(db);
   const storage = createObjectStorage(config.storage, join(config.dataDir, 'objects'), new UrlSigner(config.signingSecret));

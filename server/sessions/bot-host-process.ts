@@ -81,7 +81,7 @@ async function startHost(init: BotHostInit) {
   }
   const registry = new Registry();
   await loadDefaultPlugins(registry, logger);
-  const rooms = new RoomRegistry();
+  const rooms = new RoomRegistry({ iceAllowedRanges: init.iceAllowedRanges });
   const signalling = createRoomSignallingHandler({ rooms, log: (event, details) => logger.info(details, event) });
   const sweeper = setInterval(() => rooms.sweep(), ROOM_SWEEP_MS);
   sweeper.unref();

@@ -18,6 +18,8 @@ export interface BotHostInit {
   readonly nice: number;
   readonly providers: ProviderChoice;
   readonly webhookAllowedRanges: readonly string[];
+  /** The server's `iceAllowedRanges`: the host's rooms screen visitors' candidates alike. */
+  readonly iceAllowedRanges: readonly string[];
   readonly timeouts?: Partial<SessionTimeouts>;
   /** The runner's engine knobs that are plain data (tests shorten the VAD's stop delay). */
   readonly tuning?: BotHostTuning;

@@ -35,7 +35,8 @@ export function mintConnectToken(secret: string, agentId: string, options: { exp
 export function verifyConnectToken(secret: string, agentId: string, token: unknown, clientUserRef: string | null, nowMs: number): string | null {
   if (typeof token !== 'string' || token.length === 0) return 'this agent requires an auth_token (auth_enabled)';
   if (token.length > CONNECT_AUTH_RULES.maxTokenLength) return 'auth_token is not a valid connect token';
-  const parts = /^v1\.(\d{1,12})\.([0-9a-f]{64})$/.exec(token);
+  // Canonical form only (no leading zero, lower-case hex): one token per (expiry, signature).
+  const parts = /^v1\.([1-9]\d{0,11})\.([0-9a-f]{64})$/.exec(token);
   if (!parts) return 'auth_token is not a valid connect token';
   const expiresAt = Number(parts[1]);
   const now = nowMs / 1000;

@@ -137,6 +137,7 @@ function mountHostedSessions(server: SessionsHost, rooms: MountedRooms, livekit:
       nice: settings.nice,
       providers: options.providers ?? server.config.sessions.providers,
       webhookAllowedRanges: server.config.webhookAllowedRanges,
+      iceAllowedRanges: server.config.iceAllowedRanges,
       ...(options.runner?.timeouts ? { timeouts: options.runner.timeouts } : {}),
       ...(Object.keys(tuning).length ? { tuning } : {}),
     },

@@ -10,7 +10,7 @@ import { hostname } from 'node:os';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { ProviderStartError, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
-import type { RunningSession, SessionOutcome, SessionRunner, TerminationReason } from '../../agent/session-contract.ts';
+import { SESSION_TIMEOUTS, type RunningSession, type SessionOutcome, type SessionRunner, type TerminationReason } from '../../agent/session-contract.ts';
 import type { AvatarRoom, RoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { Db } from '../db/connect.ts';
 import type { Agents } from '../services/agents.ts';
@@ -75,6 +75,8 @@ interface LocalSession {
   readonly capacity: { release(): void } | null;
   running: RunningSession | null;
   finished: Promise<void> | null;
+  /** The server's own bound on the session (see `boundSession`). */
+  limitTimer?: NodeJS.Timeout;
 }
 
 /** What `LiveSessions.stats()` reports (server/metrics turns it into Prometheus series). */
@@ -134,6 +136,8 @@ export class LiveSessions {
   private readonly byRoom = new Map<string, string>();
   private readonly timers: NodeJS.Timeout[] = [];
   private closing = false;
+  /** Session requests being served (body, admission, response): shutdown waits for them. */
+  private readonly inFlight = new Set<Promise<unknown>>();
   private readonly log: Logger;
   private readonly counts = { started: 0, refused: {} as Record<string, number>, ended: {} as Record<string, number> };
   private readonly starts = new StartPacer(SESSION_START.concurrentStarts);
@@ -169,6 +173,16 @@ export class LiveSessions {
     return { live: this.local.size, started: this.counts.started, refused: { ...this.counts.refused }, ended: { ...this.counts.ended } };
   }
 
+  /**
+   * Shutdown (`close`) waits for `work` (bounded by its timeout) before it ends the live sessions
+   * and the server closes its connections: a request being served is answered, not reset. The
+   * routes hold each request until its response is written.
+   */
+  hold(work: Promise<unknown>): void {
+    const held = work.catch(() => undefined).finally(() => this.inFlight.delete(held));
+    this.inFlight.add(held);
+  }
+
   async connect(request: ConnectRequest): Promise<SessionGrant> {
     const arrived = performance.now();
     let decided = false;
@@ -191,9 +205,10 @@ export class LiveSessions {
   }
 
   private async admitAndStart(request: ConnectRequest, admitted: () => void): Promise<SessionGrant> {
-    if (this.closing) throw new SessionError('server_busy', 'this server is shutting down', SESSION_RETRY.serverBusySeconds);
+    this.refuseWhenClosing();
     if (!UUID_RE.test(request.agentId)) throw new SessionError('agent_not_found', `agent ${request.agentId} not found`);
     const row = await this.options.agents.findById(request.agentId);
+    this.refuseWhenClosing();
     if (!row) throw new SessionError('agent_not_found', `agent ${request.agentId} not found`);
     if (row.status !== 'published') throw new SessionError('agent_unpublished', `agent ${request.agentId} is not published`);
     const origin = checkOrigin(row.allowed_hostnames as string[] | null, request.origin);
@@ -242,6 +257,13 @@ export class LiveSessions {
     }
     const { sessionId, callId } = admission;
     admitted();
+    const admittedAt = Date.now();
+    // Shutdown began while the database admitted it: rolled back, recorded, and refused.
+    if (this.closing) {
+      await this.store.finish(sessionId, callId, { terminationReason: 'server_shutdown', failureReason: null, participantCount: 0, metadata: {} });
+      held.lease?.release();
+      this.refuseWhenClosing();
+    }
 
     let room: AvatarRoom;
     try {
@@ -255,6 +277,10 @@ export class LiveSessions {
     const local: LocalSession = { sessionId, agentId: row.agent_id, callId, room, capacity: held.lease, running: null, finished: null };
     this.local.set(sessionId, local);
     this.byRoom.set(room.room, sessionId);
+    if (this.closing) {
+      await this.finish(local, { terminationReason: 'server_shutdown', failureDetail: null, participantCount: 0, metadata: {} });
+      this.refuseWhenClosing();
+    }
 
     let agent: AgentRuntimeRecord;
     try {
@@ -272,6 +298,11 @@ export class LiveSessions {
       await this.finish(local, { terminationReason: 'bot_start_failed', failureDetail: withoutPaths((err as Error).message), ...(failureCode ? { failureCode } : {}), participantCount: 0, metadata: {} });
       throw new SessionError('orchestrator_error', 'the agent could not be started');
     }
+    if (this.closing) {
+      await this.stop(local, 'server_shutdown');
+      this.refuseWhenClosing();
+    }
+    this.boundSession(local, admission.appliedLimitSeconds * 1000 - (Date.now() - admittedAt));
     await this.store.markActive(sessionId).catch((err) => this.log.warn({ err, sessionId }, 'could not mark the session active'));
     void local.running.ended.then(
       (outcome) => this.finish(local, outcome),
@@ -279,6 +310,20 @@ export class LiveSessions {
     );
     this.log.info({ sessionId, agentId: row.agent_id, room: room.room }, 'session started');
     return { session_id: sessionId, room_url: room.roomUrl, token: room.subscriberToken };
+  }
+
+  /**
+   * The bot ends its session at `session_limit_seconds` from admission (SESSION_TIMEOUTS); this
+   * process stops it itself once the bot's farewell allowance and stop time have passed too, so a
+   * session is bounded whatever state its bot is in.
+   */
+  private boundSession(local: LocalSession, remainingMs: number): void {
+    const ms = Math.max(0, remainingMs) + SESSION_TIMEOUTS.limitFarewellMs + SESSION_TIMEOUTS.stopTimeoutMs;
+    local.limitTimer = setTimeout(() => {
+      this.log.warn({ sessionId: local.sessionId }, 'session still running past its limit: stopped by the server');
+      void this.stop(local, 'session_limit_reached');
+    }, ms);
+    local.limitTimer.unref();
   }
 
   /** `POST /v1/public/agents/connect/{room}`: how many sessions this call released (0 or 1). */
@@ -291,14 +336,24 @@ export class LiveSessions {
     return 1;
   }
 
-  /** Ends every session of this process (SIGTERM) and stops the timers. */
+  private refuseWhenClosing(): void {
+    if (this.closing) throw new SessionError('server_busy', 'this server is shutting down', SESSION_RETRY.serverBusySeconds);
+  }
+
+  /**
+   * Ends every session of this process (SIGTERM) and stops the timers. In order: new connects are
+   * refused (`server_busy`); the requests being served finish, an admission in flight rolled back
+   * (its call recorded `server_shutdown`, answered 503 `server_busy`); then the live sessions end.
+   * All of it within `shutdownTimeoutMs`.
+   */
   async close(reason: TerminationReason = 'server_shutdown'): Promise<void> {
     this.closing = true;
     for (const timer of this.timers) clearInterval(timer);
-    const endings = [...this.local.values()].map((s) => this.stop(s, reason));
-    const timeoutMs = this.options.shutdownTimeoutMs ?? 10_000;
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.allSettled(endings), new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+    const deadline = new Promise((resolve) => (timer = setTimeout(resolve, this.options.shutdownTimeoutMs ?? 10_000)));
+    await Promise.race([Promise.allSettled([...this.inFlight]), deadline]);
+    const endings = [...this.local.values()].map((s) => this.stop(s, reason));
+    await Promise.race([Promise.allSettled(endings), deadline]);
     clearTimeout(timer);
   }
 
@@ -309,6 +364,7 @@ export class LiveSessions {
   }
 
   private finish(local: LocalSession, outcome: SessionOutcome): Promise<void> {
+    clearTimeout(local.limitTimer);
     local.finished ??= (async () => {
       this.counts.ended[outcome.terminationReason] = (this.counts.ended[outcome.terminationReason] ?? 0) + 1;
       try {

@@ -94,6 +94,8 @@ export const SESSION_ROUTE_SPECS: RouteSpec[] = [
 export function mountSessionRoutes(api: ApiRoutes, router: Router, sessions: LiveSessions, logger: Logger): void {
   /** Runs the work; a SessionError is the client's answer, anything else a logged internal_error. */
   const respond = async (ctx: Context, work: () => Promise<unknown>): Promise<RouteResult> => {
+    // Until its response is written: a shutdown answers it instead of resetting its connection.
+    sessions.hold(new Promise<void>((resolve) => ctx.res.once('finish', resolve).once('close', resolve)));
     try {
       return { status: 200, body: await work(), headers: { ...SESSION_HEADERS } };
     } catch (err) {

@@ -6,6 +6,7 @@ import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { currentProcess, formatIdentity, isProcessAlive, parseIdentity } from '../db/process-identity.ts';
 import type { UrlSigner } from '../security/url-signer.ts';
+import { PRIVATE_MODES } from '../security/private-files.ts';
 import {
   MULTIPART_RULES,
   StorageError,
@@ -35,6 +36,8 @@ const ownerTag = () => formatIdentity(currentProcess()).replace(':', '_');
 
 /**
  * Filesystem driver: objects under `<root>/objects`, parts under `<root>/uploads/<uploadId>`.
+ * Everything it writes is its owner's only (folders 0700, files 0600, whatever the umask); the
+ * server makes the root itself private at start-up (security/private-files.ts).
  * Upload and download URLs point at this server (`/v1/storage/...`) and carry an HMAC
  * signature with an expiry; `routes/storage.ts` verifies them and calls `writePart`/`openObject`.
  */
@@ -48,7 +51,7 @@ export class FilesystemStorage implements ObjectStorage {
 
   async createMultipartUpload(): Promise<string> {
     const uploadId = randomBytes(18).toString('base64url');
-    await mkdir(this.uploadDir(uploadId), { recursive: true });
+    await mkdir(this.uploadDir(uploadId), { recursive: true, mode: PRIVATE_MODES.directory });
     return uploadId;
   }
 
@@ -77,7 +80,7 @@ export class FilesystemStorage implements ObjectStorage {
       },
     });
     try {
-      await pipeline(body, counter, createWriteStream(temp));
+      await pipeline(body, counter, createWriteStream(temp, { mode: PRIVATE_MODES.file }));
       // Rename last, so a re-sent part replaces the old one atomically.
       await rename(temp, join(dir, String(partNumber)));
     } catch (err) {
@@ -93,10 +96,10 @@ export class FilesystemStorage implements ObjectStorage {
     const dir = this.uploadDir(uploadId);
     const partDigests: Buffer[] = [];
     const target = this.objectPath(key);
-    await mkdir(dirname(target), { recursive: true });
+    await mkdir(dirname(target), { recursive: true, mode: PRIVATE_MODES.directory });
     // Named after its process, so a start-up sweep can tell a crash leftover from work in progress.
     const temp = `${target}.${ownerTag()}.${randomBytes(6).toString('hex')}${ASSEMBLING_SUFFIX}`;
-    const out = await open(temp, 'w');
+    const out = await open(temp, 'w', PRIVATE_MODES.file);
     let sizeBytes = 0;
     try {
       for (const [index, part] of parts.entries()) {
@@ -129,7 +132,7 @@ export class FilesystemStorage implements ObjectStorage {
     await rename(temp, target);
     await rm(dir, { recursive: true, force: true });
     const etag = `"${createHash('md5').update(Buffer.concat(partDigests)).digest('hex')}-${parts.length}"`;
-    await writeFile(`${target}.etag`, etag);
+    await writeFile(`${target}.etag`, etag, { mode: PRIVATE_MODES.file });
     return { etag, sizeBytes };
   }
 
@@ -184,10 +187,10 @@ export class FilesystemStorage implements ObjectStorage {
 
   async putObject(key: string, data: Buffer): Promise<StoredObject> {
     const target = this.objectPath(key);
-    await mkdir(dirname(target), { recursive: true });
-    await writeFile(target, data);
+    await mkdir(dirname(target), { recursive: true, mode: PRIVATE_MODES.directory });
+    await writeFile(target, data, { mode: PRIVATE_MODES.file });
     const etag = `"${createHash('md5').update(data).digest('hex')}"`;
-    await writeFile(`${target}.etag`, etag);
+    await writeFile(`${target}.etag`, etag, { mode: PRIVATE_MODES.file });
     return { etag, sizeBytes: data.length };
   }
 

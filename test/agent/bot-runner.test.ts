@@ -21,6 +21,9 @@ import { facePlugin } from '../../plugins/face/index.ts';
 import { localPlugin, LocalTTSService } from '../../plugins/local/index.ts';
 import { EmbeddedRoomProvider, RoomRegistry, type AvatarRoom } from '../../transports/webrtc/index.ts';
 import { RoomVisitor, waitFor } from './room-visitor.ts';
+import { until } from '../../testing/until.ts';
+import { AppendedContextBudget, APPENDED_CONTEXT_LIMITS } from '../../agent/appended-context.ts';
+import { REPORT_THROTTLE_DEFAULTS } from '../../core/report-throttle.ts';
 import { createOpenAIRealtimePlugin } from '../../plugins/openai-realtime/index.ts';
 import { startOpenAIRealtimeFake } from '../fakes/openai-realtime.ts';
 
@@ -234,6 +237,92 @@ test.serial('nobody joins before the join deadline: join_timeout', async (t) => 
   rooms.closeRoom(s.room.room);
 });
 
+test.serial('a visitor who joins the signalling but never completes WebRTC does not hold the session: join_timeout at the deadline', async (t) => {
+  const bot = runner({ timeouts: { joinDeadlineMs: 2000 } });
+  const s = await session(bot);
+  const page = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken, { media: false });
+  try {
+    // Bounded so that the old code (joining cleared the deadline: the session ran forever) fails here.
+    const outcome = await until(() => s.outcome(), { timeoutMs: 30_000, what: 'the session to end' });
+    t.is(outcome.terminationReason, 'join_timeout');
+    t.regex(outcome.failureDetail ?? '', /joined but no peer connection connected within 2000 ms/);
+    t.is(outcome.participantCount, 1);
+    t.true(await waitFor(() => page.ofType('session-ended')[0]?.reason === 'join_timeout', 10_000));
+    await nothingLeft(t, bot, s.embedded);
+  } finally {
+    page.close();
+    rooms.closeRoom(s.room.room);
+  }
+});
+
+test.serial('session_limit_seconds counts from admission whatever the session does: a joined page that never connected ends at the limit', async (t) => {
+  // The join deadline (20 s here) is longer than the limit; the conversation never starts.
+  const bot = runner();
+  const started = Date.now();
+  const s = await session(bot, agent({ session_limit_seconds: 2 }));
+  const page = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken, { media: false });
+  try {
+    const outcome = await until(() => s.outcome(), { timeoutMs: 15_000, what: 'the session to end at its limit' });
+    t.is(outcome.terminationReason, 'session_limit_reached');
+    t.true(Date.now() - started >= 1900, 'not before the limit');
+    t.like(outcome.metadata, { conversation_started_ms: null });
+    await nothingLeft(t, bot, s.embedded);
+  } finally {
+    page.close();
+    rooms.closeRoom(s.room.room);
+  }
+});
+
+test.serial('appended system context is bounded per session: past the limit the page gets a context_limit error and the text is not added', async (t) => {
+  const bot = runner();
+  const s = await session(bot, agent({ starts_conversation: false }));
+  const page = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
+  try {
+    const perText = 4_000;
+    const fits = Math.floor(APPENDED_CONTEXT_LIMITS.maxTotalCharacters / perText);
+    for (let i = 0; i <= fits; i++) page.sendMessage({ type: 'append-system-context', text: `${i} `.padEnd(perText, 'x') });
+    const error = await until(() => page.ofType('error')[0], { what: 'the context_limit error' });
+    t.like(error, { code: 'context_limit', fatal: false });
+    t.regex(String(error.message), new RegExp(`limited to ${APPENDED_CONTEXT_LIMITS.maxTotalCharacters} characters per session \\(${fits * perText} used\\); this text was not added`));
+    page.sendMessage({ type: 'append-system-context', text: 'one more' });
+    await until(() => page.ofType('error').length === 2, { what: 'the second refusal' });
+    t.is(s.outcome(), undefined, 'the session goes on');
+  } finally {
+    await s.running.stop('client_released');
+    page.close();
+    rooms.closeRoom(s.room.room);
+  }
+});
+
+test.serial('ignored client messages are logged a few times, not once each: a flood costs a few warning lines', async (t) => {
+  const warnings: Record<string, unknown>[] = [];
+  const bot = runner({ logger: { info: () => undefined, warn: (fields: Record<string, unknown>, message: string) => warnings.push({ ...fields, message }) } as never });
+  const s = await session(bot);
+  const page = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken, { media: false });
+  try {
+    const flood = 40; // under the signalling rate limit: every one reaches the bot
+    for (let i = 0; i < flood; i++) page.sendMessage({ type: `unknown-${i}` });
+    page.sendMessage({ type: 'client-ready', version: '1.0.0' }); // handled after the flood, in order
+    await until(() => page.ofType('bot-ready').length === 1, { what: 'bot-ready after the flood' });
+    const ignored = warnings.filter((w) => w.message === 'client message ignored');
+    t.is(ignored.length, REPORT_THROTTLE_DEFAULTS.burst, `${ignored.length} warning lines for ${flood} ignored messages`);
+    t.like(ignored[0], { reason: 'unknown message type `unknown-0`' });
+    t.like((await s.running.stop('client_released')).metadata, { client_messages_ignored: flood }, 'every one still counted');
+  } finally {
+    page.close();
+    rooms.closeRoom(s.room.room);
+  }
+});
+
+test('the appended context budget: a count limit and a size limit, whichever comes first', (t) => {
+  const budget = new AppendedContextBudget({ maxMessages: 3, maxTotalCharacters: 10 });
+  t.is(budget.admit('abcd'), null);
+  t.is(budget.admit('abcd'), null);
+  t.like(budget.admit('abc'), { code: 'context_limit', fatal: false }, '11 characters');
+  t.is(budget.admit('ab'), null, 'a refused text takes no room');
+  t.regex(budget.admit('')?.message ?? '', /already has 3 appended system context messages/);
+});
+
 test.serial('a visitor who drops and comes back within the grace continues; one who leaves for good ends the session', async (t) => {
   const bot = runner({ timeouts: { departureGraceMs: 4000 } });
   const s = await session(bot);
@@ -352,7 +441,14 @@ test.serial('the agent hangs up (end_call): the farewell is heard, then session-
 
 test.serial('session_limit_seconds ends the session with the farewell: session_limit_reached', async (t) => {
   const bot = runner();
-  const s = await session(bot, agent({ starts_conversation: false, session_limit_seconds: 2, behaviour: { farewell_message: 'Time is up.', max_conversation_duration_seconds: 1800 } }));
+  // The limit counts from the bot's start, start-up included, and the first session of a process
+  // pays its engines' warm-up (12 s on a loaded machine, run alone): that is spent here first.
+  // Then the limit must leave time for the visitor to connect (the other tests allow 15 s for it):
+  // this test is about a conversation running when the limit comes.
+  const warmUp = await session(bot);
+  await warmUp.running.stop('client_released');
+  rooms.closeRoom(warmUp.room.room);
+  const s = await session(bot, agent({ starts_conversation: false, session_limit_seconds: 15, behaviour: { farewell_message: 'Time is up.', max_conversation_duration_seconds: 1800 } }));
   const visitor = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
   try {
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });

@@ -52,6 +52,11 @@ export class TcpRelay {
     this.paused = true;
   }
 
+  /** Chunks held by `pause()` so far (each query a paused server sends adds at least one). */
+  get heldChunks(): number {
+    return this.waiting.length;
+  }
+
   resume(): void {
     this.paused = false;
     for (const send of this.waiting.splice(0)) send();

@@ -125,6 +125,36 @@ test.serial('SIGTERM: /readyz turns 503 first, new sessions and face connections
   t.truthy(session.body.session_id);
 });
 
+test.serial('connects in flight at SIGTERM are answered 503 server_busy, none reset, and no call is left active', async (t) => {
+  const { db, relay, proc, session, connect } = await serverWithLiveSession('op_shutdown_inflight');
+  t.is(session.status, 200, JSON.stringify(session.body));
+  // The connects reach the server and wait for the database: in flight when the signal comes.
+  relay.pause();
+  const heldBefore = relay.heldChunks;
+  const inFlight = Array.from({ length: 4 }, () => connect().catch((err: Error) => ({ status: 0, body: { reset: `${err.message} ${String(err.cause)}` } })));
+  await eventually('the connects to reach the database', async () => (relay.heldChunks >= heldBefore + 4 ? true : undefined));
+  proc.kill('SIGTERM');
+  await eventually('readyz to say draining', async () => ((await readyz(proc)).body.checks.shutdown === 'draining' ? true : undefined));
+  relay.resume();
+  const answers = await Promise.all(inFlight);
+  for (const answer of answers) {
+    t.is(answer.status, 503, JSON.stringify(answer.body));
+    t.like(answer.body, { error_code: 'server_busy', retry_after_seconds: 5 });
+  }
+  const code = await Promise.race([proc.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 90_000))]);
+  t.is(code, 0, proc.output);
+  const client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  try {
+    const { rows } = await client.query('SELECT status, termination_reason FROM agent_calls');
+    t.false(rows.some((r) => r.status === 'active'), JSON.stringify(rows));
+    t.true(rows.every((r) => r.termination_reason === 'server_shutdown'), JSON.stringify(rows));
+    t.is((await client.query('SELECT count(*)::int AS n FROM agent_sessions')).rows[0].n, 0, 'every slot freed');
+  } finally {
+    await client.end();
+  }
+});
+
 test.serial('a second SIGTERM during a slow shutdown exits at once', async (t) => {
   const { relay, proc, session } = await serverWithLiveSession('op_shutdown_twice');
   t.is(session.status, 200, JSON.stringify(session.body));

@@ -35,3 +35,11 @@ test('missing, malformed, tampered and too-long-lived tokens are refused', (t) =
   const longLived = mintConnectToken(secret, agent, { expiresAt: inSeconds(CONNECT_AUTH_RULES.maxValiditySeconds + CONNECT_AUTH_RULES.clockSkewSeconds + 10) });
   t.regex(verifyConnectToken(secret, agent, longLived, null, now) ?? '', /validity/);
 });
+
+test('only the canonical form is accepted: an expiry with a leading zero is refused', (t) => {
+  const good = mintConnectToken(secret, agent, { expiresAt: inSeconds(60) });
+  const [, exp, sig] = good.split('.');
+  t.is(verifyConnectToken(secret, agent, good, null, now), null);
+  // The same expiry and a valid signature over it: one token per expiry, not several spellings.
+  for (const spelling of [`0${exp}`, `00${exp}`]) t.regex(verifyConnectToken(secret, agent, `v1.${spelling}.${sig}`, null, now) ?? '', /not a valid connect token/, spelling);
+});

@@ -225,6 +225,36 @@ test.serial('auth_enabled: only a valid connect token from the site backend admi
   t.deepEqual((await s.release(roomOf(ok.body.room_url))).body, { released: 1 });
 });
 
+test.serial('rotate-auth-secret: a new secret returned once, tokens of the old one refused from then on; another organization gets 404', async (t) => {
+  const created = await s.call('POST', '/v1/agents', { body: { title: 'rotated', auth_enabled: true, allowed_hostnames: ['*'] } });
+  const agentId = created.body.agent_id;
+  const oldSecret: string = created.body.auth_secret;
+  t.truthy(oldSecret);
+  await s.call('PATCH', `/v1/agents/${agentId}/status`, { body: { status: 'published' } });
+  const oldToken = mintConnectToken(oldSecret, agentId);
+  const before = await s.connect({ agent_id: agentId, auth_token: oldToken });
+  t.is(before.status, 200, before.text);
+  t.deepEqual((await s.release(roomOf(before.body.room_url))).body, { released: 1 });
+
+  t.is((await s.call('POST', `/v1/agents/${agentId}/rotate-auth-secret`, { key: s.keyB })).status, 404, 'another organization');
+  const rotated = await s.call('POST', `/v1/agents/${agentId}/rotate-auth-secret`);
+  t.is(rotated.status, 200, rotated.text);
+  const newSecret: string = rotated.body.auth_secret;
+  t.regex(newSecret, /^svc_as_/);
+  t.not(newSecret, oldSecret);
+  t.like(rotated.body, { agent_id: agentId, auth_enabled: true, auth_secret_set: true });
+  t.is((await s.call('GET', `/v1/agents/${agentId}`)).body.auth_secret ?? null, null, 'shown once');
+
+  const refused = await s.connect({ agent_id: agentId, auth_token: oldToken });
+  t.is(refused.status, 403);
+  t.true(isSessionError(refused.body, 'auth_failed'));
+  t.regex(refused.body.message, /signature/);
+  const ok = await s.connect({ agent_id: agentId, auth_token: mintConnectToken(newSecret, agentId) });
+  t.is(ok.status, 200, ok.text);
+  t.deepEqual((await s.release(roomOf(ok.body.room_url))).body, { released: 1 });
+  t.truthy((await s.call('GET', '/v1/openapi.json')).body.paths['/agents/{agent_id}/rotate-auth-secret']?.post, 'in the OpenAPI document');
+});
+
 test.serial('concurrency_limit (429) with retry_after_seconds and Retry-After; a released slot admits again; -1 is unbounded', async (t) => {
   const agentId = await s.agent({ max_concurrency: 2, session_limit_seconds: 120 });
   const first = await s.connect({ agent_id: agentId });

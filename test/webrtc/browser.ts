@@ -28,7 +28,7 @@ export interface RoomTestServer {
 const PAGE = `<!doctype html><html><head><meta charset="utf-8"><title>room test</title>
 <script src="${ROOM_CLIENT_PATH}"></script></head><body><video id="avatar" autoplay playsinline></video></body></html>`;
 
-export async function startRoomServer(rooms: RoomRegistry, options: { readonly joinTimeoutMs?: number; readonly heartbeatIntervalMs?: number } = {}): Promise<RoomTestServer> {
+export async function startRoomServer(rooms: RoomRegistry, options: { readonly joinTimeoutMs?: number; readonly heartbeatIntervalMs?: number; readonly maxMessagesPerSecond?: number } = {}): Promise<RoomTestServer> {
   const server = createServer((req, res) => {
     if (serveRoomClient(req, res)) return;
     if (req.url === '/' || req.url === '/index.html') {

@@ -8,6 +8,7 @@ import { NEVER } from 'rxjs';
 import { WebSocket } from 'ws';
 import { publishAvatar, RoomRegistry, SIGNALLING_LIMITS, type SignallingServerMessage } from '../../transports/webrtc/index.ts';
 import { startRoomServer, type RoomTestServer } from './browser.ts';
+import { until } from '../../testing/until.ts';
 
 let server: RoomTestServer;
 const rooms = new RoomRegistry({ maxSubscribersPerRoom: 2 });
@@ -161,6 +162,29 @@ test('floods are rate limited, not fatal', async (t) => {
   for (let i = 0; i < SIGNALLING_LIMITS.maxMessagesPerSecond + 10; i++) client.send({ type: 'ping', t: i });
   t.like(await client.next('error'), { code: 'rate_limited', fatal: false });
   t.is(client.ws.readyState, WebSocket.OPEN);
+  client.ws.close();
+});
+
+test('a flood gets one rate_limited reply per second, not one per dropped message', async (t) => {
+  const created = rooms.createRoom();
+  const client = await connect();
+  client.send({ type: 'join', token: created.subscriberToken });
+  await client.next('joined'); // joined: the 300 ms join timeout of this file does not apply
+  const flood = 300;
+  for (let i = 0; i < flood; i++) client.send({ type: 'ping', t: i });
+  // Every message is judged on arrival, in order: once a sentinel is answered, the flood was judged.
+  const sentinel = 1_000_000;
+  await until(() => {
+    if (client.messages.some((m) => m.type === 'pong' && m.t >= sentinel)) return true;
+    client.send({ type: 'ping', t: sentinel });
+    return false;
+  }, { intervalMs: 100, what: 'a ping answered after the flood' });
+  const errors = client.messages.filter((m) => m.type === 'error');
+  t.is(errors.length, 1, `${errors.length} error replies to ${flood - SIGNALLING_LIMITS.maxMessagesPerSecond} dropped messages`);
+  t.like(errors[0], { code: 'rate_limited', fatal: false });
+  // The join may share the flood's one-second window.
+  const answered = client.messages.filter((m) => m.type === 'pong' && m.t < flood).length;
+  t.true(answered >= SIGNALLING_LIMITS.maxMessagesPerSecond - 1 && answered <= SIGNALLING_LIMITS.maxMessagesPerSecond, `${answered} pings answered`);
   client.ws.close();
 });
 

@@ -11,6 +11,7 @@ export {
 } from './room.ts';
 export { RoomAudioInput, ROOM_AUDIO_INPUT_DEFAULTS, type RoomAudioInputOptions, type RoomAudioSource } from './room-audio-input.ts';
 export type { SubscriberAudio } from './subscriber-peer.ts';
+export { RemoteCandidateScreen, REMOTE_CANDIDATE_DEFAULTS, type CandidateVerdict, type RemoteCandidateScreenOptions } from './remote-candidates.ts';
 export { RoomError, type RoomErrorCode } from './room-errors.ts';
 export {
   SIGNALLING_LIMITS, SIGNALLING_CLOSE_CODES, SIGNALLING_PROTOCOL_VERSION, SignallingError, parseSignallingMessage,

@@ -11,6 +11,8 @@ import { RealClock, type Clock } from '../../core/clock.ts';
 import { Room } from './room.ts';
 import { RoomError } from './room-errors.ts';
 import { SIGNALLING_LIMITS } from './signalling-protocol.ts';
+import { AddressPolicy } from '../../processors/tools/address-policy.ts';
+import type { RemoteCandidateScreenOptions } from './remote-candidates.ts';
 
 export const ROOM_REGISTRY_DEFAULTS = {
   /** How long a token can be used to join (publish or subscribe) after it was issued. */
@@ -53,6 +55,13 @@ export interface RoomRegistryOptions {
   readonly emptyRoomTimeoutMs?: number;
   /** ICE servers for the server's peer connections; default none (host candidates only). */
   readonly iceServers?: readonly RTCIceServer[];
+  /**
+   * Non-public ranges (CIDRs) a visitor's ICE candidates may name (`SVC_ICE_ALLOWED_RANGES`);
+   * none by default: public unicast only (remote-candidates.ts says why visitors still connect).
+   */
+  readonly iceAllowedRanges?: readonly string[];
+  /** Remote candidates admitted per peer connection (REMOTE_CANDIDATE_DEFAULTS). */
+  readonly maxRemoteCandidates?: number;
 }
 
 const ROOM_NAME = /^[A-Za-z0-9_-]{1,128}$/;
@@ -68,6 +77,7 @@ export class RoomRegistry {
   private readonly maxRooms: number;
   private readonly emptyRoomTimeoutMs: number;
   private readonly iceServers: readonly RTCIceServer[];
+  private readonly remoteCandidates: RemoteCandidateScreenOptions;
   private readonly rooms = new Map<string, Room>();
   private readonly grants = new Map<string, RoomGrant>();
 
@@ -84,6 +94,10 @@ export class RoomRegistry {
     this.maxRooms = settings.maxRooms;
     this.emptyRoomTimeoutMs = settings.emptyRoomTimeoutMs;
     this.iceServers = options.iceServers ?? [];
+    this.remoteCandidates = {
+      policy: new AddressPolicy(options.iceAllowedRanges ?? []),
+      ...(options.maxRemoteCandidates !== undefined ? { maxRemoteCandidates: options.maxRemoteCandidates } : {}),
+    };
   }
 
   /** Opens a room (a fresh random name unless one is given) with a publisher and a subscriber token. */
@@ -93,7 +107,7 @@ export class RoomRegistry {
     if (!ROOM_NAME.test(name) || name.length > SIGNALLING_LIMITS.maxRoomNameLength) throw new RoomError('invalid_settings', 'room names are 1 to 128 letters, digits, `_` or `-`');
     if (this.rooms.has(name)) throw new RoomError('invalid_settings', `room ${name} already exists`);
     if (this.rooms.size >= this.maxRooms) throw new RoomError('invalid_settings', `this server already has ${this.maxRooms} rooms open`);
-    this.rooms.set(name, new Room(name, { maxSubscribers: this.maxSubscribers, iceServers: this.iceServers, now: () => this.clock.now() }));
+    this.rooms.set(name, new Room(name, { maxSubscribers: this.maxSubscribers, iceServers: this.iceServers, remoteCandidates: this.remoteCandidates, now: () => this.clock.now() }));
     const ttl = options.tokenTtlMs ?? this.tokenTtlMs;
     const publisherToken = this.issueToken(name, 'publisher', ttl);
     const subscriberToken = this.issueToken(name, 'subscriber', ttl);

@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { IceCandidateWire, SignallingServerMessage } from './signalling-protocol.ts';
 import { SignallingError } from './signalling-protocol.ts';
 import { wrtcWithSources } from './wrtc.ts';
+import { RemoteCandidateScreen, type RemoteCandidateScreenOptions } from './remote-candidates.ts';
 
 /** 10 ms of the subscriber's microphone as libwebrtc hands it over (16 kHz mono with @roamhq/wrtc 0.10). */
 export interface SubscriberAudio {
@@ -20,6 +21,8 @@ export interface SubscriberAudio {
 export interface SubscriberPeerOptions {
   /** ICE servers for the server's peer connections. Default none: host candidates only. */
   readonly iceServers?: readonly RTCIceServer[];
+  /** Which remote candidates reach libwebrtc (address policy, limit): remote-candidates.ts. */
+  readonly remoteCandidates?: RemoteCandidateScreenOptions;
 }
 
 type AudioSink = InstanceType<ReturnType<typeof wrtcWithSources>['nonstandard']['RTCAudioSink']>;
@@ -28,6 +31,8 @@ export class SubscriberPeer {
   readonly pcId = `pc_${randomUUID()}`;
   private readonly pc: RTCPeerConnection;
   private readonly pendingCandidates: IceCandidateWire[] = [];
+  /** Applies to candidates before and after the answer alike: the queue is bounded by it too. */
+  private readonly screen: RemoteCandidateScreen;
   private readonly audioSinks: AudioSink[] = [];
   private answered = false;
   private closed = false;
@@ -45,6 +50,7 @@ export class SubscriberPeer {
     onAudio?: (audio: SubscriberAudio) => void,
     onState?: (state: RTCPeerConnectionState) => void,
   ) {
+    this.screen = new RemoteCandidateScreen(options.remoteCandidates);
     const wrtc = wrtcWithSources();
     const { RTCPeerConnection, MediaStream } = wrtc;
     this.pc = new RTCPeerConnection({ iceServers: [...(options.iceServers ?? [])] });
@@ -105,8 +111,11 @@ export class SubscriberPeer {
 
   async addCandidate(candidate: IceCandidateWire | null): Promise<void> {
     if (this.closed || candidate === null || candidate.candidate === '') return; // end of candidates
+    // Refused candidates are dropped without a reply: a reply per candidate would hand a flood
+    // back to its sender, and a visitor whose candidates are refused still connects (see the screen).
+    if (!this.screen.admit(candidate).admitted) return;
     if (!this.answered) {
-      if (this.pendingCandidates.length < 64) this.pendingCandidates.push(candidate);
+      this.pendingCandidates.push(candidate);
       return;
     }
     await this.applyCandidate(candidate);

@@ -62,6 +62,14 @@ export function mountAgentRoutes(api: ApiRoutes, router: Router, { agents, agent
   }, async ({ principal, params, body }) => ({ status: 200, body: await agents.setStatus(principal, params.agent_id, body.status) }));
 
   api.add(router, {
+    method: 'post', path: '/agents/:agent_id/rotate-auth-secret', operationId: 'rotateAgentAuthSecret', tag, auth: 'api_key',
+    summary: 'Replace the connect auth secret; the new one is returned once',
+    description: 'Generates a new `auth_secret` (also for an agent that had none), returned in this response only. Connect tokens signed with the previous secret are refused from the next connect on; sessions already running are not ended. `auth_enabled` is unchanged. No body.',
+    params: agentId,
+    responses: { 200: { description: 'The agent, with the new auth_secret', schema: agentSchema }, ...errors(400, 401, 404) },
+  }, async ({ principal, params }) => ({ status: 200, body: await agents.rotateAuthSecret(principal, params.agent_id) }));
+
+  api.add(router, {
     method: 'get', path: '/agents/:agent_id/calls', operationId: 'listAgentCalls', tag, auth: 'api_key',
     summary: 'Call history of an agent, newest first', params: agentId,
     query: listQuery({

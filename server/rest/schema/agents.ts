@@ -282,7 +282,7 @@ export const agentSchema: JsonSchema = responseShape({
     max_concurrency: { type: 'integer', description: AGENT_FIELD.max_concurrency },
     auth_enabled: { type: 'boolean', description: AGENT_FIELD.auth_enabled },
     auth_secret_set: { type: 'boolean', description: AGENT_FIELD.auth_secret_set },
-    auth_secret: { type: ['string', 'null'], description: 'The auth secret in plaintext, only in the response that generated it (creation with auth_enabled, or the PATCH that first enables it); null otherwise.' },
+    auth_secret: { type: ['string', 'null'], description: 'The auth secret in plaintext, only in the response that generated it (creation with auth_enabled, the PATCH that first enables it, or POST /agents/{agent_id}/rotate-auth-secret); null otherwise.' },
     allowed_hostnames: { type: ['array', 'null'], items: { type: 'string' }, description: AGENT_FIELD.allowed_hostnames },
     tools: { type: 'array', items: toolSchema, description: AGENT_FIELD.tools },
   },
