@@ -27,6 +27,7 @@ export const FACE_CONFIGURATION_DEFAULTS = {
   jpeg_quality: 80,
   expressiveness: 1,
   breathing_scale: 1,
+  expression_strength: 0.3,
 } as const;
 
 const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
@@ -72,6 +73,10 @@ export function faceConfigurationSchema(variant: FaceVariantSlug): Record<string
     blink_rate_per_minute: {
       type: 'number', minimum: 0, maximum: 60, default: d.blink_rate_per_minute,
       description: 'Average number of blinks per minute.',
+    },
+    expression_strength: {
+      type: 'number', minimum: 0, maximum: 1, default: d.expression_strength,
+      description: 'Share of the reference photo\'s expression (a smile) kept while speaking: the mouth relaxes toward neutral to talk and returns to the photo\'s expression in pauses and at rest. 0: a neutral mouth while speaking; 1: the photo\'s expression held throughout. A neutral photo is unaffected.',
     },
     jpeg_quality: {
       type: 'integer', minimum: 30, maximum: 95, default: d.jpeg_quality,
@@ -121,6 +126,8 @@ export interface FaceOptions {
   readonly seed: number | null;
   readonly expressiveness: number;
   readonly breathingScale: number;
+  /** Share of the reference's expression kept while speaking (0 neutral .. 1 as the photo). */
+  readonly expressionStrength: number;
 }
 
 const Ajv = (AjvModule as unknown as { default: typeof AjvModule }).default ?? AjvModule;
@@ -187,5 +194,6 @@ export function resolveFaceOptions(variant: FaceVariantSlug, configuration: unkn
     seed: c.seed ?? null,
     expressiveness: c.expressiveness ?? (variant === 'human-presence' ? d.expressiveness : 0),
     breathingScale: c.breathing_scale ?? (variant === 'human-presence' ? d.breathing_scale : 0.5),
+    expressionStrength: c.expression_strength,
   };
 }

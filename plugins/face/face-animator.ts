@@ -9,17 +9,13 @@
  */
 import type { FaceOptions } from './configuration.ts';
 import { REST_POSE, type FacePose } from './face-pose.ts';
-import type { VisemeHint } from './visemes.ts';
+import { ListeningBehaviour, type VisitorWindow } from './listening.ts';
+import { MOUTH_ANIMATION, MouthAnimator, type ArticulationInput } from './mouth-animator.ts';
 
 const ANIMATION = {
   /** Window loudness (dBFS) mapped to a closed mouth / fully open mouth. */
   silenceDb: -50,
   loudDb: -14,
-  /** Widest driven inner-lip gap as a fraction of the mouth width. */
-  maxJawOpen: 0.42,
-  attack: 0.75,
-  release: 0.5,
-  speakingRampPerFrame: 0.34,
   blinkDurationMs: 200,
   minBlinkGapMs: 1400,
 } as const;
@@ -146,6 +142,8 @@ export class FaceAnimator {
   private readonly presence: boolean;
   /** Presence state (its own random stream: blinks stay where the seed puts them). */
   private readonly body: PresenceBody | null;
+  private readonly mouth: MouthAnimator;
+  private readonly listening: ListeningBehaviour;
 
   constructor(private readonly options: FaceOptions, seed: number) {
     this.random = prng(seed);
@@ -153,26 +151,26 @@ export class FaceAnimator {
     this.nextBlinkAtMs = 600 + this.random() * 2000;
     this.presence = options.variant === 'human-presence';
     this.body = this.presence ? new PresenceBody(options, (seed ^ 0x5bd1e995) >>> 0) : null;
+    this.mouth = new MouthAnimator(options);
+    this.listening = new ListeningBehaviour(options, this.presence, prng((seed ^ 0x27d4eb2f) >>> 0));
   }
 
   /**
    * Advances 40 ms. `current` is the window playing with this frame (undefined when not
    * speaking), `next` the following one when already known. `speaking` is whether a turn is
-   * driving the mouth (false fades back to the reference mouth).
+   * driving the mouth (false fades back to the reference mouth). `articulation`: the mouth
+   * shape the sounds of this frame ask for (articulation.ts), when known. `visitor`: the
+   * visitor's voice in this frame while they speak (the face listens, listening.ts).
    */
-  step(current: SpeechWindow | undefined, next: SpeechWindow | undefined, speaking: boolean, fadeRate: number = ANIMATION.speakingRampPerFrame, viseme?: VisemeHint): FacePose {
+  step(
+    current: SpeechWindow | undefined, next: SpeechWindow | undefined, speaking: boolean, fadeRate: number = MOUTH_ANIMATION.speakingRampPerFrame,
+    articulation?: ArticulationInput, visitor?: VisitorWindow,
+  ): FacePose {
     const p = this.pose;
     const o = this.options;
     const t = (this.timeMs += 40) / 1000;
 
-    const level = current ? Math.max(current.level, 0.6 * (next?.level ?? 0)) : 0;
-    const fricative = current ? current.brightness * current.level : 0;
-    const target = speaking && !viseme?.closed ? level * ANIMATION.maxJawOpen * o.mouthScale * (1 - 0.5 * fricative) : 0;
-    const k = target > p.jawOpen || viseme?.closed ? ANIMATION.attack : ANIMATION.release;
-    p.jawOpen += (target - p.jawOpen) * k;
-    const width = viseme && viseme.width !== 0 ? viseme.width : (current ? current.brightness - 0.35 : 0) * 1.2;
-    p.mouthWidth += ((speaking ? width : 0) - p.mouthWidth) * 0.5;
-    p.speaking = speaking ? Math.min(1, p.speaking + ANIMATION.speakingRampPerFrame) : Math.max(0, p.speaking - fadeRate);
+    const level = this.mouth.step(p, current, next, speaking, fadeRate, articulation);
 
     // Blinks: a Poisson process with a refractory gap; close fast, open slower.
     if (o.blinkRatePerMinute > 0 && this.timeMs >= this.nextBlinkAtMs) {
@@ -188,7 +186,8 @@ export class FaceAnimator {
     this.levelMean += ((current?.level ?? 0) - this.levelMean) * 0.08;
     const stressed = !!current && speaking && current.level > this.levelMean + 0.25 && current.level > 0.5;
     if (this.body) {
-      this.body.step(p, t, this.timeMs, current, speaking, stressed, level);
+      this.body.step(p, t, this.timeMs, current, speaking, stressed, level, this.listening.attending);
+      this.listening.apply(p, visitor);
       return { ...p };
     }
 
@@ -217,6 +216,7 @@ export class FaceAnimator {
     }
     p.gazeX += (this.gazeTargetX - p.gazeX) * 0.5;
     p.gazeY += (this.gazeTargetY - p.gazeY) * 0.5;
+    this.listening.apply(p, visitor);
     return { ...p };
   }
 }
@@ -257,7 +257,8 @@ class PresenceBody {
     this.side = this.random() < 0.5 ? -1 : 1;
   }
 
-  step(p: FacePose, t: number, nowMs: number, current: SpeechWindow | undefined, speaking: boolean, stressed: boolean, level: number): void {
+  /** `attending`: a visitor is speaking: no posture shifts or glances away from them. */
+  step(p: FacePose, t: number, nowMs: number, current: SpeechWindow | undefined, speaking: boolean, stressed: boolean, level: number, attending = false): void {
     const o = this.options, P = PRESENCE;
     const m = o.motionScale, e = o.expressiveness, r = this.random, n = this.noise;
 
@@ -288,14 +289,14 @@ class PresenceBody {
     this.nod += this.nodVelocity;
 
     // Idle: a posture shift every 5-12 s (weight to one side, head turned and tilted a little).
-    if (!speaking && nowMs >= this.nextPostureAtMs) {
+    if (!speaking && !attending && nowMs >= this.nextPostureAtMs) {
       this.yawTarget = (r() * 2 - 1) * P.postureYaw;
       this.rollTarget = (r() * 2 - 1) * P.postureRoll;
       this.shiftTarget = (r() * 2 - 1) * P.postureShift;
       this.nextPostureAtMs = nowMs + 5000 + r() * 7000;
     }
     // Idle glances: short looks away and back, between posture shifts.
-    if (!speaking && nowMs >= this.nextGlanceAtMs) {
+    if (!speaking && !attending && nowMs >= this.nextGlanceAtMs) {
       this.gazeX = (r() - 0.5) * 0.8;
       this.gazeY = (r() - 0.5) * 0.3;
       this.gazeBackAtMs = nowMs + 400 + r() * 1200;

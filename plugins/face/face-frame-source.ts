@@ -9,10 +9,14 @@
  */
 import type { FaceFrame, FaceFrameSource, FaceFrameType, FaceImageFormat, FaceTurnOptions } from '../../processors/avatar/face-model.ts';
 import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
+import { articulationAt } from './articulation.ts';
+import { AudioVisemeTracker } from './audio-visemes.ts';
 import { analyseWindow, FaceAnimator } from './face-animator.ts';
 import type { FacePose } from './face-pose.ts';
+import { pitchOf, type VisitorWindow } from './listening.ts';
 import type { FaceGeometry, FaceRaster } from './face-raster.ts';
-import { visemeFor, type VisemeHint } from './visemes.ts';
+import type { ArticulationInput } from './mouth-animator.ts';
+import { visemeSegments, type VisemeSegment } from './visemes.ts';
 import type { PhonemeTiming } from '../../core/frames.ts';
 
 const SOURCE_DEFAULTS = {
@@ -29,6 +33,8 @@ const SOURCE_DEFAULTS = {
   endFadeFrames: 4,
   /** Fade-out frames after a cancel (120 ms, within the 200 ms promise). */
   cancelFadeFrames: 3,
+  /** The visitor is still being listened to this many frames after their last audio (a gap in delivery). */
+  listenHoldFrames: 8,
 } as const;
 
 interface Turn {
@@ -39,10 +45,19 @@ interface Turn {
   started: boolean;
   /** Samples of this turn already played. */
   played: number;
-  phonemes: readonly PhonemeTiming[];
+  /** Phoneme timings known so far (turn-relative ms), and their viseme segments. */
+  phonemes: PhonemeTiming[];
+  segments: VisemeSegment[];
+  /** Search hint into `segments` (frames move forward). */
+  hint: { from: number };
+  /** Mouth shapes estimated from the turn's audio, where no phoneme timings reach. */
+  readonly heard: AudioVisemeTracker;
+  heardHint: { from: number };
 }
 
 const SPF = FACE_TIMING.samplesPerFrame;
+/** How far past a frame's start the audio is analysed for its mouth shape (articulation.ts reads up to ~300 ms ahead). */
+const AUDIO_LOOKAHEAD_MS = 400;
 
 export class HumanFaceFrameSource implements FaceFrameSource {
   private readonly turns: Turn[] = [];
@@ -61,6 +76,9 @@ export class HumanFaceFrameSource implements FaceFrameSource {
   private closed = false;
   private imageFormat: FaceImageFormat = 'rgb';
   private jpegQuality: number | undefined;
+  /** The visitor's audio heard since the last frame, and frames since any arrived. */
+  private heard: Int16Array[] = [];
+  private framesSinceHeard = Infinity;
 
   constructor(readonly raster: FaceRaster, animator: FaceAnimator) {
     this.animator = animator;
@@ -102,7 +120,25 @@ export class HumanFaceFrameSource implements FaceFrameSource {
   startTurn(options?: FaceTurnOptions): void {
     const last = this.turns.at(-1);
     if (last && !last.ended) last.ended = true;
-    this.turns.push({ id: this.nextTurnId++, chunks: [], queued: 0, ended: false, started: false, played: 0, phonemes: options?.phonemes ?? [] });
+    const turn: Turn = { id: this.nextTurnId++, chunks: [], queued: 0, ended: false, started: false, played: 0, phonemes: [], segments: [], hint: { from: 0 }, heard: new AudioVisemeTracker(), heardHint: { from: 0 } };
+    this.turns.push(turn);
+    this.addPhonemes(turn, options?.phonemes);
+  }
+
+  /**
+   * Phoneme timings arrive with the audio chunk they start in (a TTS's chunk's, shifted to the
+   * turn), or as one list of the whole turn so far: timings from the first given one's start on
+   * replace what was known from there, earlier ones stay.
+   */
+  private addPhonemes(turn: Turn, list: readonly PhonemeTiming[] | undefined): void {
+    if (!list?.length) return;
+    const from = list[0]!.startMs;
+    let keep = turn.phonemes.length;
+    while (keep > 0 && turn.phonemes[keep - 1]!.startMs >= from) keep--;
+    turn.phonemes.length = keep;
+    for (const p of list) if (Number.isFinite(p.startMs) && Number.isFinite(p.endMs)) turn.phonemes.push(p);
+    turn.segments = visemeSegments(turn.phonemes);
+    turn.hint.from = 0;
   }
 
   pushAudio(pcm16k: Int16Array, turn?: FaceTurnOptions): void {
@@ -110,15 +146,55 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     const last = this.turns.at(-1);
     if (!last || last.ended) this.startTurn(turn);
     const t = this.turns.at(-1)!;
-    if (turn?.phonemes) t.phonemes = turn.phonemes;
+    this.addPhonemes(t, turn?.phonemes);
     if (pcm16k.length === 0) return;
-    t.chunks.push(pcm16k.slice());
+    const copy = pcm16k.slice();
+    t.chunks.push(copy);
+    t.heard.push(copy);
     t.queued += pcm16k.length;
   }
 
   endTurn(): void {
     const last = this.turns.at(-1);
     if (last) last.ended = true;
+  }
+
+  /**
+   * The visitor's voice while they speak (16 kHz mono int16, any chunk size; `null`: they
+   * stopped): the face listens (listening.ts). Each frame reads what arrived since the last one.
+   */
+  listen(pcm16k: Int16Array | null): void {
+    if (pcm16k === null) {
+      this.heard = [];
+      this.framesSinceHeard = Infinity;
+      return;
+    }
+    if (!(pcm16k instanceof Int16Array)) throw new TypeError('listen expects 16 kHz mono Int16Array PCM or null');
+    if (pcm16k.length === 0) return;
+    this.heard.push(pcm16k.slice());
+    // Keep at most a second: a caller that feeds audio while frames are not pulled.
+    let total = this.heard.reduce((n, c) => n + c.length, 0);
+    while (total > FACE_TIMING.audioSampleRate && this.heard.length > 1) total -= this.heard.shift()!.length;
+    this.framesSinceHeard = 0;
+  }
+
+  /** The visitor's voice in this frame: the last 40 ms heard since the previous frame. */
+  private visitorWindow(): VisitorWindow | undefined {
+    if (this.heard.length === 0) {
+      this.framesSinceHeard++;
+      return this.framesSinceHeard <= SOURCE_DEFAULTS.listenHoldFrames ? { level: 0, pitchHz: 0 } : undefined;
+    }
+    const total = this.heard.reduce((n, c) => n + c.length, 0);
+    const window = new Int16Array(Math.min(SPF, total));
+    let at = window.length;
+    for (let i = this.heard.length - 1; i >= 0 && at > 0; i--) {
+      const c = this.heard[i]!, n = Math.min(at, c.length);
+      window.set(c.subarray(c.length - n), at - n);
+      at -= n;
+    }
+    this.heard = [];
+    this.framesSinceHeard = 0;
+    return { level: analyseWindow(window).level, pitchHz: pitchOf(window) };
   }
 
   cancel(): boolean {
@@ -135,7 +211,7 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     let turnId: number | null = null;
     let audio: Int16Array | undefined;
     let fadeRate: number | undefined;
-    let viseme: VisemeHint | undefined;
+    let articulation: ArticulationInput | undefined;
 
     const turn = this.head();
     if (this.fading) {
@@ -147,7 +223,7 @@ export class HumanFaceFrameSource implements FaceFrameSource {
       fadeRate = 1 / SOURCE_DEFAULTS.cancelFadeFrames;
     } else if (turn && (turn.started || this.ready(turn))) {
       if (turn.queued > 0) {
-        viseme = this.visemeAt(turn, turn.played + SPF / 2);
+        articulation = this.articulationAt(turn, turn.played);
         audio = this.take(turn);
         turn.played += SPF;
         type = turn.started ? 'speech' : 'speech-start';
@@ -168,7 +244,7 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     const speaking = type === 'speech' || type === 'speech-start';
     const current = audio ? analyseWindow(audio) : speaking ? analyseWindow(undefined) : undefined;
     const next = turn && speaking ? analyseWindow(this.peek(turn)) : undefined;
-    const pose = this.animator.step(current, next, speaking, fadeRate, viseme);
+    const pose = this.animator.step(current, next, speaking, fadeRate, articulation, this.visitorWindow());
     const index = this.index++;
     return this.rasterise(pose, {
       index,
@@ -210,11 +286,16 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     return { ...frame, image: { width: this.width, height: this.height, format, data: image } };
   }
 
-  /** The phoneme sounding at `sample` of the turn, as a mouth-shape hint. */
-  private visemeAt(turn: Turn, sample: number): VisemeHint | undefined {
+  /**
+   * The mouth shape of the frame playing samples [sample, sample + 640) of the turn: from the
+   * phoneme timings where they reach that far (they win), else estimated from the audio.
+   */
+  private articulationAt(turn: Turn, sample: number): ArticulationInput {
     const ms = (sample / FACE_TIMING.audioSampleRate) * 1000;
-    const p = turn.phonemes.find((ph) => ph.startMs <= ms && ms < ph.endMs);
-    return p ? visemeFor(p.phoneme) : undefined;
+    const last = turn.segments.at(-1);
+    if (last && ms < last.endMs) return { ...articulationAt(turn.segments, ms, turn.hint), fromPhonemes: true };
+    // Analysed up to what this frame's articulation reads (its anticipation reaches ~300 ms ahead).
+    return { ...articulationAt(turn.heard.segments(ms + AUDIO_LOOKAHEAD_MS, turn.ended), ms, turn.heardHint), fromPhonemes: false };
   }
 
   private ready(turn: Turn): boolean {

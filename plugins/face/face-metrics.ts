@@ -11,6 +11,11 @@
  *   mouth box left out, so lip sync does not count) and in the torso region below the chin.
  * - `foldedTriangles`: mesh triangles whose orientation flipped (a fold would be a hard,
  *   draw-order edge in the warp).
+ * - `articulationMetrics` (issue #29): per frame, what a viewer judges lip sync by: the inner-lip
+ *   gap, mouth width and height relative to the reference at rest, how high the corners sit
+ *   (a smile), and the teeth that show, read from the picture inside the lips' outer contour.
+ * - `flickerRate`: zigzags (three consecutive frame-to-frame moves alternating in direction) in a
+ *   per-frame track such as the mouth width or opening.
  */
 import type { FaceGeometry } from './face-raster.ts';
 import type { FaceRig } from './face-rig.ts';
@@ -133,4 +138,123 @@ export function foldedTriangles(rig: FaceRig, mesh: Float32Array): number {
     if (Math.abs(before) > 1e-3 && Math.sign(before) !== Math.sign(after)) folded++;
   }
   return folded;
+}
+
+const OUTER = [48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59] as const;
+
+export interface ArticulationMetrics {
+  /** Inner-lip gap at the mouth centre in the mesh (px), and as a share of the rest mouth width. */
+  gapPx: number;
+  gap: number;
+  /** Mouth width (outer corners 48-54) relative to the reference at rest. */
+  width: number;
+  /** Outer lip height (51 to 57, lips included) relative to the reference at rest. */
+  height: number;
+  /**
+   * How far the mouth corners (48, 54) sit above the lip line at the centre (the middle of the
+   * inner-lip gap), as a share of the rest mouth width: > 0 a smile, ~0 a neutral mouth.
+   */
+  cornerHeight: number;
+  /**
+   * Teeth pixels in the picture (bright, nearly unsaturated) inside the lips' outer contour and
+   * within `teethBandPx` of the inner-lip contours: where teeth can show. Read from the picture,
+   * so teeth texture the warp leaves between closed lips counts; the lips' own highlights (as
+   * bright as teeth in a photo, further from the lip line) do not.
+   */
+  teethPixels: number;
+  /**
+   * The visible opening in the picture: over the central 30% of the mouth's columns, the mean
+   * number of pixels between the outer lip contours that are cavity (dark) or teeth, neither lip
+   * nor skin (px).
+   */
+  visibleGapPx: number;
+}
+
+/** Teeth: bright and nearly grey (lips and skin are both markedly redder than blue). */
+const isTeeth = (img: Uint8Array, o: number) => luma(img, o) >= 195 && img[o]! - img[o + 2]! < 36;
+
+/** The corners' height above the lip line at the centre, px (positive up), of a mesh. */
+function cornerLiftPx(p: ArrayLike<number>): number {
+  const stomion = (p[2 * 62 + 1]! + p[2 * 66 + 1]!) / 2;
+  return stomion - (p[2 * 48 + 1]! + p[2 * 54 + 1]!) / 2;
+}
+
+/** The reference's own corner height (share of its mouth width): what a smiling photo holds. */
+export function restCornerHeight(rig: FaceRig): number {
+  return cornerLiftPx(rig.rest) / rig.mouthWidth;
+}
+
+/**
+ * Measures lip articulation on one rendered RGB frame. `mesh` is the warped mesh that frame was
+ * drawn with (the renderer's `mesh` after `render`).
+ */
+export function articulationMetrics(rig: FaceRig, mesh: Float32Array, image: Uint8Array): ArticulationMetrics {
+  const W = rig.width, H = rig.height, r = rig.rest;
+  const dist = (p: ArrayLike<number>, a: number, b: number) => Math.hypot(p[2 * b]! - p[2 * a]!, p[2 * b + 1]! - p[2 * a + 1]!);
+  let xmin = Infinity, xmax = -Infinity, ymin = Infinity, ymax = -Infinity;
+  for (const i of OUTER) {
+    xmin = Math.min(xmin, mesh[2 * i]!); xmax = Math.max(xmax, mesh[2 * i]!);
+    ymin = Math.min(ymin, mesh[2 * i + 1]!); ymax = Math.max(ymax, mesh[2 * i + 1]!);
+  }
+  let teeth = 0;
+  const band = Math.max(1.5, 0.025 * rig.mouthWidth);
+  const y0 = Math.max(0, Math.floor(ymin)), y1 = Math.min(H - 1, Math.ceil(ymax));
+  for (let x = Math.max(0, Math.floor(xmin)); x <= Math.min(W - 1, Math.ceil(xmax)); x++) {
+    const xc = x + 0.5;
+    const yu = polyY(mesh, UPPER, xc), yl = polyY(mesh, LOWER, xc);
+    if (yu === null || yl === null) continue;
+    for (let y = Math.max(y0, Math.floor(yu - band)); y <= Math.min(y1, Math.ceil(yl + band)); y++) {
+      const yc = y + 0.5;
+      if (yc < yu - band || yc > yl + band || !insidePolygon(mesh, OUTER, xc, yc)) continue;
+      if (isTeeth(image, (y * W + x) * 3)) teeth++;
+    }
+  }
+  // The visible opening at the centre: non-lip pixels between the outer contours.
+  let open = 0, columns = 0;
+  const cx = (mesh[2 * 62]! + mesh[2 * 66]!) / 2, halfBand = 0.15 * rig.mouthWidth;
+  for (let x = Math.max(0, Math.round(cx - halfBand)); x <= Math.min(W - 1, Math.round(cx + halfBand)); x++) {
+    const top = polyY(mesh, [48, 49, 50, 51, 52, 53, 54], x + 0.5), bottom = polyY(mesh, [48, 59, 58, 57, 56, 55, 54], x + 0.5);
+    if (top === null || bottom === null) continue;
+    columns++;
+    for (let y = Math.max(0, Math.ceil(top)); y <= Math.min(H - 1, Math.floor(bottom)); y++) {
+      const o = (y * W + x) * 3;
+      if (luma(image, o) < 100 || isTeeth(image, o)) open++;
+    }
+  }
+  const gapPx = mesh[2 * 66 + 1]! - mesh[2 * 62 + 1]!;
+  return {
+    gapPx,
+    gap: gapPx / rig.mouthWidth,
+    width: dist(mesh, 48, 54) / dist(r, 48, 54),
+    height: dist(mesh, 51, 57) / dist(r, 51, 57),
+    cornerHeight: cornerLiftPx(mesh) / rig.mouthWidth,
+    teethPixels: teeth,
+    visibleGapPx: columns ? open / columns : 0,
+  };
+}
+
+/** Even-odd point-in-polygon test over mesh points `idx`. */
+function insidePolygon(p: Float32Array, idx: readonly number[], x: number, y: number): boolean {
+  let inside = false;
+  for (let i = 0, j = idx.length - 1; i < idx.length; j = i++) {
+    const xi = p[2 * idx[i]!]!, yi = p[2 * idx[i]! + 1]!, xj = p[2 * idx[j]!]!, yj = p[2 * idx[j]! + 1]!;
+    if ((yi > y) !== (yj > y) && x < ((xj - xi) * (y - yi)) / (yj - yi) + xi) inside = !inside;
+  }
+  return inside;
+}
+
+/**
+ * Flicker in a per-frame track (mouth width, opening): the number of zigzags, three consecutive
+ * frame-to-frame moves each of at least `minStep` that alternate in direction (up, down, up or
+ * down, up, down: a shape held for a single frame and reversed), per second at 25 fps. A mouth
+ * that opens and closes with the syllables reverses every 2-4 frames at most; one that follows
+ * the noise of the loudness zigzags.
+ */
+export function flickerRate(track: readonly number[], minStep: number): number {
+  let zigzags = 0;
+  for (let i = 3; i < track.length; i++) {
+    const a = track[i - 2]! - track[i - 3]!, b = track[i - 1]! - track[i - 2]!, c = track[i]! - track[i - 1]!;
+    if (Math.abs(a) >= minStep && Math.abs(b) >= minStep && Math.abs(c) >= minStep && Math.sign(a) !== Math.sign(b) && Math.sign(b) !== Math.sign(c)) zigzags++;
+  }
+  return track.length > 1 ? zigzags / ((track.length - 1) / 25) : 0;
 }

@@ -1,11 +1,19 @@
 /**
  * Renders poses of one rig to RGB frames: copy the base canvas, warp the moved triangles of the
- * mesh, paint the mouth interior. Clock-free and synchronous, so benches can call it directly.
+ * mesh, paint the mouth interior and, where the lips close beyond the photo, their contact line. Clock-free and synchronous, so benches can call it directly.
  */
 import { deformMesh, type FacePose } from './face-pose.ts';
 import type { FaceRig } from './face-rig.ts';
 import { MeshWarper } from './mesh-rasterizer.ts';
+import { paintLipContact } from './lip-contact.ts';
 import { mouthPalette, paintMouthInterior } from './mouth-interior.ts';
+
+const RENDER = {
+  /** Mesh displacements are rounded to 1/positionSteps px. */
+  positionSteps: 8,
+  /** Margin (px) around the lips' box the mouth painters may reach (soft edges, the contact band). */
+  paintMarginPx: 6,
+} as const;
 
 export class FaceRenderer {
   /** Mesh positions of the last rendered pose (same layout as `rig.rest`). */
@@ -44,10 +52,23 @@ export class FaceRenderer {
    * `draw` or `render`, for a caller that converts or encodes it at once (no copy).
    */
   draw(pose: FacePose): Uint8Array {
-    const { rig } = this;
-    deformMesh(rig, pose, this.mesh);
-    this.warper.warp(rig.rest, this.mesh, rig.triangles);
-    paintMouthInterior(rig, this.mesh, this.warper.canvas);
+    const { rig, mesh } = this;
+    deformMesh(rig, pose, mesh);
+    // Displacements in steps of 1/8 px (invisible): a slowly moving part then keeps its exact
+    // position for a few frames, and the incremental warp does not redraw it.
+    const r = rig.rest;
+    for (let i = 0; i < mesh.length; i++) mesh[i] = r[i]! + Math.round((mesh[i]! - r[i]!) * RENDER.positionSteps) / RENDER.positionSteps;
+    this.warper.warp(rig.rest, mesh, rig.triangles);
+    paintMouthInterior(rig, this.mesh, this.warper.canvas, pose.lipTuck * pose.speaking, pose.protrusion * pose.speaking);
+    paintLipContact(rig, this.mesh, this.warper.canvas);
+    // The painters stay inside the lips' box (plus their soft edges): the next warp redraws it.
+    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+    for (let i = 48; i < 68; i++) {
+      x0 = Math.min(x0, mesh[2 * i]!); x1 = Math.max(x1, mesh[2 * i]!);
+      y0 = Math.min(y0, mesh[2 * i + 1]!); y1 = Math.max(y1, mesh[2 * i + 1]!);
+    }
+    const m = RENDER.paintMarginPx;
+    this.warper.markDirty(x0 - m, y0 - m, x1 + m, y1 + m);
     return this.warper.canvas;
   }
 

@@ -20,6 +20,11 @@ const RIG_DEFAULTS = {
   headRingPoints: 14,
   outerRingPoints: 18,
   outerRingScale: 1.5,
+  /**
+   * Corner height above the lip line (fraction of the mouth width) a neutral mouth may have
+   * (landmark noise): relaxed corners sit on the line, a neutral photo's are left where they are.
+   */
+  neutralCornerLift: 0.01,
 } as const;
 
 /** Index groups of the iBUG 68-point layout and of the derived points appended after it. */
@@ -69,6 +74,13 @@ export interface FaceRig {
   readonly neckPivot: { readonly x: number; readonly y: number };
   /** Inner-lip gaps of the reference for the pairs (61,67), (62,66), (63,65). */
   readonly referenceGaps: readonly [number, number, number];
+  /**
+   * How far the reference's mouth corners sit above a neutral mouth's (px): their height above
+   * the lip line at the centre beyond `RIG_DEFAULTS.neutralCornerLift`. 0 for a neutral photo.
+   */
+  readonly smileLiftPx: number;
+  /** The two cheek points beside the mouth corners (they follow the corners a little). */
+  readonly cornerCheeks: readonly number[];
 }
 
 interface Placement {
@@ -195,8 +207,11 @@ export async function buildFaceRig(image: RgbImage, landmarks: FaceLandmarks, op
   const lidFoldRight = [[23, 43], [25, 44]].map(([a, b]) => { const m = mid(a!, b!, 0.55); return add(m.x, m.y, 1, 0, 0); });
   const eyeCentreLeft = add(eyeL.x, eyeL.y, 1, 0, 0);
   const eyeCentreRight = add(eyeR.x, eyeR.y, 1, 0, 0);
+  const cornerCheeks: number[] = [];
   for (const [a, b, j] of [[3, 48, 0.4], [13, 54, 0.4], [1, 31, 0], [15, 35, 0], [5, 59, 0.7], [11, 55, 0.7]] as const) {
-    const m = mid(a, b); add(m.x, m.y, 1, j, 0);
+    const m = mid(a, b);
+    const i = add(m.x, m.y, 1, j, 0);
+    if (b === 48 || b === 54) cornerCheeks.push(i);
   }
   for (const [a, b] of [[57, 8], [58, 7], [56, 9]] as const) { const m = mid(a, b); add(m.x, m.y, 1, 0.95, 0); }
   // Neck: a row below the chin, narrower than the jaw, far enough from the jaw line that nods
@@ -280,5 +295,7 @@ export async function buildFaceRig(image: RgbImage, landmarks: FaceLandmarks, op
       Math.max(0, lmc[133]! - lmc[125]!),
       Math.max(0, lmc[131]! - lmc[127]!),
     ],
+    smileLiftPx: Math.max(0, (lmc[125]! + lmc[133]!) / 2 - (lmc[97]! + lmc[109]!) / 2 - RIG_DEFAULTS.neutralCornerLift * mouthWidth),
+    cornerCheeks,
   };
 }

@@ -64,6 +64,7 @@ export class ClockedFaceSession implements FaceSession {
   startTurn(options?: FaceTurnOptions): void { this.source.startTurn(options); }
   pushAudio(pcm16k: Int16Array, turn?: FaceTurnOptions): void { if (!this.closed) this.source.pushAudio(pcm16k, turn); }
   endTurn(): void { this.source.endTurn(); }
+  listen(pcm16k: Int16Array | null): void { if (!this.closed) this.source.listen?.(pcm16k); }
   cancel(): boolean {
     if (this.closed) return false;
     this.cancels++;

@@ -55,4 +55,4 @@ export {
   sharedFaceRenderPool, shutdownFaceRenderPools, type FaceRenderPoolOptions,
 } from './render-pool.ts';
 export { DEFAULT_FACE_IMAGE_PATH } from './human-face-model.ts';
-export { visemeFor, type VisemeHint } from './visemes.ts';
+export { visemeFor, visemesOf, visemeSegments, type Viseme, type VisemeSegment } from './visemes.ts';

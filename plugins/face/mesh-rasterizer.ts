@@ -172,6 +172,10 @@ export class MeshWarper {
   private readonly rows: Rows;
   /** The kernel's I420 conversion of the canvas and where its output lies (wasm only). */
   private readonly kernelI420: ((out: Uint8Array) => Uint8Array) | undefined;
+  /** Mesh positions the canvas was last warped with (null: not yet). */
+  private previous: Float32Array | null = null;
+  /** Painted over since the last warp: [x0, y0, x1, y1]. */
+  private dirty: [number, number, number, number] | null = null;
 
   constructor(private readonly base: Uint8Array, readonly width: number, readonly height: number, options: { engine?: 'wasm' | 'js' } = {}) {
     if (base.length !== width * height * 3) throw new RangeError(`texture must be ${width * height * 3} bytes, got ${base.length}`);
@@ -218,24 +222,41 @@ export class MeshWarper {
   }
 
   /**
-   * Resets the canvas to the texture and warps every triangle that moved (any vertex displaced
-   * by more than `epsilonPx` from `rest`); returns how many were drawn.
+   * Warps `moved` over the canvas, incrementally: the canvas keeps the previous warp's pixels,
+   * and only triangles whose vertices changed since it (exactly), or that touch a rectangle the
+   * caller painted over since (`markDirty`), are drawn again; a triangle back at rest is drawn
+   * as the identity warp, which copies the texture exactly. The mesh never folds, so triangles
+   * partition the canvas and each pixel is its triangle's: the canvas is byte for byte what a
+   * full redraw over the texture would give. The first warp (or one with a different mesh size)
+   * starts from the texture. Returns how many triangles were drawn.
    */
-  warp(rest: Float32Array, moved: Float32Array, triangles: Uint16Array, epsilonPx = 0.02): number {
+  warp(rest: Float32Array, moved: Float32Array, triangles: Uint16Array): number {
     const { base, width, height, rows } = this;
-    this.canvas.set(base);
+    let previous = this.previous;
+    if (!previous || previous.length !== moved.length) {
+      this.canvas.set(base);
+      previous = this.previous = Float32Array.from(rest);
+      this.dirty = null;
+    }
+    const d = this.dirty;
     let drawn = 0;
     for (let t = 0; t < triangles.length; t += 3) {
       const a = triangles[t]!, b = triangles[t + 1]!, c = triangles[t + 2]!;
       const ax = moved[2 * a]!, ay = moved[2 * a + 1]!, bx = moved[2 * b]!, by = moved[2 * b + 1]!, cx = moved[2 * c]!, cy = moved[2 * c + 1]!;
-      const rax = rest[2 * a]!, ray = rest[2 * a + 1]!, rbx = rest[2 * b]!, rby = rest[2 * b + 1]!, rcx = rest[2 * c]!, rcy = rest[2 * c + 1]!;
-      if (
-        Math.abs(ax - rax) < epsilonPx && Math.abs(ay - ray) < epsilonPx && Math.abs(bx - rbx) < epsilonPx
-        && Math.abs(by - rby) < epsilonPx && Math.abs(cx - rcx) < epsilonPx && Math.abs(cy - rcy) < epsilonPx
-      ) continue;
-      warpSpans(rows, width, height, rax, ray, rbx, rby, rcx, rcy, ax, ay, bx, by, cx, cy);
+      const same = ax === previous[2 * a] && ay === previous[2 * a + 1] && bx === previous[2 * b] && by === previous[2 * b + 1]
+        && cx === previous[2 * c] && cy === previous[2 * c + 1];
+      if (same && (!d || Math.max(ax, bx, cx) < d[0] || Math.min(ax, bx, cx) > d[2] || Math.max(ay, by, cy) < d[1] || Math.min(ay, by, cy) > d[3])) continue;
+      warpSpans(rows, width, height, rest[2 * a]!, rest[2 * a + 1]!, rest[2 * b]!, rest[2 * b + 1]!, rest[2 * c]!, rest[2 * c + 1]!, ax, ay, bx, by, cx, cy);
       drawn++;
     }
+    previous.set(moved);
+    this.dirty = null;
     return drawn;
+  }
+
+  /** The caller painted over [x0, x1] x [y0, y1] (canvas pixels) after the last warp: the next warp redraws it. */
+  markDirty(x0: number, y0: number, x1: number, y1: number): void {
+    const d = this.dirty;
+    this.dirty = d ? [Math.min(d[0], x0), Math.min(d[1], y0), Math.max(d[2], x1), Math.max(d[3], y1)] : [x0, y0, x1, y1];
   }
 }

@@ -21,6 +21,9 @@
  * All geometry is per column of the warped mouth, about 90 x 40 pixels at 720p.
  */
 import type { FaceRig } from './face-rig.ts';
+import {
+  curveAt, curveOut, linearAt, LOWER, LOWER_OUTER, luma, polylineY, refPoint, sampleInto, smoothstep, UPPER, UPPER_OUTER, type Rgb,
+} from './lip-curves.ts';
 
 const MOUTH = {
   /** Below this reference gap (px) the reference shows no usable teeth: draw synthetic ones. */
@@ -38,18 +41,14 @@ const MOUTH = {
   tongueTo: 0.16,
   /** Anti-aliasing half-width of the lip borders, in pixels of perpendicular distance. */
   edgeSoftPx: 1.0,
+  /** Share of the upper teeth a fully protruded upper lip covers. */
+  roundCoversTeeth: 0.55,
   /** Width (px) of the darkened wet inner edge of each lip, and its strength. */
   lipEdgePx: 2.2,
   lipEdgeDarken: 0.7,
 } as const;
 
-const UPPER = [60, 61, 62, 63, 64] as const;
-const LOWER = [60, 67, 66, 65, 64] as const;
-/** The outer lip contour opposite each inner-lip landmark. */
-const UPPER_OUTER = [48, 50, 51, 52, 54] as const;
-const LOWER_OUTER = [48, 58, 57, 56, 54] as const;
 
-type Rgb = [number, number, number];
 
 /** Colours and teeth heights measured once per rig from its reference. */
 interface MouthPalette {
@@ -69,64 +68,6 @@ interface MouthPalette {
 
 const palettes = new WeakMap<FaceRig, MouthPalette>();
 const STATIONS = 33;
-
-const smoothstep = (e0: number, e1: number, x: number) => {
-  const t = Math.min(1, Math.max(0, (x - e0) / (e1 - e0)));
-  return t * t * (3 - 2 * t);
-};
-const luma = (c: ArrayLike<number>) => 0.299 * c[0]! + 0.587 * c[1]! + 0.114 * c[2]!;
-
-/**
- * A smooth curve y(x) through the inner-lip landmarks: cubic Hermite with finite-difference
- * slopes (C1, passes through every landmark). Writes y and dy/dx, and the segment and fraction
- * of x, into `out`; returns false outside the curve's x range.
- */
-const curveOut = { y: 0, slope: 0, seg: 0, frac: 0 };
-function curveAt(p: Float32Array, idx: readonly number[], x: number): boolean {
-  const n = idx.length;
-  let s = -1;
-  for (let k = 0; k < n - 1; k++) {
-    const xa = p[2 * idx[k]!]!, xb = p[2 * idx[k + 1]!]!;
-    if (x >= xa && x <= xb && xb > xa) { s = k; break; }
-  }
-  if (s < 0) return false;
-  const x0 = p[2 * idx[s]!]!, x1 = p[2 * idx[s + 1]!]!, y0 = p[2 * idx[s]! + 1]!, y1 = p[2 * idx[s + 1]! + 1]!;
-  const h = x1 - x0, f = (x - x0) / h;
-  const secant = (k: number) => {
-    const xa = p[2 * idx[k]!]!, xb = p[2 * idx[k + 1]!]!;
-    return (p[2 * idx[k + 1]! + 1]! - p[2 * idx[k]! + 1]!) / Math.max(1e-3, xb - xa);
-  };
-  const m0 = s === 0 ? secant(0) : (secant(s - 1) + secant(s)) / 2;
-  const m1 = s === n - 2 ? secant(n - 2) : (secant(s) + secant(s + 1)) / 2;
-  const f2 = f * f, f3 = f2 * f;
-  curveOut.y = (2 * f3 - 3 * f2 + 1) * y0 + (f3 - 2 * f2 + f) * h * m0 + (-2 * f3 + 3 * f2) * y1 + (f3 - f2) * h * m1;
-  curveOut.slope = ((6 * f2 - 6 * f) * y0 + (3 * f2 - 4 * f + 1) * h * m0 + (-6 * f2 + 6 * f) * y1 + (3 * f2 - 2 * f) * h * m1) / h;
-  curveOut.seg = s;
-  curveOut.frac = f;
-  return true;
-}
-
-const polylineY = (p: Float32Array, idx: readonly number[], seg: number, frac: number) =>
-  p[2 * idx[seg]! + 1]! + (p[2 * idx[seg + 1]! + 1]! - p[2 * idx[seg]! + 1]!) * frac;
-const linearAt = (p: Float32Array, idx: readonly number[], seg: number, frac: number): [number, number] =>
-  [p[2 * idx[seg]!]! + (p[2 * idx[seg + 1]!]! - p[2 * idx[seg]!]!) * frac, polylineY(p, idx, seg, frac)];
-
-/** The reference point (x, y) at segment/fraction of a curve. */
-function refPoint(rest: Float32Array, idx: readonly number[], seg: number, frac: number): [number, number] {
-  const x = rest[2 * idx[seg]!]! + (rest[2 * idx[seg + 1]!]! - rest[2 * idx[seg]!]!) * frac;
-  return curveAt(rest, idx, x) ? [x, curveOut.y] : [x, rest[2 * idx[seg]! + 1]! + (rest[2 * idx[seg + 1]! + 1]! - rest[2 * idx[seg]! + 1]!) * frac];
-}
-
-function sampleInto(img: Uint8Array, W: number, H: number, x: number, y: number, out: Rgb): Rgb {
-  const u = Math.min(W - 1.001, Math.max(0, x - 0.5)), v = Math.min(H - 1.001, Math.max(0, y - 0.5));
-  const ix = u | 0, iy = v | 0, fx = u - ix, fy = v - iy;
-  const i00 = (iy * W + ix) * 3, i01 = i00 + W * 3;
-  const w00 = (1 - fx) * (1 - fy), w10 = fx * (1 - fy), w01 = (1 - fx) * fy, w11 = fx * fy;
-  out[0] = img[i00]! * w00 + img[i00 + 3]! * w10 + img[i01]! * w01 + img[i01 + 3]! * w11;
-  out[1] = img[i00 + 1]! * w00 + img[i00 + 4]! * w10 + img[i01 + 1]! * w01 + img[i01 + 4]! * w11;
-  out[2] = img[i00 + 2]! * w00 + img[i00 + 5]! * w10 + img[i01 + 2]! * w01 + img[i01 + 5]! * w11;
-  return out;
-}
 
 function averageAround(rig: FaceRig, points: Array<[number, number]>): Rgb {
   const acc: Rgb = [0, 0, 0], px: Rgb = [0, 0, 0];
@@ -243,6 +184,22 @@ function smooth(a: Float32Array): void {
   }
 }
 
+const teethHeights = new WeakMap<FaceRig, [number, number, number]>();
+
+/**
+ * Height (px) of the upper teeth below the upper lip at the inner-lip pairs (61,67), (62,66),
+ * (63,65): found in the reference, or the synthetic teeth's. Where a tucked lower lip meets them.
+ */
+export function upperTeethHeights(rig: FaceRig): readonly [number, number, number] {
+  let h = teethHeights.get(rig);
+  if (!h) {
+    const pal = mouthPalette(rig);
+    h = [1, 2, 3].map((q) => (pal.synthetic ? MOUTH.syntheticUpperTeeth * rig.mouthWidth : tableAt(pal.upperTeeth, Math.min(3, q), q === 4 ? 1 : 0))) as [number, number, number];
+    teethHeights.set(rig, h);
+  }
+  return h;
+}
+
 const tableAt = (t: Float32Array, seg: number, frac: number) => {
   const q = ((seg + frac) / 4) * (STATIONS - 1), i = Math.min(STATIONS - 2, Math.floor(q));
   return t[i]! + (t[i + 1]! - t[i]!) * (q - i);
@@ -250,8 +207,15 @@ const tableAt = (t: Float32Array, seg: number, frac: number) => {
 
 const upperTex: Rgb = [0, 0, 0], lowerTex: Rgb = [0, 0, 0], lipU: Rgb = [0, 0, 0], lipL: Rgb = [0, 0, 0];
 
-/** Paints the mouth interior into `out` where the warped mouth is open wider than the reference. */
-export function paintMouthInterior(rig: FaceRig, moved: Float32Array, out: Uint8Array): void {
+/**
+ * Paints the mouth interior into `out` where the warped mouth is open wider than the reference.
+ * `tuck` (0..1): the lower lip is tucked under the upper teeth (f, v): the upper teeth reach
+ * down to it and the lower teeth are hidden. `round` (0..1): the lips are pushed forward into a
+ * rounded opening (u, o, w): the interior is composed even where the mouth opens less than the
+ * photo (squeezing the photo's teeth into a narrow opening looks like fangs), the protruding
+ * upper lip covers more of the upper teeth and the lower ones are hidden, so the opening is dark.
+ */
+export function paintMouthInterior(rig: FaceRig, moved: Float32Array, out: Uint8Array, tuck = 0, round = 0): void {
   const { width: W, height: H, base, rest } = rig;
   const xl = moved[2 * 60]!, xr = moved[2 * 64]!;
   if (!(xr > xl)) return;
@@ -263,7 +227,9 @@ export function paintMouthInterior(rig: FaceRig, moved: Float32Array, out: Uint8
   // How far the mouth opens beyond the photo, at its centre: the composed interior fades in over
   // the first 2.5 px (at the photo's own opening the warped reference shows, unchanged).
   const centreOpening = moved[2 * 66 + 1]! - moved[2 * 62 + 1]! - rig.referenceGaps[1];
-  const globalStrength = smoothstep(0.25, 2.5, centreOpening);
+  const centreGap = moved[2 * 66 + 1]! - moved[2 * 62 + 1]!;
+  const rounding = round * smoothstep(0.5, 2.5, centreGap);
+  const globalStrength = Math.max(smoothstep(0.25, 2.5, centreOpening), rounding);
   if (globalStrength <= 0) return;
   for (let x = x0; x <= x1; x++) {
     const xc = x + 0.5;
@@ -280,12 +246,12 @@ export function paintMouthInterior(rig: FaceRig, moved: Float32Array, out: Uint8
     const [rxl, ryl] = refPoint(rest, LOWER, segL, fracL);
     const refGap = Math.max(0, ryl - ryu);
     // Columns that open less than the photo (a narrowing mouth) keep the warped reference.
-    const strength = globalStrength * smoothstep(-1.5, 0.5, gap - refGap);
+    const strength = globalStrength * Math.max(smoothstep(-1.5, 0.5, gap - refGap), rounding * smoothstep(0.3, 1.5, gap));
     if (strength <= 0) continue;
     const u = Math.min(1, Math.abs(xc - xMid) / half);
     const across = Math.sqrt(Math.max(0, 1 - u * u));
     const sideShade = 0.5 + 0.5 * Math.sqrt(across);
-    const opening = gap - refGap;
+    const opening = Math.max(gap - refGap, rounding * gap);
 
     let hu: number, hl: number, hlRef: number;
     if (pal.synthetic) {
@@ -299,6 +265,8 @@ export function paintMouthInterior(rig: FaceRig, moved: Float32Array, out: Uint8
       const centre = Math.max(0, 1 - (u / 0.72) ** 2);
       hl = hlRef + MOUTH.lowerTeethReveal * mw * smoothstep(MOUTH.lowerTeethRevealFrom * mw, MOUTH.lowerTeethRevealTo * mw, opening) * Math.sqrt(centre);
     }
+    if (rounding > 0) { hu *= 1 - MOUTH.roundCoversTeeth * rounding; hl *= 1 - rounding; }
+    if (tuck > 0) { hu += (gap - hu) * tuck; hl *= 1 - tuck; }
     hu = Math.min(hu, gap);
     hl = Math.min(hl, Math.max(0, gap - hu));
     const cavTop = yu + hu, cavBot = yl - hl, cav = Math.max(0, cavBot - cavTop);

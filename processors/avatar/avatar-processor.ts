@@ -19,6 +19,10 @@
  * the transcript hold only what was heard; a turn that plays to its end releases all its words
  * with its last frame, before the held `tts-stopped`.
  *
+ * A face that listens. While the user speaks (between `user-started-speaking` and
+ * `user-stopped-speaking`), their `input-audio` goes to the face session's optional `listen`
+ * (at 16 kHz), so the face nods and attends instead of idling as if alone.
+ *
  * Pause and resume (`bot-pause`, `bot-pause-ended`; processors/turns: visitor sound over the bot).
  * A pause cancels the face's speech (its audio stops with the next frame, the mouth returns to
  * rest) but keeps every turn's unplayed audio, phonemes and words; audio the TTS sends meanwhile
@@ -81,6 +85,9 @@ export class AvatarProcessor extends FrameProcessor {
   private cancelledTurn: number | null = null;
   /** Turns fed to the face whose words are not all released yet, in play order. */
   private readonly playout: PlayoutTurn[] = [];
+  /** The user is speaking (their audio goes to the face's `listen`), and its conversion to 16 kHz. */
+  private userSpeaking = false;
+  private readonly listenResampling = new StreamResampler(FACE_TIMING.audioSampleRate);
   /** Paused by visitor sound: audio is kept, not sent to the face. */
   private paused = false;
   /** Face turns cancelled by a pause: their last frame ends nothing (the turn resumes). */
@@ -113,6 +120,17 @@ export class AvatarProcessor extends FrameProcessor {
   protected override process(f: Frame, direction: Direction): void {
     if (direction === 'upstream') return this.push(f, direction);
     switch (f.type) {
+      case 'user-started-speaking':
+        this.userSpeaking = true;
+        break;
+      case 'user-stopped-speaking':
+        this.userSpeaking = false;
+        this.listenResampling.reset();
+        this.session?.listen?.(null);
+        break;
+      case 'input-audio':
+        if (this.userSpeaking) this.hear(f.pcm, f.sampleRate, f.channels);
+        break;
       case 'tts-started':
         this.startTurn();
         break;
@@ -155,6 +173,14 @@ export class AvatarProcessor extends FrameProcessor {
         break;
     }
     this.push(f, direction);
+  }
+
+  /** The user's voice to the face (mono only; input transports deliver mono). */
+  private hear(pcm: Int16Array, sampleRate: number, channels: number): void {
+    const listen = this.session?.listen;
+    if (!listen || channels !== 1 || pcm.length === 0 || !(sampleRate > 0)) return;
+    const audio = this.listenResampling.convert(pcm, sampleRate);
+    if (audio.length) listen.call(this.session, audio);
   }
 
   private startTurn(): void {

@@ -112,6 +112,8 @@ export interface FaceFrameSource {
   endTurn(): void;
   /** Drops queued speech and fades to idle (within 200 ms). Returns whether speech was playing or queued. */
   cancel(): boolean;
+  /** Optional: the visitor's voice while they speak, as `FaceSession.listen`. */
+  listen?(pcm16k: Int16Array | null): void;
   /** Whether speech is playing, queued or fading out. */
   readonly busy: boolean;
   /**
@@ -157,6 +159,15 @@ export interface FaceSession {
   endTurn(): void;
   /** Fades to idle within 200 ms and discards queued speech. Returns whether there was speech to cancel. */
   cancel(): boolean;
+  /**
+   * Optional: the visitor's voice while they speak (16 kHz mono int16, any chunk size, as it
+   * arrives), so the face listens instead of idling as if alone: small nods on the visitor's
+   * accents and phrase ends, attention (the in-process models: plugins/face/listening.ts).
+   * `listen(null)`: the visitor stopped speaking. A face without it ignores the visitor; the
+   * avatar processor forwards the user's input audio between `user-started-speaking` and
+   * `user-stopped-speaking`. Not carried over `/realtime` (its protocol has no visitor audio).
+   */
+  listen?(pcm16k: Int16Array | null): void;
   /** Ends the open turn, plays everything already sent, then completes `frames`. */
   end(): Promise<void>;
   /** Stops at once (no more frames) and completes `frames`. */

@@ -10,7 +10,8 @@ import { DEFAULT_FACE_IMAGE_PATH, FaceReferenceCache } from '../../plugins/face/
 import { resolveFaceOptions } from '../../plugins/face/configuration.ts';
 import { buildFaceRig } from '../../plugins/face/face-rig.ts';
 import { analyseWindow, FaceAnimator } from '../../plugins/face/face-animator.ts';
-import { deformMesh } from '../../plugins/face/face-pose.ts';
+import { deformMesh, REST_POSE } from '../../plugins/face/face-pose.ts';
+import { FaceRenderer } from '../../plugins/face/face-renderer.ts';
 import { MeshWarper, warpTriangle } from '../../plugins/face/mesh-rasterizer.ts';
 import { rgbToI420 } from '../../plugins/face/i420.ts';
 import { syntheticPhrase } from './speech-signal.ts';
@@ -49,6 +50,38 @@ test('the kernel warps a talking, moving face to the same bytes as the JavaScrip
   }
   t.true(frames >= 4);
   t.true(changed >= frames - 1, 'the poses moved the picture (the comparison is not of two copies of the base)');
+});
+
+test('the incremental warp (only changed triangles redrawn) gives exactly the bytes of a full redraw, at rest again too', async (t) => {
+  const cache = new FaceReferenceCache();
+  const { reference, rgb } = await cache.prepare(new Uint8Array(readFileSync(DEFAULT_FACE_IMAGE_PATH)));
+  const options = resolveFaceOptions('human-presence', { width: 320, height: 180 });
+  const rig = await buildFaceRig(rgb, reference.landmarks, options);
+  const renderer = new FaceRenderer(rig);
+  const animator = new FaceAnimator(options, 5);
+  const phrase = syntheticPhrase(4);
+  let redrawn = 0, total = 0;
+  const poses = [];
+  for (let i = 0; i + 1280 <= phrase.length; i += 640) poses.push(animator.step(analyseWindow(phrase.subarray(i, i + 640)), analyseWindow(phrase.subarray(i + 640, i + 1280)), true));
+  for (let i = 0; i < 40; i++) poses.push(animator.step(undefined, undefined, false));
+  poses.push(REST_POSE, REST_POSE);
+  for (const [n, pose] of poses.entries()) {
+    const incremental = renderer.render(pose);
+    const full = new FaceRenderer(rig).render(pose); // a fresh renderer warps from the texture
+    if (!Buffer.from(incremental).equals(Buffer.from(full))) return t.fail(`frame ${n} differs from a full redraw`);
+  }
+  // And it does redraw less: count triangles drawn on the idle tail.
+  const warper = new MeshWarper(rig.base, rig.width, rig.height);
+  const mesh = new Float32Array(rig.rest.length);
+  for (const pose of poses.slice(-40)) {
+    deformMesh(rig, pose, mesh);
+    for (let i = 0; i < mesh.length; i++) mesh[i] = rig.rest[i]! + Math.round((mesh[i]! - rig.rest[i]!) * 8) / 8;
+    redrawn += warper.warp(rig.rest, mesh, rig.triangles);
+    total += rig.triangles.length / 3;
+  }
+  t.log(`idle: ${redrawn} of ${total} triangle draws`);
+  t.true(redrawn < 0.8 * total);
+  t.pass();
 });
 
 test('the reference warp: a whole-pixel shift copies pixels exactly, a half-pixel shift gives rounded means', (t) => {

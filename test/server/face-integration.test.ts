@@ -46,6 +46,19 @@ test.serial('the catalogue holds the face plugin variants with their real config
   t.is((await call('POST', '/v1/model-configs', { title: 'presence 1080', model_variant_id: 'svc/human-presence/v1', model_configurations: { width: 1920, height: 1080 } })).status, 201);
 });
 
+test.serial('expression_strength is written within 0..1 and refused outside it, on both variants', async (t) => {
+  for (const variant of ['svc/human-portrait/v1', 'svc/human-presence/v1']) {
+    const ok = await call('POST', '/v1/model-configs', { title: `calm ${variant}`, model_variant_id: variant, model_configurations: { expression_strength: 0.6 } });
+    t.is(ok.status, 201);
+    t.is(ok.body.model_configurations.expression_strength, 0.6);
+    for (const bad of [1.5, -0.2, 'strong']) {
+      const res = await call('POST', '/v1/model-configs', { title: 'bad', model_variant_id: variant, model_configurations: { expression_strength: bad } });
+      t.is(res.status, 400, JSON.stringify(res.body));
+      t.true(JSON.stringify(res.body).includes('/model_configurations/expression_strength'));
+    }
+  }
+});
+
 test.serial('the face plugin landmark hook analyses the template face once after it is stored', async (t) => {
   await server.settled();
   const row = await server.db('assets').where('asset_id', '00000000-0000-4000-8000-0000000000a1').first('analysis');
