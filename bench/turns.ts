@@ -14,9 +14,13 @@
  * p50/p99 on complete utterances; cut-off rate on open utterances by pause (a turn ended inside the
  * pause); backchannels resumed; real interruptions cut, and cut within 100 ms at the visitor (the
  * bot's pause or barge-in message -> its last loud audio); preemptive replies (from the call
- * records); `ours_ms`: the bot's own report of its pipeline and face (first audio written minus
- * the turn's end minus the engines' stages), without the transport.
- * `TURNS_BENCH_REPEAT` (default 1) repeats the corpus.
+ * records); `ours_ms`: the bot's own report, without the transport: the VAD's stop -> the first
+ * audio written to the room, minus the engines' stages (STT, LLM, TTS first byte), so the
+ * end-of-turn wait, the pipeline and the face; `pipeline_ms`: the same without the end-of-turn
+ * wait. A complete utterance during which bot audio was heard is not a reply sample
+ * (`replies_not_measured`). Each open utterance cut off is printed with the turn's decision.
+ * `TURNS_BENCH_REPEAT` (default 1) repeats the corpus; `TURNS_BENCH_PARTS` (complete,open,over)
+ * and `TURNS_BENCH_RULES` (ours,old) run a part.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -78,6 +82,10 @@ interface Figures {
   replyMs: number[];
   oursMs: number[];
   endOfTurnMs: number[];
+  /** `ours` without the end-of-turn wait: the pipeline and the face alone. */
+  pipelineMs: number[];
+  /** Complete utterances not measured: the bot was heard while the visitor spoke. */
+  notQuiet: number;
   cutOffs: Record<number, { n: number; cut: number }>;
   /** Why each cut-off happened: the turn's decision and the words heard before it. */
   cutCauses: string[];
@@ -129,7 +137,7 @@ export async function run(): Promise<void> {
       const v = await RoomVisitor.join(session.room_url, session.token);
       v.sendMessage({ type: 'client-ready', version: '1.0.0' });
       await waitFor(() => v.ofType('bot-state').some((m) => m.state === 'listening'), 20_000);
-      const f: Figures = { replyMs: [], oursMs: [], endOfTurnMs: [], cutOffs: {}, cutCauses: [], stallMs: { all: [], cut: [] }, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
+      const f: Figures = { replyMs: [], oursMs: [], endOfTurnMs: [], pipelineMs: [], notQuiet: 0, cutOffs: {}, cutCauses: [], stallMs: { all: [], cut: [] }, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
       const quiet = async () => {
         // Until the bot has been silent for a second.
         await waitFor(() => !v.speaking && !v.audioLevels.some((a) => a.at > Date.now() - 1000 && a.rms > LOUD), 30_000);
@@ -143,14 +151,23 @@ export async function run(): Promise<void> {
         for (const pcm of PARTS.has('complete') ? complete : []) {
           await quiet();
           const reports = v.ofType('latency-report').length;
+          const saidAt = Date.now();
           await sayAndWait(concat([pcm, silence(100, RATE)]));
           const lastLoud = v.lastLoudSentAt;
           if (!(await waitFor(() => v.ofType('latency-report').length > reports && v.audioLevels.some((a) => a.at > lastLoud && a.rms > LOUD), 15_000))) continue;
+          // Bot audio heard while the visitor spoke: the bot was not quiet (a stalled machine can
+          // hide a second of its answer), so the next loud audio is not the reply: not a sample.
+          if (v.audioLevels.some((a) => a.at >= saidAt && a.at <= lastLoud && a.rms > LOUD)) {
+            f.notQuiet++;
+            continue;
+          }
           f.replyMs.push(v.audioLevels.find((a) => a.at > lastLoud && a.rms > LOUD)!.at - lastLoud);
           const report = v.ofType('latency-report').at(-1)! as { user_stopped_to_bot_audio_ms: number; stages: Record<string, number | null> };
           const engines = ['stt_ms', 'llm_ttfb_ms', 'tts_ttfb_ms'].reduce((sum, k) => sum + (report.stages[k] ?? 0), 0);
-          f.oursMs.push(Math.max(0, report.user_stopped_to_bot_audio_ms - engines));
+          const ours = Math.max(0, report.user_stopped_to_bot_audio_ms - engines);
+          f.oursMs.push(ours);
           f.endOfTurnMs.push(report.stages.end_of_turn_ms ?? 0);
+          f.pipelineMs.push(Math.max(0, ours - (report.stages.end_of_turn_ms ?? 0)));
         }
         // 2. Open utterances: was the turn ended inside the pause?
         for (const pauseMs of PARTS.has('open') ? PAUSES : []) {
@@ -226,15 +243,18 @@ export async function run(): Promise<void> {
     }
 
     const row = (name: string) => {
-      const f = results[name] ?? { replyMs: [], oursMs: [], endOfTurnMs: [], cutOffs: {}, cutCauses: [], stallMs: { all: [], cut: [] }, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
+      const f = results[name] ?? { replyMs: [], oursMs: [], endOfTurnMs: [], pipelineMs: [], notQuiet: 0, cutOffs: {}, cutCauses: [], stallMs: { all: [], cut: [] }, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
       const rate = (a: number, n: number) => (n ? Math.round((a / n) * 1000) / 10 : null);
       return {
         reply_p50_ms: percentile(f.replyMs, 50),
         reply_p99_ms: percentile(f.replyMs, 99),
         replies: f.replyMs.length,
+        replies_not_measured: f.notQuiet,
         end_of_turn_p50_ms: percentile(f.endOfTurnMs, 50),
         ours_p50_ms: percentile(f.oursMs, 50),
         ours_p99_ms: percentile(f.oursMs, 99),
+        pipeline_p50_ms: percentile(f.pipelineMs, 50),
+        pipeline_p99_ms: percentile(f.pipelineMs, 99),
         ...Object.fromEntries(PAUSES.map((p) => [`cut_off_${p}ms_pct`, rate(f.cutOffs[p]?.cut ?? 0, f.cutOffs[p]?.n ?? 0)])),
         open_utterances: Object.values(f.cutOffs).reduce((n, c) => n + c.n, 0),
         backchannels_resumed_pct: rate(f.backchannels.resumed, f.backchannels.n),
