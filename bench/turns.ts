@@ -167,7 +167,10 @@ export async function run(): Promise<void> {
           const ours = Math.max(0, report.user_stopped_to_bot_audio_ms - engines);
           f.oursMs.push(ours);
           f.endOfTurnMs.push(report.stages.end_of_turn_ms ?? 0);
-          f.pipelineMs.push(Math.max(0, ours - (report.stages.end_of_turn_ms ?? 0)));
+          // The end-of-turn wait and the STT's final run side by side from the VAD's stop: the longer counts once.
+          const eot = report.stages.end_of_turn_ms ?? 0;
+          const stt = report.stages.stt_ms ?? 0;
+          f.pipelineMs.push(Math.max(0, ours + stt - Math.max(eot, stt)));
         }
         // 2. Open utterances: was the turn ended inside the pause?
         for (const pauseMs of PARTS.has('open') ? PAUSES : []) {
