@@ -1,8 +1,11 @@
 /**
  * How one process sends a burst of connects for one agent to the database: one admission
- * transaction at a time per agent (the others wait here, holding no database connection), and an
- * agent found at its limit remembered for a moment, so that the rest of the burst is refused 429
- * at once instead of each taking a transaction of its own.
+ * transaction at a time per agent (the others wait here, holding no database connection), and
+ * when a transaction finds the agent at its limit, every connect that was already waiting before
+ * that transaction read the database gets the same refusal at once instead of a transaction of
+ * its own. A connect that arrives later asks the database again, so a slot freed by another
+ * process, or a lease that lapsed, is seen by the next connect: the answer is never older than
+ * what the visitor could have been told had it been first in line.
  *
  * Why (issue 25): every admission takes the agent's row lock. 50 connects at once on one process
  * were 50 transactions holding 20 pool connections while queued on that lock, and the work that
@@ -10,49 +13,48 @@
  * past the pool's acquire timeout, visitors got 500s. The database still decides the limit exactly,
  * across processes; this only keeps one process from queuing on its own lock.
  */
-export const ADMISSION_LINE = {
-  /**
-   * How long a refusal for `concurrency_limit` is reused for the same agent. A slot freed meanwhile
-   * by another process is seen this much later at most (its own sessions' ends clear it at once);
-   * the refusal's `retry_after_seconds` is at least 1 s anyway.
-   */
-  fullForMs: 1_000,
-} as const;
-
 export class AdmissionLine<Refusal> {
   private readonly tails = new Map<string, Promise<unknown>>();
-  private readonly full = new Map<string, { readonly until: number; readonly refusal: Refusal }>();
+  /** Per agent: the last refusal at its limit, and when the transaction that found it began. */
+  private readonly full = new Map<string, { readonly decidedAt: number; readonly refusal: Refusal }>();
 
-  constructor(private readonly fullForMs: number = ADMISSION_LINE.fullForMs) {}
-
-  /** The remembered refusal of an agent at its limit, if still fresh. */
-  refusalFor(agentId: string): Refusal | undefined {
+  /** The refusal a connect that arrived at `arrivedAt` may be given without asking again, if any. */
+  refusalFor(agentId: string, arrivedAt: number): Refusal | undefined {
     const entry = this.full.get(agentId);
-    if (!entry) return undefined;
-    if (performance.now() < entry.until) return entry.refusal;
-    this.full.delete(agentId);
-    return undefined;
+    return entry && arrivedAt <= entry.decidedAt ? entry.refusal : undefined;
   }
 
-  /** Remembers that `agentId` is at its limit. */
-  atLimit(agentId: string, refusal: Refusal): void {
-    this.full.set(agentId, { until: performance.now() + this.fullForMs, refusal });
-  }
-
-  /** A slot of `agentId` was freed here: the next connect asks the database again. */
+  /** A slot of `agentId` was freed here: nothing waiting is refused from an older answer. */
   freed(agentId: string): void {
     this.full.delete(agentId);
   }
 
-  /** Runs `admit` after the agent's earlier admissions in this process have finished. */
-  run<T>(agentId: string, admit: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `admit` after the agent's earlier admissions in this process have finished. `admit`
+   * gets the time its own reading begins and returns its answer with, when the agent was at its
+   * limit, the refusal to give the connects that were waiting meanwhile.
+   */
+  run<T>(agentId: string, admit: (startedAt: number) => Promise<{ readonly answer: T; readonly atLimit?: Refusal }>): Promise<T> {
     const previous = this.tails.get(agentId) ?? Promise.resolve();
-    const turn = previous.then(admit, admit);
+    const turn = previous.then(
+      () => this.decide(agentId, admit),
+      () => this.decide(agentId, admit),
+    );
     const tail = turn.catch(() => undefined);
     this.tails.set(agentId, tail);
     void tail.then(() => {
-      if (this.tails.get(agentId) === tail) this.tails.delete(agentId);
+      if (this.tails.get(agentId) !== tail) return;
+      // Nobody waits any more: the next connect asks the database.
+      this.tails.delete(agentId);
+      this.full.delete(agentId);
     });
     return turn;
+  }
+
+  private async decide<T>(agentId: string, admit: (startedAt: number) => Promise<{ readonly answer: T; readonly atLimit?: Refusal }>): Promise<T> {
+    const startedAt = performance.now();
+    const { answer, atLimit } = await admit(startedAt);
+    if (atLimit !== undefined) this.full.set(agentId, { decidedAt: startedAt, refusal: atLimit });
+    return answer;
   }
 }

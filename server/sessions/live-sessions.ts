@@ -14,7 +14,6 @@ import { SESSION_TIMEOUTS, type RunningSession, type SessionOutcome, type Sessio
 import type { AvatarRoom, RoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { Db } from '../db/connect.ts';
 import type { Agents } from '../services/agents.ts';
-import { AdmissionLine } from './admission-line.ts';
 import { withoutPaths } from './agent-face.ts';
 import { checkOrigin } from './origin-allowlist.ts';
 import { verifyConnectToken } from './connect-auth.ts';
@@ -141,7 +140,6 @@ export class LiveSessions {
   private readonly log: Logger;
   private readonly counts = { started: 0, refused: {} as Record<string, number>, ended: {} as Record<string, number> };
   private readonly starts = new StartPacer(SESSION_START.concurrentStarts);
-  private readonly admissions = new AdmissionLine<ConcurrencyRefusal>();
 
   constructor(private readonly options: LiveSessionsOptions) {
     this.store = new SessionStore(options.db, options.runnerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`, options.lease);
@@ -225,8 +223,6 @@ export class LiveSessions {
     const reserve = gate ? () => (held.lease = gate.tryAcquire()) !== null : undefined;
     const roomName = newRoomName();
     const atLimit = (refusal: ConcurrencyRefusal) => new SessionError('concurrency_limit', `agent ${row.agent_id} already has ${refusal.live} of ${refusal.limit} sessions`, refusal.retryAfterSeconds);
-    const known = this.admissions.refusalFor(row.agent_id);
-    if (known) throw atLimit(known);
     // This process cannot take a bot now (every slot taken, or its live bots' frames late): the
     // visitor learns which limit stops them from one unlocked read, without queuing for the lock.
     const busy = gate?.wouldRefuse();
@@ -238,13 +234,7 @@ export class LiveSessions {
     }
     let admission;
     try {
-      admission = await this.admissions.run(row.agent_id, async () => {
-        const remembered = this.admissions.refusalFor(row.agent_id);
-        if (remembered) return remembered;
-        const decided = await this.store.admit({ agentId: row.agent_id, room: roomName, roomProvider: this.options.rooms.name, clientUserRef: request.clientUserRef, origin: request.origin ?? null }, reserve);
-        if (!decided.admitted && decided.reason === 'concurrency_limit') this.admissions.atLimit(row.agent_id, decided);
-        return decided;
-      });
+      admission = await this.store.admit({ agentId: row.agent_id, room: roomName, roomProvider: this.options.rooms.name, clientUserRef: request.clientUserRef, origin: request.origin ?? null }, reserve);
     } catch (err) {
       held.lease?.release();
       throw err;
@@ -380,7 +370,6 @@ export class LiveSessions {
       }
       await this.options.rooms.closeRoom(local.room.room).catch((err) => this.log.warn({ err, room: local.room.room }, 'room close failed'));
       local.capacity?.release();
-      this.admissions.freed(local.agentId);
       this.local.delete(local.sessionId);
       this.byRoom.delete(local.room.room);
       this.log.info({ sessionId: local.sessionId, reason: outcome.terminationReason }, 'session ended');

@@ -13,6 +13,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/connect.ts';
+import { AdmissionLine } from './admission-line.ts';
 import { FAILED_TERMINATIONS, type TerminationReason } from '../../agent/session-contract.ts';
 
 export const SESSION_LEASE = {
@@ -57,8 +58,11 @@ export interface ReapedSession {
 
 const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
 
+type ConcurrencyRefusal = Extract<Admission, { reason: 'concurrency_limit' }>;
+
 export class SessionStore {
   private readonly leaseSeconds: number;
+  private readonly line = new AdmissionLine<ConcurrencyRefusal>();
 
   constructor(
     private readonly db: Db,
@@ -88,7 +92,22 @@ export class SessionStore {
     return count >= limit ? { admitted: false, reason: 'concurrency_limit', live: count, limit, retryAfterSeconds: await this.retryAfter(this.db, agentId) } : null;
   }
 
+  /**
+   * Checks and reserves a slot (see `decide`), one admission transaction per agent at a time in
+   * this process, and with a refusal at the agent's limit reused for a moment (admission-line.ts):
+   * a burst of connects for one agent holds no pool connections queued on its row lock.
+   */
   async admit(request: AdmissionRequest, reserve?: () => boolean): Promise<Admission> {
+    const arrivedAt = performance.now();
+    return this.line.run<Admission>(request.agentId, async () => {
+      const remembered = this.line.refusalFor(request.agentId, arrivedAt);
+      if (remembered) return { answer: remembered };
+      const decided = await this.decide(request, reserve);
+      return !decided.admitted && decided.reason === 'concurrency_limit' ? { answer: decided, atLimit: decided } : { answer: decided };
+    });
+  }
+
+  private async decide(request: AdmissionRequest, reserve?: () => boolean): Promise<Admission> {
     return this.db.transaction(async (trx) => {
       const agent = await trx('agents').where('agent_id', request.agentId).forUpdate().first('agent_id', 'organization_id', 'status', 'max_concurrency', 'session_limit_seconds');
       if (!agent) return { admitted: false, reason: 'agent_not_found' } as const;
@@ -156,7 +175,8 @@ export class SessionStore {
    */
   async finish(sessionId: string, callId: string, end: CallEnd): Promise<boolean> {
     return this.db.transaction(async (trx) => {
-      await trx('agent_sessions').where('session_id', sessionId).delete();
+      const freed = await trx('agent_sessions').where('session_id', sessionId).delete().returning('agent_id');
+      for (const r of freed as { agent_id: string }[]) this.line.freed(r.agent_id);
       const failed = FAILED_TERMINATIONS.has(end.terminationReason);
       const updated = await trx('agent_calls')
         .where({ call_id: callId, status: 'active' })
@@ -206,6 +226,7 @@ export class SessionStore {
     return this.db.transaction(async (trx) => {
       const rows = await trx('agent_sessions').where('lease_expires_at', '<=', trx.fn.now()).delete().returning(['session_id', 'agent_id', 'room', 'call_id', 'runner_id']);
       if (rows.length === 0) return [];
+      for (const r of rows as { agent_id: string }[]) this.line.freed(r.agent_id);
       await trx('agent_calls')
         .whereIn('call_id', rows.map((r: { call_id: string }) => r.call_id))
         .where('status', 'active')
