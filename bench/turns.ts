@@ -14,13 +14,18 @@
  * p50/p99 on complete utterances; cut-off rate on open utterances by pause (a turn ended inside the
  * pause); backchannels resumed; real interruptions cut, and cut within 100 ms at the visitor (the
  * bot's pause or barge-in message -> its last loud audio); preemptive replies (from the call
- * records); `ours_ms`: the bot's own report of its pipeline and face (first audio written minus
- * the turn's end minus the engines' stages), without the transport.
- * `TURNS_BENCH_REPEAT` (default 1) repeats the corpus.
+ * records); `ours_ms`: the bot's own report, without the transport: the VAD's stop -> the first
+ * audio written to the room, minus the engines' stages (STT, LLM, TTS first byte), so the
+ * end-of-turn wait, the pipeline and the face; `pipeline_ms`: the same without the end-of-turn
+ * wait. A complete utterance during which bot audio was heard is not a reply sample
+ * (`replies_not_measured`). Each open utterance cut off is printed with the turn's decision.
+ * `TURNS_BENCH_REPEAT` (default 1) repeats the corpus; `TURNS_BENCH_PARTS` (complete,open,over)
+ * and `TURNS_BENCH_RULES` (ours,old) run a part.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { concat, rms, silence } from '../core/audio.ts';
 import { LocalTTSService } from '../plugins/local/index.ts';
 import { RoomVisitor, waitFor } from '../test/agent/room-visitor.ts';
@@ -30,6 +35,8 @@ import { percentile, printJson, printTable } from './table.ts';
 const RATE = 16_000;
 const LOUD = 0.02;
 const REPEAT = Number(process.env.TURNS_BENCH_REPEAT ?? 1);
+/** Which parts to run (comma-separated `complete,open,over`; default all) and for which rules (`ours,old`): a diagnosis can run one. */
+const PARTS = new Set((process.env.TURNS_BENCH_PARTS ?? 'complete,open,over').split(','));
 const VOICES = [
   ['en-us', 175],
   ['en', 150],
@@ -75,7 +82,15 @@ interface Figures {
   replyMs: number[];
   oursMs: number[];
   endOfTurnMs: number[];
+  /** `ours` without the end-of-turn wait: the pipeline and the face alone. */
+  pipelineMs: number[];
+  /** Complete utterances not measured: the bot was heard while the visitor spoke. */
+  notQuiet: number;
   cutOffs: Record<number, { n: number; cut: number }>;
+  /** Why each cut-off happened: the turn's decision and the words heard before it. */
+  cutCauses: string[];
+  /** The longest stall of this process (the visitor's microphone) during each open utterance, and during the cut ones. */
+  stallMs: { all: number[]; cut: number[] };
   backchannels: { n: number; resumed: number };
   interruptions: { n: number; cut: number; within100: number; cutMs: number[] };
   preemptive?: { started: number; used: number; discarded: number };
@@ -85,6 +100,8 @@ export async function run(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-turns-'));
   let server: ServerProcess | undefined;
   const load: number[] = [];
+  const stalls = monitorEventLoopDelay({ resolution: 10 });
+  stalls.enable();
   try {
     server = await startServerProcess({ SVC_DATA_DIR: dataDir, DATABASE_URL: '' });
     const key = server.firstKey!;
@@ -105,21 +122,22 @@ export async function run(): Promise<void> {
     // The corpus, once for both.
     const complete: Int16Array[] = [];
     for (const [voice, wpm] of VOICES) for (const text of COMPLETE) complete.push(await speak(text, voice, wpm));
-    const open: Array<[Int16Array, Int16Array]> = [];
-    for (const [voice, wpm] of VOICES.slice(0, 2)) for (const [a, b] of OPEN) open.push([await speak(a, voice, wpm), await speak(b, voice, wpm)]);
-    open.push(...humanOpen());
+    const open: Array<[Int16Array, Int16Array, string]> = [];
+    for (const [voice, wpm] of VOICES.slice(0, 2)) for (const [a, b] of OPEN) open.push([await speak(a, voice, wpm), await speak(b, voice, wpm), `${voice}@${wpm} "${a}"`]);
+    open.push(...humanOpen().map(([a, b], i) => [a, b, `human ${i + 1}`] as [Int16Array, Int16Array, string]));
     const backchannels = await Promise.all(BACKCHANNELS.map((t) => speak(t, 'en-us', 190)));
     const interruptions = await Promise.all(INTERRUPTIONS.map((t) => speak(t, 'en-us', 175)));
     const storyPrompt = await speak('Tell me a joke', 'en-us', 175);
 
     const results: Record<string, Figures> = {};
-    for (const [name, agentId] of Object.entries(setups)) {
+    const rules = new Set((process.env.TURNS_BENCH_RULES ?? 'ours,old').split(','));
+    for (const [name, agentId] of Object.entries(setups).filter(([name]) => rules.has(name))) {
       const res = await fetch(`${server.url}/v1/public/agents/connect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ agent_id: agentId }) });
       const session = (await res.json()) as { room_url: string; token: string };
       const v = await RoomVisitor.join(session.room_url, session.token);
       v.sendMessage({ type: 'client-ready', version: '1.0.0' });
       await waitFor(() => v.ofType('bot-state').some((m) => m.state === 'listening'), 20_000);
-      const f: Figures = { replyMs: [], oursMs: [], endOfTurnMs: [], cutOffs: {}, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
+      const f: Figures = { replyMs: [], oursMs: [], endOfTurnMs: [], pipelineMs: [], notQuiet: 0, cutOffs: {}, cutCauses: [], stallMs: { all: [], cut: [] }, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
       const quiet = async () => {
         // Until the bot has been silent for a second.
         await waitFor(() => !v.speaking && !v.audioLevels.some((a) => a.at > Date.now() - 1000 && a.rms > LOUD), 30_000);
@@ -130,33 +148,57 @@ export async function run(): Promise<void> {
       };
       for (let r = 0; r < REPEAT; r++) {
         // 1. Complete utterances: reply latency.
-        for (const pcm of complete) {
+        for (const pcm of PARTS.has('complete') ? complete : []) {
           await quiet();
           const reports = v.ofType('latency-report').length;
+          const saidAt = Date.now();
           await sayAndWait(concat([pcm, silence(100, RATE)]));
           const lastLoud = v.lastLoudSentAt;
           if (!(await waitFor(() => v.ofType('latency-report').length > reports && v.audioLevels.some((a) => a.at > lastLoud && a.rms > LOUD), 15_000))) continue;
+          // Bot audio heard while the visitor spoke: the bot was not quiet (a stalled machine can
+          // hide a second of its answer), so the next loud audio is not the reply: not a sample.
+          if (v.audioLevels.some((a) => a.at >= saidAt && a.at <= lastLoud && a.rms > LOUD)) {
+            f.notQuiet++;
+            continue;
+          }
           f.replyMs.push(v.audioLevels.find((a) => a.at > lastLoud && a.rms > LOUD)!.at - lastLoud);
           const report = v.ofType('latency-report').at(-1)! as { user_stopped_to_bot_audio_ms: number; stages: Record<string, number | null> };
           const engines = ['stt_ms', 'llm_ttfb_ms', 'tts_ttfb_ms'].reduce((sum, k) => sum + (report.stages[k] ?? 0), 0);
-          f.oursMs.push(Math.max(0, report.user_stopped_to_bot_audio_ms - engines));
+          const ours = Math.max(0, report.user_stopped_to_bot_audio_ms - engines);
+          f.oursMs.push(ours);
           f.endOfTurnMs.push(report.stages.end_of_turn_ms ?? 0);
+          // The end-of-turn wait and the STT's final run side by side from the VAD's stop: the longer counts once.
+          const eot = report.stages.end_of_turn_ms ?? 0;
+          const stt = report.stages.stt_ms ?? 0;
+          f.pipelineMs.push(Math.max(0, ours + stt - Math.max(eot, stt)));
         }
         // 2. Open utterances: was the turn ended inside the pause?
-        for (const pauseMs of PAUSES) {
-          for (const [a, b] of open) {
+        for (const pauseMs of PARTS.has('open') ? PAUSES : []) {
+          for (const [a, b, label] of open) {
             await quiet();
             const mark = v.messages.length;
+            // The microphone sends queued speech from now on, in real time (later, never sooner,
+            // when this process stalls): the server cannot hear the second part before this.
+            const secondAt = Date.now() + (a.length / RATE) * 1000 + pauseMs;
+            stalls.reset();
             await sayAndWait(concat([a, silence(pauseMs, RATE), b, silence(100, RATE)]));
-            // When the second part began to be sent: the turn ended before it (or as it began) is a cut-off.
-            const secondAt = Date.now() - ((b.length / RATE) * 1000 + 100);
             const c = (f.cutOffs[pauseMs] ??= { n: 0, cut: 0 });
             c.n++;
-            if (v.messages.slice(mark).some((m) => m.message.type === 'user-stopped-speaking' && m.at < secondAt + 100)) c.cut++;
+            const stall = Math.round(stalls.max / 1e6);
+            f.stallMs.all.push(stall);
+            // A turn ended before the second part began (its first 150 ms cannot end a turn either: the VAD's start is 200 ms).
+            const cutAt = v.messages.slice(mark).find((m) => m.message.type === 'user-stopped-speaking' && m.at < secondAt + 150)?.at;
+            if (cutAt === undefined) continue;
+            c.cut++;
+            f.stallMs.cut.push(stall);
+            await waitFor(() => v.messages.slice(mark).some((m) => m.message.type === 'latency-report'), 5000);
+            const decision = v.messages.slice(mark).find((m) => m.message.type === 'latency-report')?.message.turn_decision;
+            const heard = v.messages.slice(mark).filter((m) => m.message.type === 'user-transcription' && m.at <= cutAt + 50).map((m) => m.message.text);
+            f.cutCauses.push(`${pauseMs} ms, ${label}: ${String(decision)}, words ${JSON.stringify(heard)}, stall ${stall} ms`);
           }
         }
         // 3. Backchannels and 4. real interruptions over the bot's answer.
-        for (const [kind, list] of [['backchannel', backchannels], ['interruption', interruptions]] as const) {
+        for (const [kind, list] of PARTS.has('over') ? ([['backchannel', backchannels], ['interruption', interruptions]] as const) : []) {
           for (const pcm of list) {
             await quiet();
             const mark = v.messages.length;
@@ -204,15 +246,18 @@ export async function run(): Promise<void> {
     }
 
     const row = (name: string) => {
-      const f = results[name]!;
+      const f = results[name] ?? { replyMs: [], oursMs: [], endOfTurnMs: [], pipelineMs: [], notQuiet: 0, cutOffs: {}, cutCauses: [], stallMs: { all: [], cut: [] }, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
       const rate = (a: number, n: number) => (n ? Math.round((a / n) * 1000) / 10 : null);
       return {
         reply_p50_ms: percentile(f.replyMs, 50),
         reply_p99_ms: percentile(f.replyMs, 99),
         replies: f.replyMs.length,
+        replies_not_measured: f.notQuiet,
         end_of_turn_p50_ms: percentile(f.endOfTurnMs, 50),
         ours_p50_ms: percentile(f.oursMs, 50),
         ours_p99_ms: percentile(f.oursMs, 99),
+        pipeline_p50_ms: percentile(f.pipelineMs, 50),
+        pipeline_p99_ms: percentile(f.pipelineMs, 99),
         ...Object.fromEntries(PAUSES.map((p) => [`cut_off_${p}ms_pct`, rate(f.cutOffs[p]?.cut ?? 0, f.cutOffs[p]?.n ?? 0)])),
         open_utterances: Object.values(f.cutOffs).reduce((n, c) => n + c.n, 0),
         backchannels_resumed_pct: rate(f.backchannels.resumed, f.backchannels.n),
@@ -226,11 +271,16 @@ export async function run(): Promise<void> {
         preemptive_discarded: f.preemptive?.discarded ?? 0,
       };
     };
+    for (const [name, f] of Object.entries(results)) {
+      if (f.cutCauses.length) console.log(`${name}: cut-offs\n  ${f.cutCauses.join('\n  ')}`);
+      if (f.stallMs.all.length) console.log(`${name}: visitor stalls during open utterances p50 ${percentile(f.stallMs.all, 50)} ms, max ${Math.max(...f.stallMs.all)} ms`);
+    }
     const ours = row('ours');
     const old = row('old');
     printTable(Object.keys(ours).map((k) => ({ figure: k, 'ours (analyzer, 200 ms pause)': String((ours as Record<string, unknown>)[k]), 'old rule (800 ms)': String((old as Record<string, unknown>)[k]) })));
     printJson('turns', { ours, old_rule: old, load_avg: Math.max(...load), corpus: { complete: 7 * VOICES.length, open: OPEN.length * 2 + humanOpen().length, pauses_ms: PAUSES, backchannels: BACKCHANNELS.length, interruptions: INTERRUPTIONS.length, repeat: REPEAT } });
   } finally {
+    stalls.disable();
     server?.kill('SIGTERM');
     const exited = await Promise.race([server?.exited, new Promise((r) => setTimeout(() => r('timeout'), 10_000))]);
     if (exited === 'timeout') server?.kill('SIGKILL');

@@ -44,7 +44,7 @@ const userTurns = (v: { context: { messages(): { role: string; content: string |
 
 test('defaults: a 200 ms pause, then unsure and incomplete bounds; preemptive replies and false-interruption resume on', (t) => {
   t.is(VAD_DEFAULTS.stopMs, 200);
-  t.like(TURN_DEFAULTS, { unsureMs: 1000, incompleteMs: 2500, preemptiveGeneration: true, resumeFalseInterruptions: true, falseInterruptionMs: 600, backchannelMaxMs: 900 });
+  t.like(TURN_DEFAULTS, { unsureMs: 1500, incompleteMs: 2500, preemptiveGeneration: true, resumeFalseInterruptions: true, falseInterruptionMs: 600, backchannelMaxMs: 900 });
   const turns = new TurnProcessor(new RuleTurnAnalyzer());
   t.is(turns.settings.unsureMs, TURN_DEFAULTS.unsureMs);
   const tuned = new TurnProcessor(null, { unsureMs: 700, incompleteMs: 1800, falseInterruptionMs: 300, backchannelMaxMs: 500, preemptiveGeneration: false, resumeFalseInterruptions: false, backchannelWords: ['si si'] });

@@ -104,7 +104,7 @@ export const advancedSchema: JsonSchema = {
     max_video_source_dimension: { type: 'integer', minimum: 64, maximum: 4096, description: 'Longest side, in pixels, of images and video the agent works from (default 1280).' },
     llm_max_tokens: { type: 'integer', minimum: 1, maximum: 32_768, description: 'Most tokens the language model may produce per answer (default 1024).' },
     turn_pause_ms: { type: 'integer', ...AGENT_LIMITS.turnPauseMs, description: "Silence (ms) after the visitor's speech before the turn analyzer decides whether the turn is over (default 200)." },
-    turn_unsure_ms: { type: 'integer', ...AGENT_LIMITS.turnUnsureMs, description: 'Silence (ms) that ends a turn the analyzer is unsure about (default 1000). At least `turn_pause_ms`.' },
+    turn_unsure_ms: { type: 'integer', ...AGENT_LIMITS.turnUnsureMs, description: 'Silence (ms) that ends a turn the analyzer is unsure about (default 1500). At least `turn_pause_ms`.' },
     turn_incomplete_ms: { type: 'integer', ...AGENT_LIMITS.turnIncompleteMs, description: 'Silence (ms) that ends a turn the analyzer judged unfinished, a pause to think (default 2500). At least `turn_unsure_ms`.' },
     preemptive_generation: { type: 'boolean', description: 'Start the answer during an undecided pause, played only if the turn ends with the same words (default true).' },
     resume_false_interruptions: { type: 'boolean', description: 'Visitor sound over the agent pauses it, and a backchannel ("uh-huh") or no words resumes it; false: any sound cuts it (default true). Needs `behaviour.allow_interruption`.' },
