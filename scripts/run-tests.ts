@@ -1,9 +1,11 @@
 /**
- * The test suite's runner (`npm test`): ava twice at once, in two lanes, each in a process group of
- * its own. Heavy files (scripts/test-lanes.ts: chromium, WebRTC, bot sessions, child processes)
- * run one at a time, so two of them never share the 2 cores; light files run beside them, one at a
- * time too (they finish long before the heavy lane, so more would only slow the heavy file of the
- * moment). `node --import tsx scripts/run-tests.ts [files...]` runs the given files the same way.
+ * The test suite's runner (`npm test`): two lanes at once, each ava run in a process group of its
+ * own. Heavy files (scripts/test-lanes.ts: chromium, WebRTC, bot sessions, child processes) run one
+ * at a time, each in an ava run of its own, so two of them never share the 2 cores and each one's
+ * wall time is printed (`[heavy] file ... N s`: a CI run that ran out of time says where it went);
+ * light files run beside them in one ava run, one at a time too (they finish long before the heavy
+ * lane, so more would only slow the heavy file of the moment).
+ * `node --import tsx scripts/run-tests.ts [files...]` runs the given files the same way.
  *
  * A killed run leaves nothing behind, however it ends:
  * - SIGINT, SIGTERM, SIGHUP to the runner: both lanes' process trees get SIGTERM, SIGKILL after
@@ -40,12 +42,15 @@ const EXIT_WITH_PARENT = join(ROOT, 'test', 'support', 'exit-with-parent.mjs');
 
 interface Lane {
   readonly name: 'heavy' | 'light';
-  readonly child: ChildProcess;
+  /** The lane's ava run of the moment (the heavy lane starts one per file). */
+  child?: ChildProcess;
   readonly startedAt: number;
   passed: number;
   failed: number;
   wallMs?: number;
   code?: number | null;
+  /** Settles with the lane's exit code: 0 when every ava run of it passed. */
+  done?: Promise<number | null>;
 }
 
 const options = resolveOptions(RUN_TESTS_DEFAULTS, {
@@ -59,18 +64,27 @@ if (process.env.RUN_TESTS_VERBOSE) for (const [file, why] of lanes.reasons) cons
 const runStartedAt = Date.now();
 const coreDir = coreDumpDirectory();
 const running: Lane[] = [];
-if (lanes.heavy.length) running.push(startLane('heavy', lanes.heavy, options.heavyConcurrency));
-if (lanes.light.length) running.push(startLane('light', lanes.light, options.lightConcurrency));
-
 let stopping = false;
+let stopExitCode = 1;
+if (lanes.heavy.length) running.push(startLane('heavy', lanes.heavy, options.heavyConcurrency, true));
+if (lanes.light.length) running.push(startLane('light', lanes.light, options.lightConcurrency, false));
+
 for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => stop(sig, sig === 'SIGINT' ? 130 : 143));
 const watched = ancestorsToWatch();
 const watch = setInterval(() => {
   if (watched.some((pid) => !isRunning(pid))) stop('parent gone', 137, true);
 }, options.watchIntervalMs);
 
-const codes = await Promise.all(running.map((lane) => new Promise<number | null>((resolve) => lane.child.once('exit', (code) => resolve(code)))));
+const codes = await Promise.all(running.map((lane) => lane.done!));
 clearInterval(watch);
+// Stopped: the runner exits once nothing of the lanes' process groups is left, or when the grace
+// timer of stop() has killed what was (a child ignoring SIGTERM).
+if (stopping) {
+  for (;;) {
+    if (running.every((lane) => !groupAlive(lane.child?.pid))) process.exit(stopExitCode);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
 const passed = running.reduce((n, l) => n + l.passed, 0);
 const failed = running.reduce((n, l) => n + l.failed, 0) + codes.filter((c, i) => c !== 0 && running[i]!.failed === 0).length;
 for (const lane of running) console.log(`run-tests: ${lane.name} lane ${((lane.wallMs ?? 0) / 1000).toFixed(0)} s, exit ${lane.code}`);
@@ -78,16 +92,35 @@ reportCoreDumps();
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(codes.every((c) => c === 0) ? 0 : 1);
 
-function startLane(name: Lane['name'], files: readonly string[], concurrency: number): Lane {
+function startLane(name: Lane['name'], files: readonly string[], concurrency: number, filePerRun: boolean): Lane {
+  const lane: Lane = { name, startedAt: performance.now(), passed: 0, failed: 0 };
+  lane.done = (async () => {
+    let code: number | null = 0;
+    for (const batch of filePerRun ? files.map((f) => [f]) : [files]) {
+      if (stopping) break;
+      const startedAt = performance.now();
+      const exit = await runAva(lane, batch, concurrency);
+      if (filePerRun) console.log(`[${name}] file ${batch[0]} ${((performance.now() - startedAt) / 1000).toFixed(1)} s${exit === 0 ? '' : `, exit ${exit}`}`);
+      if (exit !== 0) code = exit;
+    }
+    lane.wallMs = performance.now() - lane.startedAt;
+    lane.code = code;
+    return code;
+  })();
+  return lane;
+}
+
+/** One ava run of the lane, in a process group of its own; settles with its exit code. */
+function runAva(lane: Lane, files: readonly string[], concurrency: number): Promise<number | null> {
   // Core dumps on (the kernel writes `core` into the crashing process's directory, the
   // repository): a SIGSEGV of chromium or of a worker is then named after the run (scripts/core-backtrace.sh).
   const child = spawn('/bin/sh', ['-c', 'ulimit -c unlimited 2>/dev/null; exec "$0" "$@"', process.execPath, '--import', EXIT_WITH_PARENT, AVA, `--concurrency=${concurrency}`, ...files], {
     cwd: ROOT,
     detached: true, // a process group of its own, ended as one
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, SVC_TEST_LANE: name },
+    env: { ...process.env, SVC_TEST_LANE: lane.name },
   });
-  const lane: Lane = { name, child, startedAt: performance.now(), passed: 0, failed: 0 };
+  lane.child = child;
   for (const stream of [child.stdout!, child.stderr!]) {
     let rest = '';
     stream.on('data', (d: Buffer) => {
@@ -97,11 +130,7 @@ function startLane(name: Lane['name'], files: readonly string[], concurrency: nu
     });
     stream.on('end', () => rest && print(lane, rest));
   }
-  child.once('exit', (code) => {
-    lane.wallMs = performance.now() - lane.startedAt;
-    lane.code = code;
-  });
-  return lane;
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve(signal ? null : code)));
 }
 
 /** A line of a lane's output, prefixed with the lane; its ava summary counted. */
@@ -160,12 +189,14 @@ function coreDumpDirectory(): string | undefined {
 function stop(why: string, exitCode: number, now = false): void {
   if (stopping) return;
   stopping = true;
+  stopExitCode = exitCode;
   console.error(`run-tests: stopping (${why}): ending both lanes and everything they started`);
   const kill = (sig: NodeJS.Signals) => {
     for (const lane of running) {
-      signalDescendants(lane.child.pid!, sig);
+      if (!lane.child?.pid) continue;
+      signalDescendants(lane.child.pid, sig);
       try {
-        process.kill(-lane.child.pid!, sig);
+        process.kill(-lane.child.pid, sig);
       } catch {
         // ended
       }
@@ -176,10 +207,22 @@ function stop(why: string, exitCode: number, now = false): void {
     process.exit(exitCode);
   }
   kill('SIGTERM');
+  // Not unref'd: the runner stays until the grace ends, however soon the lanes' ava runs exit.
   setTimeout(() => {
     kill('SIGKILL');
     process.exit(exitCode);
-  }, options.graceMs).unref();
+  }, options.graceMs);
+}
+
+/** Whether a process of the group `pgid` leads still runs. */
+function groupAlive(pgid: number | undefined): boolean {
+  if (!pgid) return false;
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /**
