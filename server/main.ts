@@ -60,7 +60,6 @@ const lines = [
   `  storage:    ${config.storage.driver}`,
   `  jobs:       ${config.jobs.runWorker ? `worker here (${config.jobs.concurrency} at once, ${config.jobs.organizationConcurrency} per organization)` : 'no worker here (SVC_WORKER=off): run npm run worker'}`,
   `  plugins:    ${plugins.join(', ') || '(none)'}`,
-  ...speech.lines,
   `  REST API:   ${url}/v1`,
   `  OpenAPI:    ${url}/v1/openapi.json`,
   `  Reference:  ${url}/v1/docs`,
