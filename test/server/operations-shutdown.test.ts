@@ -110,7 +110,7 @@ test.serial('SIGTERM: /readyz turns 503 first, new sessions and face connections
   t.is(await realtimeOffer(proc), 503, 'no new face connections');
 
   relay.resume();
-  const code = await Promise.race([proc.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 90_000))]);
+  const code = await Promise.race([proc.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 90_000).unref())]);
   t.is(code, 0, proc.output);
   const client = new pg.Client({ connectionString: db.url });
   await client.connect();
@@ -141,7 +141,7 @@ test.serial('connects in flight at SIGTERM are answered 503 server_busy, none re
     t.is(answer.status, 503, JSON.stringify(answer.body));
     t.like(answer.body, { error_code: 'server_busy', retry_after_seconds: 5 });
   }
-  const code = await Promise.race([proc.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 90_000))]);
+  const code = await Promise.race([proc.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 90_000).unref())]);
   t.is(code, 0, proc.output);
   const client = new pg.Client({ connectionString: db.url });
   await client.connect();
@@ -167,7 +167,7 @@ test.serial('a second SIGTERM during a slow shutdown exits at once', async (t) =
   t.false(exitedEarly, 'the first SIGTERM is still waiting for the session');
   proc.kill('SIGTERM');
   // Bound only to catch a hang: the grace period left is about a minute.
-  const code = await Promise.race([proc.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 20_000))]);
+  const code = await Promise.race([proc.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 20_000).unref())]);
   t.is(code, 143);
   t.regex(proc.output, /second SIGTERM during shutdown: exiting now/);
   relay.resume();
