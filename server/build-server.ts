@@ -62,6 +62,12 @@ export interface ServerParts {
    * human-portrait face opened once, waited for before the server is built.
    */
   readonly faceEngine?: Promise<unknown>;
+  /**
+   * On the embedded database, whether `listen()` shares it over its Unix socket with the CLI and
+   * other local processes (db/pglite-socket.ts); default true. A program that embeds the server
+   * and keeps its database to itself passes false: the CLI then finds the directory in use.
+   */
+  readonly shareEmbeddedDatabase?: boolean;
 }
 
 /** A server as `buildServer` assembled it; the surfaces not chosen are absent. */
@@ -180,7 +186,7 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
     async listen() {
       // The embedded database is shared with the CLI and other local processes over a Unix
       // socket (db/pglite-socket.ts); without it they would find the directory locked.
-      if (!config.databaseUrl && !sharedDatabase) {
+      if (!config.databaseUrl && !sharedDatabase && parts.shareEmbeddedDatabase !== false) {
         sharedDatabase = await servePgliteSocket(core.db, join(config.dataDir, 'pglite'), { logger }).catch((err: Error) => {
           logger.warn({ err }, 'the embedded database is not shared: the CLI cannot reach it while this server runs');
           return null;

@@ -27,7 +27,7 @@ test.serial('embedded PGlite: the same migrations and API work, errors keep thei
 });
 
 test.serial('a server that does not share the embedded database (embedded in another program, no socket): the CLI refuses, naming the process', async (t) => {
-  const s = await startTestServer({ label: 'pglite_lock', pglite: true });
+  const s = await startTestServer({ label: 'pglite_lock', pglite: true, parts: { shareEmbeddedDatabase: false } });
   try {
     const child = spawnSync(process.execPath, ['bin/svc.js', 'keys', 'list', '--org', 'org-a'], {
       env: { ...process.env, DATABASE_URL: '', SVC_DATA_DIR: s.dataDir }, encoding: 'utf8', timeout: 60_000,
