@@ -99,6 +99,8 @@ export interface CapacityGate {
   snapshot(): CapacitySnapshot;
   /** Reports one face frame emitted `lateMs` after its due time (feeds the late-frame check; cheap). */
   recordFrameLateness(lateMs: number): void;
+  /** A session starts up: its frames and its neighbours' are not judged until the returned function is called and the start-up has settled (LoadMeter.startup). */
+  startingUp(): () => void;
   /** The load meter the gate judges from (the REST guard reads the same one). */
   readonly meter: LoadMeter;
   /** Stops the load sampler's timer (leases stay valid). */
@@ -186,6 +188,7 @@ export function createCapacityGate(options: CapacityGateOptions = {}): CapacityG
     recordFrameLateness(lateMs) {
       meter.frame(lateMs);
     },
+    startingUp: () => meter.startup(),
     close() {
       ownMeter?.close();
     },

@@ -14,6 +14,15 @@
  *   gives way before any bot's frame is late and before the capacity gate refuses a visitor; the
  *   rate condition keeps an occasional request on a machine busy for other reasons from being shed.
  *
+ * - A client that goes on after its refusals is slowed: once it has had more than
+ *   REST_LIMITS.refusalsBeforeHold refusals (429 or 503) within about REST_LIMITS.holdWindowMs,
+ *   each further refusal is answered only after REST_LIMITS.holdMs (its Retry-After was at least
+ *   that: a client that honours it loses nothing). A load generator that never waits (wrk with
+ *   20 connections asked about 9,000 times a second, nearly all 429s, and the answers alone took
+ *   the API's core from the live bots: their frames left late and visitors were refused) then
+ *   gets one answer per connection per hold. Beyond REST_LIMITS.maxHeldPerClient answers held
+ *   at once, a refusal is answered at once with `Connection: close`.
+ *
  * Visitors' paths (the Session API's connect and release, the widget, the demo page) and health
  * and metrics are never limited or shed: a visitor is refused only by the agent's
  * `max_concurrency` or by the capacity gate.
@@ -35,6 +44,22 @@ export const REST_LIMITS = {
   shedMinRate: 50,
   /** `Retry-After` of a shed request (s): the lag falls within a window once the flood stops. */
   shedRetryAfterSeconds: 1,
+  /** Refusals a client may have within about holdWindowMs before its further refusals are held. */
+  refusalsBeforeHold: 10,
+  /** How long a client's refusals are remembered (the count decays with this time constant, ms). */
+  holdWindowMs: 10_000,
+  /** How long a held refusal waits before it is sent (ms); no more than any Retry-After given. */
+  holdMs: 1_000,
+  /** Refusals held at once for one client; past it they are answered at once and the connection closed. */
+  maxHeldPerClient: 256,
+  /**
+   * While live sessions run, REST requests served at once; the others wait their turn in arrival
+   * order. Twenty at once made event-loop turns of several ms each (a socket read and a database
+   * answer per request per turn), and the bots' frame timers waited behind them.
+   */
+  concurrentWhileLive: 4,
+  /** Requests waiting for their turn; past it, 503 `server_busy` at once (answered as a shed request). */
+  maxWaitingWhileLive: 512,
 } as const;
 
 /** What the configuration says of the guard (config/env.ts reads `SVC_RATE_LIMIT`, `SVC_REST_SHED_LAG_MS`). */
@@ -53,11 +78,17 @@ export interface RestGuardOptions extends RestGuardSettings {
   readonly exempt?: (path: string, method: string) => boolean;
   /** Buckets kept (default REST_LIMITS.maxBuckets). */
   readonly maxBuckets?: number;
+  /** REST requests served at once while live sessions run (default REST_LIMITS.concurrentWhileLive; Infinity: no bound). */
+  readonly concurrentWhileLive?: number;
+  /** When refusals are held (defaults from REST_LIMITS). */
+  readonly hold?: { readonly refusalsBeforeHold?: number; readonly holdMs?: number; readonly maxHeldPerClient?: number };
 }
 
 export interface RestGuardStats {
   readonly rateLimited: number;
   readonly shed: number;
+  /** Refusals answered after the hold (a client that went on after its refusals). */
+  readonly held: number;
   readonly shedding: boolean;
   /** Clients with a bucket now. */
   readonly buckets: number;
@@ -84,6 +115,11 @@ export function isVisitorOrHealthPath(path: string): boolean {
 interface Bucket {
   tokens: number;
   at: number;
+  /** Recent refusals, decaying with REST_LIMITS.holdWindowMs, and when it was last updated. */
+  strikes: number;
+  struckAt: number;
+  /** Refusals of this client being held now. */
+  held: number;
 }
 
 export function createRestGuard(options: RestGuardOptions): RestGuard {
@@ -92,21 +128,32 @@ export function createRestGuard(options: RestGuardOptions): RestGuard {
   const exempt = options.exempt ?? isVisitorOrHealthPath;
   const buckets = new Map<string, Bucket>();
   const maxBuckets = options.maxBuckets ?? REST_LIMITS.maxBuckets;
-  const counts = { rateLimited: 0, shed: 0 };
-  let lastShedding = false;
-
-  /** Takes a token from the client's bucket: what is left, and the seconds until one is back when none was. */
-  const take = (client: string, now: number): { remaining: number; resetSeconds: number; retryAfterSeconds?: number } => {
-    const { ratePerSecond, burst } = limit!;
+  const counts = { rateLimited: 0, shed: 0, held: 0 };
+  const turns = { serving: 0, waiting: [] as (() => void)[] };
+  const concurrentWhileLive = options.concurrentWhileLive ?? REST_LIMITS.concurrentWhileLive;
+  const hold = {
+    refusalsBeforeHold: options.hold?.refusalsBeforeHold ?? REST_LIMITS.refusalsBeforeHold,
+    holdMs: options.hold?.holdMs ?? REST_LIMITS.holdMs,
+    maxHeldPerClient: options.hold?.maxHeldPerClient ?? REST_LIMITS.maxHeldPerClient,
+  };
+  /** A client's bucket and refusal record, created on its first request (the least recently seen dropped past maxBuckets). */
+  const bucketOf = (client: string, now: number): Bucket => {
     let bucket = buckets.get(client);
     if (bucket) buckets.delete(client); // re-inserted below: Map order is recency
     else {
-      bucket = { tokens: burst, at: now };
+      bucket = { tokens: limit?.burst ?? 0, at: now, strikes: 0, struckAt: now, held: 0 };
       if (buckets.size >= maxBuckets) buckets.delete(buckets.keys().next().value!);
     }
+    buckets.set(client, bucket);
+    return bucket;
+  };
+  let lastShedding = false;
+
+  /** Takes a token from the client's bucket: what is left, and the seconds until one is back when none was. */
+  const take = (bucket: Bucket, now: number): { remaining: number; resetSeconds: number; retryAfterSeconds?: number } => {
+    const { ratePerSecond, burst } = limit!;
     bucket.tokens = Math.min(burst, bucket.tokens + ((now - bucket.at) / 1000) * ratePerSecond);
     bucket.at = now;
-    buckets.set(client, bucket);
     const refused = bucket.tokens < 1;
     if (!refused) bucket.tokens -= 1;
     const resetSeconds = Math.ceil((burst - bucket.tokens) / ratePerSecond);
@@ -119,7 +166,26 @@ export function createRestGuard(options: RestGuardOptions): RestGuard {
     return (lastShedding = load.eventLoopLagMs > shedLagMs && load.requestRate >= REST_LIMITS.shedMinRate);
   };
 
-  const refuse = (ctx: Koa.Context, status: number, code: string, message: string, retryAfterSeconds: number) => {
+  /**
+   * Answers a refusal: at once for a client's first refusals; after `holdMs` once it has gone on
+   * past `refusalsBeforeHold` of them; at once with the connection closed when it already has
+   * `maxHeldPerClient` answers waiting.
+   */
+  const refuse = async (ctx: Koa.Context, bucket: Bucket, now: number, status: number, code: string, message: string, retryAfterSeconds: number) => {
+    bucket.strikes = bucket.strikes * Math.exp(-(now - bucket.struckAt) / REST_LIMITS.holdWindowMs) + 1;
+    bucket.struckAt = now;
+    if (bucket.strikes > hold.refusalsBeforeHold) {
+      if (bucket.held >= hold.maxHeldPerClient) ctx.set('Connection', 'close');
+      else {
+        bucket.held++;
+        counts.held++;
+        try {
+          await new Promise((resolve) => setTimeout(resolve, Math.min(hold.holdMs, retryAfterSeconds * 1000)));
+        } finally {
+          bucket.held--;
+        }
+      }
+    }
     ctx.status = status;
     ctx.set('Retry-After', String(retryAfterSeconds));
     ctx.set('Cache-Control', 'private, no-store');
@@ -129,25 +195,39 @@ export function createRestGuard(options: RestGuardOptions): RestGuard {
   const middleware: Koa.Middleware = async (ctx, next) => {
     if (exempt(ctx.path, ctx.method) || ctx.method === 'OPTIONS') return next();
     options.meter.request();
+    const now = performance.now();
+    const key = ctx.get('x-api-key');
+    // The key itself is a secret: buckets are named by its hash (and a guessed key with a real
+    // key's prefix does not share that key's bucket).
+    const client = () => (key ? `k:${createHash('sha256').update(key).digest('base64url')}` : `a:${ctx.ip}`);
+    let bucket: Bucket | undefined;
     if (limit) {
-      const key = ctx.get('x-api-key');
-      // The key itself is a secret: buckets are named by its hash (and a guessed key with a real
-      // key's prefix does not share that key's bucket).
-      const client = key ? `k:${createHash('sha256').update(key).digest('base64url')}` : `a:${ctx.ip}`;
-      const taken = take(client, performance.now());
+      bucket = bucketOf(client(), now);
+      const taken = take(bucket, now);
       ctx.set('RateLimit-Limit', String(limit.burst));
       ctx.set('RateLimit-Remaining', String(taken.remaining));
       ctx.set('RateLimit-Reset', String(taken.resetSeconds));
       if (taken.retryAfterSeconds !== undefined) {
         counts.rateLimited++;
-        return refuse(ctx, 429, 'rate_limited', `too many requests: at most ${limit.ratePerSecond} per second (bursts of ${limit.burst}) per API key`, taken.retryAfterSeconds);
+        return refuse(ctx, bucket, now, 429, 'rate_limited', `too many requests: at most ${limit.ratePerSecond} per second (bursts of ${limit.burst}) per API key`, taken.retryAfterSeconds);
       }
     }
-    if (shedding()) {
+    const shed = () => {
       counts.shed++;
-      return refuse(ctx, 503, 'server_busy', 'this server is serving live sessions at its limit; retry shortly', REST_LIMITS.shedRetryAfterSeconds);
+      return refuse(ctx, bucket ?? bucketOf(client(), now), now, 503, 'server_busy', 'this server is serving live sessions at its limit; retry shortly', REST_LIMITS.shedRetryAfterSeconds);
+    };
+    if (shedding()) return shed();
+    // While live sessions run, requests take turns, a few at a time, so the bots' frame timers get theirs.
+    if (options.liveSessions() === 0 || turns.serving < concurrentWhileLive) turns.serving++;
+    else if (turns.waiting.length >= REST_LIMITS.maxWaitingWhileLive) return shed();
+    else await new Promise<void>((resolve) => turns.waiting.push(resolve)); // the finishing request hands its turn over
+    try {
+      return await next();
+    } finally {
+      const following = turns.waiting.shift();
+      if (following) following();
+      else turns.serving--;
     }
-    return next();
   };
 
   return {

@@ -29,6 +29,8 @@ export interface BotCapacity {
   wouldRefuse(): 'full' | 'late_frames' | null;
   /** Counts a refusal decided from `wouldRefuse`. */
   recordRefusal(reason: 'full' | 'late_frames'): void;
+  /** A bot starts: frames are not judged until the returned function is called and the start has settled. */
+  startingUp?(): () => void;
 }
 
 export interface LiveSessionsOptions {
@@ -278,7 +280,15 @@ export class LiveSessions {
       agent = await this.options.agents.get(principal, row.agent_id);
       // A third_party agent's provider key is decrypted here, for this session's provider only.
       const stsApiKey = agent.mode === 'third_party' ? (await this.options.agents.providerKey(principal, row.agent_id)).apiKey : null;
-      local.running = await this.starts.run(() => this.options.runner.start({ sessionId, callId, agent, clientUserRef: request.clientUserRef, room, stsApiKey }));
+      local.running = await this.starts.run(async () => {
+        // The start-up's late frames (its own first ones, its neighbours' meanwhile) are not held against the process.
+        const started = this.options.capacity?.startingUp?.();
+        try {
+          return await this.options.runner.start({ sessionId, callId, agent, clientUserRef: request.clientUserRef, room, stsApiKey });
+        } finally {
+          started?.();
+        }
+      });
     } catch (err) {
       this.log.error({ err, sessionId }, 'bot start failed');
       // A failure that knows its reason records it (`tts_key_missing` from a provider that cannot

@@ -99,6 +99,35 @@ test.serial("the live sessions' frames leaving late refuse new work; too few fra
   running!.release();
 });
 
+test.serial("a session's start-up is not held against the process: frames reported while it starts and until it has settled are not judged; late frames after that refuse as before", async (t) => {
+  const meter = new LoadMeter({ cores: 2, windowMs: 100, startupSettleMs: 300 });
+  const gate = createCapacityGate({ limit: 8, meter });
+  t.teardown(() => {
+    gate.close();
+    meter.close();
+  });
+  const late = LOAD_WINDOW.lateFrameMs + 5;
+  const running = gate.tryAcquire()!;
+  const first = gate.startingUp();
+  const second = gate.startingUp();
+  for (let i = 0; i < 100; i++) gate.recordFrameLateness(late);
+  t.is(gate.snapshot().load.frames, 0, 'frames during start-ups are not counted');
+  const admitted = gate.tryAcquire();
+  t.truthy(admitted, 'admitted while two sessions start, their late first frames notwithstanding');
+  first();
+  first(); // idempotent: the second start-up still runs
+  t.true(meter.startingUp);
+  second();
+  for (let i = 0; i < 100; i++) gate.recordFrameLateness(late);
+  t.is(gate.snapshot().load.frames, 0, 'nor while the last start-up settles');
+  await until(() => !meter.startingUp, { timeoutMs: 5_000, what: 'the start-up to settle' });
+  for (let i = 0; i < 100; i++) gate.recordFrameLateness(late);
+  t.is(gate.tryAcquire(), null, 'late frames once settled refuse as before');
+  t.like(gate.snapshot(), { lastRefusal: 'late_frames' });
+  admitted?.release();
+  running.release();
+});
+
 test('a gate without the late-frame check admits by slots only', (t) => {
   const gate = createCapacityGate({ limit: 3, loadCheck: false });
   t.teardown(() => gate.close());

@@ -30,7 +30,7 @@ async function serve(t: import('ava').ExecutionContext, options: Omit<RestGuardO
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const get = async (path: string, key?: string) => {
     const res = await fetch(base + path, key ? { headers: { 'x-api-key': key } } : {});
-    return { status: res.status, headers: res.headers, body: (await res.json()) as any };
+    return { status: res.status, headers: res.headers, url: res.url, body: (await res.json()) as any };
   };
   return { guard, meter, get };
 }
@@ -52,6 +52,80 @@ test('a token bucket per API key: the RateLimit headers on every answer, 429 rat
   t.is((await get('/v1/agents', 'svc_key_b')).status, 200);
   t.is((await get('/v1/public/model-variants')).status, 200);
   t.is(guard.stats().rateLimited, 1);
+});
+
+test('a client that goes on after its refusals is slowed: past the first ones, each refusal is held before it is sent; past the held bound, answered at once with the connection closed', async (t) => {
+  const { guard, get } = await serve(t, { liveSessions: () => 0, rateLimit: { ratePerSecond: 0.01, burst: 1 }, shedding: false, hold: { refusalsBeforeHold: 3, holdMs: 600, maxHeldPerClient: 2 } });
+  t.is((await get('/v1/agents', 'svc_key_a')).status, 200);
+  for (let i = 0; i < 3; i++) t.is((await get('/v1/agents', 'svc_key_a')).status, 429);
+  t.is(guard.stats().held, 0, 'the first refusals are answered at once');
+  const startedAt = performance.now();
+  const held = await get('/v1/agents', 'svc_key_a');
+  // A lower bound only: the answer waited its hold (a loaded machine makes it longer, never shorter).
+  t.true(performance.now() - startedAt >= 550, `answered after ${Math.round(performance.now() - startedAt)} ms`);
+  t.is(held.status, 429);
+  t.like(held.body, { code: 'rate_limited' });
+  t.truthy(held.headers.get('retry-after'));
+  t.is(held.headers.get('ratelimit-remaining'), '0');
+  t.is(guard.stats().held, 1);
+  // Three at once: two are held (the bound), the third answered at once with Connection: close.
+  const answers = await Promise.all([0, 1, 2].map(async () => {
+    const res = await fetch(`${held.url}`, { headers: { 'x-api-key': 'svc_key_a' } });
+    await res.arrayBuffer();
+    return { status: res.status, connection: res.headers.get('connection') };
+  }));
+  t.deepEqual(answers.map((a) => a.status), [429, 429, 429]);
+  t.is(answers.filter((a) => a.connection === 'close').length, 1);
+  t.is(guard.stats().held, 3);
+  // Another key is not slowed by this one.
+  t.is((await get('/v1/agents', 'svc_key_b')).status, 200);
+});
+
+test('while live sessions run, REST requests take turns a few at a time, in arrival order; without live sessions there is no bound', async (t) => {
+  let live = 1;
+  const meter = new LoadMeter({ cores: 2, windowMs: 300 });
+  const guard = createRestGuard({ meter, liveSessions: () => live, rateLimit: false, shedding: false, concurrentWhileLive: 2 });
+  let serving = 0;
+  let most = 0;
+  const order: number[] = [];
+  const app = new Koa();
+  app.use(guard.middleware);
+  app.use(async (ctx) => {
+    serving++;
+    most = Math.max(most, serving);
+    order.push(Number(ctx.query.n));
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    serving--;
+    ctx.body = { ok: true };
+  });
+  const server = createServer(app.callback());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+    meter.close();
+  });
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const round = async () => {
+    const statuses: number[] = [];
+    const pending: Promise<void>[] = [];
+    for (let n = 0; n < 8; n++) {
+      pending.push(fetch(`${base}/v1/agents?n=${n}`).then(async (res) => {
+        await res.arrayBuffer();
+        statuses.push(res.status);
+      }));
+      await new Promise((resolve) => setTimeout(resolve, 5)); // arrivals in a known order
+    }
+    await Promise.all(pending);
+    return statuses;
+  };
+  t.deepEqual(await round(), Array(8).fill(200));
+  t.is(most, 2, 'two at a time while a session is live');
+  t.deepEqual(order, [0, 1, 2, 3, 4, 5, 6, 7], 'in arrival order');
+  live = 0;
+  most = 0;
+  t.deepEqual(await round(), Array(8).fill(200));
+  t.true(most > 2, `no bound without live sessions (${most} at once)`);
 });
 
 test("visitors' and health paths are never limited", async (t) => {
@@ -81,7 +155,9 @@ function burn(ms: number): void {
 
 test.serial('while live sessions run, a REST flood lagging the loop is shed 503 server_busy; nothing is shed without live sessions; the shedding stops once the lag falls', async (t) => {
   let live = 0;
-  const { guard, get } = await serve(t, { liveSessions: () => live, rateLimit: false });
+  // Refusals are never held here: this flood waits for its answers, so held 503s would slow it
+  // below the rate that sheds (the hold is the test above).
+  const { guard, get } = await serve(t, { liveSessions: () => live, rateLimit: false, hold: { refusalsBeforeHold: Infinity } });
   // A flood: many requests per second (the rate condition) while the loop stalls (the lag).
   const flood = async () => {
     for (let i = 0; i < 10; i++) {
