@@ -21,7 +21,9 @@
  *   20 connections asked about 9,000 times a second, nearly all 429s, and the answers alone took
  *   the API's core from the live bots: their frames left late and visitors were refused) then
  *   gets one answer per connection per hold. Beyond REST_LIMITS.maxHeldPerClient answers held
- *   at once, a refusal is answered at once with `Connection: close`.
+ *   at once, a refusal is answered at once with `Connection: close`. Its accepted requests are
+ *   paced evenly at its sustained rate (at most `holdMs` each), so the requests it is allowed do
+ *   not come in bursts whenever tokens or a pause in the shedding let them through.
  *
  * Visitors' paths (the Session API's connect and release, the widget, the demo page) and health
  * and metrics are never limited or shed: a visitor is refused only by the agent's
@@ -89,6 +91,8 @@ export interface RestGuardStats {
   readonly shed: number;
   /** Refusals answered after the hold (a client that went on after its refusals). */
   readonly held: number;
+  /** Accepted requests of such a client that waited for their paced turn. */
+  readonly paced: number;
   readonly shedding: boolean;
   /** Clients with a bucket now. */
   readonly buckets: number;
@@ -120,6 +124,8 @@ interface Bucket {
   struckAt: number;
   /** Refusals of this client being held now. */
   held: number;
+  /** When this client's next paced request may go on (ms, performance.now()): see `pace`. */
+  pacedUntil: number;
 }
 
 export function createRestGuard(options: RestGuardOptions): RestGuard {
@@ -128,7 +134,9 @@ export function createRestGuard(options: RestGuardOptions): RestGuard {
   const exempt = options.exempt ?? isVisitorOrHealthPath;
   const buckets = new Map<string, Bucket>();
   const maxBuckets = options.maxBuckets ?? REST_LIMITS.maxBuckets;
-  const counts = { rateLimited: 0, shed: 0, held: 0 };
+  const counts = { rateLimited: 0, shed: 0, held: 0, paced: 0 };
+  /** A client's refusals as they stand now (decaying with REST_LIMITS.holdWindowMs). */
+  const struck = (bucket: Bucket, now: number) => bucket.strikes * Math.exp(-(now - bucket.struckAt) / REST_LIMITS.holdWindowMs);
   const turns = { serving: 0, waiting: [] as (() => void)[] };
   const concurrentWhileLive = options.concurrentWhileLive ?? REST_LIMITS.concurrentWhileLive;
   const hold = {
@@ -141,7 +149,7 @@ export function createRestGuard(options: RestGuardOptions): RestGuard {
     let bucket = buckets.get(client);
     if (bucket) buckets.delete(client); // re-inserted below: Map order is recency
     else {
-      bucket = { tokens: limit?.burst ?? 0, at: now, strikes: 0, struckAt: now, held: 0 };
+      bucket = { tokens: limit?.burst ?? 0, at: now, strikes: 0, struckAt: now, held: 0, pacedUntil: 0 };
       if (buckets.size >= maxBuckets) buckets.delete(buckets.keys().next().value!);
     }
     buckets.set(client, bucket);
@@ -172,7 +180,7 @@ export function createRestGuard(options: RestGuardOptions): RestGuard {
    * `maxHeldPerClient` answers waiting.
    */
   const refuse = async (ctx: Koa.Context, bucket: Bucket, now: number, status: number, code: string, message: string, retryAfterSeconds: number) => {
-    bucket.strikes = bucket.strikes * Math.exp(-(now - bucket.struckAt) / REST_LIMITS.holdWindowMs) + 1;
+    bucket.strikes = struck(bucket, now) + 1;
     bucket.struckAt = now;
     if (bucket.strikes > hold.refusalsBeforeHold) {
       if (bucket.held >= hold.maxHeldPerClient) ctx.set('Connection', 'close');
@@ -212,6 +220,16 @@ export function createRestGuard(options: RestGuardOptions): RestGuard {
         return refuse(ctx, bucket, now, 429, 'rate_limited', `too many requests: at most ${limit.ratePerSecond} per second (bursts of ${limit.burst}) per API key`, taken.retryAfterSeconds);
       }
     }
+    // A client that went on after its refusals has its accepted requests paced too, evenly at its
+    // sustained rate, instead of in bursts whenever tokens or the shedding let them through.
+    if (bucket && limit && struck(bucket, now) > hold.refusalsBeforeHold) {
+      const at = Math.max(now, bucket.pacedUntil);
+      bucket.pacedUntil = at + 1000 / limit.ratePerSecond;
+      if (at > now) {
+        counts.paced++;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(at - now, hold.holdMs)));
+      }
+    }
     const shed = () => {
       counts.shed++;
       return refuse(ctx, bucket ?? bucketOf(client(), now), now, 503, 'server_busy', 'this server is serving live sessions at its limit; retry shortly', REST_LIMITS.shedRetryAfterSeconds);
@@ -224,8 +242,10 @@ export function createRestGuard(options: RestGuardOptions): RestGuard {
     try {
       return await next();
     } finally {
+      // The turn is handed over in the next turn of the event loop, after its timers (a bot's
+      // next frame is one): a queue of requests never runs back to back in one turn.
       const following = turns.waiting.shift();
-      if (following) following();
+      if (following) setImmediate(following);
       else turns.serving--;
     }
   };

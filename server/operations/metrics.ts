@@ -193,6 +193,7 @@ export function createServerMetrics(sources: MetricsSources): ServerMetrics {
     new Counter({ name: 'svc_rest_rate_limited_total', help: 'REST requests refused 429 rate_limited (per-API-key token bucket).', registers, collect() { this.reset(); this.inc(guard.stats().rateLimited); } });
     new Counter({ name: 'svc_rest_shed_total', help: 'REST requests shed 503 server_busy to keep live sessions on time.', registers, collect() { this.reset(); this.inc(guard.stats().shed); } });
     new Counter({ name: 'svc_rest_held_total', help: 'REST refusals (429/503) answered only after the hold: a client that went on after its refusals.', registers, collect() { this.reset(); this.inc(guard.stats().held); } });
+    new Counter({ name: 'svc_rest_paced_total', help: 'Accepted REST requests of a client that went on after its refusals, held for their paced turn.', registers, collect() { this.reset(); this.inc(guard.stats().paced); } });
     new Gauge({ name: 'svc_rest_shedding', help: 'REST guard: 1 while the REST API sheds load (as of its last request).', registers, collect() { this.set(guard.stats().shedding ? 1 : 0); } });
   }
 

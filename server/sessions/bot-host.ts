@@ -117,6 +117,11 @@ export class BotHost implements SessionRunner, RoomProvider, SignallingDelegate 
     return this.sessions.size;
   }
 
+  /** A session's peak visitor count as the host last reported it (undefined: no such session here). */
+  participantPeakOf(sessionId: string): number | undefined {
+    return this.sessions.get(sessionId)?.participantPeak;
+  }
+
   /** The host's process id (undefined while none runs). */
   get pid(): number | undefined {
     return this.child?.pid;

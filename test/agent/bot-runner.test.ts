@@ -324,6 +324,7 @@ test('the appended context budget: a count limit and a size limit, whichever com
 });
 
 test.serial('a visitor who drops and comes back within the grace continues; one who leaves for good ends the session', async (t) => {
+  t.timeout(90_000); // 16 s on a quiet 2-core machine; bounded at about four times that
   const bot = runner({ timeouts: { departureGraceMs: 4000 } });
   const s = await session(bot);
   const first = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
@@ -440,6 +441,7 @@ test.serial('the agent hangs up (end_call): the farewell is heard, then session-
 });
 
 test.serial('session_limit_seconds ends the session with the farewell: session_limit_reached', async (t) => {
+  t.timeout(90_000); // 17 s on a quiet 2-core machine; bounded at about four times that
   const bot = runner();
   // The limit counts from the bot's start, start-up included, and the first session of a process
   // pays its engines' warm-up (12 s on a loaded machine, run alone): that is spent here first.

@@ -176,9 +176,16 @@ test.serial('a LiveKit Agents AgentSession speaks through our avatar; interrupti
   // The answer would have gone on for seconds: after the clear, the avatar's audio at the visitor
   // falls silent and stays silent (the figure is the bench's: npm run bench -- livekit-avatar).
   await until(() => visitor.audioLevels.some((l) => l.at > clearAt + 1500), { what: '1.5 s of audio after the clear' });
-  const lastLoud = visitor.audioLevels.filter((l) => l.at >= clearAt && l.at <= clearAt + 1500 && l.rms > 0.01).at(-1)?.at;
-  t.log(`clear_buffer at the worker to the last audible 10 ms at the visitor: ${lastLoud === undefined ? 'none after the clear' : `${lastLoud - clearAt} ms`}; played position reported ${finished[1]!.playbackPosition.toFixed(2)} s`);
-  t.true(lastLoud === undefined || lastLoud - clearAt < 500, 'silence after the clear (not the rest of the answer)');
+  const loudAfterClear = visitor.audioLevels.filter((l) => l.at >= clearAt && l.at <= clearAt + 1500 && l.rms > 0.01);
+  const lastLoud = loudAfterClear.at(-1)?.at;
+  // Counted in audio received (10 ms chunks), not in wall-clock time: what was already on its way
+  // at the clear (buffers, the fade-out) arrives later on a loaded machine but is no longer; the
+  // rest of the answer (seconds of it) would be 150 loud chunks in this window.
+  const loudMsAfterClear = loudAfterClear.length * 10;
+  const restOfAnswerMs = (long.length * 0.02 - finished[1]!.playbackPosition) * 1000;
+  t.log(`after the clear_buffer at the worker: ${loudMsAfterClear} ms of loud audio at the visitor, the last ${lastLoud === undefined ? '-' : lastLoud - clearAt} ms after it (goal < 100 ms: npm run bench -- livekit-avatar); ${Math.round(restOfAnswerMs)} ms of the answer were left; played position reported ${finished[1]!.playbackPosition.toFixed(2)} s`);
+  t.true(restOfAnswerMs > 1500, 'the interruption came with most of the answer left');
+  t.true(loudMsAfterClear < 1000, `silence after the clear (not the rest of the answer): ${loudMsAfterClear} ms of loud audio`);
 
   // The agent leaves: our session ends and gives its slot back.
   await session.close();

@@ -13,6 +13,7 @@ const EXAMPLES = join(ROOT, 'examples');
 const PUBLIC = new Set(ENTRY_POINTS.map((e) => `svc-avatar/${e.subpath}`));
 
 test('every example imports only node builtins and the public entry points of svc-avatar', (t) => {
+  t.timeout(60_000); // 15 s on a quiet 2-core machine; bounded at about four times that
   const files = readdirSync(EXAMPLES).filter((f) => f.endsWith('.ts'));
   t.true(files.length >= 4, files.join(', '));
   for (const file of files) {
@@ -24,6 +25,7 @@ test('every example imports only node builtins and the public entry points of sv
 });
 
 test('examples/first-processor.ts runs: the processor test and the scripted conversation pass', (t) => {
+  t.timeout(60_000); // 15 s on a quiet 2-core machine; bounded at about four times that
   const result = spawnSync(process.execPath, ['--import', 'tsx', 'examples/first-processor.ts'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
   t.is(result.status, 0, result.stderr);
   t.regex(result.stdout, /SpellDigits: "You have three new messages and one reminder\."/);

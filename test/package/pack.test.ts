@@ -53,6 +53,7 @@ test.after.always(() => {
 });
 
 test('the tarball ships compiled JavaScript and declarations of every entry point, and no tests', (t) => {
+  t.timeout(90_000); // 17 s on a quiet 2-core machine; bounded at about four times that
   for (const entry of ENTRY_POINTS) {
     t.true(tarballFiles.includes(`dist/${entry.file}.js`), `dist/${entry.file}.js is packed`);
     t.true(tarballFiles.includes(`dist/${entry.file}.d.ts`), `dist/${entry.file}.d.ts is packed`);
@@ -63,18 +64,21 @@ test('the tarball ships compiled JavaScript and declarations of every entry poin
 });
 
 test('plain JavaScript: Pipeline and PipelineWorker from svc-avatar/core run a pipeline without tsx', (t) => {
+  t.timeout(90_000); // 17 s on a quiet 2-core machine; bounded at about four times that
   const result = run(process.execPath, ['use.mjs'], scratch);
   t.is(result.status, 0, result.stderr);
   t.deepEqual(JSON.parse(result.stdout), { texts: ['HELLO', 'FROM A PACKAGE'], outcome: { how: 'ended' } });
 });
 
 test('plain JavaScript: the face engine renders on its worker thread from the installed package (worker entry and assets ship)', (t) => {
+  t.timeout(90_000); // 17 s on a quiet 2-core machine; bounded at about four times that
   const result = run(process.execPath, ['face.mjs'], scratch);
   t.is(result.status, 0, result.stderr);
   t.deepEqual(JSON.parse(result.stdout), { threaded: true, format: 'rgb', width: 320, height: 180, bytes: 320 * 180 * 3 });
 });
 
 test('plain JavaScript: every entry point of the exports map imports from the installed package', (t) => {
+  t.timeout(60_000); // 15 s on a quiet 2-core machine; bounded at about four times that
   const imports = ENTRY_POINTS.map((e) => `await import('svc-avatar/${e.subpath}')`).join(';');
   const result = run(process.execPath, ['--input-type=module', '-e', `${imports}; console.log('ok')`], scratch);
   t.is(result.status, 0, result.stderr);

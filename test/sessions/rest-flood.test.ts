@@ -5,19 +5,21 @@
  * `rate_limited` (and 503 `server_busy` where the REST guard sheds) in part, with the RateLimit
  * headers; a visitor who connects meanwhile is admitted (slots are free); and the live bots'
  * frames stay on time: the share of frames later than the gate's 10 ms bound stays under 1 %
- * (lateness p99 under the bound), read from the server's own /metrics.
+ * (lateness p99 under the bound), read from the server's own /metrics, over the flood but for the
+ * start-up and end of the visitor admitted during it (which the capacity gate does not judge either).
  */
 import test from 'ava';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { FACE_CAPACITY, LOAD_WINDOW } from '../../server/capacity/index.ts';
 import { until } from '../../testing/until.ts';
 import { RoomVisitor } from '../agent/room-visitor.ts';
 import { createTestDatabase } from '../server/harness.ts';
 import { startServerProcess, type ServerProcess } from './server-process.ts';
 
-const FLOOD_SECONDS = 8;
+const FLOOD_SECONDS = 15;
 let server: ServerProcess | undefined;
 let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
 const visitors: RoomVisitor[] = [];
@@ -102,11 +104,26 @@ test('a REST flood from another process while sessions run: answered 429/503 in 
     t.like(limited.body, { code: 'rate_limited' });
   }
   // ... and a visitor is admitted: slots are free.
+  const startingAt = await botFrames(server.url);
   const third = await connect();
   t.is(third.status, 200, JSON.stringify(third.body));
   visitors.push(await RoomVisitor.join(third.body.room_url, third.body.token));
+  await until(() => visitors[2]!.videoFrames > 0, { timeoutMs: 30_000, what: 'the visitor admitted during the flood to receive its face' });
+  // It hangs up: the flood is judged against the two sessions it began with (a third bot and its
+  // visitor's decoder in this process put the machine itself at its bound: ~1 % of frames late
+  // with no flood at all). Its bot's start-up and end (its own first frames, its neighbours'
+  // meanwhile) are not the flood's doing, nor judged by the capacity gate
+  // (LOAD_WINDOW.startupSettleMs): the frames are counted before the connect and once it has settled.
+  visitors[2]!.close();
+  t.deepEqual((await fetch(`${server.url}/v1/public/agents/connect/${encodeURIComponent(new URL(third.body.room_url).searchParams.get('room')!)}`, { method: 'POST' }).then((r) => r.json())), { released: 1 });
+  await new Promise((resolve) => setTimeout(resolve, LOAD_WINDOW.startupSettleMs));
+  const settledAt = await botFrames(server.url);
+  const settledAtMs = Date.now();
   const report = await wrk.done;
   const after = await botFrames(server.url);
+  // The control: the same two sessions, as long again, without the flood.
+  await new Promise((resolve) => setTimeout(resolve, Date.now() - settledAtMs));
+  const control = await botFrames(server.url);
 
   const requests = Number(/(\d+) requests in/.exec(report)?.[1]);
   const refused = Number(/Non-2xx or 3xx responses: (\d+)/.exec(report)?.[1] ?? 0);
@@ -121,10 +138,16 @@ test('a REST flood from another process while sessions run: answered 429/503 in 
   t.true(refused > 0, report);
   t.true(held > 0, 'the flooding client was slowed');
   t.true(requests / FLOOD_SECONDS < 1000, `the flood was answered ${Math.round(requests / FLOOD_SECONDS)} times a second: not slowed`);
-  const frames = after.total - before.total;
-  const late = frames - (after.onTime - before.onTime);
-  t.log(`bot frames during the flood: ${frames}, ${late} later than 10 ms`);
-  t.true(frames > FLOOD_SECONDS * 25, 'the bots kept sending frames');
-  t.true(late / frames < 0.01, `${late} of ${frames} frames late`);
-  await until(() => visitors[2]!.videoFrames > 0, { timeoutMs: 30_000, what: 'the visitor admitted during the flood to receive its face' });
+  const frames = startingAt.total - before.total + (after.total - settledAt.total);
+  const late = frames - (startingAt.onTime - before.onTime + (after.onTime - settledAt.onTime));
+  const controlFrames = control.total - after.total;
+  const controlLate = controlFrames - (control.onTime - after.onTime);
+  t.log(`bot frames during the flood (the third bot's start-up aside): ${frames}, ${late} later than 10 ms; without the flood: ${controlFrames}, ${controlLate} late`);
+  t.true(after.total - settledAt.total > 5 * 25 * 2, 'the flood went on well past the start-up, the two bots sending frames');
+  // On time: the flood adds at most 1 % of late frames to what this machine does without it (two
+  // bots and their visitors' decoders on two cores run at 0-1 % by themselves, in bursts: a fixed
+  // 1 % bound would judge the machine, not the flood), and stays under the gate's bound, so no
+  // visitor is ever refused late_frames because of it.
+  t.true(late / frames <= controlLate / controlFrames + 0.01, `${late} of ${frames} frames late with the flood, ${controlLate} of ${controlFrames} without`);
+  t.true(late / frames < FACE_CAPACITY.maxLateFrameShare, `${late} of ${frames} frames late`);
 });

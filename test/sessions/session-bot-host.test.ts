@@ -58,6 +58,7 @@ async function joined(agentId: string) {
 }
 
 test.serial('a conversation runs with its bot in the bot host process', async (t) => {
+  t.timeout(90_000); // 16 s on a quiet 2-core machine; bounded at about four times that
   t.true(s.live.runner instanceof BotHost);
   const agentId = await s.agent({ behaviour: { greeting: GREETING, greeting_mode: 'verbatim' }, starts_conversation: true });
   const { res, visitor } = await joined(agentId);
@@ -107,8 +108,8 @@ test.serial('a host that dies ends its sessions runner_lost at once; the next se
   const agentId = await s.agent({ behaviour: { greeting: GREETING, greeting_mode: 'verbatim' } });
   const { res, visitor } = await joined(agentId);
   t.true(await waitFor(() => visitor.videoFrames > 5, 20_000));
-  // The host's load reports (every 250 ms) carry the session's peak visitor count.
-  await new Promise((r) => setTimeout(r, 600));
+  // The host's load reports (every 250 ms) carry the session's peak visitor count: one has arrived.
+  t.true(await waitFor(() => (host.participantPeakOf(res.body.session_id) ?? 0) >= 1, 20_000), 'the host reported the visitor');
   const pid = host.pid!;
   process.kill(pid, 'SIGKILL');
   const killedAt = Date.now();
@@ -149,6 +150,7 @@ test('SVC_BOT_HOST and SVC_BOT_HOST_NICE: inline by default, process with nice 1
 });
 
 test('npm start with SVC_BOT_HOST=process: a session is served by the host; SIGTERM ends it cleanly and leaves no process', async (t) => {
+  t.timeout(90_000); // 22 s on a quiet 2-core machine; bounded at about four times that
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bot-host-'));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const server = await startServerProcess({ SVC_DATA_DIR: dataDir, DATABASE_URL: '', SVC_BOT_HOST: 'process' });

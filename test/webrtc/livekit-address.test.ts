@@ -116,6 +116,7 @@ test.serial('a name resolving to a public and a private address is refused (ever
 });
 
 test.serial('through /realtime: a webrtc message to a loopback LiveKit url gets the neutral webrtc_failed; the operator setting opens it', async (t) => {
+  t.timeout(60_000); // 15 s on a quiet 2-core machine; bounded at about four times that
   const fake = await startFake(t);
   const jwt = await avatarToken(fake, 'room-rt');
   for (const allowed of [undefined, ['127.0.0.0/8']]) {

@@ -152,6 +152,7 @@ test.serial('the widget and the bot use the same data packet topic', (t) => {
 });
 
 test.serial('a full conversation in a LiveKit room: the SDK loaded on demand, greeting heard, a question answered, transcripts, speaking states, video frames, hang-up and release', async (t) => {
+  t.timeout(90_000); // 19 s on a quiet 2-core machine; bounded at about four times that
   const agentId = await server.agent({ behaviour: { greeting: GREETING } });
   await withBrowser({ microphone: wavs.question }, async (browser) => {
     const { page, requests } = await open(browser, customerPage(agentId), t);
@@ -305,6 +306,7 @@ test.serial('the LiveKit room is deleted under the page (no session-ended): ende
 });
 
 test.serial('the signalling socket drops and LiveKit rejoins within the grace: the call goes on (no outcome), client-ready again, the bot still answers', async (t) => {
+  t.timeout(90_000); // 19 s on a quiet 2-core machine; bounded at about four times that
   const agentId = await server.agent({ behaviour: { greeting: GREETING } });
   await withBrowser({ microphone: wavs.question }, async (browser) => {
     const { page } = await open(browser, customerPage(agentId), t);
