@@ -45,7 +45,7 @@ export async function speechWav(parts: readonly (string | number)[], dir: string
 /** Every widget event, recorded in the page with its target (`element` id or `window`) and whether it bubbled/composed. */
 export const RECORD_EVENTS = `
 (() => {
-  const names = ['botIsSpeaking','ReceivedTranscriptTurn','ReceivedTranscriptUser','ReceivedTranscriptBot','ReceivedTranscriptBotPartial','BotTtsStopped','UserStartedSpeaking','UserStoppedSpeaking','ConnectionTimeout','UpdateBotState','UpdateConnectionState','UpdateQueuing','userSpeakingChanged','userVolume','botVolume','svcToolCall','LatencyReport','ConnectionTimingReport','SvcSessionOutcome'];
+  const names = ['botIsSpeaking','ReceivedTranscriptTurn','ReceivedTranscriptUser','ReceivedTranscriptBot','ReceivedTranscriptBotPartial','BotTtsStopped','BotPaused','BotResumed','BotInterrupted','UserStartedSpeaking','UserStoppedSpeaking','ConnectionTimeout','UpdateBotState','UpdateConnectionState','UpdateQueuing','userSpeakingChanged','userVolume','botVolume','svcToolCall','LatencyReport','ConnectionTimingReport','SvcSessionOutcome'];
   window.__events = [];
   for (const name of names) {
     window.addEventListener(name, (e) => {

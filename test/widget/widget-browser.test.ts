@@ -41,7 +41,7 @@ import {
 const GREETING = 'Hello, I am Ada.';
 const LONG_GREETING = 'Hello, I am Ada, your guide for this demonstration. I can tell you about our plans, our opening hours, the team behind the product, and how to get started in a few minutes.';
 const ELEMENT_EVENT_NAMES = [
-  'botIsSpeaking', 'ReceivedTranscriptTurn', 'ReceivedTranscriptUser', 'ReceivedTranscriptBot', 'ReceivedTranscriptBotPartial', 'BotTtsStopped',
+  'botIsSpeaking', 'ReceivedTranscriptTurn', 'ReceivedTranscriptUser', 'ReceivedTranscriptBot', 'ReceivedTranscriptBotPartial', 'BotTtsStopped', 'BotPaused', 'BotResumed', 'BotInterrupted',
   'UserStartedSpeaking', 'UserStoppedSpeaking', 'ConnectionTimeout', 'UpdateBotState', 'UpdateConnectionState', 'UpdateQueuing',
   'userSpeakingChanged', 'userVolume', 'botVolume',
 ];
