@@ -18,7 +18,7 @@
  * code 1 when a lane failed.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { resolveOptions } from '../core/options.ts';
 import { isRunning, signalDescendants } from '../test/support/process-tree.mjs';
@@ -146,7 +146,7 @@ function print(lane: Lane, line: string): void {
 
 /** Core dumps written during the run: each one's program, signal and crashing frames, then removed (kept with SVC_KEEP_CORES=1). */
 function reportCoreDumps(): void {
-  if (!coreDir) return;
+  if (!coreDir || !existsSync(coreDir)) return;
   const cores = readdirSync(coreDir)
     .filter((f) => f.startsWith('core'))
     .map((f) => join(coreDir, f))
@@ -182,7 +182,15 @@ function coreDumpDirectory(): string | undefined {
     }
   }
   if (pattern.startsWith('|')) return undefined;
-  return pattern.startsWith('/') ? dirname(pattern) : ROOT;
+  if (!pattern.startsWith('/')) return ROOT;
+  // The folder may be gone while the kernel still names it (a cleaned /tmp): the kernel then
+  // writes nothing, and the report would find no folder.
+  try {
+    mkdirSync(dirname(pattern), { recursive: true, mode: 0o1777 });
+  } catch {
+    return undefined;
+  }
+  return dirname(pattern);
 }
 
 /** Stops both lanes' trees: SIGTERM then SIGKILL after the grace, or SIGKILL at once. */

@@ -22,6 +22,8 @@ export const CHROMIUM_BASE_ARGS = [
 
 export interface Chromium {
   readonly context: BrowserContext;
+  /** The fresh profile folder (--user-data-dir), removed by close(). */
+  readonly profile: string;
   newPage(url: string): Promise<Page>;
   close(): Promise<void>;
 }
@@ -37,6 +39,7 @@ export async function launchChromiumWith(options: { args?: readonly string[]; vi
   });
   return {
     context,
+    profile,
     async newPage(url) {
       const page = await context.newPage();
       await page.goto(url);

@@ -50,9 +50,11 @@ async function startRun(t: { teardown(fn: () => void): void; log(...values: unkn
     }
     rmSync(dir, { recursive: true, force: true });
   });
-  const pids = await until(() => existsSync(ready) && (JSON.parse(readFileSync(ready, 'utf8')) as { worker: number; child: number }), { timeoutMs: 90_000, what: 'the fixture to run chromium' }).catch((error: Error) => {
+  const pids = await until(() => existsSync(ready) && (JSON.parse(readFileSync(ready, 'utf8')) as { worker: number; child: number; profile: string }), { timeoutMs: 90_000, what: 'the fixture to run chromium' }).catch((error: Error) => {
     throw new Error(`${error.message}; output:\n${output}`);
   });
+  // Chromium killed with its run cannot remove its profile folder: the test does.
+  t.teardown(() => rmSync(pids.profile, { recursive: true, force: true }));
   tree = descendantsOf(top.pid!);
   t.log(`run tree: ${tree.map((p) => `${p.pid} ${p.comm}`).join(', ')}`);
   if (!tree.some((p) => p.pid === pids.worker) || !tree.some((p) => p.pid === pids.child) || !tree.some((p) => /chrom/.test(p.comm))) {
