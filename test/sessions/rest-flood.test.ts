@@ -147,8 +147,8 @@ test('a REST flood from another process while sessions run: answered 429/503 in 
   t.true(after.total - settledAt.total > 5 * 25 * 2, 'the flood went on well past the start-up, the two bots sending frames');
   // On time, as the capacity gate judges it: under its bound, so no visitor is ever refused
   // late_frames because of the flood; and the flood adds at most 3 points to the share of late
-  // frames the same sessions show without it. Measured (issue 25's note): 0-3 % late with the flood
-  // against 0-0.8 % without, over seven runs; the late ones come in bursts with the server's major
+  // frames the same sessions show without it. Measured (issue 25's note): 0-2.9 % late with the flood
+  // against 0-0.8 % without, over six runs; the late ones come in bursts with the server's major
   // GC pauses (6-26 ms read from nodejs_gc_duration_seconds), which the flood's allocations bring
   // sooner. Before the REST guard's hold, pacing and turns: 8-10 %, and the visitor was refused.
   t.true(late / frames < FACE_CAPACITY.maxLateFrameShare, `${late} of ${frames} frames late`);
