@@ -18,9 +18,9 @@
  *   REST_LIMITS.refusalsBeforeHold refusals (429 or 503) within about REST_LIMITS.holdWindowMs,
  *   each further refusal is answered only after REST_LIMITS.holdMs (its Retry-After was at least
  *   that: a client that honours it loses nothing). A load generator that never waits (wrk with
- *   20 connections asked about 9,000 times a second, nearly all 429s, and the answers alone took
- *   the API's core from the live bots: their frames left late and visitors were refused) then
- *   gets one answer per connection per hold. Beyond REST_LIMITS.maxHeldPerClient answers held
+ *   20 connections was answered about 9,700 times a second, nearly all 429s, and the answers
+ *   alone took the API's core from the live bots: their frames left late and visitors were
+ *   refused) then gets one answer per connection per hold. Beyond REST_LIMITS.maxHeldPerClient answers held
  *   at once, a refusal is answered at once with `Connection: close`. Its accepted requests are
  *   paced evenly at its sustained rate (at most `holdMs` each), so the requests it is allowed do
  *   not come in bursts whenever tokens or a pause in the shedding let them through.
@@ -124,7 +124,7 @@ interface Bucket {
   struckAt: number;
   /** Refusals of this client being held now. */
   held: number;
-  /** When this client's next paced request may go on (ms, performance.now()): see `pace`. */
+  /** When this client's next paced request may go on (ms, performance.now()): see the middleware. */
   pacedUntil: number;
 }
 

@@ -12,14 +12,15 @@ import { createRestGuard, LOAD_WINDOW, LoadMeter, REST_LIMITS, type RestGuardOpt
 import { ConfigError, restGuardFromEnv } from '../../server/config/env.ts';
 import { until } from '../../testing/until.ts';
 
-async function serve(t: import('ava').ExecutionContext, options: Omit<RestGuardOptions, 'meter'> & { meter?: LoadMeter }) {
+/** The guard in front of `handler` (default: answers `{ ok: true }` at once) on a real HTTP server. */
+async function serve(t: import('ava').ExecutionContext, options: Omit<RestGuardOptions, 'meter'> & { meter?: LoadMeter }, handler?: Koa.Middleware) {
   const meter = options.meter ?? new LoadMeter({ cores: 2, windowMs: 300 });
   const guard = createRestGuard({ ...options, meter });
   const app = new Koa();
   app.use(guard.middleware);
-  app.use((ctx) => {
+  app.use(handler ?? ((ctx) => {
     ctx.body = { ok: true };
-  });
+  }));
   const server = createServer(app.callback());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.teardown(() => {
@@ -30,9 +31,9 @@ async function serve(t: import('ava').ExecutionContext, options: Omit<RestGuardO
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const get = async (path: string, key?: string) => {
     const res = await fetch(base + path, key ? { headers: { 'x-api-key': key } } : {});
-    return { status: res.status, headers: res.headers, url: res.url, body: (await res.json()) as any };
+    return { status: res.status, headers: res.headers, body: (await res.json()) as any };
   };
-  return { guard, meter, get };
+  return { guard, meter, get, base };
 }
 
 test('a token bucket per API key: the RateLimit headers on every answer, 429 rate_limited with Retry-After past the burst', async (t) => {
@@ -55,7 +56,7 @@ test('a token bucket per API key: the RateLimit headers on every answer, 429 rat
 });
 
 test('a client that goes on after its refusals is slowed: past the first ones, each refusal is held before it is sent; past the held bound, answered at once with the connection closed', async (t) => {
-  const { guard, get } = await serve(t, { liveSessions: () => 0, rateLimit: { ratePerSecond: 0.01, burst: 1 }, shedding: false, hold: { refusalsBeforeHold: 3, holdMs: 600, maxHeldPerClient: 2 } });
+  const { guard, get, base } = await serve(t, { liveSessions: () => 0, rateLimit: { ratePerSecond: 0.01, burst: 1 }, shedding: false, hold: { refusalsBeforeHold: 3, holdMs: 600, maxHeldPerClient: 2 } });
   t.is((await get('/v1/agents', 'svc_key_a')).status, 200);
   for (let i = 0; i < 3; i++) t.is((await get('/v1/agents', 'svc_key_a')).status, 429);
   t.is(guard.stats().held, 0, 'the first refusals are answered at once');
@@ -70,7 +71,7 @@ test('a client that goes on after its refusals is slowed: past the first ones, e
   t.is(guard.stats().held, 1);
   // Three at once: two are held (the bound), the third answered at once with Connection: close.
   const answers = await Promise.all([0, 1, 2].map(async () => {
-    const res = await fetch(`${held.url}`, { headers: { 'x-api-key': 'svc_key_a' } });
+    const res = await fetch(`${base}/v1/agents`, { headers: { 'x-api-key': 'svc_key_a' } });
     await res.arrayBuffer();
     return { status: res.status, connection: res.headers.get('connection') };
   }));
@@ -83,14 +84,10 @@ test('a client that goes on after its refusals is slowed: past the first ones, e
 
 test('while live sessions run, REST requests take turns a few at a time, in arrival order; without live sessions there is no bound', async (t) => {
   let live = 1;
-  const meter = new LoadMeter({ cores: 2, windowMs: 300 });
-  const guard = createRestGuard({ meter, liveSessions: () => live, rateLimit: false, shedding: false, concurrentWhileLive: 2 });
   let serving = 0;
   let most = 0;
   const order: number[] = [];
-  const app = new Koa();
-  app.use(guard.middleware);
-  app.use(async (ctx) => {
+  const { base } = await serve(t, { liveSessions: () => live, rateLimit: false, shedding: false, concurrentWhileLive: 2 }, async (ctx) => {
     serving++;
     most = Math.max(most, serving);
     order.push(Number(ctx.query.n));
@@ -98,14 +95,6 @@ test('while live sessions run, REST requests take turns a few at a time, in arri
     serving--;
     ctx.body = { ok: true };
   });
-  const server = createServer(app.callback());
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => {
-    server.closeAllConnections();
-    server.close();
-    meter.close();
-  });
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const round = async () => {
     const statuses: number[] = [];
     const pending: Promise<void>[] = [];

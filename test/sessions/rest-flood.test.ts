@@ -34,16 +34,15 @@ test.after.always(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-/** A series' value in the server's /metrics. */
-async function metric(url: string, series: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  return Number(text.split('\n').find((l) => l.startsWith(series + ' '))?.slice(series.length + 1) ?? 0);
+/** The server's /metrics, read once: each series' value by its full name (0 when absent). */
+async function metrics(url: string): Promise<(series: string) => number> {
+  const lines = (await (await fetch(`${url}/metrics`)).text()).split('\n');
+  return (series) => Number(lines.find((l) => l.startsWith(series + ' '))?.slice(series.length + 1) ?? 0);
 }
 
 /** Bot frames recorded so far: how many, and how many within the 10 ms bound. */
 async function botFrames(url: string): Promise<{ total: number; onTime: number }> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const value = (series: string) => Number(text.split('\n').find((l) => l.startsWith(series + ' '))?.slice(series.length + 1) ?? 0);
+  const value = await metrics(url);
   return { total: value('svc_face_frame_lateness_seconds_count{source="bot"}'), onTime: value('svc_face_frame_lateness_seconds_bucket{le="0.01",source="bot"}') };
 }
 
@@ -129,7 +128,7 @@ test('a REST flood from another process while sessions run: answered 429/503 in 
   const requests = Number(/(\d+) requests in/.exec(report)?.[1]);
   const refused = Number(/Non-2xx or 3xx responses: (\d+)/.exec(report)?.[1] ?? 0);
   t.log(`wrk: ${requests} requests answered in ${FLOOD_SECONDS} s, ${refused} of them 429/503`);
-  const held = await metric(server.url, 'svc_rest_held_total');
+  const held = (await metrics(server.url))('svc_rest_held_total');
   t.log(`refusals held by the guard: ${held}`);
   // The flood was refused in part (429 past its key's bucket, 503 while the guard shed) and slowed:
   // past its first refusals each one was held before it was sent, so a generator that never waits
