@@ -102,6 +102,10 @@ export class BotSession implements RunningSession {
     return this.peakVisitors;
   }
   private hadVisitor = false;
+  /** A visitor's peer connection was connected at least once. */
+  private everConnected = false;
+  /** Why the server could not offer a visitor a media path (room.ts), when it said. */
+  private gatheringFailure: string | null = null;
   private clientReady = false;
   private conversationStarted = false;
   private fatalError: string | null = null;
@@ -250,6 +254,7 @@ export class BotSession implements RunningSession {
         break;
       case 'peer-state':
         if (this.visitors.has(event.participantId)) this.visitors.set(event.participantId, event.state);
+        if (event.state === 'failed' && 'reason' in event && event.reason) this.gatheringFailure = event.reason;
         break;
       case 'left':
         this.visitors.delete(event.participantId);
@@ -274,7 +279,15 @@ export class BotSession implements RunningSession {
     if (this.finishing) return;
     this.peakVisitors = Math.max(this.peakVisitors, this.visitors.size);
     // The join deadline is met by a connected peer connection, not by joining the signalling.
-    if (this.visitorConnected) this.clearTimer('join');
+    if (this.visitorConnected) {
+      this.clearTimer('join');
+      this.everConnected = true;
+    }
+    // Every visitor's media path failed before one ever connected: nothing will come of waiting.
+    if (!this.everConnected && this.visitors.size > 0 && [...this.visitors.values()].every((state) => state === 'failed')) {
+      void this.finish('ice_failed', this.gatheringFailure ? `no media path: ${this.gatheringFailure}` : "the visitor's peer connection failed before it connected (ICE)");
+      return;
+    }
     if (this.presentVisitors > 0) {
       this.hadVisitor = true;
       this.clearTimer('grace');
@@ -358,7 +371,9 @@ export class BotSession implements RunningSession {
           return;
         }
         case 'hang-up':
-          void this.finish('client_hung_up', null);
+          // A page that gives up on its media path says so: the call is recorded as failed, not hung up.
+          if (parsed.reason === 'ice_failed' && !this.everConnected) void this.finish('ice_failed', 'the page reported that no media path could be made (ICE)');
+          else void this.finish('client_hung_up', null);
           return;
       }
     } catch (error) {
@@ -431,6 +446,7 @@ export class BotSession implements RunningSession {
       terminationReason: reason,
       failureDetail: detail,
       ...(reason === 'pipeline_error' && this.fatalCode ? { failureCode: this.fatalCode } : {}),
+      ...(reason === 'ice_failed' && this.gatheringFailure ? { failureCode: this.gatheringFailure } : {}),
       participantCount: this.peakVisitors,
       metadata: {
         turns: stats.transcriptTurns,

@@ -52,10 +52,13 @@ export const SESSION_TIMEOUTS = {
  * - `runner_lost`: the process holding the session died; its lease expired and a reaper ended it
  * - `pipeline_error`: a fatal error in the bot (STT/LLM/TTS/face/room)
  * - `room_creation_failed`, `bot_start_failed`: the session never started (admitted, then failed)
+ * - `ice_failed`: a visitor joined but no media path could be made (its page reported `ice_failed`
+ *   in its `hang-up`, or every visitor's peer connection failed before one ever connected);
+ *   `failure_reason` says more when the server knows (`media_ports_exhausted`, `turn_unavailable`)
  */
 export const TERMINATION_REASONS = [
   'client_released', 'client_hung_up', 'client_left', 'join_timeout', 'session_limit_reached', 'max_duration_reached',
-  'agent_ended', 'server_shutdown', 'runner_lost', 'pipeline_error', 'room_creation_failed', 'bot_start_failed',
+  'agent_ended', 'server_shutdown', 'runner_lost', 'pipeline_error', 'room_creation_failed', 'bot_start_failed', 'ice_failed',
 ] as const;
 export type TerminationReason = (typeof TERMINATION_REASONS)[number];
 
@@ -64,7 +67,7 @@ export const CALL_STATUSES = ['active', 'completed', 'failed'] as const;
 export type CallStatus = (typeof CALL_STATUSES)[number];
 
 /** Reasons that make a call `failed` (the rest are `completed`). */
-export const FAILED_TERMINATIONS: ReadonlySet<TerminationReason> = new Set(['join_timeout', 'runner_lost', 'pipeline_error', 'room_creation_failed', 'bot_start_failed']);
+export const FAILED_TERMINATIONS: ReadonlySet<TerminationReason> = new Set(['join_timeout', 'runner_lost', 'pipeline_error', 'room_creation_failed', 'bot_start_failed', 'ice_failed']);
 
 /** What the server hands the runner for one admitted session. */
 export interface SessionStart {

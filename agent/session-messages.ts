@@ -351,7 +351,8 @@ export function parseClientMessage(value: unknown): ClientMessage | ClientMessag
       return { type: 'append-system-context', text: m.text };
     }
     case 'hang-up':
-      return { type: 'hang-up' };
+      // Any other reason (or none) is a plain hang-up: the vocabulary may grow on the page's side.
+      return m.reason === 'ice_failed' ? { type: 'hang-up', reason: 'ice_failed' } : { type: 'hang-up' };
     default:
       return { ignored: true, reason: typeof m.type === 'string' ? `unknown message type \`${m.type.slice(0, 40)}\`` : 'messages need a string `type`' };
   }

@@ -72,8 +72,11 @@ export type ClientMessage =
   | { readonly type: 'client-ready'; readonly version: string; readonly about?: Readonly<Record<string, unknown>> }
   /** Added to the LLM context as a system message for later turns; forces no reply. Max 4,000 characters. */
   | { readonly type: 'append-system-context'; readonly text: string }
-  /** The visitor hangs up (the session ends with `client_hung_up`). */
-  | { readonly type: 'hang-up' };
+  /**
+   * The visitor hangs up (the session ends with `client_hung_up`). `reason: 'ice_failed'`: the
+   * page gives up because no media path could be made (the session ends with `ice_failed`).
+   */
+  | { readonly type: 'hang-up'; readonly reason?: 'ice_failed' };
 
 export const SESSION_MESSAGE_LIMITS = {
   /** Longest accepted `append-system-context` text. */

@@ -24,6 +24,8 @@ export function outcomeForEnding(reason: string): Outcome {
     case 'client_left':
     case 'join_timeout':
       return 'transport_lost';
+    case 'ice_failed':
+      return 'ice_failed';
     case 'pipeline_error':
     case 'runner_lost':
     case 'bot_start_failed':

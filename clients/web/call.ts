@@ -33,7 +33,11 @@ export const CALL_DEFAULTS = {
   /** Longest total wait in the queue (attribute `queue-timeout`, seconds) before giving up. */
   queueTimeoutMs: 120_000,
   // Waits between queued retries: SESSION_API_DEFAULTS (session-api.ts).
-  /** ICE `disconnected` (LiveKit: reconnecting) for this long ends the call (`transport_lost`); `failed` ends it at once. */
+  /**
+   * The media path `disconnected` or `failed` after it had connected (LiveKit: reconnecting) for
+   * this long ends the call (`transport_lost`); meanwhile the room restarts ICE (embedded: the
+   * room client asks the server for it) and the connection state is `reconnecting`.
+   */
   iceDisconnectGraceMs: 8_000,
   // Levels, browser voice activity and per-turn latency: METER_DEFAULTS (call-meter.ts).
 } as const;
@@ -236,7 +240,9 @@ export class Call {
       bot_state: this.host.botState,
       connection_state: connectionState,
     });
-    // requesting: the service did not answer; connected: the bot never became ready; connecting: the network path (ICE).
+    // connecting with the room joined: no media path was made (ICE), said as such.
+    if (connectionState === 'connecting' && this.room) return this.onIceFailed();
+    // requesting: the service did not answer; connected: the bot never became ready; connecting: the network path.
     this.finish('connection_timeout', { faultDomain: connectionState === 'connecting' ? (offline() ? 'client_env' : 'unknown') : 'ojin', hangUp: true });
   }
 
@@ -332,6 +338,8 @@ export class Call {
         this.iceConnected = true;
         this.timing.mark('iceConnected');
         this.host.setConnectionState('connected');
+      } else if (this.recovering) {
+        this.host.setConnectionState(this.phase === 'session' ? 'ready' : 'connected');
       }
       // After a recovery (LiveKit may have rejoined as a new participant) the bot is told again;
       // it answers with its current state and changes nothing else (docs/session-messages.md).
@@ -339,12 +347,22 @@ export class Call {
       this.recovering = false;
       this.maybeClientReady();
       this.maybeReady();
-    } else if (state === 'disconnected') {
-      this.recovering = this.iceConnected;
+    } else if (!this.iceConnected) {
+      // Never connected: `failed` is the end of the attempt (`disconnected` before connecting is not reported).
+      if (state === 'failed') this.onIceFailed();
+    } else {
+      // Connected before: the room restarts ICE (a changed network) within the grace.
+      this.recovering = true;
+      this.host.setConnectionState('reconnecting');
       if (this.iceTimer === null) this.iceTimer = setTimeout(() => this.onTransportLost(), CALL_DEFAULTS.iceDisconnectGraceMs);
-    } else if (state === 'failed') {
-      this.onTransportLost();
     }
+  }
+
+  /** No media path could be made: `ice_failed`, the bot told why (its call record says `ice_failed`). */
+  private onIceFailed(): void {
+    if (this.phase === 'done') return;
+    const domain: FaultDomain = offline() ? 'client_env' : (this.room?.iceFault?.() ?? 'unknown');
+    this.finish('ice_failed', { faultDomain: domain, hangUp: true, hangUpReason: 'ice_failed' });
   }
 
   private onTransportLost(): void {
@@ -440,7 +458,7 @@ export class Call {
 
   // ---- ending -----------------------------------------------------------------------------
 
-  private finish(outcome: Outcome, options: { faultDomain?: FaultDomain; release?: 'fetch' | 'beacon' | 'none'; hangUp?: boolean } = {}): void {
+  private finish(outcome: Outcome, options: { faultDomain?: FaultDomain; release?: 'fetch' | 'beacon' | 'none'; hangUp?: boolean; hangUpReason?: 'ice_failed' } = {}): void {
     if (this.phase === 'done') return;
     const phase = this.phase;
     this.phase = 'done';
@@ -450,11 +468,16 @@ export class Call {
     if (this.iceTimer !== null) clearTimeout(this.iceTimer);
     this.meter.stop(phase === 'session');
     const room = this.room;
+    // A hang-up that says why (ice_failed) must reach the bot before the release does, or the
+    // call would be recorded as released: the release is left out when the room took the message
+    // (the bot then ends the session and closes the room itself).
+    let told = false;
     if (room) {
-      if (options.hangUp) this.sendToBot({ type: 'hang-up' });
+      if (options.hangUp) told = this.sendToBot(options.hangUpReason ? { type: 'hang-up', reason: options.hangUpReason } : { type: 'hang-up' });
       room.leave();
     }
-    if (this.roomName && options.release !== 'none' && this.roomClosedReason === null) this.api.release(this.roomName, options.release ?? 'fetch');
+    const release = options.hangUpReason && told ? 'none' : options.release;
+    if (this.roomName && release !== 'none' && this.roomClosedReason === null) this.api.release(this.roomName, release ?? 'fetch');
     for (const track of this.mic?.getTracks() ?? []) track.stop();
     this.host.video.srcObject = null;
     this.host.audio.srcObject = null;

@@ -22,6 +22,7 @@ const ERROR_TEXT: Partial<Record<Outcome, string>> = {
   network_error: 'The service could not be reached. Check your connection and try again.',
   connection_failed: 'The connection could not be set up. Please try again.',
   connection_timeout: 'Connecting took too long. Please try again.',
+  ice_failed: 'Your network blocked the audio and video connection. Try another network, or ask the site owner to enable a relay.',
   transport_lost: 'The connection was lost.',
   agent_error: 'The agent ran into a problem and ended the conversation.',
   service_shutdown: 'The service restarted and ended the conversation. Please start again.',
@@ -281,7 +282,7 @@ export function createElementClass(scriptStart: number) {
       let view: View;
       if (this.micPending) view = 'microphone';
       else if (this.queued) view = 'queued';
-      else if (this.state !== 'ready') view = 'connecting';
+      else if (this.state !== 'ready' && this.state !== 'reconnecting') view = 'connecting';
       else if (this.botSpeaking || this.bot === 'speaking') view = 'speaking';
       else if (this.bot === 'thinking') view = 'thinking';
       else view = 'listening';

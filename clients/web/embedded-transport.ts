@@ -15,6 +15,13 @@ export const joinEmbeddedRoom: JoinRoom = async ({ url, token, microphone, handl
     throw new JoinFailure(code === 'connection_closed' ? 'network' : 'refused', String((err as Error)?.message ?? err));
   }
   let left = false;
+  let serverUnavailable = false;
+  room.on('error', (error) => {
+    // The server could not offer a media path at all (no free port, no relay): no use waiting.
+    if (left || error.code !== 'ice_unavailable') return;
+    serverUnavailable = true;
+    handlers.peerState('failed');
+  });
   room.on('track', ({ track }) => !left && handlers.track(track));
   room.on('connectionstatechange', ({ state }) => {
     if (!left && (state === 'connected' || state === 'disconnected' || state === 'failed')) handlers.peerState(state);
@@ -37,6 +44,11 @@ export const joinEmbeddedRoom: JoinRoom = async ({ url, token, microphone, handl
       if (left) return;
       left = true;
       room.leave();
+    },
+    iceFault() {
+      if (serverUnavailable) return 'ojin';
+      // 401: the TURN server refused the credential the service minted (its secret does not match).
+      return (room.iceErrors ?? []).some((e) => /^turns?:/i.test(e.url ?? '') && e.errorCode === 401) ? 'ojin' : null;
     },
   };
   return transport;

@@ -15,7 +15,7 @@ export type WindowEventName = (typeof WINDOW_EVENTS)[number];
  * -> ready (bot-ready received and the first video frame shown) -> disconnected.
  * Any failure or ending goes straight back to `disconnected`.
  */
-export type ConnectionState = 'disconnected' | 'requesting' | 'connecting' | 'connected' | 'ready';
+export type ConnectionState = 'disconnected' | 'requesting' | 'connecting' | 'connected' | 'ready' | 'reconnecting';
 
 /**
  * Bot lifecycle: `disconnected` (no bot) -> `initializing` (a call is being set up) -> the bot's own
@@ -45,6 +45,8 @@ export const OUTCOMES = {
   network_error: 'unknown',
   connection_failed: 'unknown',
   connection_timeout: 'unknown',
+  /** No media path (ICE) within the setup timeout, or the server had none to offer. */
+  ice_failed: 'unknown',
   cancelled: 'unknown',
   // phase session (ended_by_visitor, element_removed, page_closed, transport_lost also end a connect phase as `cancelled`/failures)
   ended_by_visitor: 'unknown',

@@ -13,6 +13,10 @@ declare module 'svc:room-client' {
     readonly token: string;
     readonly room?: string;
     readonly iceServers?: RTCIceServer[];
+    readonly iceTransportPolicy?: RTCIceTransportPolicy;
+    /** Ask the server for an ICE restart when the connection drops after it had connected (default true). */
+    readonly iceRestart?: boolean;
+    readonly iceRestartIntervalMs?: number;
     readonly microphone?: MediaStreamTrack;
     readonly toolCallEvents?: boolean;
   }
@@ -27,12 +31,20 @@ declare module 'svc:room-client' {
     error: RoomError;
     message: Record<string, unknown>;
     joined: unknown;
+    iceerror: IceError;
+  }
+  export interface IceError {
+    readonly url: string;
+    readonly errorCode: number;
+    readonly errorText: string;
   }
   export interface RoomConnection {
     participantId: string | null;
     room: string | null;
     readonly stream: MediaStream;
     readonly peerConnection: RTCPeerConnection | null;
+    readonly iceRestarts: number;
+    readonly iceErrors: readonly IceError[];
     on<K extends keyof RoomEvents>(event: K, fn: (detail: RoomEvents[K]) => void): RoomConnection;
     off<K extends keyof RoomEvents>(event: K, fn: (detail: RoomEvents[K]) => void): RoomConnection;
     /** A raw signalling message. */

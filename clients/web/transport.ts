@@ -39,6 +39,12 @@ export interface RoomTransport {
   send(message: Record<string, unknown>): boolean;
   /** Leaves the room (idempotent); the handlers are not called any more. */
   leave(): void;
+  /**
+   * Whose fault a media path that could not be made is, when the room can tell: `ojin` when the
+   * service's own side refused it (its TURN server refused the credential it handed out, or its
+   * server had no port or relay to offer); null when it cannot tell.
+   */
+  iceFault?(): 'ojin' | null;
 }
 
 /** Joins a room; resolves once its signalling joined (the `signallingJoined` mark). */

@@ -15,6 +15,7 @@ import { join, resolve } from 'node:path';
 import type { ProviderChoice } from '../../agent/agent-pipeline.ts';
 import type { LoadCheckOptions } from '../capacity/capacity-gate.ts';
 import type { RestGuardSettings } from '../capacity/rest-guard.ts';
+import { rtcNetworkFromStrings } from '../../transports/webrtc/rtc-network.ts';
 import { resolveJobSettings, type JobSettings } from '../jobs/job-settings.ts';
 import { resolveConfig, SERVER_DEFAULTS, type BotHostSettings, type LiveKitSessionSettings, type MetricsAccess, type ServerConfig, type StorageConfig } from './server-config.ts';
 
@@ -64,6 +65,7 @@ export function loadConfigFromEnv(env: Env = process.env): ServerConfig {
       webhookAllowedRanges: list(env.SVC_WEBHOOK_ALLOWED_RANGES),
       livekitAllowedRanges: list(env.SVC_LIVEKIT_ALLOWED_RANGES),
       iceAllowedRanges: list(env.SVC_ICE_ALLOWED_RANGES),
+      rtc: rtcNetworkFromStrings(env),
       publicBaseUrl: publicBaseUrl(env),
       trustProxy: ['1', 'true', 'yes'].includes((env.SVC_TRUST_PROXY ?? '').trim().toLowerCase()),
       maxFaceSessions: faceSessionLimitFromEnv(env),

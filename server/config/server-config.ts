@@ -6,6 +6,7 @@
 import { join } from 'node:path';
 import type { ProviderChoice } from '../../agent/agent-pipeline.ts';
 import { AddressPolicy } from '../../processors/tools/address-policy.ts';
+import { checkRtcNetwork, RTC_NETWORK_DEFAULTS, type RtcNetworkSettings } from '../../transports/webrtc/rtc-network.ts';
 import type { LoadCheckOptions } from '../capacity/capacity-gate.ts';
 import type { RestGuardSettings } from '../capacity/rest-guard.ts';
 import { EMBEDDED_JOB_POLL_MS, resolveJobSettings, type JobSettings } from '../jobs/job-settings.ts';
@@ -57,6 +58,12 @@ export interface ServerConfig {
    * server, transports/webrtc/remote-candidates.ts).
    */
   iceAllowedRanges: readonly string[];
+  /**
+   * How the embedded rooms cross NATs (`SVC_ICE_SERVERS`, `SVC_TURN_SECRET`/`_URLS`/`_TTL_S`,
+   * `SVC_RTC_ANNOUNCED_ADDRESS`, `SVC_RTC_PORT_MIN`/`_MAX`, `SVC_ICE_TRANSPORT_POLICY`;
+   * docs/webrtc.md "Deploying across NAT"). Default: host candidates only, any port.
+   */
+  rtc: RtcNetworkSettings;
   /** External base address (`{base_url}`) used in signed URLs and the OpenAPI servers list. */
   publicBaseUrl?: string;
   /**
@@ -196,6 +203,7 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     webhookAllowedRanges: checkedRanges(input.webhookAllowedRanges ?? SERVER_DEFAULTS.webhookAllowedRanges),
     livekitAllowedRanges: checkedRanges(input.livekitAllowedRanges ?? []),
     iceAllowedRanges: checkedRanges(input.iceAllowedRanges ?? []),
+    rtc: checkedRtc(input.rtc ?? RTC_NETWORK_DEFAULTS),
     publicBaseUrl: input.publicBaseUrl?.replace(/\/+$/, ''),
     trustProxy: input.trustProxy ?? false,
     maxFaceSessions: input.maxFaceSessions,
@@ -215,6 +223,11 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     shutdownGraceMs: input.shutdownGraceMs ?? SERVER_DEFAULTS.shutdownGraceMs,
     ffmpegPath: input.ffmpegPath ?? SERVER_DEFAULTS.ffmpegPath,
   };
+}
+
+function checkedRtc(rtc: RtcNetworkSettings): RtcNetworkSettings {
+  checkRtcNetwork(rtc);
+  return rtc;
 }
 
 /** Refuses a mistyped range at start-up rather than at the first tool call. */

@@ -7,6 +7,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { RtcNetworkSettings } from '../../transports/webrtc/rtc-network.ts';
 import { createAvatarPublisher, RoomRegistry, type RoomRegistryOptions } from '../../transports/webrtc/index.ts';
 import type { HttpHost } from '../http/http-app.ts';
 import type { AvatarPublisher } from '../realtime/realtime-endpoint.ts';
@@ -36,11 +37,11 @@ export interface MountRoomsOptions extends RoomRegistryOptions {
 }
 
 export function mountRooms(
-  host: Pick<HttpHost, 'api' | 'router'> & { readonly logger: { info(details: object, event: string): void }; readonly config?: { readonly iceAllowedRanges?: readonly string[] } },
+  host: Pick<HttpHost, 'api' | 'router'> & { readonly logger: { info(details: object, event: string): void }; readonly config?: { readonly iceAllowedRanges?: readonly string[]; readonly rtc?: RtcNetworkSettings } },
   options: MountRoomsOptions = {},
 ): MountedRooms {
   // Visitors' ICE candidates go through the address policy (SVC_ICE_ALLOWED_RANGES: transports/webrtc/remote-candidates.ts).
-  const rooms = new RoomRegistry({ iceAllowedRanges: host.config?.iceAllowedRanges, ...options });
+  const rooms = new RoomRegistry({ iceAllowedRanges: host.config?.iceAllowedRanges, ...(host.config?.rtc ? { network: host.config.rtc } : {}), ...options });
   const handler = createRoomSignallingHandler({ rooms, log: (event, details) => host.logger.info(details, event) });
   let delegate: SignallingDelegate | null = null;
   // The /v1 router's path; the client script is public (it holds no secret).

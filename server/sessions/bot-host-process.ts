@@ -81,7 +81,7 @@ async function startHost(init: BotHostInit) {
   }
   const registry = new Registry();
   await loadDefaultPlugins(registry, logger);
-  const rooms = new RoomRegistry({ iceAllowedRanges: init.iceAllowedRanges });
+  const rooms = new RoomRegistry({ iceAllowedRanges: init.iceAllowedRanges, network: init.rtc });
   const signalling = createRoomSignallingHandler({ rooms, log: (event, details) => logger.info(details, event) });
   const sweeper = setInterval(() => rooms.sweep(), ROOM_SWEEP_MS);
   sweeper.unref();
@@ -130,7 +130,11 @@ async function startHost(init: BotHostInit) {
   async function request(message: HostRequest): Promise<HostReplyValue> {
     switch (message.t) {
       case 'create-room':
-        return rooms.createRoom({ name: message.name, ...(message.tokenTtlMs === undefined ? {} : { tokenTtlMs: message.tokenTtlMs }) });
+        return rooms.createRoom({
+          name: message.name,
+          ...(message.tokenTtlMs === undefined ? {} : { tokenTtlMs: message.tokenTtlMs }),
+          ...(message.mediaTtlMs === undefined ? {} : { mediaTtlMs: message.mediaTtlMs }),
+        });
       case 'close-room':
         return rooms.closeRoom(message.room, 'session released');
       case 'start': {

@@ -12,6 +12,8 @@ import type { CreatedRoom } from '../../transports/webrtc/room-registry.ts';
 import type { ResolvedSessionFace } from './agent-face.ts';
 
 /** What the host is started with (its first message). */
+import type { RtcNetworkSettings } from '../../transports/webrtc/rtc-network.ts';
+
 export interface BotHostInit {
   readonly logLevel: string;
   /** The host's scheduling priority (os.setPriority), set before it loads anything. */
@@ -20,6 +22,8 @@ export interface BotHostInit {
   readonly webhookAllowedRanges: readonly string[];
   /** The server's `iceAllowedRanges`: the host's rooms screen visitors' candidates alike. */
   readonly iceAllowedRanges: readonly string[];
+  /** The server's `rtc` settings (TURN, announced address, port range, policy): the host's peers cross NATs alike. */
+  readonly rtc: RtcNetworkSettings;
   readonly timeouts?: Partial<SessionTimeouts>;
   /** The runner's engine knobs that are plain data (tests shorten the VAD's stop delay). */
   readonly tuning?: BotHostTuning;
@@ -30,7 +34,7 @@ export interface BotHostInit {
 export type BotHostTuning = Pick<BotRunnerTuning, 'vadOptions' | 'sttOptions' | 'ttsOptions' | 'outputOptions'>;
 
 export type HostRequest =
-  | { readonly t: 'create-room'; readonly id: number; readonly name: string; readonly tokenTtlMs?: number }
+  | { readonly t: 'create-room'; readonly id: number; readonly name: string; readonly tokenTtlMs?: number; readonly mediaTtlMs?: number }
   | { readonly t: 'close-room'; readonly id: number; readonly room: string }
   | { readonly t: 'start'; readonly id: number; readonly session: SessionStart; readonly face: ResolvedSessionFace }
   | { readonly t: 'stop'; readonly id: number; readonly sessionId: string; readonly reason: TerminationReason };

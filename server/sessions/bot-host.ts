@@ -140,7 +140,13 @@ export class BotHost implements SessionRunner, RoomProvider, SignallingDelegate 
     let created: CreatedRoom;
     try {
       const child = await this.launch();
-      created = (await this.request(child, { t: 'create-room', id: 0, name, ...(options.tokenTtlMs === undefined ? {} : { tokenTtlMs: options.tokenTtlMs }) })) as CreatedRoom;
+      created = (await this.request(child, {
+        t: 'create-room',
+        id: 0,
+        name,
+        ...(options.tokenTtlMs === undefined ? {} : { tokenTtlMs: options.tokenTtlMs }),
+        ...(options.mediaTtlMs === undefined ? {} : { mediaTtlMs: options.mediaTtlMs }),
+      })) as CreatedRoom;
     } catch (err) {
       throw new RoomError('room_creation_failed', `the bot host could not create the room: ${(err as Error).message}`);
     }

@@ -138,6 +138,7 @@ function mountHostedSessions(server: SessionsHost, rooms: MountedRooms, livekit:
       providers: options.providers ?? server.config.sessions.providers,
       webhookAllowedRanges: server.config.webhookAllowedRanges,
       iceAllowedRanges: server.config.iceAllowedRanges,
+      rtc: server.config.rtc,
       ...(options.runner?.timeouts ? { timeouts: options.runner.timeouts } : {}),
       ...(Object.keys(tuning).length ? { tuning } : {}),
     },

@@ -259,7 +259,12 @@ export class LiveSessions {
 
     let room: AvatarRoom;
     try {
-      room = await this.options.rooms.createRoom({ name: roomName, ...(request.baseUrl ? { baseUrl: request.baseUrl } : {}) });
+      room = await this.options.rooms.createRoom({
+        name: roomName,
+        ...(request.baseUrl ? { baseUrl: request.baseUrl } : {}),
+        // TURN credentials last as long as the session can (its limit, the farewell and the stop).
+        mediaTtlMs: admission.appliedLimitSeconds * 1000 + SESSION_TIMEOUTS.limitFarewellMs + SESSION_TIMEOUTS.stopTimeoutMs,
+      });
     } catch (err) {
       this.log.warn({ err, sessionId }, 'room creation failed');
       await this.store.finish(sessionId, callId, { terminationReason: 'room_creation_failed', failureReason: 'room_creation_failed', participantCount: 0, metadata: { failure_detail: (err as Error).message } });

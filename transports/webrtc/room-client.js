@@ -16,6 +16,14 @@
  * With `microphone: track` (from getUserMedia) the track is sent back on the avatar's audio
  * transceiver, so the bot hears the user over the same peer connection.
  *
+ * ICE: the STUN/TURN servers (with a TURN credential minted for this join) and the transport
+ * policy come from the server's `joined` message (`iceServers` / `iceTransportPolicy` options
+ * override them). When the peer connection goes `disconnected` or `failed` after it had
+ * connected (the network changed: Wi-Fi to mobile), the client asks the server for an ICE
+ * restart (`restart_ice`) every `iceRestartIntervalMs` (2 s) until it is connected again
+ * (`iceRestart: false` turns that off); `room.iceRestarts` counts the requests. TURN/STUN errors
+ * the browser reports are kept in `room.iceErrors` ({url, errorCode, errorText}).
+ *
  * The token travels in the first message, never in the URL.
  */
 (function (global) {
@@ -36,10 +44,19 @@
     var pc = null;
     var pcId = null;
     var left = false;
+    var iceServers = options.iceServers || [];
+    var iceTransportPolicy = options.iceTransportPolicy || 'all';
+    var restartTimer = null;
+    var everConnected = false;
+    var restartInterval = options.iceRestartIntervalMs || 2000;
     var connection = {
       participantId: null,
       room: null,
       publisher: null,
+      /** ICE restarts asked of the server since joining. */
+      iceRestarts: 0,
+      /** STUN/TURN errors the browser reported ({url, errorCode, errorText}), newest last (at most 20). */
+      iceErrors: [],
       /** The tracks currently received (replaced on a new publication). */
       stream: new MediaStream(),
       get peerConnection() { return pc; },
@@ -90,7 +107,22 @@
       if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(message));
     }
 
+    function stopRestarts() {
+      if (restartTimer !== null) clearInterval(restartTimer);
+      restartTimer = null;
+    }
+
+    function askRestart() {
+      if (!pc || left) return stopRestarts();
+      var state = pc.connectionState;
+      if (state === 'connected' || state === 'closed') return stopRestarts();
+      connection.iceRestarts++;
+      send({ type: 'restart_ice', pc_id: pcId });
+    }
+
     function endPeer() {
+      stopRestarts();
+      everConnected = false;
       if (!pc) return;
       var tracks = connection.stream.getTracks();
       pc.ontrack = null;
@@ -101,11 +133,27 @@
       tracks.forEach(function (t) { connection.stream.removeTrack(t); emit('trackended', { track: t }); });
     }
 
+    // A new offer for the current peer connection: the server's answer to an ICE restart.
+    function acceptRestart(message) {
+      var peer = pc;
+      peer.setRemoteDescription({ type: 'offer', sdp: message.sdp })
+        .then(function () { return peer.createAnswer(); })
+        .then(function (answer) { return peer.setLocalDescription(answer); })
+        .then(function () { if (pc === peer) send({ type: 'answer', pc_id: message.pc_id, sdp: peer.localDescription.sdp }); })
+        .catch(function (e) { emit('error', RoomError('negotiation_failed', String(e && e.message || e), false)); });
+    }
+
     function acceptOffer(message) {
+      if (pc && message.pc_id === pcId) return acceptRestart(message);
       endPeer();
       pcId = message.pc_id;
-      var peer = new RTCPeerConnection({ iceServers: options.iceServers || [] });
+      var peer = new RTCPeerConnection({ iceServers: iceServers, iceTransportPolicy: iceTransportPolicy });
       pc = peer;
+      peer.onicecandidateerror = function (event) {
+        connection.iceErrors.push({ url: event.url, errorCode: event.errorCode, errorText: event.errorText });
+        if (connection.iceErrors.length > 20) connection.iceErrors.shift();
+        emit('iceerror', { url: event.url, errorCode: event.errorCode, errorText: event.errorText });
+      };
       peer.ontrack = function (event) {
         connection.stream.addTrack(event.track);
         emit('track', { track: event.track, stream: connection.stream });
@@ -114,7 +162,19 @@
         var c = event.candidate;
         send({ type: 'candidate', pc_id: message.pc_id, candidate: c ? { candidate: c.candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment } : null });
       };
-      peer.onconnectionstatechange = function () { emit('connectionstatechange', { state: peer.connectionState }); if (peer.connectionState === 'connected') emit('connected', {}); };
+      peer.onconnectionstatechange = function () {
+        if (pc !== peer) return;
+        var state = peer.connectionState;
+        emit('connectionstatechange', { state: state });
+        if (state === 'connected') {
+          everConnected = true;
+          stopRestarts();
+          emit('connected', {});
+        } else if ((state === 'disconnected' || state === 'failed') && everConnected && options.iceRestart !== false && restartTimer === null) {
+          askRestart();
+          restartTimer = setInterval(askRestart, restartInterval);
+        }
+      };
       peer.setRemoteDescription({ type: 'offer', sdp: message.sdp })
         .then(function () {
           if (!options.microphone) return undefined;
@@ -145,6 +205,8 @@
             connection.participantId = message.participant_id;
             connection.room = message.room;
             connection.publisher = message.publisher;
+            if (!options.iceServers && Array.isArray(message.ice_servers)) iceServers = message.ice_servers;
+            if (!options.iceTransportPolicy && message.ice_transport_policy === 'relay') iceTransportPolicy = 'relay';
             resolve(connection);
             emit('joined', message);
             break;

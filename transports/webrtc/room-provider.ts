@@ -29,6 +29,8 @@ export interface RoomCreateOptions {
    */
   readonly baseUrl?: string;
   readonly tokenTtlMs?: number;
+  /** How long the room is used at most (the session's limit): TURN credentials expire with it. */
+  readonly mediaTtlMs?: number;
 }
 
 export interface RoomProvider {
@@ -85,6 +87,7 @@ export class EmbeddedRoomProvider implements RoomProvider {
     const created = this.rooms.createRoom({
       ...(options.name === undefined ? {} : { name: options.name }),
       ...(options.tokenTtlMs === undefined ? {} : { tokenTtlMs: options.tokenTtlMs }),
+      ...(options.mediaTtlMs === undefined ? {} : { mediaTtlMs: options.mediaTtlMs }),
     });
     return embeddedAvatarRoom(created, this.options.signalUrl, options.baseUrl);
   }

@@ -13,6 +13,7 @@ import { RoomError } from './room-errors.ts';
 import { SIGNALLING_LIMITS } from './signalling-protocol.ts';
 import { AddressPolicy } from '../../processors/tools/address-policy.ts';
 import type { RemoteCandidateScreenOptions } from './remote-candidates.ts';
+import { checkRtcNetwork, iceServerAddresses, RTC_NETWORK_DEFAULTS, type RtcNetworkSettings } from './rtc-network.ts';
 
 export const ROOM_REGISTRY_DEFAULTS = {
   /** How long a token can be used to join (publish or subscribe) after it was issued. */
@@ -62,6 +63,12 @@ export interface RoomRegistryOptions {
   readonly iceAllowedRanges?: readonly string[];
   /** Remote candidates admitted per peer connection (REMOTE_CANDIDATE_DEFAULTS). */
   readonly maxRemoteCandidates?: number;
+  /**
+   * STUN/TURN for both sides, TURN credentials, announced address, port range, relay policy
+   * (rtc-network.ts; `SVC_ICE_SERVERS`, `SVC_TURN_*`, `SVC_RTC_*`, `SVC_ICE_TRANSPORT_POLICY`).
+   * The addresses of its servers are admitted in visitors' candidates (their relay candidates).
+   */
+  readonly network?: RtcNetworkSettings;
 }
 
 const ROOM_NAME = /^[A-Za-z0-9_-]{1,128}$/;
@@ -77,6 +84,7 @@ export class RoomRegistry {
   private readonly maxRooms: number;
   private readonly emptyRoomTimeoutMs: number;
   private readonly iceServers: readonly RTCIceServer[];
+  private readonly network: RtcNetworkSettings;
   private readonly remoteCandidates: RemoteCandidateScreenOptions;
   private readonly rooms = new Map<string, Room>();
   private readonly grants = new Map<string, RoomGrant>();
@@ -94,20 +102,32 @@ export class RoomRegistry {
     this.maxRooms = settings.maxRooms;
     this.emptyRoomTimeoutMs = settings.emptyRoomTimeoutMs;
     this.iceServers = options.iceServers ?? [];
+    this.network = options.network ?? RTC_NETWORK_DEFAULTS;
+    checkRtcNetwork(this.network);
     this.remoteCandidates = {
-      policy: new AddressPolicy(options.iceAllowedRanges ?? []),
+      policy: new AddressPolicy([...(options.iceAllowedRanges ?? []), ...iceServerAddresses(this.network)]),
       ...(options.maxRemoteCandidates !== undefined ? { maxRemoteCandidates: options.maxRemoteCandidates } : {}),
     };
   }
 
   /** Opens a room (a fresh random name unless one is given) with a publisher and a subscriber token. */
-  createRoom(options: { readonly name?: string; readonly tokenTtlMs?: number } = {}): CreatedRoom {
+  createRoom(options: { readonly name?: string; readonly tokenTtlMs?: number; /** How long the room is used at most (a session's limit): TURN credentials expire with it. */ readonly mediaTtlMs?: number } = {}): CreatedRoom {
     this.sweep();
     const name = options.name ?? `room_${randomUUID().replaceAll('-', '')}`;
     if (!ROOM_NAME.test(name) || name.length > SIGNALLING_LIMITS.maxRoomNameLength) throw new RoomError('invalid_settings', 'room names are 1 to 128 letters, digits, `_` or `-`');
     if (this.rooms.has(name)) throw new RoomError('invalid_settings', `room ${name} already exists`);
     if (this.rooms.size >= this.maxRooms) throw new RoomError('invalid_settings', `this server already has ${this.maxRooms} rooms open`);
-    this.rooms.set(name, new Room(name, { maxSubscribers: this.maxSubscribers, iceServers: this.iceServers, remoteCandidates: this.remoteCandidates, now: () => this.clock.now() }));
+    this.rooms.set(
+      name,
+      new Room(name, {
+        maxSubscribers: this.maxSubscribers,
+        iceServers: this.iceServers,
+        network: this.network,
+        mediaUntilMs: options.mediaTtlMs === undefined ? null : Date.now() + options.mediaTtlMs,
+        remoteCandidates: this.remoteCandidates,
+        now: () => this.clock.now(),
+      }),
+    );
     const ttl = options.tokenTtlMs ?? this.tokenTtlMs;
     const publisherToken = this.issueToken(name, 'publisher', ttl);
     const subscriberToken = this.issueToken(name, 'subscriber', ttl);

@@ -16,7 +16,8 @@ import {
   type SignallingErrorCode,
   type SignallingServerMessage,
 } from './signalling-protocol.ts';
-import { SubscriberPeer, type SubscriberAudio, type SubscriberPeerOptions } from './subscriber-peer.ts';
+import { iceServersFor, RTC_NETWORK_DEFAULTS } from './rtc-network.ts';
+import { SubscriberPeer, type PeerGatheringFailure, type SubscriberAudio, type SubscriberPeerOptions } from './subscriber-peer.ts';
 
 /** A subscriber's microphone, 10 ms at a time, tagged with who spoke. */
 export interface ParticipantAudio extends SubscriberAudio {
@@ -43,7 +44,13 @@ export interface RoomSubscriberInfo {
  */
 export type RoomSubscriberEvent =
   | { readonly type: 'joined'; readonly participantId: string }
-  | { readonly type: 'peer-state'; readonly participantId: string; readonly state: RTCPeerConnectionState | 'none' }
+  | {
+      readonly type: 'peer-state';
+      readonly participantId: string;
+      readonly state: RTCPeerConnectionState | 'none';
+      /** With `failed` when the server gave up on its own: no usable candidate could be gathered. */
+      readonly reason?: PeerGatheringFailure;
+    }
   | { readonly type: 'left'; readonly participantId: string; readonly reason: string };
 
 /** What the room needs from a participant's connection. */
@@ -67,6 +74,11 @@ export interface RoomOptions extends SubscriberPeerOptions {
   readonly maxSubscribers: number;
   /** Clock time in ms (for how long the room has been empty). */
   readonly now: () => number;
+  /**
+   * When the room's use ends (epoch ms: a session's limit), so per-peer TURN credentials expire
+   * with it; null: they last the TURN TTL.
+   */
+  readonly mediaUntilMs?: number | null;
 }
 
 interface Subscriber {
@@ -83,6 +95,12 @@ export interface RoomParticipant {
   handle(message: SignallingClientMessage): Promise<void>;
   leave(): void;
 }
+
+const GATHERING_FAILURES: Record<PeerGatheringFailure, string> = {
+  media_ports_exhausted: 'the server has no free media port for this connection (SVC_RTC_PORT_MIN..MAX all in use)',
+  turn_unavailable: 'the server could not get a relay from its TURN server (unreachable, or it refused the credential)',
+  no_candidates: 'the server found no network address to offer for this connection',
+};
 
 export class Room {
   private publication: RoomPublication | null = null;
@@ -203,12 +221,16 @@ export class Room {
     this.touch();
     this.presence.next({ type: 'joined', participantId: subscriber.participantId });
     const pub = this.publication;
+    const network = this.options.network ?? RTC_NETWORK_DEFAULTS;
     channel.send({
       type: 'joined',
       room: this.name,
       participant_id: subscriber.participantId,
       publisher: pub ? { participant_id: pub.participantId, tracks: pub.tracks } : null,
       protocol_version: SIGNALLING_PROTOCOL_VERSION,
+      // The visitor's own STUN/TURN servers: a TURN credential minted for this join only.
+      ice_servers: iceServersFor(network, this.options.mediaUntilMs ?? null, Date.now(), subscriber.participantId),
+      ice_transport_policy: network.iceTransportPolicy,
     });
     if (pub) this.connect(subscriber);
     return {
@@ -245,6 +267,9 @@ export class Room {
       case 'candidate':
         await this.peerFor(subscriber, message.pc_id).addCandidate(message.candidate);
         return;
+      case 'restart_ice':
+        await this.peerFor(subscriber, message.pc_id).restartIce();
+        return;
       case 'ping':
         subscriber.channel.send({ type: 'pong', t: message.t ?? Date.now() });
         return;
@@ -268,16 +293,25 @@ export class Room {
   private connect(subscriber: Subscriber): void {
     const pub = this.publication;
     if (!pub || subscriber.peer) return;
+    const network = this.options.network ?? RTC_NETWORK_DEFAULTS;
     const peer: SubscriberPeer = new SubscriberPeer(
       pub.createTracks(),
       (m) => subscriber.channel.send(m),
       pub.participantId,
-      this.options,
+      // The server's own TURN credential, minted for this peer connection.
+      { ...this.options, iceServers: [...(this.options.iceServers ?? []), ...iceServersFor(network, this.options.mediaUntilMs ?? null)] },
       (audio) => {
         if (this.audio.observed) this.audio.next({ ...audio, participantId: subscriber.participantId });
       },
       (state) => {
         if (subscriber.peer === peer) this.presence.next({ type: 'peer-state', participantId: subscriber.participantId, state });
+      },
+      (failure) => {
+        if (subscriber.peer !== peer) return;
+        // Nothing to connect with: the visitor is told at once (it would otherwise wait for its
+        // timeout), and the bot sees the failure with its reason.
+        subscriber.channel.send({ type: 'error', code: 'ice_unavailable', message: GATHERING_FAILURES[failure], fatal: false });
+        this.presence.next({ type: 'peer-state', participantId: subscriber.participantId, state: 'failed', reason: failure });
       },
     );
     subscriber.peer = peer;

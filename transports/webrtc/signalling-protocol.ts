@@ -39,6 +39,7 @@ export type SignallingErrorCode =
   | 'room_closed'
   | 'join_timeout'
   | 'replaced'
+  | 'ice_unavailable'
   | 'internal_error';
 
 /** WebSocket close codes for fatal errors (4xxx = application codes). */
@@ -74,6 +75,8 @@ export type SignallingClientMessage =
   | { readonly type: 'join'; readonly room?: string; readonly token: string }
   | { readonly type: 'answer'; readonly pc_id: string; readonly sdp: string }
   | { readonly type: 'candidate'; readonly pc_id: string; readonly candidate: IceCandidateWire | null }
+  /** The client's side of the peer connection went `disconnected`/`failed`: the server re-offers with an ICE restart. */
+  | { readonly type: 'restart_ice'; readonly pc_id: string }
   | { readonly type: 'leave' }
   | { readonly type: 'ping'; readonly t?: number }
   /** A message for the bot (the session protocol's client messages: `client-ready`, `hang-up`, ...). */
@@ -91,6 +94,9 @@ export type SignallingServerMessage =
       readonly participant_id: string;
       readonly publisher: PublisherInfo | null;
       readonly protocol_version: number;
+      /** STUN/TURN servers for the client's peer connections (a TURN credential minted for this join). */
+      readonly ice_servers: readonly RTCIceServer[];
+      readonly ice_transport_policy: 'all' | 'relay';
     }
   | { readonly type: 'offer'; readonly pc_id: string; readonly publisher_id: string; readonly sdp: string }
   | { readonly type: 'candidate'; readonly pc_id: string; readonly candidate: IceCandidateWire | null }
@@ -150,6 +156,8 @@ export function parseSignallingMessage(text: string): SignallingClientMessage {
     case 'candidate':
       if (!('candidate' in m)) throw malformed('`candidate` is required (null ends the candidates)');
       return { type: 'candidate', pc_id: boundedString(m.pc_id, 'pc_id', 64), candidate: parseCandidate(m.candidate) };
+    case 'restart_ice':
+      return { type: 'restart_ice', pc_id: boundedString(m.pc_id, 'pc_id', 64) };
     case 'leave':
       return { type: 'leave' };
     case 'client_message': {

@@ -1,8 +1,10 @@
 /**
  * The server side of one subscriber's peer connection (libwebrtc through wrtc): it carries the
  * avatar's tracks to one browser. The server offers, the browser answers; candidates trickle
- * both ways. Only host candidates exist (no STUN/TURN configured): the browser reaches the
- * server's addresses directly, and the server learns the browser's address from its checks.
+ * both ways. With no STUN/TURN configured only host candidates exist: the browser reaches the
+ * server's addresses directly, and the server learns the browser's address from its checks. Across
+ * NATs the room's network settings (rtc-network.ts) add TURN servers, an announced address, a
+ * port range and the relay policy; the browser may ask for an ICE restart when its network changes.
  */
 import { preferShortAudioPackets } from './sdp.ts';
 import { randomUUID } from 'node:crypto';
@@ -10,6 +12,7 @@ import type { IceCandidateWire, SignallingServerMessage } from './signalling-pro
 import { SignallingError } from './signalling-protocol.ts';
 import { wrtcWithSources } from './wrtc.ts';
 import { RemoteCandidateScreen, type RemoteCandidateScreenOptions } from './remote-candidates.ts';
+import { announceCandidate, announceInSdp, RTC_NETWORK_DEFAULTS, serverPeerConfiguration, type RtcNetworkSettings } from './rtc-network.ts';
 
 /** 10 ms of the subscriber's microphone as libwebrtc hands it over (16 kHz mono with @roamhq/wrtc 0.10). */
 export interface SubscriberAudio {
@@ -23,7 +26,21 @@ export interface SubscriberPeerOptions {
   readonly iceServers?: readonly RTCIceServer[];
   /** Which remote candidates reach libwebrtc (address policy, limit): remote-candidates.ts. */
   readonly remoteCandidates?: RemoteCandidateScreenOptions;
+  /** Announced address, port range, relay policy (rtc-network.ts); `iceServers` above are this peer's own. */
+  readonly network?: RtcNetworkSettings;
 }
+
+/**
+ * Why a peer connection can never connect, found when its candidate gathering ended without one
+ * usable (UDP) candidate: every port of `SVC_RTC_PORT_MIN..MAX` is taken, or (relay policy) the
+ * TURN server gave no allocation (unreachable, or it refused the credential).
+ */
+export type PeerGatheringFailure = 'media_ports_exhausted' | 'turn_unavailable' | 'no_candidates';
+
+export const SUBSCRIBER_PEER_DEFAULTS = {
+  /** A visitor's ICE restart requests closer together than this are ignored (one restart at a time). */
+  minRestartIntervalMs: 1_000,
+} as const;
 
 type AudioSink = InstanceType<ReturnType<typeof wrtcWithSources>['nonstandard']['RTCAudioSink']>;
 
@@ -36,6 +53,15 @@ export class SubscriberPeer {
   private readonly audioSinks: AudioSink[] = [];
   private answered = false;
   private closed = false;
+  private readonly network: RtcNetworkSettings;
+  /** Host candidates already announced (address + port), so two interfaces do not announce one twice. */
+  private readonly announced = new Set<string>();
+  private udpCandidates = 0;
+  private lastRestartAt = 0;
+  /** The restart offer waits for this (a restart asked for while the first offer is still out). */
+  private negotiating: Promise<void> = Promise.resolve();
+  /** How many ICE restarts the visitor asked for and got (diagnostics). */
+  restarts = 0;
 
   /**
    * @param onAudio receives the subscriber's microphone when its answer sends audio back on the
@@ -49,11 +75,13 @@ export class SubscriberPeer {
     options: SubscriberPeerOptions = {},
     onAudio?: (audio: SubscriberAudio) => void,
     onState?: (state: RTCPeerConnectionState) => void,
+    onGatheringFailed?: (failure: PeerGatheringFailure) => void,
   ) {
     this.screen = new RemoteCandidateScreen(options.remoteCandidates);
+    this.network = options.network ?? RTC_NETWORK_DEFAULTS;
     const wrtc = wrtcWithSources();
     const { RTCPeerConnection, MediaStream } = wrtc;
-    this.pc = new RTCPeerConnection({ iceServers: [...(options.iceServers ?? [])] });
+    this.pc = new RTCPeerConnection(serverPeerConfiguration(this.network, options.iceServers ?? []));
     const stream = new MediaStream();
     for (const track of tracks) {
       stream.addTrack(track);
@@ -73,11 +101,15 @@ export class SubscriberPeer {
     this.pc.onicecandidate = (event) => {
       if (this.closed) return;
       const c = event.candidate;
-      this.send({
-        type: 'candidate',
-        pc_id: this.pcId,
-        candidate: c ? { candidate: c.candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment ?? null } : null,
-      });
+      if (!c) {
+        this.send({ type: 'candidate', pc_id: this.pcId, candidate: null });
+        if (this.udpCandidates === 0) onGatheringFailed?.(this.gatheringFailure());
+        return;
+      }
+      if (/ udp /i.test(c.candidate)) this.udpCandidates++;
+      const candidate = announceCandidate(c.candidate, this.network.announcedAddress, this.announced);
+      if (candidate === null) return;
+      this.send({ type: 'candidate', pc_id: this.pcId, candidate: { candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment ?? null } });
     };
   }
 
@@ -85,20 +117,53 @@ export class SubscriberPeer {
     return this.pc.connectionState;
   }
 
+  private gatheringFailure(): PeerGatheringFailure {
+    if (this.network.iceTransportPolicy === 'relay') return 'turn_unavailable';
+    return this.network.portRange ? 'media_ports_exhausted' : 'no_candidates';
+  }
+
   /** Creates and sends the offer. */
-  async start(): Promise<void> {
-    const created = await this.pc.createOffer();
+  start(): Promise<void> {
+    const started = this.offer(false);
+    this.negotiating = started.catch(() => undefined);
+    return started;
+  }
+
+  private async offer(iceRestart: boolean): Promise<void> {
+    const created = await this.pc.createOffer(iceRestart ? { iceRestart: true } : {});
     if (this.closed) return;
     // 10 ms Opus packets from the visitor (see sdp.ts): the offer's a=ptime shapes what they send.
     const offer = { type: 'offer' as const, sdp: preferShortAudioPackets(created.sdp ?? '') };
     await this.pc.setLocalDescription(offer);
     if (this.closed) return;
-    this.send({ type: 'offer', pc_id: this.pcId, publisher_id: this.publisherId, sdp: this.pc.localDescription?.sdp ?? offer.sdp ?? '' });
+    this.answered = false;
+    // Candidates gathered before the description was read are in it: announced like the trickled ones.
+    const sdp = announceInSdp(this.pc.localDescription?.sdp ?? offer.sdp ?? '', this.network.announcedAddress);
+    this.send({ type: 'offer', pc_id: this.pcId, publisher_id: this.publisherId, sdp });
+  }
+
+  /**
+   * The visitor's network changed (its side went `disconnected`/`failed`): a new offer with fresh
+   * ICE credentials on the same peer connection; the tracks and the call go on. Requests while one
+   * is answered, or closer together than `minRestartIntervalMs`, are ignored (the visitor asks again).
+   */
+  async restartIce(): Promise<boolean> {
+    if (this.closed) return false;
+    const now = Date.now();
+    if (now - this.lastRestartAt < SUBSCRIBER_PEER_DEFAULTS.minRestartIntervalMs) return false;
+    await this.negotiating;
+    if (this.closed || !this.answered || this.pc.signalingState !== 'stable') return false;
+    this.lastRestartAt = now;
+    this.restarts++;
+    const restarted = this.offer(true);
+    this.negotiating = restarted.catch(() => undefined);
+    await restarted;
+    return true;
   }
 
   async acceptAnswer(sdp: string): Promise<void> {
     if (this.closed) return;
-    if (this.answered) throw new SignallingError('negotiation_failed', 'this peer connection already has an answer');
+    if (this.answered || this.pc.signalingState !== 'have-local-offer') throw new SignallingError('negotiation_failed', 'this peer connection already has an answer');
     try {
       // ... and from us: our encoder follows the a=ptime of the answer it applies.
       await this.pc.setRemoteDescription({ type: 'answer', sdp: preferShortAudioPackets(sdp) });
