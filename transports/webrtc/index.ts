@@ -20,3 +20,8 @@ export {
 export { AVATAR_MEDIA, FrameAudioResampler, imageToI420, rgbaToI420, i420ByteLength, type I420Frame } from './avatar-media.ts';
 export { AvatarFramePump, FRAME_PUMP_DEFAULTS, type AvatarMediaSink, type FramePumpStats, type FramePumpOptions } from './avatar-frame-pump.ts';
 export { EmbeddedRoomProvider, type AvatarRoom, type RoomProvider, type EmbeddedRoomProviderOptions } from './room-provider.ts';
+export {
+  RTC_NETWORK_DEFAULTS, TURN_DEFAULTS, RtcSettingsError, rtcNetworkFromStrings, parseIceServers, checkRtcNetwork, mintTurnCredential, iceServersFor,
+  type RtcNetworkSettings, type TurnSecretSettings,
+} from './rtc-network.ts';
+export type { PeerGatheringFailure } from './subscriber-peer.ts';
