@@ -105,16 +105,58 @@ export const SESSION_START = {
    * process judged itself overloaded by its own start-ups (issue 25).
    */
   concurrentStarts: 2,
+  /**
+   * A start waits while connects of this process are still being decided, up to this long: a
+   * burst is answered (admitted or refused, a few database round trips each) before the bots'
+   * start-ups take the event loop, so the decisions do not queue behind them (issue 25: decision
+   * p99 1 s with the starts interleaved). A steady stream of connects cannot hold a start longer.
+   */
+  maxDecisionsFirstMs: 1_000,
 } as const;
 
-/** At most `limit` starts at once, in arrival order. */
+/** Connects being decided now; `quiet()` resolves once there are none (or after `maxMs`). */
+class PendingDecisions {
+  private count = 0;
+  private readonly waiters: (() => void)[] = [];
+  begin(): () => void {
+    this.count++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      if (--this.count === 0) for (const wake of this.waiters.splice(0)) wake();
+    };
+  }
+  quiet(maxMs: number): Promise<void> {
+    if (this.count === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        const i = this.waiters.indexOf(wake);
+        if (i >= 0) this.waiters.splice(i, 1);
+        resolve();
+      }, maxMs);
+      timer.unref();
+      const wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.waiters.push(wake);
+    });
+  }
+}
+
+/** At most `limit` starts at once, in arrival order, each after the connects being decided (PendingDecisions). */
 class StartPacer {
   private running = 0;
   private readonly waiting: (() => void)[] = [];
-  constructor(private readonly limit: number) {}
+  constructor(
+    private readonly limit: number,
+    private readonly decisions: PendingDecisions,
+  ) {}
   async run<T>(start: () => Promise<T>): Promise<T> {
     if (this.running >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
     this.running++;
+    await this.decisions.quiet(SESSION_START.maxDecisionsFirstMs);
     try {
       return await start();
     } finally {
@@ -141,7 +183,8 @@ export class LiveSessions {
   private readonly inFlight = new Set<Promise<unknown>>();
   private readonly log: Logger;
   private readonly counts = { started: 0, refused: {} as Record<string, number>, ended: {} as Record<string, number> };
-  private readonly starts = new StartPacer(SESSION_START.concurrentStarts);
+  private readonly decisions = new PendingDecisions();
+  private readonly starts = new StartPacer(SESSION_START.concurrentStarts, this.decisions);
 
   constructor(private readonly options: LiveSessionsOptions) {
     this.store = new SessionStore(options.db, options.runnerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`, options.lease);
@@ -186,9 +229,11 @@ export class LiveSessions {
   async connect(request: ConnectRequest): Promise<SessionGrant> {
     const arrived = performance.now();
     let decided = false;
+    const settled = this.decisions.begin();
     const decide = (outcome: 'admitted' | 'refused') => {
       if (decided) return;
       decided = true;
+      settled();
       this.options.onDecision?.(performance.now() - arrived, outcome);
     };
     try {
