@@ -1,60 +1,70 @@
 /**
- * How one process sends a burst of connects for one agent to the database: one admission
- * transaction at a time per agent (the others wait here, holding no database connection), and
- * when a transaction finds the agent at its limit, every connect that was already waiting before
- * that transaction read the database gets the same refusal at once instead of a transaction of
- * its own. A connect that arrives later asks the database again, so a slot freed by another
- * process, or a lease that lapsed, is seen by the next connect: the answer is never older than
- * what the visitor could have been told had it been first in line.
+ * How one process sends a burst of connects for one agent to the database: in batches. One
+ * admission transaction at a time per agent; every connect that arrives while it runs waits (holding
+ * no database connection) and joins the next one, which decides all of them together: one read of
+ * the agent's live sessions, as many admitted (in arrival order) as the limit leaves room for, the
+ * rest refused with one computed `retry_after_seconds`. A connect is never answered from a reading
+ * older than its own arrival, so a slot freed by another process, or a lease that lapsed, is seen
+ * by the next batch.
  *
  * Why (issue 25): every admission takes the agent's row lock. 50 connects at once on one process
- * were 50 transactions holding 20 pool connections while queued on that lock, and the work that
- * followed an admission (the bot's start, marking it active) waited behind them for a connection:
- * past the pool's acquire timeout, visitors got 500s. The database still decides the limit exactly,
- * across processes; this only keeps one process from queuing on its own lock.
+ * were 50 transactions holding 20 pool connections while queued on that lock (visitors got 500s
+ * past the pool's acquire timeout); one at a time without batching, the tenth admission waited for
+ * nine transactions before it and a burst took 100-500 ms to decide. In batches a burst is two
+ * transactions (the first connect's, then everyone who arrived meanwhile). The database still
+ * decides the limit exactly, across processes: the batch holds the agent's row lock.
  */
-export class AdmissionLine<Refusal> {
-  private readonly tails = new Map<string, Promise<unknown>>();
-  /** Per agent: the last refusal at its limit, and when the transaction that found it began. */
-  private readonly full = new Map<string, { readonly decidedAt: number; readonly refusal: Refusal }>();
+interface Waiting<Request, Answer> {
+  readonly request: Request;
+  readonly resolve: (answer: Answer) => void;
+  readonly reject: (error: unknown) => void;
+}
 
-  /** The refusal a connect that arrived at `arrivedAt` may be given without asking again, if any. */
-  refusalFor(agentId: string, arrivedAt: number): Refusal | undefined {
-    const entry = this.full.get(agentId);
-    return entry && arrivedAt <= entry.decidedAt ? entry.refusal : undefined;
-  }
-
-  /** A slot of `agentId` was freed here: nothing waiting is refused from an older answer. */
-  freed(agentId: string): void {
-    this.full.delete(agentId);
-  }
+export class AdmissionLine<Request, Answer> {
+  /** Per agent: connects waiting for the next batch, and whether a batch is running now. */
+  private readonly agents = new Map<string, { waiting: Waiting<Request, Answer>[]; running: boolean }>();
 
   /**
-   * Runs `admit` after the agent's earlier admissions in this process have finished. `admit`
-   * gets the time its own reading begins and returns its answer with, when the agent was at its
-   * limit, the refusal to give the connects that were waiting meanwhile.
+   * @param decide decides one batch of connects for one agent, in one transaction; returns one
+   *   answer per request, in order. A throw fails every connect of the batch.
    */
-  run<T>(agentId: string, admit: (startedAt: number) => Promise<{ readonly answer: T; readonly atLimit?: Refusal }>): Promise<T> {
-    const previous = this.tails.get(agentId) ?? Promise.resolve();
-    const turn = previous.then(
-      () => this.decide(agentId, admit),
-      () => this.decide(agentId, admit),
-    );
-    const tail = turn.catch(() => undefined);
-    this.tails.set(agentId, tail);
-    void tail.then(() => {
-      if (this.tails.get(agentId) !== tail) return;
-      // Nobody waits any more: the next connect asks the database.
-      this.tails.delete(agentId);
-      this.full.delete(agentId);
-    });
-    return turn;
+  constructor(private readonly decide: (agentId: string, requests: readonly Request[]) => Promise<readonly Answer[]>) {}
+
+  /** Batches being decided or waiting (agents with connects in line). */
+  get busyAgents(): number {
+    return this.agents.size;
   }
 
-  private async decide<T>(agentId: string, admit: (startedAt: number) => Promise<{ readonly answer: T; readonly atLimit?: Refusal }>): Promise<T> {
-    const startedAt = performance.now();
-    const { answer, atLimit } = await admit(startedAt);
-    if (atLimit !== undefined) this.full.set(agentId, { decidedAt: startedAt, refusal: atLimit });
-    return answer;
+  admit(agentId: string, request: Request): Promise<Answer> {
+    return new Promise<Answer>((resolve, reject) => {
+      let line = this.agents.get(agentId);
+      if (!line) this.agents.set(agentId, (line = { waiting: [], running: false }));
+      line.waiting.push({ request, resolve, reject });
+      if (!line.running) void this.next(agentId);
+    });
+  }
+
+  private async next(agentId: string): Promise<void> {
+    const line = this.agents.get(agentId);
+    if (!line) return;
+    if (line.waiting.length === 0) {
+      this.agents.delete(agentId);
+      return;
+    }
+    line.running = true;
+    const batch = line.waiting.splice(0);
+    try {
+      const answers = await this.decide(
+        agentId,
+        batch.map((w) => w.request),
+      );
+      if (answers.length !== batch.length) throw new Error(`admission decided ${answers.length} of ${batch.length} connects`);
+      batch.forEach((w, i) => w.resolve(answers[i]!));
+    } catch (error) {
+      for (const w of batch) w.reject(error);
+    } finally {
+      line.running = false;
+      void this.next(agentId);
+    }
   }
 }

@@ -184,6 +184,8 @@ export class LiveSessions {
   private readonly log: Logger;
   private readonly counts = { started: 0, refused: {} as Record<string, number>, ended: {} as Record<string, number> };
   private readonly decisions = new PendingDecisions();
+  /** Agent lookups in flight: a burst of connects for one agent reads its row once (the admission transaction re-checks it under lock). */
+  private readonly lookups = new Map<string, ReturnType<LiveSessionsOptions['agents']['findById']>>();
   private readonly starts = new StartPacer(SESSION_START.concurrentStarts, this.decisions);
 
   constructor(private readonly options: LiveSessionsOptions) {
@@ -249,10 +251,23 @@ export class LiveSessions {
     }
   }
 
+  private agentRow(agentId: string): ReturnType<LiveSessionsOptions['agents']['findById']> {
+    let lookup = this.lookups.get(agentId);
+    if (!lookup) {
+      lookup = this.options.agents.findById(agentId);
+      this.lookups.set(agentId, lookup);
+      const forget = () => {
+        if (this.lookups.get(agentId) === lookup) this.lookups.delete(agentId);
+      };
+      lookup.then(forget, forget);
+    }
+    return lookup;
+  }
+
   private async admitAndStart(request: ConnectRequest, admitted: () => void): Promise<SessionGrant> {
     this.refuseWhenClosing();
     if (!UUID_RE.test(request.agentId)) throw new SessionError('agent_not_found', `agent ${request.agentId} not found`);
-    const row = await this.options.agents.findById(request.agentId);
+    const row = await this.agentRow(request.agentId);
     this.refuseWhenClosing();
     if (!row) throw new SessionError('agent_not_found', `agent ${request.agentId} not found`);
     if (row.status !== 'published') throw new SessionError('agent_unpublished', `agent ${request.agentId} is not published`);
@@ -270,15 +285,10 @@ export class LiveSessions {
     const reserve = gate ? () => (held.lease = gate.tryAcquire()) !== null : undefined;
     const roomName = newRoomName();
     const atLimit = (refusal: ConcurrencyRefusal) => new SessionError('concurrency_limit', `agent ${row.agent_id} already has ${refusal.live} of ${refusal.limit} sessions`, refusal.retryAfterSeconds);
-    // This process cannot take a bot now (every slot taken, or its live bots' frames late): the
-    // visitor learns which limit stops them from one unlocked read, without queuing for the lock.
-    const busy = gate?.wouldRefuse();
-    if (busy) {
-      const full = await this.store.limitReached(row.agent_id);
-      if (full) throw atLimit(full);
-      gate!.recordRefusal(busy);
-      throw new SessionError('server_busy', 'this server has no capacity for another session right now', SESSION_RETRY.serverBusySeconds);
-    }
+    // This process cannot take a bot now (every slot taken, or its live bots' frames late): decided
+    // in the same batch, after the agent's limit, so the visitor learns which limit stops them.
+    // (An unlocked read of the limit before the batch raced with the batch's own uncommitted
+    // admissions: connects at the agent's limit were answered server_busy.)
     let admission;
     try {
       admission = await this.store.admit({ agentId: row.agent_id, room: roomName, roomProvider: this.options.rooms.name, clientUserRef: request.clientUserRef, origin: request.origin ?? null }, reserve);
@@ -417,6 +427,11 @@ export class LiveSessions {
     clearTimeout(local.limitTimer);
     local.finished ??= (async () => {
       this.counts.ended[outcome.terminationReason] = (this.counts.ended[outcome.terminationReason] ?? 0) + 1;
+      // The bot has stopped: its room and this process's slot are free before the record is
+      // written, so a connect that reads the call as ended finds the slot free too (a burst right
+      // after a release was refused server_busy in that window).
+      await this.options.rooms.closeRoom(local.room.room).catch((err) => this.log.warn({ err, room: local.room.room }, 'room close failed'));
+      local.capacity?.release();
       try {
         await this.store.finish(local.sessionId, local.callId, {
           terminationReason: outcome.terminationReason,
@@ -428,8 +443,6 @@ export class LiveSessions {
         // The lease lapses and a reaper ends the call; the slot is not lost.
         this.log.error({ err, sessionId: local.sessionId }, 'could not record the end of a session');
       }
-      await this.options.rooms.closeRoom(local.room.room).catch((err) => this.log.warn({ err, room: local.room.room }, 'room close failed'));
-      local.capacity?.release();
       this.local.delete(local.sessionId);
       this.byRoom.delete(local.room.room);
       this.log.info({ sessionId: local.sessionId, reason: outcome.terminationReason }, 'session ended');

@@ -62,7 +62,7 @@ type ConcurrencyRefusal = Extract<Admission, { reason: 'concurrency_limit' }>;
 
 export class SessionStore {
   private readonly leaseSeconds: number;
-  private readonly line = new AdmissionLine<ConcurrencyRefusal>();
+  private readonly line = new AdmissionLine<{ readonly request: AdmissionRequest; readonly reserve?: () => boolean }, Admission>((agentId, batch) => this.decide(agentId, batch));
 
   constructor(
     private readonly db: Db,
@@ -80,61 +80,64 @@ export class SessionStore {
    * the agent's limit answers first (429), and a process without capacity never records a call.
    */
   /**
-   * Whether the agent is at its limit, read without a lock (admits nothing): what a process that
-   * cannot take another bot anyway tells a visitor, 429 when the agent is full, else 503.
+   * Checks and reserves a slot: the agent exists and is published, its live sessions are under its
+   * `max_concurrency`, and this process takes it (`reserve`: the capacity gate's lease). Connects
+   * for one agent are decided in batches, one transaction at a time per agent (admission-line.ts):
+   * a burst holds no pool connections queued on the agent's row lock, and is decided in two
+   * transactions instead of one per connect.
    */
-  async limitReached(agentId: string): Promise<Extract<Admission, { reason: 'concurrency_limit' }> | null> {
-    const agent = await this.db('agents').where('agent_id', agentId).first('max_concurrency');
-    const limit = Number(agent?.max_concurrency ?? -1);
-    if (limit === -1) return null;
-    const live = await this.db('agent_sessions').where('agent_id', agentId).where('lease_expires_at', '>', this.db.fn.now()).count('* as n').first();
-    const count = Number(live?.n ?? 0);
-    return count >= limit ? { admitted: false, reason: 'concurrency_limit', live: count, limit, retryAfterSeconds: await this.retryAfter(this.db, agentId) } : null;
+  admit(request: AdmissionRequest, reserve?: () => boolean): Promise<Admission> {
+    return this.line.admit(request.agentId, reserve ? { request, reserve } : { request });
   }
 
-  /**
-   * Checks and reserves a slot (see `decide`), one admission transaction per agent at a time in
-   * this process, and with a refusal at the agent's limit reused for a moment (admission-line.ts):
-   * a burst of connects for one agent holds no pool connections queued on its row lock.
-   */
-  async admit(request: AdmissionRequest, reserve?: () => boolean): Promise<Admission> {
-    const arrivedAt = performance.now();
-    return this.line.run<Admission>(request.agentId, async () => {
-      const remembered = this.line.refusalFor(request.agentId, arrivedAt);
-      if (remembered) return { answer: remembered };
-      const decided = await this.decide(request, reserve);
-      return !decided.admitted && decided.reason === 'concurrency_limit' ? { answer: decided, atLimit: decided } : { answer: decided };
-    });
-  }
-
-  private async decide(request: AdmissionRequest, reserve?: () => boolean): Promise<Admission> {
+  private async decide(agentId: string, batch: readonly { readonly request: AdmissionRequest; readonly reserve?: () => boolean }[]): Promise<Admission[]> {
     return this.db.transaction(async (trx) => {
-      const agent = await trx('agents').where('agent_id', request.agentId).forUpdate().first('agent_id', 'organization_id', 'status', 'max_concurrency', 'session_limit_seconds');
-      if (!agent) return { admitted: false, reason: 'agent_not_found' } as const;
-      if (agent.status !== 'published') return { admitted: false, reason: 'agent_unpublished' } as const;
+      const agent = await trx('agents').where('agent_id', agentId).forUpdate().first('agent_id', 'organization_id', 'status', 'max_concurrency', 'session_limit_seconds');
+      if (!agent) return batch.map(() => ({ admitted: false, reason: 'agent_not_found' }) as const);
+      if (agent.status !== 'published') return batch.map(() => ({ admitted: false, reason: 'agent_unpublished' }) as const);
       const limit = Number(agent.max_concurrency);
+      let live = 0;
       if (limit !== -1) {
-        const live = await trx('agent_sessions').where('agent_id', request.agentId).where('lease_expires_at', '>', trx.fn.now()).count('* as n').first();
-        const count = Number(live?.n ?? 0);
-        if (count >= limit) return { admitted: false, reason: 'concurrency_limit', live: count, limit, retryAfterSeconds: await this.retryAfter(trx, request.agentId) } as const;
+        const row = await trx('agent_sessions').where('agent_id', agentId).where('lease_expires_at', '>', trx.fn.now()).count('* as n').first();
+        live = Number(row?.n ?? 0);
       }
-      if (reserve && !reserve()) return { admitted: false, reason: 'server_busy' } as const;
-      const sessionId = randomUUID();
-      const callId = randomUUID();
       const appliedLimitSeconds = Number(agent.session_limit_seconds);
-      const metadata = { origin: request.origin, room_provider: request.roomProvider, runner_id: this.runnerId };
-      await trx('agent_sessions').insert({
-        session_id: sessionId, agent_id: request.agentId, organization_id: agent.organization_id, room: request.room,
-        client_user_ref: request.clientUserRef, applied_session_limit_seconds: appliedLimitSeconds, call_id: callId,
-        status: 'starting', runner_id: this.runnerId, room_provider: request.roomProvider, origin: request.origin,
-        lease_expires_at: trx.raw(`now() + make_interval(secs => ?)`, [this.leaseSeconds]), metadata: JSON.stringify(metadata),
-      });
-      await trx('agent_calls').insert({
-        call_id: callId, agent_id: request.agentId, organization_id: agent.organization_id, session_id: sessionId,
-        applied_session_limit_seconds: appliedLimitSeconds, client_user_ref: request.clientUserRef,
-        started_at: trx.fn.now(), status: 'active', participant_count: 0, metadata: JSON.stringify(metadata),
-      });
-      return { admitted: true, sessionId, callId, organizationId: agent.organization_id, appliedLimitSeconds } as const;
+      let retryAfterSeconds: number | undefined;
+      const sessions: Record<string, unknown>[] = [];
+      const calls: Record<string, unknown>[] = [];
+      const answers: Admission[] = [];
+      for (const { request, reserve } of batch) {
+        if (limit !== -1 && live >= limit) {
+          retryAfterSeconds ??= await this.retryAfter(trx, agentId);
+          answers.push({ admitted: false, reason: 'concurrency_limit', live, limit, retryAfterSeconds });
+          continue;
+        }
+        if (reserve && !reserve()) {
+          answers.push({ admitted: false, reason: 'server_busy' });
+          continue;
+        }
+        live++;
+        const sessionId = randomUUID();
+        const callId = randomUUID();
+        const metadata = JSON.stringify({ origin: request.origin, room_provider: request.roomProvider, runner_id: this.runnerId });
+        sessions.push({
+          session_id: sessionId, agent_id: agentId, organization_id: agent.organization_id, room: request.room,
+          client_user_ref: request.clientUserRef, applied_session_limit_seconds: appliedLimitSeconds, call_id: callId,
+          status: 'starting', runner_id: this.runnerId, room_provider: request.roomProvider, origin: request.origin,
+          lease_expires_at: trx.raw(`now() + make_interval(secs => ?)`, [this.leaseSeconds]), metadata,
+        });
+        calls.push({
+          call_id: callId, agent_id: agentId, organization_id: agent.organization_id, session_id: sessionId,
+          applied_session_limit_seconds: appliedLimitSeconds, client_user_ref: request.clientUserRef,
+          started_at: trx.fn.now(), status: 'active', participant_count: 0, metadata,
+        });
+        answers.push({ admitted: true, sessionId, callId, organizationId: agent.organization_id, appliedLimitSeconds });
+      }
+      if (sessions.length) {
+        await trx('agent_sessions').insert(sessions);
+        await trx('agent_calls').insert(calls);
+      }
+      return answers;
     });
   }
 
@@ -175,8 +178,7 @@ export class SessionStore {
    */
   async finish(sessionId: string, callId: string, end: CallEnd): Promise<boolean> {
     return this.db.transaction(async (trx) => {
-      const freed = await trx('agent_sessions').where('session_id', sessionId).delete().returning('agent_id');
-      for (const r of freed as { agent_id: string }[]) this.line.freed(r.agent_id);
+      await trx('agent_sessions').where('session_id', sessionId).delete();
       const failed = FAILED_TERMINATIONS.has(end.terminationReason);
       const updated = await trx('agent_calls')
         .where({ call_id: callId, status: 'active' })
@@ -226,7 +228,6 @@ export class SessionStore {
     return this.db.transaction(async (trx) => {
       const rows = await trx('agent_sessions').where('lease_expires_at', '<=', trx.fn.now()).delete().returning(['session_id', 'agent_id', 'room', 'call_id', 'runner_id']);
       if (rows.length === 0) return [];
-      for (const r of rows as { agent_id: string }[]) this.line.freed(r.agent_id);
       await trx('agent_calls')
         .whereIn('call_id', rows.map((r: { call_id: string }) => r.call_id))
         .where('status', 'active')

@@ -1,58 +1,67 @@
 /**
- * The admission line (server/sessions/admission-line.ts): one decision at a time per agent; a
- * refusal at the limit is given to the connects that were waiting before it was read, and never
- * to one that arrives after (it asks again, and sees a slot freed meanwhile).
+ * The admission line (server/sessions/admission-line.ts): connects for one agent are decided in
+ * batches, one batch at a time per agent; a burst is two decisions (the first connect's, then all
+ * who arrived meanwhile); every connect is decided by a reading that began after it arrived; agents
+ * do not wait for each other; a failed decision fails its batch only.
  */
 import test from 'ava';
 import { AdmissionLine } from '../../server/sessions/admission-line.ts';
 
-test('one decision at a time per agent; waiters before a refusal share it, later arrivals decide again', async (t) => {
-  const line = new AdmissionLine<string>();
-  let slots = 2;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+test('a burst is decided in two batches, one at a time, in arrival order', async (t) => {
+  let slots = 3;
   let running = 0;
   let maxRunning = 0;
-  let decisions = 0;
-  // A burst: each connect checks for a shared refusal first, as SessionStore.admit does.
-  const connect = () => {
-    const at = performance.now();
-    return line.run<string>('agent', async () => {
-      const shared = line.refusalFor('agent', at);
-      if (shared) return { answer: `shared ${shared}` };
-      decisions++;
-      running++;
-      maxRunning = Math.max(maxRunning, running);
-      await new Promise((resolve) => setTimeout(resolve, 5));
-      running--;
-      if (slots > 0) {
-        slots--;
-        return { answer: 'admitted' };
-      }
-      return { answer: 'refused', atLimit: 'full' };
-    });
-  };
-  const burst = await Promise.all(Array.from({ length: 10 }, connect));
-  t.deepEqual(burst.slice(0, 3), ['admitted', 'admitted', 'refused']);
-  t.deepEqual(burst.slice(3), Array(7).fill('shared full'), 'the rest of the burst shares the refusal');
-  t.is(maxRunning, 1, 'one decision at a time');
-  t.is(decisions, 3);
-  // A slot frees (another process released one): the next connect asks again and is admitted.
+  const batches: number[][] = [];
+  const line = new AdmissionLine<number, string>(async (_agent, requests) => {
+    batches.push([...requests]);
+    running++;
+    maxRunning = Math.max(maxRunning, running);
+    await sleep(5);
+    running--;
+    return requests.map(() => (slots > 0 ? (slots--, 'admitted') : 'refused'));
+  });
+  const burst = await Promise.all(Array.from({ length: 10 }, (_, i) => line.admit('agent', i)));
+  t.deepEqual(batches, [[0], [1, 2, 3, 4, 5, 6, 7, 8, 9]], 'the first connect alone, then everyone who arrived meanwhile');
+  t.deepEqual(burst, ['admitted', 'admitted', 'admitted', ...Array(7).fill('refused')], 'admitted in arrival order');
+  t.is(maxRunning, 1, 'one decision at a time per agent');
+  t.is(line.busyAgents, 0, 'nothing left in line');
+  // A slot frees (another process released one): the next connect is read afresh.
   slots = 1;
-  t.is(await connect(), 'admitted');
-  t.is(await connect(), 'refused', 'and the one after that reads full again');
+  t.is(await line.admit('agent', 10), 'admitted');
+  t.is(await line.admit('agent', 11), 'refused');
 });
 
-test('a refusal is shared with a connect that was waiting before it was read, unless a slot was freed meanwhile', async (t) => {
-  const sleep = () => new Promise((resolve) => setTimeout(resolve, 5));
-  for (const free of [false, true]) {
-    const line = new AdmissionLine<string>();
-    const arrived = performance.now(); // the second connect arrives before the first decision begins
-    const first = line.run<string>('agent', async () => {
-      await sleep();
-      return { answer: 'refused', atLimit: 'full' };
-    });
-    const second = line.run<string>('agent', async () => ({ answer: line.refusalFor('agent', arrived) ?? 'asked again' }));
-    await first;
-    if (free) line.freed('agent');
-    t.is(await second, free ? 'asked again' : 'full');
-  }
+test('a connect arriving during a decision is decided by the next reading, not the running one', async (t) => {
+  let free = false;
+  const line = new AdmissionLine<string, string>(async (_agent, requests) => {
+    const reading = free;
+    await sleep(10);
+    return requests.map((r) => `${r}:${reading ? 'admitted' : 'refused'}`);
+  });
+  const first = line.admit('agent', 'first');
+  await sleep(2);
+  free = true; // a slot freed after the first reading began
+  const second = line.admit('agent', 'second');
+  t.is(await first, 'first:refused');
+  t.is(await second, 'second:admitted', 'it sees the freed slot');
+});
+
+test('agents do not wait for each other; a failed decision fails its own batch only', async (t) => {
+  const order: string[] = [];
+  const line = new AdmissionLine<string, string>(async (agent, requests) => {
+    order.push(`start ${agent}`);
+    await sleep(agent === 'slow' ? 30 : 1);
+    order.push(`end ${agent}`);
+    if (requests.includes('boom')) throw new Error('database gone');
+    return requests.map((r) => `${agent}:${r}`);
+  });
+  const slow = line.admit('slow', 'a');
+  const fast = line.admit('fast', 'b');
+  t.is(await fast, 'fast:b');
+  t.is(await slow, 'slow:a');
+  t.deepEqual(order.slice(0, 2), ['start slow', 'start fast']);
+  await t.throwsAsync(line.admit('x', 'boom'), { message: 'database gone' });
+  t.is(await line.admit('x', 'ok'), 'x:ok', 'the line goes on after a failure');
 });
