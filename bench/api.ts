@@ -78,7 +78,9 @@ export async function run(): Promise<void> {
   dbUrl.pathname = `/${dbName}`;
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-api-'));
   const server = await createServer(
-    { port: 0, host: '127.0.0.1', databaseUrl: dbUrl.toString(), dataDir, logLevel: 'info', encryptionKey: 'bench', signingSecret: 'bench' },
+    // The per-key rate limit is off (as an operator whose proxy limits would set it): one key
+    // saturating the server is the load measured here, and the limit would answer most of it 429.
+    { port: 0, host: '127.0.0.1', databaseUrl: dbUrl.toString(), dataDir, logLevel: 'info', encryptionKey: 'bench', signingSecret: 'bench', restGuard: { rateLimit: false } },
     { registry: new Registry(), logger: pino({ level: 'info' }, createLogDestination('/dev/null')) },
   );
   try {
@@ -144,7 +146,7 @@ function mainThreadCpuMs(): number {
 async function ceiling(server: Awaited<ReturnType<typeof createServer>>, databaseUrl: string, dataDir: string, url: string, key: string, agentId: string): Promise<Record<string, number>> {
   const [{ organization_id: organizationId }] = (await server.db('agents').where({ agent_id: agentId }).select('organization_id')) as { organization_id: string }[];
   const quiet = await createServer(
-    { port: 0, host: '127.0.0.1', databaseUrl, dataDir, logLevel: 'silent', encryptionKey: 'bench', signingSecret: 'bench', jobs: { runWorker: false } },
+    { port: 0, host: '127.0.0.1', databaseUrl, dataDir, logLevel: 'silent', encryptionKey: 'bench', signingSecret: 'bench', jobs: { runWorker: false }, restGuard: { rateLimit: false } },
     { registry: new Registry(), logger: pino({ level: 'silent' }) },
   );
   const bare = await startCeilingServer(databaseUrl, organizationId!);
