@@ -33,6 +33,7 @@ import { mountRealtime, type MountRealtimeOptions, type RealtimeEndpoint } from 
 import { mountRestRoutes } from './rest/index.ts';
 import { mountRooms, type MountedRooms, type MountRoomsOptions } from './rooms/mount.ts';
 import { openServices, type ServiceCore } from './services/open-services.ts';
+import { mountFleetSessions, type FleetSessions } from './fleet/fleet-sessions.ts';
 import { BotHost } from './sessions/bot-host.ts';
 import { mountEmbeddedSessions, type EmbeddedSessions, type EmbeddedSessionsOptions } from './sessions/embedded-sessions.ts';
 import { mountWidget, type MountedWidget, type MountWidgetOptions } from './widget/index.ts';
@@ -79,6 +80,8 @@ export interface AppServer extends ServiceCore, HttpHost {
   readonly rooms?: MountedRooms;
   readonly realtime?: RealtimeEndpoint;
   readonly sessions?: EmbeddedSessions;
+  /** The Session API of a fleet's API process (`config.sessions.fleet`): placement on runners, instead of `sessions`. */
+  readonly fleet?: FleetSessions;
   readonly widget?: MountedWidget;
   readonly avatarSessions?: MountedAvatarSessions;
   listen(): Promise<{ url: string }>;
@@ -129,12 +132,12 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
     capacity?.recordFrameLateness(lateMs);
   };
 
-  const live: { sessions?: EmbeddedSessions; realtime?: RealtimeEndpoint; avatarSessions?: MountedAvatarSessions; routeOf?: (path: string, method: string) => string | undefined } = {};
+  const live: { sessions?: EmbeddedSessions; fleet?: FleetSessions; realtime?: RealtimeEndpoint; avatarSessions?: MountedAvatarSessions; routeOf?: (path: string, method: string) => string | undefined } = {};
   const avatarMetrics = surfaces.avatarSessions && capacity ? createAvatarSessionMetrics(() => live.avatarSessions?.sessions.live ?? 0) : undefined;
   const metrics = surfaces.operations
     ? createServerMetrics({
         routeOf: (path, method) => live.routeOf?.(path, method),
-        ...(surfaces.sessions ? { sessions: () => live.sessions!.sessions.stats() } : {}),
+        ...(surfaces.sessions ? { sessions: () => (live.sessions ? live.sessions.sessions.stats() : live.fleet!.stats()) } : {}),
         ...(surfaces.realtime ? { realtime: () => ({ live: live.realtime!.activeSessions, refusals: live.realtime!.refusals() }) } : {}),
         ...(capacity ? { capacity } : {}),
         frameTiming,
@@ -153,8 +156,12 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
   const realtime = surfaces.realtime
     ? mountRealtime(core, { ...parts.realtime, ...(capacity ? { capacityGate: capacity } : {}), ...(rooms ? { publishAvatar: rooms.publishAvatar } : {}), onFrameLateness: lateness(frameTiming.realtime) })
     : undefined;
-  // The Session API's bots run in this process, or in a child process with SVC_BOT_HOST=process.
-  const sessions = surfaces.sessions
+  // The Session API's bots run in this process, or in a child process with SVC_BOT_HOST=process,
+  // or on the fleet's runners (SVC_SESSIONS=fleet: this process admits and places).
+  const fleet = surfaces.sessions && config.sessions.fleet
+    ? mountFleetSessions(host, config.sessions.fleet, { ...(parts.sessions?.lease ? { lease: parts.sessions.lease } : {}), onDecision: admissionTiming.record })
+    : undefined;
+  const sessions = surfaces.sessions && !fleet
     ? mountEmbeddedSessions(host, rooms!, { ...(capacity ? { capacity } : {}), shutdownTimeoutMs: config.shutdownGraceMs, onFrameLateness: lateness(frameTiming.bot), onDecision: admissionTiming.record, ...parts.sessions })
     : undefined;
   const runner = sessions?.runner;
@@ -165,7 +172,7 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
   const readiness = new Readiness({ db: core.db, logger });
   readiness.trackFaceEngine(faceEngine);
   if (surfaces.operations) mountOperations(http, { readiness, ...(metrics ? { metrics } : {}), access: config.metrics, logger });
-  Object.assign(live, { sessions, realtime, avatarSessions });
+  Object.assign(live, { sessions, fleet, realtime, avatarSessions });
 
   // The upgrade table: every WebSocket endpoint of this server.
   if (realtime) http.upgrades.register(realtime.path, realtime.handleUpgrade);
@@ -182,7 +189,7 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
   };
   return {
     ...host,
-    capacity, readiness, metrics, rooms, realtime, sessions, widget, avatarSessions,
+    capacity, readiness, metrics, rooms, realtime, sessions, fleet, widget, avatarSessions,
     async listen() {
       // The embedded database is shared with the CLI and other local processes over a Unix
       // socket (db/pglite-socket.ts); without it they would find the directory locked.
@@ -197,7 +204,7 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
     close() {
       closing ??= (async () => {
         readiness.drain();
-        const ending = Promise.allSettled([sessions?.close(), realtime?.close(), avatarSessions?.close()]);
+        const ending = Promise.allSettled([sessions?.close(), fleet?.close(config.shutdownGraceMs), realtime?.close(), avatarSessions?.close()]);
         if (realtime) http.upgrades.replace(realtime.path, (_req, socket) => answerAndDestroy(socket, new ApiError('server_busy', 'this server is shutting down; retry on another'), { 'Retry-After': '5' }));
         await ending;
         await step('rooms', () => rooms?.close());
@@ -223,7 +230,7 @@ export type ServerInput = ServerConfigInput;
 export type CreateServerOptions = ServerParts;
 
 /** Opens (and closes) the default face once, so its engine is loaded before the first session. */
-async function warmFaceEngine(registry: Registry): Promise<void> {
+export async function warmFaceEngine(registry: Registry): Promise<void> {
   if (!registry.has('face', 'human-portrait')) return;
   const source = await registry.create<FaceModel>('face', 'human-portrait').openSource();
   (source as { close?: () => void }).close?.();

@@ -65,7 +65,7 @@ const lines = [
   `  Reference:  ${url}/v1/docs`,
   `  Realtime:   ${socketUrl}/realtime?config_id=svc/human-portrait  (face models; X-API-Key header)`,
   `  WebRTC:     ${socketUrl}/v1/rooms/signal  (embedded rooms; browser client ${url}/v1/rooms/client.js)`,
-  `  Sessions:   POST ${url}/v1/public/agents/connect  (Session API; bots ${config.sessions.botHost ? `in a bot host process, nice ${config.sessions.botHost.nice}` : 'in this process'})`,
+  `  Sessions:   POST ${url}/v1/public/agents/connect  (Session API; bots ${config.sessions.fleet ? 'on the fleet\'s runners, SVC_SESSIONS=fleet' : config.sessions.botHost ? `in a bot host process, nice ${config.sessions.botHost.nice}` : 'in this process'})`,
   ...speech.lines,
   `  Widget:     ${url}/widget/latest/svc-agent.js  (<svc-agent agent-id="..." core-api-endpoint="${url}">)`,
   `  Demo page:  ${url}/${demoAgentId ? '  (talk to the demo agent in your browser)' : '  (no demo agent: add ?agent_id=<a published agent>)'}`,

@@ -17,7 +17,8 @@ import type { LoadCheckOptions } from '../capacity/capacity-gate.ts';
 import type { RestGuardSettings } from '../capacity/rest-guard.ts';
 import { rtcNetworkFromStrings } from '../../transports/webrtc/rtc-network.ts';
 import { resolveJobSettings, type JobSettings } from '../jobs/job-settings.ts';
-import { resolveConfig, SERVER_DEFAULTS, type BotHostSettings, type LiveKitSessionSettings, type MetricsAccess, type ServerConfig, type StorageConfig } from './server-config.ts';
+import { defaultFaceSessionLimit } from '../capacity/capacity-gate.ts';
+import { resolveConfig, SERVER_DEFAULTS, type BotHostSettings, type FleetApiSettings, type LiveKitSessionSettings, type MetricsAccess, type RunnerSettings, type ServerConfig, type StorageConfig } from './server-config.ts';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -81,7 +82,7 @@ export function loadConfigFromEnv(env: Env = process.env): ServerConfig {
         connectTimeoutMs: milliseconds(env, 'SVC_DB_CONNECT_TIMEOUT_MS') ?? SERVER_DEFAULTS.database.connectTimeoutMs,
       },
       jobs: jobSettingsFromEnv(env),
-      sessions: { botHost, livekit: liveKitSessionSettingsFromEnv(env), providers: providersFromEnv(env), sttReason: sttProviderFromEnv(env).reason },
+      sessions: { botHost, livekit: liveKitSessionSettingsFromEnv(env), fleet: fleetFromEnv(env), providers: providersFromEnv(env), sttReason: sttProviderFromEnv(env).reason },
       metrics: metricsAccessFromEnv(env),
       shutdownGraceMs: milliseconds(env, 'SVC_SHUTDOWN_GRACE_MS') ?? SERVER_DEFAULTS.shutdownGraceMs,
       ffmpegPath: env.SVC_FFMPEG_PATH || SERVER_DEFAULTS.ffmpegPath,
@@ -242,6 +243,55 @@ export function jobSettingsFromEnv(env: Env): Partial<JobSettings> {
     throw new ConfigError((err as Error).message);
   }
   return out;
+}
+
+/** The shortest SVC_RUNNER_SECRET accepted: a guessable one would let anyone start bots on the runners. */
+export const RUNNER_SECRET_MIN_LENGTH = 16;
+
+/** Default SVC_RUNNER_DRAIN_TIMEOUT_MS: a rolling deploy loses no call shorter than this. */
+export const RUNNER_DRAIN_TIMEOUT_DEFAULT_MS = 10 * 60_000;
+
+function runnerSecret(env: Env): string {
+  const secret = env.SVC_RUNNER_SECRET ?? '';
+  if (secret.length < RUNNER_SECRET_MIN_LENGTH) throw new ConfigError(`SVC_RUNNER_SECRET must be set, at least ${RUNNER_SECRET_MIN_LENGTH} characters, the same on every API process and runner`);
+  return secret;
+}
+
+/**
+ * SVC_SESSIONS: `inline` (default: the bots run in this process or its bot host) or `fleet` (this
+ * process admits and places sessions on runners; docs/deployment.md), which needs DATABASE_URL
+ * and SVC_RUNNER_SECRET; SVC_RUNNER_START_TIMEOUT_MS bounds a runner's start.
+ */
+export function fleetFromEnv(env: Env): FleetApiSettings | null {
+  const mode = (env.SVC_SESSIONS ?? '').trim().toLowerCase();
+  if (mode !== '' && mode !== 'inline' && mode !== 'fleet') throw new ConfigError(`SVC_SESSIONS must be inline or fleet, got ${JSON.stringify(env.SVC_SESSIONS)}`);
+  if (mode !== 'fleet') return null;
+  if (!env.DATABASE_URL) throw new ConfigError('SVC_SESSIONS=fleet needs DATABASE_URL: the API processes and the runners share one PostgreSQL');
+  if ((env.SVC_BOT_HOST ?? '').trim().toLowerCase() === 'process') throw new ConfigError('SVC_SESSIONS=fleet runs the bots on runners: leave SVC_BOT_HOST unset');
+  if (liveKitSessionSettingsFromEnv(env)) throw new ConfigError('SVC_SESSIONS=fleet does not run LiveKit rooms yet: runners host embedded rooms only');
+  const startTimeoutMs = milliseconds(env, 'SVC_RUNNER_START_TIMEOUT_MS');
+  if (startTimeoutMs === 0) throw new ConfigError('SVC_RUNNER_START_TIMEOUT_MS must be above 0');
+  return { secret: runnerSecret(env), ...(startTimeoutMs === undefined ? {} : { startTimeoutMs }) };
+}
+
+/** `npm run runner`'s own settings (docs/deployment.md); the rest of its configuration is loadConfigFromEnv's. */
+export function runnerSettingsFromEnv(env: Env = process.env): RunnerSettings {
+  const publicUrl = (env.SVC_RUNNER_PUBLIC_URL ?? '').trim().replace(/\/+$/, '');
+  if (!/^https?:\/\/[^/]+$/i.test(publicUrl)) throw new ConfigError(`SVC_RUNNER_PUBLIC_URL must be this runner's http(s)://host:port as API processes and visitors reach it, got ${JSON.stringify(env.SVC_RUNNER_PUBLIC_URL ?? '')}`);
+  if (!env.DATABASE_URL) throw new ConfigError('npm run runner needs DATABASE_URL: the runners and the API processes share one PostgreSQL');
+  if (liveKitSessionSettingsFromEnv(env)) throw new ConfigError('npm run runner does not run LiveKit rooms yet: runners host embedded rooms only');
+  const rawSlots = env.SVC_RUNNER_SLOTS?.trim();
+  const slots = rawSlots ? Number(rawSlots) : (faceSessionLimitFromEnv(env) ?? defaultFaceSessionLimit());
+  if (!Number.isInteger(slots) || slots < 1) throw new ConfigError(`SVC_RUNNER_SLOTS must be a positive integer, got ${JSON.stringify(rawSlots)}`);
+  const runnerId = env.SVC_RUNNER_ID?.trim();
+  if (runnerId !== undefined && !/^[A-Za-z0-9._:-]{1,128}$/.test(runnerId)) throw new ConfigError(`SVC_RUNNER_ID must be 1-128 letters, digits or . _ : -, got ${JSON.stringify(env.SVC_RUNNER_ID)}`);
+  return {
+    publicUrl,
+    secret: runnerSecret(env),
+    slots,
+    drainTimeoutMs: milliseconds(env, 'SVC_RUNNER_DRAIN_TIMEOUT_MS') ?? RUNNER_DRAIN_TIMEOUT_DEFAULT_MS,
+    ...(runnerId ? { runnerId } : {}),
+  };
 }
 
 /**

@@ -128,6 +128,33 @@ export interface SessionSettings {
   providers: ProviderChoice;
   /** Why `providers.stt` was chosen, for the start-up line (`SVC_STT_PROVIDER`, a key that is set, ...). */
   sttReason?: string;
+  /**
+   * `SVC_SESSIONS=fleet`: this process admits and places sessions on runners (`npm run runner`),
+   * which run the bots (docs/deployment.md); null or absent: the bots run here.
+   */
+  fleet?: FleetApiSettings | null;
+}
+
+/** An API process of a fleet: how it talks to the runners. */
+export interface FleetApiSettings {
+  /** `SVC_RUNNER_SECRET`, shared with the runners. */
+  readonly secret: string;
+  /** `SVC_RUNNER_START_TIMEOUT_MS`: a runner that has not started the bot by then is skipped. */
+  readonly startTimeoutMs?: number;
+}
+
+/** A runner process (`npm run runner`, docs/deployment.md). */
+export interface RunnerSettings {
+  /** `SVC_RUNNER_PUBLIC_URL`: where API processes and visitors reach this runner (`http(s)://host:port`). */
+  readonly publicUrl: string;
+  /** `SVC_RUNNER_SECRET`, shared with the API processes. */
+  readonly secret: string;
+  /** `SVC_RUNNER_SLOTS`: sessions this runner takes at once; default `SVC_MAX_FACE_SESSIONS` or its default. */
+  readonly slots: number;
+  /** `SVC_RUNNER_DRAIN_TIMEOUT_MS`: on SIGTERM, how long live sessions may go on (default 10 min). */
+  readonly drainTimeoutMs: number;
+  /** `SVC_RUNNER_ID`: its name in the registry; default host:pid:random (a new one per start). */
+  readonly runnerId?: string;
 }
 
 export interface DatabaseTimeouts {
@@ -218,7 +245,7 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     surfaces: checkSurfaces({ ...ALL_IN_ONE, ...input.surfaces }),
     capacityLoadCheck: input.capacityLoadCheck ?? {},
     restGuard: input.restGuard ?? {},
-    sessions: { botHost: null, livekit: null, providers: SERVER_DEFAULTS.providers, ...input.sessions },
+    sessions: { botHost: null, livekit: null, fleet: null, providers: SERVER_DEFAULTS.providers, ...input.sessions },
     metrics: input.metrics ?? { mode: 'off' },
     shutdownGraceMs: input.shutdownGraceMs ?? SERVER_DEFAULTS.shutdownGraceMs,
     ffmpegPath: input.ffmpegPath ?? SERVER_DEFAULTS.ffmpegPath,

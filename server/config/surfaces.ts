@@ -26,6 +26,13 @@ export const ALL_IN_ONE: Surfaces = { rest: true, sessions: true, rooms: true, r
 /** The REST API alone (what `createServer` assembles; the REST tests' server). */
 export const REST_ONLY: Surfaces = { rest: true, sessions: false, rooms: false, realtime: false, widget: false, operations: false, avatarSessions: false };
 
+/**
+ * The fleet's runner (`npm run runner`, server/runner.ts): the embedded rooms and their signalling,
+ * health and metrics; its bots are mounted by the runner itself (server/fleet), not by the
+ * sessions surface (which admits; a runner only runs what API processes placed on it).
+ */
+export const RUNNER: Surfaces = { rest: false, sessions: false, rooms: true, realtime: false, widget: false, operations: true, avatarSessions: false };
+
 /** Refuses a choice whose parts cannot work alone. */
 export function checkSurfaces(surfaces: Surfaces): Surfaces {
   // Bots need rooms: embedded ones, or the signalling of the bot host's rooms.

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import * as initial from './migrations/001_initial.ts';
 import * as liveSessions from './migrations/002_live_sessions.ts';
 import * as durableJobs from './migrations/003_durable_jobs.ts';
+import * as sessionRunners from './migrations/004_session_runners.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -13,6 +14,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '001_initial': initial,
   '002_live_sessions': liveSessions,
   '003_durable_jobs': durableJobs,
+  '004_session_runners': sessionRunners,
 };
 
 const source: Knex.MigrationSource<string> = {

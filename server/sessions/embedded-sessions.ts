@@ -89,8 +89,34 @@ export function mountEmbeddedSessions(server: SessionsHost, rooms: MountedRooms,
   }
   if (botHost) return mountHostedSessions(server, rooms, livekit, signalUrl, botHost, options);
   const roomProvider: RoomProvider = livekit ? new LiveKitRoomProvider(livekit) : new EmbeddedRoomProvider(rooms.rooms, { signalUrl });
+  const runner = createInlineBotRunner(server, rooms, options);
+  const sessions = mountSessions(server, {
+    rooms: roomProvider,
+    runner,
+    ...admissionOptions(options),
+  });
+  return {
+    sessions,
+    runner,
+    async close() {
+      await sessions.close('server_shutdown');
+      await runner.stopAll('server_shutdown');
+    },
+  };
+}
+
+/**
+ * The BotRunner of this process (inline bots): the agent's face from the database and storage,
+ * tool webhooks under the operator's address policy, frames' lateness reported. The fleet's
+ * runner (server/runner.ts) runs its bots with this same runner.
+ */
+export function createInlineBotRunner(
+  server: Pick<SessionsHost, 'config' | 'db' | 'storage' | 'registry' | 'services' | 'logger'>,
+  rooms: Pick<MountedRooms, 'rooms'>,
+  options: Pick<EmbeddedSessionsOptions, 'providers' | 'runner' | 'onFrameLateness'> = {},
+): BotRunner {
   const openFace = createSessionFaceOpener({ db: server.db, storage: server.storage, registry: server.registry, services: server.services });
-  const runner = new BotRunner({
+  return new BotRunner({
     registry: server.registry,
     providers: options.providers ?? server.config.sessions.providers,
     rooms: rooms.rooms,
@@ -108,19 +134,6 @@ export function mountEmbeddedSessions(server: SessionsHost, rooms: MountedRooms,
     logger: server.logger.child({ component: 'bot' }),
     ...options.runner,
   });
-  const sessions = mountSessions(server, {
-    rooms: roomProvider,
-    runner,
-    ...admissionOptions(options),
-  });
-  return {
-    sessions,
-    runner,
-    async close() {
-      await sessions.close('server_shutdown');
-      await runner.stopAll('server_shutdown');
-    },
-  };
 }
 
 /** The Session API with its bots in a bot host process. */

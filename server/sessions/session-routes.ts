@@ -91,7 +91,10 @@ export const SESSION_ROUTE_SPECS: RouteSpec[] = [
   },
 ];
 
-export function mountSessionRoutes(api: ApiRoutes, router: Router, sessions: LiveSessions, logger: Logger): void {
+/** What the routes call: this process's LiveSessions, or a fleet API process's placement (server/fleet). */
+export type SessionRoutesTarget = Pick<LiveSessions, 'connect' | 'release' | 'hold'>;
+
+export function mountSessionRoutes(api: ApiRoutes, router: Router, sessions: SessionRoutesTarget, logger: Logger): void {
   /** Runs the work; a SessionError is the client's answer, anything else a logged internal_error. */
   const respond = async (ctx: Context, work: () => Promise<unknown>): Promise<RouteResult> => {
     // Until its response is written: a shutdown answers it instead of resetting its connection.
