@@ -22,7 +22,7 @@ import {
   type SignallingClientMessage,
   type SignallingErrorCode,
   type SignallingServerMessage,
-} from '../../transports/webrtc/signalling-protocol.ts';
+} from '../../protocol/room-signalling.ts';
 
 export const ROOM_SIGNALLING_DEFAULTS = {
   path: '/v1/rooms/signal',

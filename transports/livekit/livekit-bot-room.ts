@@ -36,7 +36,7 @@ import type { FaceFrame } from '../../processors/avatar/face-model.ts';
 import type { PublishedAvatar } from '../webrtc/embedded-publisher.ts';
 import type { ParticipantAudio, RoomClientMessage, RoomSubscriberEvent, RoomSubscriberInfo } from '../webrtc/room.ts';
 import { RoomError } from '../webrtc/room-errors.ts';
-import { SIGNALLING_LIMITS } from '../webrtc/signalling-protocol.ts';
+import { SIGNALLING_LIMITS } from '../../protocol/room-signalling.ts';
 import { joinLiveKitRoom, publishFramesToRoom, type JoinedLiveKitRoom, type LiveKitAvatarPublication, type LiveKitJoinOptions, type PublishFramesOptions } from './livekit-publisher.ts';
 
 /** The data packet topic of session messages in LiveKit rooms (both directions). */

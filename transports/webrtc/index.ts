@@ -16,7 +16,7 @@ export { RoomError, type RoomErrorCode } from './room-errors.ts';
 export {
   SIGNALLING_LIMITS, SIGNALLING_CLOSE_CODES, SIGNALLING_PROTOCOL_VERSION, SignallingError, parseSignallingMessage,
   type SignallingClientMessage, type SignallingServerMessage, type SignallingErrorCode, type IceCandidateWire, type PublisherInfo,
-} from './signalling-protocol.ts';
+} from '../../protocol/room-signalling.ts';
 export { AVATAR_MEDIA, FrameAudioResampler, imageToI420, rgbaToI420, i420ByteLength, type I420Frame } from './avatar-media.ts';
 export { AvatarFramePump, FRAME_PUMP_DEFAULTS, type AvatarMediaSink, type FramePumpStats, type FramePumpOptions } from './avatar-frame-pump.ts';
 export { EmbeddedRoomProvider, type AvatarRoom, type RoomProvider, type EmbeddedRoomProviderOptions } from './room-provider.ts';

@@ -19,7 +19,7 @@
  * address from their connectivity checks (peer-reflexive candidates), as it always did for mDNS.
  */
 import { AddressPolicy } from '../../processors/tools/address-policy.ts';
-import type { IceCandidateWire } from './signalling-protocol.ts';
+import type { IceCandidateWire } from '../../protocol/room-signalling.ts';
 
 export const REMOTE_CANDIDATE_DEFAULTS = {
   /**

@@ -10,7 +10,7 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { RealClock, type Clock } from '../../core/clock.ts';
 import { Room } from './room.ts';
 import { RoomError } from './room-errors.ts';
-import { SIGNALLING_LIMITS } from './signalling-protocol.ts';
+import { SIGNALLING_LIMITS } from '../../protocol/room-signalling.ts';
 import { AddressPolicy } from '../../processors/tools/address-policy.ts';
 import type { RemoteCandidateScreenOptions } from './remote-candidates.ts';
 import { checkRtcNetwork, iceServerAddresses, RTC_NETWORK_DEFAULTS, type RtcNetworkSettings } from './rtc-network.ts';

@@ -15,7 +15,7 @@ import {
   type SignallingClientMessage,
   type SignallingErrorCode,
   type SignallingServerMessage,
-} from './signalling-protocol.ts';
+} from '../../protocol/room-signalling.ts';
 import { iceServersFor, RTC_NETWORK_DEFAULTS } from './rtc-network.ts';
 import { SubscriberPeer, type PeerGatheringFailure, type SubscriberAudio, type SubscriberPeerOptions } from './subscriber-peer.ts';
 

@@ -8,8 +8,8 @@
  */
 import { preferShortAudioPackets } from './sdp.ts';
 import { randomUUID } from 'node:crypto';
-import type { IceCandidateWire, SignallingServerMessage } from './signalling-protocol.ts';
-import { SignallingError } from './signalling-protocol.ts';
+import type { IceCandidateWire, SignallingServerMessage } from '../../protocol/room-signalling.ts';
+import { SignallingError } from '../../protocol/room-signalling.ts';
 import { wrtcWithSources } from './wrtc.ts';
 import { RemoteCandidateScreen, type RemoteCandidateScreenOptions } from './remote-candidates.ts';
 import { announceCandidate, announceInSdp, RTC_NETWORK_DEFAULTS, serverPeerConfiguration, type RtcNetworkSettings } from './rtc-network.ts';

@@ -1,10 +1,11 @@
 /**
- * The embedded rooms' signalling protocol: JSON text messages over one WebSocket per participant
- * (docs/webrtc.md). The server side offers (it owns the avatar's tracks), the browser answers;
- * ICE candidates trickle both ways. Every message a client can send is parsed here into a typed
+ * A wire contract (protocol/): the embedded rooms' signalling protocol, JSON text messages over
+ * one WebSocket per participant (docs/webrtc.md), spoken by the server (transports/webrtc,
+ * server/rooms) and the browser room client (transports/webrtc/room-client.js). The server side
+ * offers (it owns the avatar's tracks), the browser answers; ICE candidates trickle both ways. Every message a client can send is parsed here into a typed
  * value or refused with a `SignallingError` naming what was wrong.
  */
-import { SESSION_MESSAGE_LIMITS } from '../../protocol/session-messages.ts';
+import { SESSION_MESSAGE_LIMITS } from './session-messages.ts';
 
 export const SIGNALLING_LIMITS = {
   /** Text messages above this get `message_too_large` (SDP offers/answers are a few KiB). */
