@@ -5,7 +5,7 @@
  * transports/realtime/. The browser widget and the Python client are separate (clients/web,
  * clients/python).
  */
-export * from '../transports/realtime/protocol.ts';
+export * from '../protocol/realtime.ts';
 export * from '../transports/realtime/svc-client.ts';
 export * from '../transports/realtime/stv-client.ts';
 export * from '../transports/realtime/credentials.ts';

@@ -22,7 +22,7 @@ import {
   type ServerMessage,
   type SessionReadyMessage,
   type WebRTCSettings,
-} from '../../transports/realtime/protocol.ts';
+} from '../../protocol/realtime.ts';
 import type { CapacityGate, Lease } from '../capacity/capacity-gate.ts';
 import { API_KEY_FORMAT } from '../security/api-key-token.ts';
 import { RealtimeConfigError, type AvatarPublisher, type RealtimeResolver } from './realtime-types.ts';

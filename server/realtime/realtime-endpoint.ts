@@ -11,7 +11,7 @@ import { WebSocketServer } from 'ws';
 import { RealClock, type Clock } from '../../core/clock.ts';
 import type { Registry } from '../../core/registry.ts';
 import type { FaceModel } from '../../processors/avatar/face-model.ts';
-import { REALTIME_LIMITS, type RealtimeErrorCode, type RealtimeLimits } from '../../transports/realtime/protocol.ts';
+import { REALTIME_LIMITS, type RealtimeErrorCode, type RealtimeLimits } from '../../protocol/realtime.ts';
 import { createCapacityGate, defaultFaceSessionLimit, type CapacityGate } from '../capacity/capacity-gate.ts';
 import { registerUpgrade } from '../http/upgrades.ts';
 import { RealtimeConnection } from './realtime-connection.ts';

@@ -19,7 +19,7 @@ import { TEMPLATE_ORGANIZATION } from '../services/organizations.ts';
 import type { ObjectStorage } from '../storage/index.ts';
 import { RealtimeConfigError, type RealtimeResolver, type ResolvedFaceConfig } from './realtime-endpoint.ts';
 import type { ReferenceCheck } from '../services/model-config-checks.ts';
-import type { RealtimeErrorCode } from '../../transports/realtime/protocol.ts';
+import type { RealtimeErrorCode } from '../../protocol/realtime.ts';
 import { errorMessage } from '../../core/error-message.ts';
 
 export interface RealtimeResolverDeps {

@@ -6,7 +6,7 @@
  */
 import type { Observable } from 'rxjs';
 import type { FaceFrame, FaceReference } from '../../processors/avatar/face-model.ts';
-import type { RealtimeErrorCode, WebRTCSettings } from '../../transports/realtime/protocol.ts';
+import type { RealtimeErrorCode, WebRTCSettings } from '../../protocol/realtime.ts';
 
 export interface RealtimePrincipal {
   readonly organizationId: string;

@@ -6,7 +6,7 @@
 import test from 'ava';
 import { facePlugin } from '../../plugins/face/index.ts';
 import { attachRealtime, createRealtimeResolver, type RealtimeEndpoint, type RealtimeResolver } from '../../server/realtime/index.ts';
-import { encodeAudioIn } from '../../transports/realtime/protocol.ts';
+import { encodeAudioIn } from '../../protocol/realtime.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
 import { connectRaw, isReady } from './ws-conn.ts';
 

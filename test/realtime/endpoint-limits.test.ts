@@ -5,7 +5,7 @@
 import test from 'ava';
 import { attachRealtime, createRealtimeResolver, type RealtimeEndpoint } from '../../server/realtime/index.ts';
 import { TEMPLATE_ORGANIZATION } from '../../server/services/organizations.ts';
-import { REALTIME_LIMITS, encodeAudioIn } from '../../transports/realtime/protocol.ts';
+import { REALTIME_LIMITS, encodeAudioIn } from '../../protocol/realtime.ts';
 import { holdsWithin } from '../../testing/until.ts';
 import type { TestServer } from '../server/harness.ts';
 import { startRealtimeServer, type RealtimeServer } from '../support/realtime-server.ts';

@@ -4,7 +4,7 @@
  */
 import test from 'ava';
 import type { RealtimeEndpoint } from '../../server/realtime/index.ts';
-import { encodeAudioIn } from '../../transports/realtime/protocol.ts';
+import { encodeAudioIn } from '../../protocol/realtime.ts';
 import { holdsWithin } from '../../testing/until.ts';
 import type { TestServer } from '../server/harness.ts';
 import { startRealtimeServer, type RealtimeServer } from '../support/realtime-server.ts';

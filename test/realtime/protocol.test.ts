@@ -10,7 +10,8 @@ import {
   REALTIME_LIMITS,
   type FrameOutMessage,
   type RealtimeErrorCode,
-} from '../../transports/realtime/protocol.ts';
+} from '../../protocol/realtime.ts';
+import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 const fromHex = (h: string) => new Uint8Array(Buffer.from(h.replace(/\s+/g, ''), 'hex'));
@@ -175,4 +176,8 @@ test('frame decoding refuses an unknown image format or image bytes without the 
 test('audio chunks: exactly 1 s (16,000 samples) decodes, 16,001 is frame_too_large', (t) => {
   t.is(decodeAudioIn(encodeAudioIn(new Int16Array(16_000), 0)).pcm.length, 16_000);
   t.is(t.throws(() => decodeAudioIn(encodeAudioIn(new Int16Array(16_001), 0)), { instanceOf: ProtocolError })?.code, 'frame_too_large');
+});
+
+test("the wire's audio rate is the face models' rate (the protocol states it on its own: protocol/ imports nothing of ours)", (t) => {
+  t.is(REALTIME_LIMITS.audioSampleRate, FACE_TIMING.audioSampleRate);
 });

@@ -5,7 +5,7 @@
  */
 import test from 'ava';
 import type { MountedRooms } from '../../server/rooms/index.ts';
-import type { FrameOutMessage } from '../../transports/realtime/protocol.ts';
+import type { FrameOutMessage } from '../../protocol/realtime.ts';
 import { SvcSTVClient, type STVAudioFrame, type STVEventName, type STVOutput } from '../../transports/realtime/stv-client.ts';
 import type { TestServer } from '../server/harness.ts';
 import { startRealtimeServer, type RealtimeServer } from '../support/realtime-server.ts';

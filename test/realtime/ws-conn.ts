@@ -1,6 +1,6 @@
 /** A raw WebSocket connection to /realtime that records every message (test helper, not a test). */
 import WebSocket from 'ws';
-import { decodeFrameOut, type FrameOutMessage, type ServerMessage } from '../../transports/realtime/protocol.ts';
+import { decodeFrameOut, type FrameOutMessage, type ServerMessage } from '../../protocol/realtime.ts';
 
 export interface Conn {
   ws: WebSocket;

@@ -14,7 +14,7 @@ import { loadSharp } from '../load-sharp.ts';
 import { AsyncQueue } from './async-queue.ts';
 import { SvcClient, type SvcClientOptions } from './svc-client.ts';
 import { LocalTurn } from './turn-audio.ts';
-import type { FrameOutMessage, RealtimeFrameType, SessionReadyMessage } from './protocol.ts';
+import type { FrameOutMessage, RealtimeFrameType, SessionReadyMessage } from '../../protocol/realtime.ts';
 import { resolveOptions } from '../../core/options.ts';
 
 export const STV_DEFAULTS = {

@@ -16,7 +16,7 @@ import {
   type ServerMessage,
   type SessionReadyMessage,
   type WebRTCSettings,
-} from './protocol.ts';
+} from '../../protocol/realtime.ts';
 
 export const SVC_CLIENT_DEFAULTS = {
   /** `{models_ws_url}/realtime`; override with the `url` option or SVC_REALTIME_URL. */

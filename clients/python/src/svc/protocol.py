@@ -1,6 +1,6 @@
 """The /realtime face-model wire protocol (v1): constants, message shapes and the binary codec.
 
-The same protocol as ``docs/realtime-protocol.md`` and ``transports/realtime/protocol.ts`` in the
+The same protocol as ``docs/realtime-protocol.md`` and ``protocol/realtime.ts`` in the
 svc repository (the golden bytes in ``tests/test_protocol.py`` are the ones of
 ``test/realtime/protocol.test.ts``).
 

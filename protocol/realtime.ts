@@ -17,7 +17,6 @@
  *     16 u16 width           18 u16 height         20 u32 image byte length
  *     24 u16 audio sample count (640)              26 u8 image format (0 jpeg, 1 rgb)   27 u8 reserved
  */
-import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
 
 export const PROTOCOL_VERSION = 1;
 export const AUDIO_IN_KIND = 0x01;
@@ -46,8 +45,8 @@ export const REALTIME_LIMITS: RealtimeLimits = {
   maxControlMessagesPerSecond: 50,
   /** How long a client may stay connected without sending anything (ms); `ping` keeps it alive. */
   idleTimeoutMs: 5 * 60_000,
-  /** Input audio format: the face models' rate. */
-  audioSampleRate: FACE_TIMING.audioSampleRate,
+  /** Input audio format: 16 kHz s16le mono, the face models' rate (FACE_TIMING.audioSampleRate; test/realtime/protocol.test.ts checks they agree). */
+  audioSampleRate: 16_000,
 };
 
 export const FRAME_TYPES = ['idle', 'speech-start', 'speech', 'fade-out'] as const;
