@@ -69,6 +69,13 @@ test('hosts, NAT, 1:1 mapping, cut links, the root link and cleanup', async (t) 
   t.not(await tcpFrom(outsider, visitor.address, 7003), 'echo:hi', 'the private address behind the home router is not routable from outside');
   t.not(await tcpFrom(outsider, '198.51.100.10', 7003), 'echo:hi', 'nothing comes in through the home router unasked');
 
+  const before = visitor.address;
+  const moved = await network.readdress(visitor, home);
+  t.not(moved, before);
+  t.is(visitor.address, moved, 'a readdressed host reports its new address');
+  t.false((await visitor.exec(['ip', '-4', 'addr', 'show'])).includes(`${before}/`), 'the old address is gone');
+  t.is(await tcpFrom(visitor, '198.51.100.21', 7002), 'echo:hi', 'and it reaches out from the new one');
+
   await network.setLinks(b, false);
   t.not(await tcpFrom(a, b.address, 7001), 'echo:hi', 'a host whose links are down is gone');
   await network.setLinks(b, true);

@@ -197,7 +197,10 @@ export class TestNetwork {
       name,
       ns,
       links,
-      address: links[0]!.address,
+      // A getter: readdress() replaces a link's address.
+      get address() {
+        return links[0]!.address;
+      },
       addressOn(segment) {
         const link = links.find((l) => l.segment === segment);
         if (!link) throw new Error(`host ${name} is not on segment ${segment.name}`);
@@ -239,6 +242,27 @@ export class TestNetwork {
     await router.exec(['ip', 'addr', 'add', `${publicAddress}/24`, 'dev', out]);
     await router.exec(['iptables', '-t', 'nat', '-A', 'PREROUTING', '-d', publicAddress, '-j', 'DNAT', '--to-destination', privateAddress]);
     await router.exec(['iptables', '-t', 'nat', '-A', 'POSTROUTING', '-s', privateAddress, '-o', out, '-j', 'SNAT', '--to-source', publicAddress]);
+  }
+
+  /**
+   * Moves `host` to another address on `segment` (`host` as its last octet, else the lowest free
+   * one): the old address is removed, so sockets bound to it are dead, as when a laptop changes
+   * networks. Its default route is put back. Returns the new address.
+   */
+  async readdress(host: Host, segment: Segment, octet?: number): Promise<string> {
+    const links = host.links as Link[];
+    const i = links.findIndex((l) => l.segment === segment);
+    if (i < 0) throw new Error(`host ${host.name} is not on segment ${segment.name}`);
+    const old = links[i]!;
+    const address = this.allocate(segment, octet);
+    // Deleted first: deleting a primary address also deletes the secondaries of its subnet.
+    await host.exec(['ip', 'addr', 'del', `${old.address}/24`, 'dev', old.iface]);
+    await host.exec(['ip', 'addr', 'add', `${address}/24`, 'dev', old.iface]);
+    this.used.get(segment)!.delete(Number(old.address.split('.')[3]));
+    links[i] = { ...old, address };
+    const gateway = this.gateways.get(host.ns);
+    if (gateway) await host.exec(['ip', 'route', 'replace', 'default', 'via', gateway]);
+    return address;
   }
 
   /** Takes every link of `host` down (the machine is gone from the network) or back up. */
