@@ -1,6 +1,7 @@
 /**
  * A real TCP relay between a server and PostgreSQL (the technique of security-database.test.ts),
- * for the operations tests: `stop()` is an outage (connections cut, new ones refused), `pause()`
+ * for the operations tests and for the fleet's hosts in network namespaces (which cannot reach the
+ * machine's loopback, where PostgreSQL listens): `stop()` is an outage (connections cut, new ones refused), `pause()`
  * a stall (connections stay open, nothing gets through until `resume()`, then everything does).
  */
 import net from 'node:net';
@@ -12,17 +13,21 @@ export class TcpRelay {
   private readonly waiting: (() => void)[] = [];
   port = 0;
 
-  constructor(private readonly target: { host: string; port: number }) {}
+  constructor(
+    private readonly target: { host: string; port: number },
+    /** Where the relay listens: loopback, or a test network's root link (test/support/netns.ts) so that its hosts reach it. */
+    private readonly listenHost = '127.0.0.1',
+  ) {}
 
-  static to(databaseUrl: string): TcpRelay {
+  static to(databaseUrl: string, listenHost?: string): TcpRelay {
     const url = new URL(databaseUrl);
-    return new TcpRelay({ host: url.hostname, port: Number(url.port || 5432) });
+    return new TcpRelay({ host: url.hostname, port: Number(url.port || 5432) }, listenHost);
   }
 
   /** `databaseUrl` with its host replaced by this relay's address. */
   via(databaseUrl: string): string {
     const url = new URL(databaseUrl);
-    url.host = `127.0.0.1:${this.port}`;
+    url.host = `${this.listenHost}:${this.port}`;
     return url.toString();
   }
 
@@ -44,7 +49,7 @@ export class TcpRelay {
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
     });
-    await new Promise<void>((resolve) => this.listener!.listen(this.port, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) => this.listener!.listen(this.port, this.listenHost, resolve));
     this.port = (this.listener.address() as net.AddressInfo).port;
   }
 
