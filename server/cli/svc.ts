@@ -5,6 +5,8 @@ import { describeDatabase } from '../config/env.ts';
 import { closeDatabase, openDatabase, openEmbeddedClient, type Db } from '../db/connect.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import { ApiKeys } from '../services/api-keys.ts';
+import { FleetStore } from '../fleet/fleet-store.ts';
+import { SESSION_LEASE } from '../sessions/session-store.ts';
 
 const DATABASE_NOTE = `Database: DATABASE_URL (PostgreSQL) when set, else the embedded database in
 $SVC_DATA_DIR/pglite (SVC_DATA_DIR defaults to .data, relative to the current folder). Every command
@@ -18,6 +20,7 @@ const USAGE = `usage: svc <command> [options]
   svc keys create --org NAME --name LABEL [--json] [--create]   create a key (printed once)
   svc keys list --org NAME [--json]                              list keys (prefix only)
   svc keys revoke ID                                             revoke a key
+  svc runners list [--json]                                      the fleet's runners (docs/deployment.md)
   svc help [command], svc <command> --help                       help
 
 ${DATABASE_NOTE}`;
@@ -42,6 +45,15 @@ ${DATABASE_NOTE}`,
   'keys list': `usage: svc keys list --org NAME [--json]
 
 Lists the keys of organization NAME: id, prefix, label, creation and revocation dates (never the key).
+
+${DATABASE_NOTE}`,
+  runners: `usage: svc runners list [--json]
+
+Lists the fleet's runners (npm run runner) as the registry has them: id, state (starting, ready,
+draining), whether placement may choose it now (ready and a heartbeat younger than 5 s), the
+sessions placed on it of its slots, what it last reported (live sessions, CPU share, late face
+frames, event-loop lag) and its heartbeat's age. A runner that died keeps its row (heartbeat
+ageing, not placeable) until it comes back under the same id; one that stopped cleanly removed it.
 
 ${DATABASE_NOTE}`,
   'keys revoke': `usage: svc keys revoke ID
@@ -108,20 +120,25 @@ export async function runCli(
     out(`svc: no command "${topic}"\n\n${USAGE}`);
     return 2;
   }
-  if (group !== 'keys') {
+  if (group !== 'keys' && group !== 'runners') {
     out(group ? `svc: no command "${group}"\n\n${USAGE}` : USAGE);
     return 2;
   }
-  if (!command) {
+  if (group === 'runners' && command !== 'list') {
+    out(command ? `svc: no command "runners ${command}"\n\n${HELP.runners}` : HELP.runners!);
+    return 2;
+  }
+  if (group === 'keys' && !command) {
     out(HELP.keys!);
     return 2;
   }
-  if (!['create', 'list', 'revoke'].includes(command)) {
+  if (group === 'keys' && !['create', 'list', 'revoke'].includes(command!)) {
     out(`svc: no command "keys ${command}"\n\n${HELP.keys}`);
     return 2;
   }
   const problem =
-    command === 'create' && (!values.org || !values.name) ? 'keys create needs --org NAME and --name LABEL'
+    group === 'runners' ? null
+    : command === 'create' && (!values.org || !values.name) ? 'keys create needs --org NAME and --name LABEL'
     : command === 'list' && !values.org ? 'keys list needs --org NAME'
     : command === 'revoke' && (!arg || !/^[0-9a-f-]{36}$/i.test(arg)) ? 'keys revoke needs a key id (a UUID, from svc keys list)'
     : null;
@@ -157,6 +174,18 @@ export async function runCli(
   }
   try {
     await migrateToLatest(db);
+    if (group === 'runners') {
+      const runners = await new FleetStore(db, { leaseMs: SESSION_LEASE.leaseMs }).list();
+      if (values.json) out(JSON.stringify(runners));
+      else if (runners.length === 0) out('No runner is registered (start one with npm run runner).');
+      else {
+        for (const r of runners) {
+          const load = `cpu ${Math.round((r.load.cpu_share ?? 0) * 100)} %, late frames ${Math.round((r.load.late_frame_share ?? 0) * 100)} %, lag ${r.load.event_loop_lag_ms ?? 0} ms`;
+          out(`${r.runnerId}  ${r.state}${r.placeable ? '' : ' (not placeable)'}  ${r.placed}/${r.slots} placed, ${r.liveSessions} live  ${load}  heartbeat ${r.heartbeatAgeSeconds.toFixed(1)} s ago  ${r.url}`);
+        }
+      }
+      return 0;
+    }
     const keys = new ApiKeys(db);
     if (command === 'create') {
       const created = await keys.create(values.org!, values.name!);

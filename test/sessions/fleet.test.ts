@@ -29,6 +29,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { runCli } from '../../server/cli/svc.ts';
 import { FLEET } from '../../server/fleet/fleet-store.ts';
 import { SESSION_LEASE } from '../../server/sessions/session-store.ts';
 import { until } from '../../testing/until.ts';
@@ -57,6 +58,7 @@ interface Fleet {
   readonly key: string;
   readonly agentId: string;
   readonly db: pg.Client;
+  readonly databaseUrl: string;
   readonly env: Record<string, string>;
 }
 
@@ -128,7 +130,7 @@ async function makeFleet(): Promise<Fleet> {
   const db = new pg.Client({ connectionString: database.url });
   await db.connect();
   cleanups.push(() => db.end());
-  return { network, api: { proc: api.process, url: apiUrl }, runners, key, agentId, db, env };
+  return { network, api: { proc: api.process, url: apiUrl }, runners, key, agentId, db, databaseUrl: database.url, env };
 }
 
 /** Rooms of sessions the current case started: released when it ends, however it ends (the next case starts from an empty fleet). */
@@ -259,6 +261,12 @@ test.serial('kill -9 of a runner: its calls end runner_lost within one lease plu
   t.log(`the dead runner left placement ${staleAfter} ms after the kill (heartbeat every ${FLEET.runnerHeartbeatMs} ms, stale after ${FLEET.runnerStaleMs} ms)`);
   t.true(staleAfter <= FLEET.runnerStaleMs + 2_000, 'out of placement after its first missed heartbeat window');
   const skipsAtStale = (f.api.proc.output.match(/runner skipped/g) ?? []).length;
+  // What an operator sees: `svc runners list`.
+  const listed: string[] = [];
+  t.is(await runCli(['runners', 'list'], (line) => listed.push(line), { DATABASE_URL: f.databaseUrl }, () => undefined), 0);
+  t.regex(listed.find((l) => l.startsWith('r1 ')) ?? '', /^r1 {2}ready \(not placeable\) {2}2\/4 placed/, listed.join('\n'));
+  t.regex(listed.find((l) => l.startsWith('r2 ')) ?? '', /^r2 {2}ready {2}[23]\/4 placed/, listed.join('\n'));
+  t.log(listed.join('\n'));
   const second = await connect(f);
   t.is(second.status, 200, JSON.stringify(second.body));
   t.is(runnerOf(f, second.body.room_url)?.name, 'r2');
