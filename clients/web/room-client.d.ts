@@ -31,6 +31,7 @@ declare module 'svc:room-client' {
     error: RoomError;
     message: Record<string, unknown>;
     joined: unknown;
+    rejoined: unknown;
     iceerror: IceError;
   }
   export interface IceError {
@@ -44,6 +45,7 @@ declare module 'svc:room-client' {
     readonly stream: MediaStream;
     readonly peerConnection: RTCPeerConnection | null;
     readonly iceRestarts: number;
+    readonly rejoins: number;
     readonly iceErrors: readonly IceError[];
     on<K extends keyof RoomEvents>(event: K, fn: (detail: RoomEvents[K]) => void): RoomConnection;
     off<K extends keyof RoomEvents>(event: K, fn: (detail: RoomEvents[K]) => void): RoomConnection;

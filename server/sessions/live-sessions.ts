@@ -317,8 +317,10 @@ export class LiveSessions {
       room = await this.options.rooms.createRoom({
         name: roomName,
         ...(request.baseUrl ? { baseUrl: request.baseUrl } : {}),
-        // TURN credentials last as long as the session can (its limit, the farewell and the stop).
+        // TURN credentials last as long as the session can (its limit, the farewell and the stop),
+        // and so does the visitor's room token: a page whose network changed joins again with it.
         mediaTtlMs: admission.appliedLimitSeconds * 1000 + SESSION_TIMEOUTS.limitFarewellMs + SESSION_TIMEOUTS.stopTimeoutMs,
+        tokenTtlMs: admission.appliedLimitSeconds * 1000 + SESSION_TIMEOUTS.limitFarewellMs + SESSION_TIMEOUTS.stopTimeoutMs,
       });
     } catch (err) {
       this.log.warn({ err, sessionId }, 'room creation failed');

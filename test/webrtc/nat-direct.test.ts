@@ -184,9 +184,14 @@ async function networkChangeCase(t: ExecutionContext, change: (w: NatWorld) => P
 test.serial('ICE restart: the visitor moves to a new address mid-answer; the conversation goes on over a new path, one call record', async (t) => {
   const done = await networkChangeCase(t, async (w) => `visitor moved to ${await w.moveVisitor()}`);
   if (!done) return;
-  // The old path is gone with the old address: only an ICE restart (a new remote ufrag on the same peer connection) can explain the media.
+  // The old path is gone with the old address: the media now runs on a new ICE session, either the
+  // same peer connection restarted (a second remote ufrag) or, when the signalling socket died with
+  // the old address (browsers keep it open), a new peer connection after the room client joined
+  // again on a new socket with the same token.
   const ufrags = await remoteUfrags(done.page);
-  t.true(ufrags.length === 1 && new Set(ufrags[0]).size >= 2, `the peer connection was restarted (${JSON.stringify(ufrags)})`);
+  const restarted = ufrags.length === 1 && new Set(ufrags[0]).size >= 2;
+  const rejoined = ufrags.length >= 2;
+  t.true(restarted || rejoined, `a new ICE session carries the media (${JSON.stringify(ufrags)})`);
   await hangUp(t, done.w, done.page, done.sessionId);
 });
 

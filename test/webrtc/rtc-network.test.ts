@@ -95,6 +95,9 @@ test('the announced address replaces private IPv4 host candidates, in trickled c
   t.is(announceCandidate(relay, '198.51.100.21', seen), relay, 'relay candidates are left alone');
   t.is(announceCandidate('candidate:4 1 udp 2122262783 2001:db8::2 40000 typ host', '198.51.100.21', seen), 'candidate:4 1 udp 2122262783 2001:db8::2 40000 typ host', 'IPv6 is not behind the IPv4 NAT');
   t.is(announceCandidate(host, null), host, 'nothing announced: unchanged');
+  for (const local of ['127.0.0.1', '::1', '169.254.3.4', 'fe80::1']) {
+    t.is(announceCandidate(`candidate:5 1 udp 2122260223 ${local} 40001 typ host generation 0`, '198.51.100.21', new Set()), null, `${local}: never reachable from elsewhere`);
+  }
   const sdp = ['v=0', 'm=audio 9 UDP/TLS/RTP/SAVPF 111', `a=${host}`, 'a=candidate:9 1 udp 2122194687 10.0.0.2 40000 typ host', 'm=video 9 UDP/TLS/RTP/SAVPF 96', `a=${host}`, ''].join('\r\n');
   t.is(
     announceInSdp(sdp, '198.51.100.21'),

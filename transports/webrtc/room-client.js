@@ -21,8 +21,11 @@
  * override them). When the peer connection goes `disconnected` or `failed` after it had
  * connected (the network changed: Wi-Fi to mobile), the client asks the server for an ICE
  * restart (`restart_ice`) every `iceRestartIntervalMs` (2 s) until it is connected again
- * (`iceRestart: false` turns that off); `room.iceRestarts` counts the requests. TURN/STUN errors
- * the browser reports are kept in `room.iceErrors` ({url, errorCode, errorText}).
+ * (`iceRestart: false` turns that off); `room.iceRestarts` counts the requests. When two requests
+ * go unanswered, the signalling socket itself is taken for dead (browsers keep a socket whose local
+ * address vanished): the client opens a new one and joins again with the same token (`rejoined`
+ * event, `room.rejoins`); the server replaces the old connection and offers a new peer connection.
+ * TURN/STUN errors the browser reports are kept in `room.iceErrors` ({url, errorCode, errorText}).
  *
  * The token travels in the first message, never in the URL.
  */
@@ -40,7 +43,7 @@
   function join(options) {
     if (!options || !options.url || !options.token) return Promise.reject(RoomError('invalid_settings', 'url and token are required', true));
     var listeners = {};
-    var ws = new WebSocket(options.url);
+    var ws = null;
     var pc = null;
     var pcId = null;
     var left = false;
@@ -49,12 +52,17 @@
     var restartTimer = null;
     var everConnected = false;
     var restartInterval = options.iceRestartIntervalMs || 2000;
+    var unanswered = 0;
+    var joined = false;
+    var settle = null;
     var connection = {
       participantId: null,
       room: null,
       publisher: null,
       /** ICE restarts asked of the server since joining. */
       iceRestarts: 0,
+      /** Times the signalling socket was opened again (a network change left the old one dead). */
+      rejoins: 0,
       /** STUN/TURN errors the browser reported ({url, errorCode, errorText}), newest last (at most 20). */
       iceErrors: [],
       /** The tracks currently received (replaced on a new publication). */
@@ -116,8 +124,26 @@
       if (!pc || left) return stopRestarts();
       var state = pc.connectionState;
       if (state === 'connected' || state === 'closed') return stopRestarts();
+      // Two requests without an offer: the signalling socket itself is dead (its address is gone
+      // with the network change; browsers keep such a socket open). Join again on a new one.
+      if (unanswered >= 2) return rejoin();
+      unanswered++;
       connection.iceRestarts++;
       send({ type: 'restart_ice', pc_id: pcId });
+    }
+
+    // A new signalling socket with the same token: the server replaces the old connection and
+    // offers a new peer connection (a new pc_id), which acceptOffer takes as usual.
+    function rejoin() {
+      stopRestarts();
+      unanswered = 0;
+      var old = ws;
+      if (old) {
+        old.onopen = old.onmessage = old.onclose = null;
+        try { old.close(); } catch (e) { /* already gone */ }
+      }
+      connection.rejoins++;
+      openSocket();
     }
 
     function endPeer() {
@@ -136,6 +162,7 @@
     // A new offer for the current peer connection: the server's answer to an ICE restart.
     function acceptRestart(message) {
       var peer = pc;
+      unanswered = 0;
       peer.setRemoteDescription({ type: 'offer', sdp: message.sdp })
         .then(function () { return peer.createAnswer(); })
         .then(function (answer) { return peer.setLocalDescription(answer); })
@@ -168,6 +195,7 @@
         emit('connectionstatechange', { state: state });
         if (state === 'connected') {
           everConnected = true;
+          unanswered = 0;
           stopRestarts();
           emit('connected', {});
         } else if ((state === 'disconnected' || state === 'failed') && everConnected && options.iceRestart !== false && restartTimer === null) {
@@ -189,27 +217,35 @@
         .catch(function (e) { emit('error', RoomError('negotiation_failed', String(e && e.message || e), false)); });
     }
 
-    return new Promise(function (resolve, reject) {
-      var joined = false;
-      ws.onopen = function () {
+    function openSocket() {
+      var socket = new WebSocket(options.url);
+      ws = socket;
+      socket.onopen = function () {
+        if (socket !== ws) return;
         var first = { type: 'join', token: options.token };
         if (options.room) first.room = options.room;
-        ws.send(JSON.stringify(first));
+        socket.send(JSON.stringify(first));
       };
-      ws.onmessage = function (event) {
+      socket.onmessage = function (event) {
+        if (socket !== ws) return;
         var message;
         try { message = JSON.parse(event.data); } catch (e) { return; }
         switch (message.type) {
-          case 'joined':
+          case 'joined': {
+            var again = joined;
             joined = true;
             connection.participantId = message.participant_id;
             connection.room = message.room;
             connection.publisher = message.publisher;
             if (!options.iceServers && Array.isArray(message.ice_servers)) iceServers = message.ice_servers;
             if (!options.iceTransportPolicy && message.ice_transport_policy === 'relay') iceTransportPolicy = 'relay';
-            resolve(connection);
-            emit('joined', message);
+            if (again) emit('rejoined', message);
+            else {
+              settle.resolve(connection);
+              emit('joined', message);
+            }
             break;
+          }
           case 'offer':
             connection.publisher = connection.publisher || { participant_id: message.publisher_id, tracks: [] };
             acceptOffer(message);
@@ -224,7 +260,7 @@
             break;
           case 'error': {
             var error = RoomError(message.code, message.message, message.fatal);
-            if (!joined && message.fatal) reject(error);
+            if (!joined && message.fatal) settle.reject(error);
             emit('error', error);
             break;
           }
@@ -238,11 +274,17 @@
             emit('message', message);
         }
       };
-      ws.onclose = function (event) {
+      socket.onclose = function (event) {
+        if (socket !== ws) return;
         endPeer();
-        if (!joined) reject(RoomError('connection_closed', 'signalling closed before joining (' + event.code + ')', true));
+        if (!joined) settle.reject(RoomError('connection_closed', 'signalling closed before joining (' + event.code + ')', true));
         emit('disconnected', { code: event.code, reason: event.reason });
       };
+    }
+
+    return new Promise(function (resolve, reject) {
+      settle = { resolve: resolve, reject: reject };
+      openSocket();
     });
   }
 

@@ -185,17 +185,24 @@ export function iceServerAddresses(settings: RtcNetworkSettings): string[] {
 /** `candidate:<foundation> <component> <transport> <priority> <address> <port> typ <type> ...` */
 const CANDIDATE_FIELDS = /^(a=)?(candidate:\S+ \d+ (\S+) \d+ )(\S+)( (\d+) typ (\S+).*)$/i;
 
+/** Loopback and link-local: never reachable from another machine. */
+const LOCAL_ONLY = /^(127\.|169\.254\.|::1$|fe[89ab][0-9a-f]:)/i;
+
 /**
  * One of our own candidates as the other side must see it: an IPv4 host candidate names the
- * announced address instead of the private one. Returns null for a candidate to withhold (a
- * second host candidate that would announce the same address and port).
+ * announced address instead of the private one. Returns null for a candidate to withhold: a
+ * loopback or link-local host candidate (with an announced address the server is reached from
+ * elsewhere, where those only make the visitor check its own machine), or a second host candidate
+ * that would announce the same address and port.
  */
 export function announceCandidate(candidate: string, announcedAddress: string | null, seen?: Set<string>): string | null {
   if (announcedAddress === null) return candidate;
   const m = CANDIDATE_FIELDS.exec(candidate);
   if (!m) return candidate;
   const [, prefix = '', head, transport, address, tail, port, type] = m;
-  if (type!.toLowerCase() !== 'host' || isIP(address!) !== 4) return candidate;
+  if (type!.toLowerCase() !== 'host') return candidate;
+  if (LOCAL_ONLY.test(address!)) return null;
+  if (isIP(address!) !== 4) return candidate;
   const key = `${transport!.toLowerCase()} ${port}`;
   if (seen) {
     if (seen.has(key)) return null;
