@@ -132,10 +132,10 @@ export class RunnerSessions {
     }
     let room: AvatarRoom;
     try {
-      room = await this.options.rooms.createRoom({
-        name: claimed.room,
-        mediaTtlMs: claimed.appliedLimitSeconds * 1000 + SESSION_TIMEOUTS.limitFarewellMs + SESSION_TIMEOUTS.stopTimeoutMs,
-      });
+      // As on a single server (live-sessions.ts): TURN credentials and the visitor's room token
+      // last as long as the session can (a page whose network changed joins again with it).
+      const sessionMs = claimed.appliedLimitSeconds * 1000 + SESSION_TIMEOUTS.limitFarewellMs + SESSION_TIMEOUTS.stopTimeoutMs;
+      room = await this.options.rooms.createRoom({ name: claimed.room, mediaTtlMs: sessionMs, tokenTtlMs: sessionMs });
     } catch (err) {
       lease.release();
       this.log.warn({ err, sessionId }, 'room creation failed');
