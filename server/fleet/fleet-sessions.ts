@@ -130,23 +130,17 @@ export class FleetSessions {
     }
 
     const admissionRequest = { agentId: row.agent_id as string, room: newRoomName(), roomProvider: 'embedded', clientUserRef: request.clientUserRef, origin: request.origin ?? null };
-    let admission = await this.fleet.admitAndPlace(admissionRequest);
-    if (!admission.admitted && admission.reason === 'at_limit') {
-      // The agent's limit: SessionStore answers it as a single process does (retry_after_seconds
-      // from its live sessions and history), admitting nothing (its reserve refuses). If a slot
-      // freed meanwhile, placement is tried once more.
-      const refusal = await this.store.admit(admissionRequest, () => false);
-      if (!refusal.admitted && refusal.reason === 'concurrency_limit') throw new SessionError('concurrency_limit', `agent ${row.agent_id} already has ${refusal.live} of ${refusal.limit} sessions`, refusal.retryAfterSeconds);
-      admission = await this.fleet.admitAndPlace(admissionRequest);
-    }
+    const admission = await this.fleet.admitAndPlace(this.store, admissionRequest);
     if (!admission.admitted) {
       switch (admission.reason) {
         case 'agent_not_found':
           throw new SessionError('agent_not_found', `agent ${row.agent_id} not found`);
         case 'agent_unpublished':
           throw new SessionError('agent_unpublished', `agent ${row.agent_id} is not published`);
-        case 'at_limit':
-          throw new SessionError('concurrency_limit', `agent ${row.agent_id} is at its max_concurrency`, SESSION_RETRY.serverBusySeconds);
+        case 'concurrency_limit':
+          throw new SessionError('concurrency_limit', `agent ${row.agent_id} already has ${admission.live} of ${admission.limit} sessions`, admission.retryAfterSeconds);
+        case 'server_busy':
+          throw new SessionError('server_busy', 'every runner is full (or starting, or draining) right now', SESSION_RETRY.serverBusySeconds);
         case 'no_runner':
           if (admission.why === 'none') {
             this.log.error('no runner with a fresh heartbeat: sessions cannot be placed (is any `npm run runner` up?)');
@@ -156,11 +150,13 @@ export class FleetSessions {
       }
     }
     admitted();
-    const { sessionId, callId, room } = admission;
+    const { sessionId, callId } = admission;
+    const room = admissionRequest.room;
     const timeoutMs = this.options.settings.startTimeoutMs ?? FLEET.startTimeoutMs;
     const tried: string[] = [];
     let answered = false;
-    let target: RunnerTarget = admission.runner;
+    if (!admission.placement) throw new SessionError('orchestrator_error', 'the session was admitted without a runner');
+    let target: RunnerTarget = admission.placement.target;
     for (;;) {
       tried.push(target.runnerId);
       this.counts.placements[target.runnerId] = (this.counts.placements[target.runnerId] ?? 0) + 1;

@@ -4,8 +4,9 @@
  * have: placement (API processes) and the claim (runners). Everything else about a session, its
  * lease, release requests, its end and its call record, is SessionStore's, used as it is.
  *
- * - `admitAndPlace` is the admission transaction of SessionStore (the agent's row lock, the
- *   published check, its live sessions against `max_concurrency`) plus the placement: the ready
+ * - `admitAndPlace` is the admission transaction of SessionStore (batched; the agent's row lock,
+ *   the published check, its live sessions against `max_concurrency`) with the placement as its
+ *   hook, after the agent's limit: the ready
  *   runners with a fresh heartbeat are locked (in id order: two API processes never deadlock),
  *   their placed sessions counted, and the session inserted on the one with the most free slots
  *   (status `placed`). Two API processes placing at once are serialised on the runner rows, so a
@@ -19,8 +20,7 @@
  * All times are the database's.
  */
 import type { Db } from '../db/connect.ts';
-import type { AdmissionRequest } from '../sessions/session-store.ts';
-import { randomUUID } from 'node:crypto';
+import type { Admission, AdmissionRequest, SessionStore } from '../sessions/session-store.ts';
 
 export const FLEET = {
   /** How often a runner renews its registry row (and its sessions' leases). */
@@ -68,12 +68,6 @@ export interface RunnerTarget {
   readonly url: string;
 }
 
-export type FleetAdmission =
-  | { readonly admitted: true; readonly sessionId: string; readonly callId: string; readonly room: string; readonly runner: RunnerTarget }
-  | { readonly admitted: false; readonly reason: 'agent_not_found' | 'agent_unpublished' | 'at_limit' }
-  /** `full`: runners are alive but every slot is taken (or they are starting or draining); `none`: no runner with a fresh heartbeat. */
-  | { readonly admitted: false; readonly reason: 'no_runner'; readonly why: 'full' | 'none' };
-
 /** A placed session as its runner claims it (what the runner needs comes from the database, not the request). */
 export interface ClaimedSession {
   readonly sessionId: string;
@@ -101,35 +95,17 @@ export class FleetStore {
 
   // ---- API processes ------------------------------------------------------------------------
 
-  /** Admission and placement in one transaction (see the file's comment). Writes nothing unless admitted. */
-  async admitAndPlace(request: AdmissionRequest): Promise<FleetAdmission> {
-    return this.db.transaction(async (trx) => {
-      const agent = await trx('agents').where('agent_id', request.agentId).forUpdate().first('agent_id', 'organization_id', 'status', 'max_concurrency', 'session_limit_seconds');
-      if (!agent) return { admitted: false, reason: 'agent_not_found' } as const;
-      if (agent.status !== 'published') return { admitted: false, reason: 'agent_unpublished' } as const;
-      const limit = Number(agent.max_concurrency);
-      if (limit !== -1) {
-        const live = await trx('agent_sessions').where('agent_id', request.agentId).where('lease_expires_at', '>', trx.fn.now()).count('* as n').first();
-        if (Number(live?.n ?? 0) >= limit) return { admitted: false, reason: 'at_limit' } as const;
-      }
-      const choice = await this.choose(trx, []);
-      if ('why' in choice) return { admitted: false, reason: 'no_runner', why: choice.why } as const;
-      const sessionId = randomUUID();
-      const callId = randomUUID();
-      const appliedLimitSeconds = Number(agent.session_limit_seconds);
-      const metadata = JSON.stringify({ origin: request.origin, room_provider: request.roomProvider, runner_id: choice.runnerId });
-      await trx('agent_sessions').insert({
-        session_id: sessionId, agent_id: request.agentId, organization_id: agent.organization_id, room: request.room,
-        client_user_ref: request.clientUserRef, applied_session_limit_seconds: appliedLimitSeconds, call_id: callId,
-        status: 'placed', runner_id: choice.runnerId, room_provider: request.roomProvider, origin: request.origin,
-        lease_expires_at: trx.raw(`now() + make_interval(secs => ?)`, [this.leaseSeconds]), metadata,
-      });
-      await trx('agent_calls').insert({
-        call_id: callId, agent_id: request.agentId, organization_id: agent.organization_id, session_id: sessionId,
-        applied_session_limit_seconds: appliedLimitSeconds, client_user_ref: request.clientUserRef,
-        started_at: trx.fn.now(), status: 'active', participant_count: 0, metadata,
-      });
-      return { admitted: true, sessionId, callId, room: request.room, runner: choice } as const;
+  /**
+   * Admission and placement in one transaction: SessionStore's batched admission (the agent's row
+   * lock, the published check, its live sessions against `max_concurrency`, the refusal's
+   * retry_after) with this placement as its hook. Writes nothing unless admitted.
+   */
+  async admitAndPlace(sessions: SessionStore, request: AdmissionRequest): Promise<Admission<RunnerTarget>> {
+    return sessions.admit<RunnerTarget>(request, {
+      place: async (trx) => {
+        const choice = await this.choose(trx, []);
+        return 'why' in choice ? choice : { runnerId: choice.runnerId, target: choice };
+      },
     });
   }
 

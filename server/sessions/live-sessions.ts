@@ -299,7 +299,8 @@ export class LiveSessions {
     if (!admission.admitted) {
       held.lease?.release();
       if (admission.reason === 'concurrency_limit') throw atLimit(admission);
-      if (admission.reason === 'server_busy') throw new SessionError('server_busy', 'this server has no capacity for another session right now', SESSION_RETRY.serverBusySeconds);
+      // (no_runner: only when placing on a fleet, which this process does not.)
+      if (admission.reason === 'server_busy' || admission.reason === 'no_runner') throw new SessionError('server_busy', 'this server has no capacity for another session right now', SESSION_RETRY.serverBusySeconds);
       throw new SessionError(admission.reason, admission.reason === 'agent_not_found' ? `agent ${row.agent_id} not found` : `agent ${row.agent_id} is not published`);
     }
     const { sessionId, callId } = admission;

@@ -37,9 +37,24 @@ export interface AdmissionRequest {
   readonly origin: string | null;
 }
 
-export type Admission =
-  | { readonly admitted: true; readonly sessionId: string; readonly callId: string; readonly organizationId: string; readonly appliedLimitSeconds: number }
+/**
+ * Where an admitted session runs when it is not this process (the fleet, server/fleet): chosen
+ * inside the admission transaction, after the agent's limit, so that its slot is taken with it.
+ */
+export type Placement<Target> = (trx: Db) => Promise<{ readonly runnerId: string; readonly target: Target } | { readonly why: 'full' | 'none' }>;
+
+export interface AdmissionHooks<Target = never> {
+  /** This process takes the bot (the capacity gate's lease), decided after the agent's limit. */
+  readonly reserve?: () => boolean;
+  /** The fleet's placement instead: the session row is `placed` on the runner it returns. */
+  readonly place?: Placement<Target>;
+}
+
+export type Admission<Target = never> =
+  | { readonly admitted: true; readonly sessionId: string; readonly callId: string; readonly organizationId: string; readonly appliedLimitSeconds: number; readonly placement?: { readonly runnerId: string; readonly target: Target } }
   | { readonly admitted: false; readonly reason: 'agent_not_found' | 'agent_unpublished' | 'server_busy' }
+  /** Placement found no runner: `full` (alive runners, every slot taken, or starting/draining), `none` (no fresh heartbeat). */
+  | { readonly admitted: false; readonly reason: 'no_runner'; readonly why: 'full' | 'none' }
   | { readonly admitted: false; readonly reason: 'concurrency_limit'; readonly live: number; readonly limit: number; readonly retryAfterSeconds: number };
 
 export interface CallEnd {
@@ -62,7 +77,7 @@ type ConcurrencyRefusal = Extract<Admission, { reason: 'concurrency_limit' }>;
 
 export class SessionStore {
   private readonly leaseSeconds: number;
-  private readonly line = new AdmissionLine<{ readonly request: AdmissionRequest; readonly reserve?: () => boolean }, Admission>((agentId, batch) => this.decide(agentId, batch));
+  private readonly line = new AdmissionLine<{ readonly request: AdmissionRequest; readonly hooks: AdmissionHooks<unknown> }, Admission<unknown>>((agentId, batch) => this.decide(agentId, batch));
 
   constructor(
     private readonly db: Db,
@@ -86,11 +101,12 @@ export class SessionStore {
    * a burst holds no pool connections queued on the agent's row lock, and is decided in two
    * transactions instead of one per connect.
    */
-  admit(request: AdmissionRequest, reserve?: () => boolean): Promise<Admission> {
-    return this.line.admit(request.agentId, reserve ? { request, reserve } : { request });
+  admit<Target = never>(request: AdmissionRequest, hooks: AdmissionHooks<Target> | (() => boolean) = {}): Promise<Admission<Target>> {
+    const given: AdmissionHooks<Target> = typeof hooks === 'function' ? { reserve: hooks } : hooks;
+    return this.line.admit(request.agentId, { request, hooks: given as AdmissionHooks<unknown> }) as Promise<Admission<Target>>;
   }
 
-  private async decide(agentId: string, batch: readonly { readonly request: AdmissionRequest; readonly reserve?: () => boolean }[]): Promise<Admission[]> {
+  private async decide(agentId: string, batch: readonly { readonly request: AdmissionRequest; readonly hooks: AdmissionHooks<unknown> }[]): Promise<Admission<unknown>[]> {
     return this.db.transaction(async (trx) => {
       const agent = await trx('agents').where('agent_id', agentId).forUpdate().first('agent_id', 'organization_id', 'status', 'max_concurrency', 'session_limit_seconds');
       if (!agent) return batch.map(() => ({ admitted: false, reason: 'agent_not_found' }) as const);
@@ -105,33 +121,48 @@ export class SessionStore {
       let retryAfterSeconds: number | undefined;
       const sessions: Record<string, unknown>[] = [];
       const calls: Record<string, unknown>[] = [];
-      const answers: Admission[] = [];
-      for (const { request, reserve } of batch) {
+      const answers: Admission<unknown>[] = [];
+      for (const { request, hooks } of batch) {
         if (limit !== -1 && live >= limit) {
           retryAfterSeconds ??= await this.retryAfter(trx, agentId);
           answers.push({ admitted: false, reason: 'concurrency_limit', live, limit, retryAfterSeconds });
           continue;
         }
-        if (reserve && !reserve()) {
+        if (hooks.reserve && !hooks.reserve()) {
           answers.push({ admitted: false, reason: 'server_busy' });
+          continue;
+        }
+        // Placement counts the runners' sessions in this transaction: the batch's earlier
+        // placements are written before the next one chooses.
+        const placed = hooks.place ? await hooks.place(trx) : null;
+        if (placed && 'why' in placed) {
+          answers.push({ admitted: false, reason: 'no_runner', why: placed.why });
           continue;
         }
         live++;
         const sessionId = randomUUID();
         const callId = randomUUID();
-        const metadata = JSON.stringify({ origin: request.origin, room_provider: request.roomProvider, runner_id: this.runnerId });
-        sessions.push({
+        const runnerId = placed ? placed.runnerId : this.runnerId;
+        const metadata = JSON.stringify({ origin: request.origin, room_provider: request.roomProvider, runner_id: runnerId });
+        const session = {
           session_id: sessionId, agent_id: agentId, organization_id: agent.organization_id, room: request.room,
           client_user_ref: request.clientUserRef, applied_session_limit_seconds: appliedLimitSeconds, call_id: callId,
-          status: 'starting', runner_id: this.runnerId, room_provider: request.roomProvider, origin: request.origin,
+          status: placed ? 'placed' : 'starting', runner_id: runnerId, room_provider: request.roomProvider, origin: request.origin,
           lease_expires_at: trx.raw(`now() + make_interval(secs => ?)`, [this.leaseSeconds]), metadata,
-        });
-        calls.push({
+        };
+        const call = {
           call_id: callId, agent_id: agentId, organization_id: agent.organization_id, session_id: sessionId,
           applied_session_limit_seconds: appliedLimitSeconds, client_user_ref: request.clientUserRef,
           started_at: trx.fn.now(), status: 'active', participant_count: 0, metadata,
-        });
-        answers.push({ admitted: true, sessionId, callId, organizationId: agent.organization_id, appliedLimitSeconds });
+        };
+        if (placed) {
+          await trx('agent_sessions').insert(session);
+          await trx('agent_calls').insert(call);
+        } else {
+          sessions.push(session);
+          calls.push(call);
+        }
+        answers.push({ admitted: true, sessionId, callId, organizationId: agent.organization_id, appliedLimitSeconds, ...(placed ? { placement: placed } : {}) });
       }
       if (sessions.length) {
         await trx('agent_sessions').insert(sessions);

@@ -121,8 +121,9 @@ export class NatWorld {
         PORT: String(SERVER_PORT),
         SVC_DATA_DIR: dataDir,
         PUBLIC_BASE_URL: this.baseUrl,
-        // One session at a time here, on a machine chromium keeps busy: admission by slots only.
-        SVC_CAPACITY_LOAD_CHECK: 'off',
+        // What `npm start` runs: the embedded database (a DATABASE_URL of the test run, pointing at
+        // the machine's loopback, would not even be reachable from the namespace).
+        DATABASE_URL: '',
         LOG_LEVEL: 'warn',
         ...env,
       },
