@@ -207,6 +207,11 @@ export class LiveSessions {
     };
     every(this.options.lease?.heartbeatMs ?? SESSION_LEASE.heartbeatMs, () => this.heartbeat(), 'session heartbeat');
     every(this.options.lease?.reaperIntervalMs ?? SESSION_LEASE.reaperIntervalMs, () => this.reap().then(() => undefined), 'session reaper');
+    // The first burst does not pay for compiling the admission's code paths and queries.
+    void this.store
+      .warmUp()
+      .then(() => this.options.agents.findById('00000000-0000-4000-8000-000000000000'))
+      .catch((err) => this.log.warn({ err }, 'admission warm-up failed'));
   }
 
   get size(): number {
