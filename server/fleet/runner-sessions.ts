@@ -114,6 +114,9 @@ export class RunnerSessions {
   async ready(): Promise<void> {
     if (this.stateNow !== 'starting') return;
     this.stateNow = 'ready';
+    // A heartbeat in flight read `starting` and would write it after us: the next one says `ready`
+    // (before this, placement skipped a runner that had just said ready for up to one heartbeat).
+    await this.beating?.catch(() => undefined);
     await this.heartbeat();
   }
 
@@ -186,6 +189,7 @@ export class RunnerSessions {
    */
   async drain(timeoutMs: number): Promise<void> {
     this.stateNow = 'draining';
+    await this.beating?.catch(() => undefined); // (as in `ready`: a beat in flight read the old state)
     await this.heartbeat().catch((err) => this.log.warn({ err }, 'could not say draining in the registry'));
     this.log.info({ live: this.local.size, timeoutMs }, 'draining: no new sessions; waiting for the live ones to end');
     if (this.local.size > 0) {

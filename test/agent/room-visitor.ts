@@ -41,6 +41,8 @@ export class RoomVisitor {
   private chunksSent = 0;
   private closed = false;
   connectionState: RTCPeerConnectionState | 'none' = 'none';
+  /** The signalling socket closed (the server went away, or closed the room). */
+  signallingClosed = false;
   private media = true;
   /** Each decoded picture (I420: the luma plane is the first width*height bytes), as it arrives. */
   onVideoFrame?: (frame: { width: number; height: number; data: Uint8Array }, at: number) => void;
@@ -63,6 +65,7 @@ export class RoomVisitor {
   private connect(url: string, token: string): Promise<void> {
     this.ws = new WebSocket(url);
     this.ws.on('message', (data) => void this.onSignal(JSON.parse(String(data)) as Record<string, unknown>));
+    this.ws.on('close', () => (this.signallingClosed = true));
     this.pumpStart = Date.now();
     // The microphone runs in real time: queued speech, else silence, every 10 ms.
     this.pump = setInterval(() => this.feedMicrophone(), 10);

@@ -1,10 +1,18 @@
 import test from 'ava';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CredentialsError, parseDotEnv, resolveCredentials } from '../../transports/realtime/credentials.ts';
 
-const dir = () => mkdtempSync(join(tmpdir(), 'svc-cred-'));
+const made: string[] = [];
+const dir = () => {
+  const d = mkdtempSync(join(tmpdir(), 'svc-cred-'));
+  made.push(d);
+  return d;
+};
+test.after.always(() => {
+  for (const d of made) rmSync(d, { recursive: true, force: true });
+});
 
 test('credentials come from the environment', (t) => {
   t.deepEqual(resolveCredentials({ env: { SVC_API_KEY: 'k1', SVC_CONFIG_ID: 'svc/human-portrait' }, envFile: join(dir(), '.env') }), {

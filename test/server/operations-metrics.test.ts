@@ -246,7 +246,9 @@ test('SVC_METRICS settings: defaults, token rules, and a bad value stops npm sta
   t.throws(() => metricsAccessFromEnv({ SVC_METRICS: 'yes' }), { message: /SVC_METRICS must be off, token or public, got "yes"/ });
 
   const result = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], { cwd: ROOT, env: { ...process.env, PORT: '0', SVC_METRICS: 'everyone', SVC_DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-metrics-bad-')) } });
+    const dataDir = mkdtempSync(join(tmpdir(), 'svc-metrics-bad-'));
+    cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+    const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], { cwd: ROOT, env: { ...process.env, PORT: '0', SVC_METRICS: 'everyone', SVC_DATA_DIR: dataDir } });
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
     child.on('close', (code) => resolve({ code, stderr }));
