@@ -23,6 +23,7 @@ import type { RoomClientMessage, RoomSubscriberEvent } from '../transports/webrt
 import type { RoomRegistry } from '../transports/webrtc/room-registry.ts';
 import type { AgentPipelineOptions, AgentRuntimeRecord, ProviderChoice } from './agent-pipeline.ts';
 import { openBotRoom, type BotRoom } from './bot-room.ts';
+import { VisitorPresence } from './visitor-presence.ts';
 import { SESSION_TIMEOUTS, type RunningSession, type SessionOutcome, type SessionStart, type TerminationReason } from './session-contract.ts';
 import { latencySummary, parseClientMessage, SessionMessageEmitter } from './session-messages.ts';
 import { AppendedContextBudget } from './appended-context.ts';
@@ -93,19 +94,12 @@ export class BotSession implements RunningSession {
   private room: BotRoom | undefined;
   private readonly subscriptions: Subscription[] = [];
   private readonly timers = new Map<string, TimerHandle>();
-  /** Visitors in the room, with their peer connection state. */
-  private readonly visitors = new Map<string, RTCPeerConnectionState | 'none'>();
-  private peakVisitors = 0;
+  private readonly presence = new VisitorPresence();
 
   /** Peak number of visitors in the room so far (the outcome's `participantCount` when it ends). */
   get participantPeak(): number {
-    return this.peakVisitors;
+    return this.presence.peak;
   }
-  private hadVisitor = false;
-  /** A visitor's peer connection was connected at least once. */
-  private everConnected = false;
-  /** Why the server could not offer a visitor a media path (room.ts), when it said. */
-  private gatheringFailure: string | null = null;
   private clientReady = false;
   private conversationStarted = false;
   private fatalError: string | null = null;
@@ -226,9 +220,9 @@ export class BotSession implements RunningSession {
       room.clientMessages.subscribe((m) => this.onClientMessage(m)),
       room.presence.subscribe((e) => this.onSubscriberEvent(e)),
     );
-    for (const s of room.visitors()) this.visitors.set(s.participantId, s.peerState);
+    this.presence.seed(room.visitors());
     const joinMs = this.timeouts.joinDeadlineMs;
-    this.timer('join', joinMs, () => void this.finish('join_timeout', this.hadVisitor ? `a visitor joined but no peer connection connected within ${joinMs} ms` : `nobody joined the room within ${joinMs} ms`));
+    this.timer('join', joinMs, () => void this.finish('join_timeout', this.presence.hadVisitor ? `a visitor joined but no peer connection connected within ${joinMs} ms` : `nobody joined the room within ${joinMs} ms`));
     const limitMs = secondsToMs(agent.session_limit_seconds);
     if (limitMs !== null) this.timer('limit', Math.max(0, this.startedAt + limitMs - this.clock.now()), () => this.onSessionLimit());
     this.presenceChanged();
@@ -248,54 +242,25 @@ export class BotSession implements RunningSession {
   }
 
   private trackPresence(event: RoomSubscriberEvent): void {
-    switch (event.type) {
-      case 'joined':
-        this.visitors.set(event.participantId, 'none');
-        break;
-      case 'peer-state':
-        if (this.visitors.has(event.participantId)) this.visitors.set(event.participantId, event.state);
-        if (event.state === 'failed' && 'reason' in event && event.reason) this.gatheringFailure = event.reason;
-        break;
-      case 'left':
-        this.visitors.delete(event.participantId);
-        break;
-    }
+    this.presence.track(event);
     this.presenceChanged();
-  }
-
-  /** Visitors who are there: in the room, and their peer connection has not failed. */
-  private get presentVisitors(): number {
-    let n = 0;
-    for (const state of this.visitors.values()) if (state !== 'failed' && state !== 'closed') n++;
-    return n;
-  }
-
-  private get visitorConnected(): boolean {
-    for (const state of this.visitors.values()) if (state === 'connected') return true;
-    return false;
   }
 
   private presenceChanged(): void {
     if (this.finishing) return;
-    this.peakVisitors = Math.max(this.peakVisitors, this.visitors.size);
+    const presence = this.presence;
     // The join deadline is met by a connected peer connection, not by joining the signalling.
-    if (this.visitorConnected) {
-      this.clearTimer('join');
-      this.everConnected = true;
-    }
-    // Every visitor's media path failed before one ever connected: nothing will come of waiting.
-    if (!this.everConnected && this.visitors.size > 0 && [...this.visitors.values()].every((state) => state === 'failed')) {
-      void this.finish('ice_failed', this.gatheringFailure ? `no media path: ${this.gatheringFailure}` : "the visitor's peer connection failed before it connected (ICE)");
+    if (presence.connected) this.clearTimer('join');
+    if (presence.failedBeforeConnecting) {
+      void this.finish('ice_failed', presence.gatheringFailure ? `no media path: ${presence.gatheringFailure}` : "the visitor's peer connection failed before it connected (ICE)");
       return;
     }
-    if (this.presentVisitors > 0) {
-      this.hadVisitor = true;
-      this.clearTimer('grace');
-    } else if (this.hadVisitor && !this.timers.has('grace')) {
+    if (presence.present > 0) this.clearTimer('grace');
+    else if (presence.hadVisitor && !this.timers.has('grace')) {
       this.timer('grace', this.timeouts.departureGraceMs, () => void this.finish('client_left', null));
     }
     if (this.conversationStarted) return;
-    if (this.visitorConnected) {
+    if (presence.connected) {
       if (this.clientReady) this.startConversation('client-ready and connected');
       else if (!this.timers.has('ready')) this.timer('ready', this.timeouts.clientReadyWaitMs, () => this.startConversation('no client-ready'));
     } else {
@@ -360,7 +325,7 @@ export class BotSession implements RunningSession {
           });
           this.emitter.send({ type: 'bot-state', state: this.emitter.state });
           if (!this.conversationStarted) {
-            if (this.visitorConnected) this.startConversation('client-ready and connected');
+            if (this.presence.connected) this.startConversation('client-ready and connected');
             else if (!this.timers.has('subscribe')) this.timer('subscribe', this.timeouts.subscribeWaitMs, () => this.startConversation('subscribe wait over'));
           }
           return;
@@ -372,7 +337,7 @@ export class BotSession implements RunningSession {
         }
         case 'hang-up':
           // A page that gives up on its media path says so: the call is recorded as failed, not hung up.
-          if (parsed.reason === 'ice_failed' && !this.everConnected) void this.finish('ice_failed', 'the page reported that no media path could be made (ICE)');
+          if (parsed.reason === 'ice_failed' && !this.presence.everConnected) void this.finish('ice_failed', 'the page reported that no media path could be made (ICE)');
           else void this.finish('client_hung_up', null);
           return;
       }
@@ -446,8 +411,8 @@ export class BotSession implements RunningSession {
       terminationReason: reason,
       failureDetail: detail,
       ...(reason === 'pipeline_error' && this.fatalCode ? { failureCode: this.fatalCode } : {}),
-      ...(reason === 'ice_failed' && this.gatheringFailure ? { failureCode: this.gatheringFailure } : {}),
-      participantCount: this.peakVisitors,
+      ...(reason === 'ice_failed' && this.presence.gatheringFailure ? { failureCode: this.presence.gatheringFailure } : {}),
+      participantCount: this.presence.peak,
       metadata: {
         turns: stats.transcriptTurns,
         user_turns: stats.userTurns,

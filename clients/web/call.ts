@@ -5,19 +5,11 @@
  * turned into DOM events (bot-messages.ts for the plain ones), the setup timeout and the outcome.
  * Levels, the browser's voice activity and per-turn latency are measured by its CallMeter
  * (call-meter.ts), the setup steps' times by its ConnectionTiming (connection-timing.ts). The
- * element (element.ts) owns the view and the event target; a Call is used once.
+ * element (element.ts) owns the view and the event target (their contract: call-contract.ts); a
+ * Call is used once.
  */
 import { SESSION_PROTOCOL_VERSION } from '../../protocol/session-messages.ts';
-import {
-  OUTCOMES,
-  type ConnectionState,
-  type FaultDomain,
-  type Outcome,
-  type OutcomePhase,
-  type SessionOutcomeDetail,
-  type WidgetBotState,
-  type WindowEventName,
-} from './events.ts';
+import { OUTCOMES, type FaultDomain, type Outcome, type OutcomePhase, type SessionOutcomeDetail } from './events.ts';
 import { dispatchBotEvent, outcomeForEnding } from './bot-messages.ts';
 import { CallMeter } from './call-meter.ts';
 import { ConnectionTiming } from './connection-timing.ts';
@@ -26,65 +18,11 @@ import { loadLiveKit } from './livekit-loader.ts';
 import { CallFailure, offline, SessionApi, type SessionGrant } from './session-api.ts';
 import { JoinFailure, roomKind, roomNameOf, type JoinRoom, type RoomTransport } from './transport.ts';
 import { WIDGET_VERSION } from '../../protocol/widget-version.ts';
+import { CALL_DEFAULTS, type CallHost, type CallSettings, type LocalEnd } from './call-contract.ts';
 
-export const CALL_DEFAULTS = {
-  /** Setup timeout (attribute `connect-timeout`, seconds): connect request -> ready. Paused while queued. */
-  setupTimeoutMs: 20_000,
-  /** Longest total wait in the queue (attribute `queue-timeout`, seconds) before giving up. */
-  queueTimeoutMs: 120_000,
-  // Waits between queued retries: SESSION_API_DEFAULTS (session-api.ts).
-  /**
-   * The media path `disconnected` or `failed` after it had connected (LiveKit: reconnecting) for
-   * this long ends the call (`transport_lost`); meanwhile the room restarts ICE (embedded: the
-   * room client asks the server for it) and the connection state is `reconnecting`.
-   */
-  iceDisconnectGraceMs: 8_000,
-  // Levels, browser voice activity and per-turn latency: METER_DEFAULTS (call-meter.ts).
-} as const;
+export { CALL_DEFAULTS, type CallEnd, type CallHost, type CallSettings, type LocalEnd } from './call-contract.ts';
 
 const SPEECH_CONSTRAINTS: MediaTrackConstraints = { echoCancellation: true, noiseSuppression: true, autoGainControl: true };
-
-export interface CallSettings {
-  readonly endpoint: string;
-  readonly agentId: string;
-  readonly instanceId: string;
-  readonly clientUserRef: string | null;
-  readonly authToken: string | null;
-  readonly setupTimeoutMs: number;
-  readonly queueTimeoutMs: number;
-  readonly scriptStart: number;
-  readonly startClicked: number;
-}
-
-/** What a call needs from its element. */
-export interface CallHost {
-  readonly video: HTMLVideoElement;
-  readonly audio: HTMLAudioElement;
-  readonly audioContext: AudioContext | null;
-  readonly muted: boolean;
-  readonly connectionState: ConnectionState;
-  readonly botState: WidgetBotState;
-  dispatch(name: string, detail: unknown): void;
-  dispatchOnWindow(name: WindowEventName, detail: unknown): void;
-  setConnectionState(state: ConnectionState): void;
-  setBotState(state: WidgetBotState): void;
-  setQueuing(queuing: boolean): void;
-  setMicrophonePending(pending: boolean): void;
-  setBotSpeaking(speaking: boolean): void;
-  /** The browser refused to play the bot's sound (no user gesture): the element offers a button. */
-  setSoundBlocked(blocked: boolean): void;
-  showVideo(): void;
-  callEnded(call: Call, end: CallEnd): void;
-}
-
-export interface CallEnd {
-  readonly outcome: Outcome;
-  readonly phase: OutcomePhase;
-  readonly faultDomain: FaultDomain;
-}
-
-/** Why the visitor's side ends a call. */
-export type LocalEnd = 'visitor' | 'element_removed' | 'page_closed';
 
 const isString = (v: unknown): v is string => typeof v === 'string';
 

@@ -29,15 +29,13 @@ import type { HttpHost } from '../http/http-app.ts';
 import type { Agents } from '../services/agents.ts';
 import type { ServiceCore } from '../services/open-services.ts';
 import { mountSessionRoutes } from '../sessions/session-routes.ts';
-import { checkOrigin } from '../sessions/origin-allowlist.ts';
-import { verifyConnectToken } from '../sessions/connect-auth.ts';
+import { connectableAgent, decidedConnect } from '../sessions/connect-front.ts';
 import { newRoomName, SESSION_RETRY, type ConnectRequest, type LiveSessionStats, type SessionGrant } from '../sessions/live-sessions.ts';
 import { SessionError } from '../sessions/session-errors.ts';
 import { SESSION_LEASE, SessionStore } from '../sessions/session-store.ts';
 import { FLEET, FleetStore, type RunnerTarget } from './fleet-store.ts';
 import { nudgeRelease, requestStart } from './runner-protocol.ts';
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface FleetSessionsOptions {
   readonly db: Db;
@@ -94,40 +92,13 @@ export class FleetSessions {
     this.inFlight.add(held);
   }
 
-  async connect(request: ConnectRequest): Promise<SessionGrant> {
-    const arrived = performance.now();
-    let decided = false;
-    const decide = (outcome: 'admitted' | 'refused') => {
-      if (decided) return;
-      decided = true;
-      this.options.onDecision?.(performance.now() - arrived, outcome);
-    };
-    try {
-      const grant = await this.admitAndPlace(request, () => decide('admitted'));
-      decide('admitted');
-      this.counts.started++;
-      return grant;
-    } catch (err) {
-      decide('refused');
-      const code = err instanceof SessionError ? err.code : 'internal_error';
-      this.counts.refused[code] = (this.counts.refused[code] ?? 0) + 1;
-      throw err;
-    }
+  connect(request: ConnectRequest): Promise<SessionGrant> {
+    return decidedConnect(this.counts, this.options.onDecision, (admitted) => this.admitAndPlace(request, admitted));
   }
 
   private async admitAndPlace(request: ConnectRequest, admitted: () => void): Promise<SessionGrant> {
     this.refuseWhenClosing();
-    if (!UUID_RE.test(request.agentId)) throw new SessionError('agent_not_found', `agent ${request.agentId} not found`);
-    const row = await this.options.agents.findById(request.agentId);
-    if (!row) throw new SessionError('agent_not_found', `agent ${request.agentId} not found`);
-    if (row.status !== 'published') throw new SessionError('agent_unpublished', `agent ${request.agentId} is not published`);
-    const origin = checkOrigin(row.allowed_hostnames as string[] | null, request.origin);
-    if (!origin.allowed) throw new SessionError('auth_failed', origin.reason);
-    if (row.auth_enabled) {
-      const secret = this.options.agents.authSecretOf(row);
-      const problem = secret === null ? 'this agent has auth_enabled but no auth secret' : verifyConnectToken(secret, row.agent_id, request.authToken, request.clientUserRef, Date.now());
-      if (problem) throw new SessionError('auth_failed', problem);
-    }
+    const row = await connectableAgent(this.options.agents, request);
 
     const admissionRequest = { agentId: row.agent_id as string, room: newRoomName(), roomProvider: 'embedded', clientUserRef: request.clientUserRef, origin: request.origin ?? null };
     const admission = await this.fleet.admitAndPlace(this.store, admissionRequest);

@@ -12,6 +12,7 @@
 import type { Logger } from 'pino';
 import { ProviderStartError, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import { SESSION_TIMEOUTS, type RunningSession, type SessionOutcome, type SessionRunner, type TerminationReason } from '../../agent/session-contract.ts';
+import { endSession } from '../sessions/session-ending.ts';
 import type { AvatarRoom, RoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { CapacityGate } from '../capacity/capacity-gate.ts';
 import type { Agents } from '../services/agents.ts';
@@ -237,18 +238,7 @@ export class RunnerSessions {
     clearTimeout(local.limitTimer);
     local.finished ??= (async () => {
       this.counts.ended[outcome.terminationReason] = (this.counts.ended[outcome.terminationReason] ?? 0) + 1;
-      await this.options.rooms.closeRoom(local.room.room).catch((err) => this.log.warn({ err, room: local.room.room }, 'room close failed'));
-      local.capacity.release();
-      try {
-        await this.options.store.finish(local.sessionId, local.callId, {
-          terminationReason: outcome.terminationReason,
-          failureReason: outcome.failureCode ?? null,
-          participantCount: outcome.participantCount,
-          metadata: { ...outcome.metadata, ...(outcome.failureDetail ? { failure_detail: outcome.failureDetail } : {}) },
-        });
-      } catch (err) {
-        this.log.error({ err, sessionId: local.sessionId }, 'could not record the end of a session');
-      }
+      await endSession({ rooms: this.options.rooms, store: this.options.store, log: this.log }, local, outcome);
       this.local.delete(local.sessionId);
       this.log.info({ sessionId: local.sessionId, reason: outcome.terminationReason }, 'session ended');
       if (this.local.size === 0) for (const wake of this.emptied.splice(0)) wake();

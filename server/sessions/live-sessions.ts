@@ -15,8 +15,8 @@ import type { AvatarRoom, RoomProvider } from '../../transports/webrtc/room-prov
 import type { Db } from '../db/connect.ts';
 import type { Agents } from '../services/agents.ts';
 import { withoutPaths } from './agent-face.ts';
-import { checkOrigin } from './origin-allowlist.ts';
-import { verifyConnectToken } from './connect-auth.ts';
+import { connectableAgent, decidedConnect } from './connect-front.ts';
+import { endSession } from './session-ending.ts';
 import { SessionError } from './session-errors.ts';
 import { SESSION_LEASE, SessionStore, type Admission } from './session-store.ts';
 
@@ -166,8 +166,6 @@ class StartPacer {
   }
 }
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /** Room names carry 192 random bits: knowing one is enough to end its session. */
 export function newRoomName(): string {
   return `s_${randomBytes(24).toString('base64url')}`;
@@ -233,27 +231,8 @@ export class LiveSessions {
     this.inFlight.add(held);
   }
 
-  async connect(request: ConnectRequest): Promise<SessionGrant> {
-    const arrived = performance.now();
-    let decided = false;
-    const settled = this.decisions.begin();
-    const decide = (outcome: 'admitted' | 'refused') => {
-      if (decided) return;
-      decided = true;
-      settled();
-      this.options.onDecision?.(performance.now() - arrived, outcome);
-    };
-    try {
-      const grant = await this.admitAndStart(request, () => decide('admitted'));
-      decide('admitted');
-      this.counts.started++;
-      return grant;
-    } catch (err) {
-      decide('refused');
-      const code = err instanceof SessionError ? err.code : 'internal_error';
-      this.counts.refused[code] = (this.counts.refused[code] ?? 0) + 1;
-      throw err;
-    }
+  connect(request: ConnectRequest): Promise<SessionGrant> {
+    return decidedConnect(this.counts, this.options.onDecision, (admitted) => this.admitAndStart(request, admitted), this.decisions.begin());
   }
 
   private agentRow(agentId: string): ReturnType<LiveSessionsOptions['agents']['findById']> {
@@ -271,18 +250,7 @@ export class LiveSessions {
 
   private async admitAndStart(request: ConnectRequest, admitted: () => void): Promise<SessionGrant> {
     this.refuseWhenClosing();
-    if (!UUID_RE.test(request.agentId)) throw new SessionError('agent_not_found', `agent ${request.agentId} not found`);
-    const row = await this.agentRow(request.agentId);
-    this.refuseWhenClosing();
-    if (!row) throw new SessionError('agent_not_found', `agent ${request.agentId} not found`);
-    if (row.status !== 'published') throw new SessionError('agent_unpublished', `agent ${request.agentId} is not published`);
-    const origin = checkOrigin(row.allowed_hostnames as string[] | null, request.origin);
-    if (!origin.allowed) throw new SessionError('auth_failed', origin.reason);
-    if (row.auth_enabled) {
-      const secret = this.options.agents.authSecretOf(row);
-      const problem = secret === null ? 'this agent has auth_enabled but no auth secret' : verifyConnectToken(secret, row.agent_id, request.authToken, request.clientUserRef, Date.now());
-      if (problem) throw new SessionError('auth_failed', problem);
-    }
+    const row = await connectableAgent(this.options.agents, request, (id) => this.agentRow(id), () => this.refuseWhenClosing());
 
     // Taken inside the admission transaction, after the agent's own limit passed.
     const held: { lease: { release(): void } | null } = { lease: null };
@@ -435,22 +403,7 @@ export class LiveSessions {
     clearTimeout(local.limitTimer);
     local.finished ??= (async () => {
       this.counts.ended[outcome.terminationReason] = (this.counts.ended[outcome.terminationReason] ?? 0) + 1;
-      // The bot has stopped: its room and this process's slot are free before the record is
-      // written, so a connect that reads the call as ended finds the slot free too (a burst right
-      // after a release was refused server_busy in that window).
-      await this.options.rooms.closeRoom(local.room.room).catch((err) => this.log.warn({ err, room: local.room.room }, 'room close failed'));
-      local.capacity?.release();
-      try {
-        await this.store.finish(local.sessionId, local.callId, {
-          terminationReason: outcome.terminationReason,
-          failureReason: outcome.failureCode ?? null,
-          participantCount: outcome.participantCount,
-          metadata: { ...outcome.metadata, ...(outcome.failureDetail ? { failure_detail: outcome.failureDetail } : {}) },
-        });
-      } catch (err) {
-        // The lease lapses and a reaper ends the call; the slot is not lost.
-        this.log.error({ err, sessionId: local.sessionId }, 'could not record the end of a session');
-      }
+      await endSession({ rooms: this.options.rooms, store: this.store, log: this.log }, local, outcome);
       this.local.delete(local.sessionId);
       this.byRoom.delete(local.room.room);
       this.log.info({ sessionId: local.sessionId, reason: outcome.terminationReason }, 'session ended');
