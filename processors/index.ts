@@ -15,3 +15,4 @@ export * from './avatar/face-model.ts';
 export * from './avatar/avatar-processor.ts';
 export * from './tools/index.ts';
 export * from './tts/pcm-stream.ts';
+export * from './tts/letter-sounds.ts';

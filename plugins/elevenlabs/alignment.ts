@@ -4,6 +4,7 @@
  * A word can straddle two streamed chunks, so the aligner carries the unfinished word over.
  */
 import type { WordTiming } from '../../core/frames.ts';
+import type { TimedCharacter } from '../../processors/tts/letter-sounds.ts';
 
 export interface CharacterAlignment {
   readonly characters: readonly string[];
@@ -55,4 +56,16 @@ export class WordAligner {
     this.word = '';
     return w;
   }
+}
+
+/** One chunk's alignment as timed characters (ms from the request's audio start). */
+export function timedCharacters(alignment: CharacterAlignment, offsetMs = 0): TimedCharacter[] {
+  const { characters: chars, character_start_times_seconds: starts, character_end_times_seconds: ends } = alignment;
+  const n = Math.min(chars.length, starts.length, ends.length);
+  const out: TimedCharacter[] = [];
+  for (let i = 0; i < n; i++) {
+    const startMs = offsetMs + starts[i]! * 1000, endMs = offsetMs + ends[i]! * 1000;
+    if (typeof chars[i] === 'string' && Number.isFinite(startMs) && Number.isFinite(endMs)) out.push({ char: chars[i]!, startMs, endMs: Math.max(startMs, endMs) });
+  }
+  return out;
 }

@@ -14,7 +14,8 @@ import { ElevenLabsClient, ElevenLabsError, ElevenLabsTimeoutError } from 'eleve
 import { concat } from '../../core/audio.ts';
 import { abortError } from '../../core/clock.ts';
 import type { TTSEvent, TTSRequest, TTSService } from '../../processors/services.ts';
-import { WordAligner, type CharacterAlignment } from './alignment.ts';
+import { WordAligner, timedCharacters, type CharacterAlignment } from './alignment.ts';
+import { LetterSounds } from '../../processors/tts/letter-sounds.ts';
 import { resolveOptions, type Resolved } from '../../core/options.ts';
 import { codeForHttpStatus } from '../../core/provider-error.ts';
 import { ElevenLabsTTSError } from './errors.ts';
@@ -31,6 +32,12 @@ export const ELEVENLABS_TTS_DEFAULTS = {
   maxRetries: 1,
   /** Time allowed for the response headers. */
   timeoutMs: 30_000,
+  /**
+   * Give the face sounds from the character alignment (processors/tts/letter-sounds.ts: English
+   * letter-to-sound rules) so its lips close, round and tuck on time; off: the face estimates
+   * mouth shapes from the audio alone.
+   */
+  soundsFromCharacters: true,
 } as const;
 
 /** `pcm_<rate>` formats the API offers (44.1 kHz needs a Pro plan on the real service). */
@@ -51,6 +58,7 @@ export interface ElevenLabsTTSOptions {
   readonly optimizeStreamingLatency?: number;
   readonly maxRetries?: number;
   readonly timeoutMs?: number;
+  readonly soundsFromCharacters?: boolean;
 }
 
 const ABORTED = 'speech synthesis aborted';
@@ -84,6 +92,7 @@ export class ElevenLabsTTSService implements TTSService {
     const language = request.language && LANGUAGE_CODE_MODELS.has(this.model) ? request.language.split(/[-_]/)[0]!.toLowerCase() : undefined;
 
     const aligner = new WordAligner();
+    const sounds = this.settings.soundsFromCharacters ? new LetterSounds() : undefined;
     const pcm = new PcmAssembler();
     const gate = new WordGate(sampleRate);
     try {
@@ -110,8 +119,14 @@ export class ElevenLabsTTSService implements TTSService {
           const words = aligner.push(alignment);
           if (words.length) yield { type: 'words', words };
         }
+        // Sounds from the spoken (normalised) text: "42" is said "forty-two".
+        const spoken = (chunk.normalized_alignment ?? chunk.alignment) as CharacterAlignment | null | undefined;
+        if (sounds && spoken) {
+          const phonemes = sounds.push(timedCharacters(spoken));
+          if (phonemes.length) yield { type: 'phonemes', phonemes };
+        }
         if (chunk.audio_base64) gate.add(pcm.push(Buffer.from(chunk.audio_base64, 'base64')));
-        const ready = gate.releaseBefore(aligner.pendingStartMs);
+        const ready = gate.releaseBefore(earliest(aligner.pendingStartMs, sounds?.pendingStartMs));
         if (ready) yield { type: 'audio', pcm: ready, sampleRate };
       }
     } catch (err) {
@@ -120,10 +135,14 @@ export class ElevenLabsTTSService implements TTSService {
     if (signal?.aborted) throw abortError(ABORTED);
     const rest = aligner.flush();
     if (rest.length) yield { type: 'words', words: rest };
+    const lastSounds = sounds?.flush() ?? [];
+    if (lastSounds.length) yield { type: 'phonemes', phonemes: lastSounds };
     const tail = gate.releaseBefore(undefined);
     if (tail) yield { type: 'audio', pcm: tail, sampleRate };
   }
 }
+
+const earliest = (a: number | undefined, b: number | undefined) => (a === undefined ? b : b === undefined ? a : Math.min(a, b));
 
 /**
  * Holds back the audio from where the still-unfinished word starts. A word's timing is known

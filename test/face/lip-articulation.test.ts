@@ -17,7 +17,7 @@ const cache = new FaceReferenceCache();
 let utterances: Promise<Utterance[]> | undefined;
 const theCorpus = () => (utterances ??= corpus());
 
-async function goals(variant: 'human-portrait' | 'human-presence', mode: 'phonemes' | 'audio', subset?: (u: Utterance) => boolean): Promise<GoalSummary> {
+async function goals(variant: 'human-portrait' | 'human-presence', mode: 'phonemes' | 'letters' | 'audio', subset?: (u: Utterance) => boolean): Promise<GoalSummary> {
   const all = await theCorpus();
   const face = await CorpusFace.open(cache, variant);
   const counts = emptyCounts();
@@ -90,6 +90,18 @@ for (const variant of ['human-portrait', 'human-presence'] as const) {
     t.true(s.falseClosure <= 0.05, `false closures: ${s.falseClosure}`);
     t.true(s.smileInSpeechMax <= 0.5, `smile in speech (max over utterances of the median): ${s.smileInSpeechMax}`);
     t.true(s.smileAfterMin >= 0.9, `smile 0.5 s after the speech: ${s.smileAfterMin}`);
+    t.true(s.widthFlickerPerS <= 0.5 && s.gapFlickerPerS <= 0.5, `zigzags per second: width ${s.widthFlickerPerS}, opening ${s.gapFlickerPerS}`);
+  });
+
+  test(`character-timed corpus (ElevenLabs alignment), ${variant}: the letters' sounds close, round and spread the lips`, async (t) => {
+    const s = await goals(variant, 'letters');
+    t.log(fmt(s));
+    // The phoneme-timed path's goals: the letters' sounds are as good as eSpeak's own phonemes.
+    t.true(s.closure >= 0.9, `bilabials closed: ${s.closure}`);
+    t.true(s.rounding >= 0.9, `rounded vowels at <= 85% width: ${s.rounding}`);
+    t.true(s.spread >= 0.85, `/i/ at >= 105% width: ${s.spread}`);
+    t.true(s.falseClosure <= 0.05, `false closures on open vowels: ${s.falseClosure}`);
+    t.true(s.smileInSpeechMax <= 0.5 && s.smileAfterMin >= 0.9);
     t.true(s.widthFlickerPerS <= 0.5 && s.gapFlickerPerS <= 0.5, `zigzags per second: width ${s.widthFlickerPerS}, opening ${s.gapFlickerPerS}`);
   });
 

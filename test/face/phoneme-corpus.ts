@@ -10,7 +10,8 @@
  * `articulationMetrics`.
  */
 import { concat } from '../../core/audio.ts';
-import type { PhonemeTiming } from '../../core/frames.ts';
+import type { PhonemeTiming, WordTiming } from '../../core/frames.ts';
+import { wordSounds } from '../../processors/tts/letter-sounds.ts';
 import { LocalTTSService } from '../../plugins/local/local-tts.ts';
 import { articulationMetrics, restCornerHeight, type ArticulationMetrics } from '../../plugins/face/face-metrics.ts';
 import type { FaceReference } from '../../processors/avatar/face-model.ts';
@@ -28,6 +29,8 @@ export interface Utterance {
   /** 16 kHz mono. */
   readonly pcm: Int16Array;
   readonly phonemes: readonly PhonemeTiming[];
+  /** eSpeak's word timings (for the character-timed path). */
+  readonly words: readonly WordTiming[];
 }
 
 /** Sentences for the measured corpus. */
@@ -46,11 +49,34 @@ export async function synthesize(text: string, voice: string, rateWpm: number): 
   const tts = new LocalTTSService({ voice, rateWpm });
   const parts: Int16Array[] = [];
   const phonemes: PhonemeTiming[] = [];
+  const words: WordTiming[] = [];
   for await (const e of tts.synthesize({ text, sampleRate: 16_000 })) {
     if (e.type === 'audio') parts.push(e.pcm);
     else if (e.type === 'phonemes') phonemes.push(...e.phonemes);
+    else if (e.type === 'words') words.push(...e.words);
   }
-  return { voice, rateWpm, text, pcm: concat(parts), phonemes };
+  return { voice, rateWpm, text, pcm: concat(parts), phonemes, words };
+}
+
+/**
+ * What a TTS that times characters but reports no phonemes (ElevenLabs' alignment) gives the
+ * face for `u`, as the plugin turns it into sounds (processors/tts/letter-sounds.ts). The
+ * characters are timed without knowing the sounds: each word's letters share its time, a vowel
+ * letter twice a consonant's share (vowels last longer); a real aligner times characters closer
+ * to their sounds, so this is the harder case.
+ */
+export function letterPhonemes(u: Utterance): PhonemeTiming[] {
+  return u.words.flatMap((w) => {
+    const letters = [...w.word];
+    const weights = letters.map((c) => (/[aeiouy]/i.test(c) ? 2 : /[a-z]/i.test(c) ? 1 : 0.25));
+    const unit = (w.endMs - w.startMs) / Math.max(1e-9, weights.reduce((a, b) => a + b, 0));
+    let at = w.startMs;
+    return wordSounds(letters.map((char, i) => {
+      const c = { char, startMs: at, endMs: at + weights[i]! * unit };
+      at = c.endMs;
+      return c;
+    }));
+  });
 }
 
 /** Every sentence in every voice at every speed (or the subsets given). */
@@ -99,16 +125,18 @@ export class CorpusFace {
 
   /**
    * Plays `u` with its phoneme timings (as a TTS and the avatar processor feed them: 200 ms
-   * chunks, each with the phonemes starting in it) or from the audio alone. `images` (optional)
-   * receives each measured frame's RGB picture.
+   * chunks, each with the phonemes starting in it), with the sounds a character-timed TTS gives
+   * (`letters`: `letterPhonemes`), or from the audio alone. Frames are labelled with eSpeak's
+   * phonemes in every mode. `images` (optional) receives each measured frame's RGB picture.
    */
-  async play(u: Utterance, mode: 'phonemes' | 'audio', options: { tailFrames?: number; images?: Uint8Array[] } = {}): Promise<RenderedUtterance> {
+  async play(u: Utterance, mode: 'phonemes' | 'letters' | 'audio', options: { tailFrames?: number; images?: Uint8Array[] } = {}): Promise<RenderedUtterance> {
     const source = this.source, renderer = this.renderer;
     const chunk = 3200;
+    const fed = mode === 'phonemes' ? u.phonemes : mode === 'letters' ? letterPhonemes(u) : [];
     source.startTurn();
     for (let at = 0; at < u.pcm.length; at += chunk) {
       const startMs = at / 16, endMs = Math.min(u.pcm.length, at + chunk) / 16;
-      const phonemes = mode === 'phonemes' ? u.phonemes.filter((p) => p.startMs >= startMs && p.startMs < endMs) : [];
+      const phonemes = fed.filter((p) => p.startMs >= startMs && p.startMs < endMs);
       source.pushAudio(u.pcm.subarray(at, at + chunk), phonemes.length ? { phonemes } : undefined);
     }
     source.endTurn();

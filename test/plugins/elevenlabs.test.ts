@@ -1,7 +1,7 @@
 import test from 'ava';
 import { Registry } from '../../core/registry.ts';
 import { VirtualClock, isAbortError } from '../../core/clock.ts';
-import type { WordTiming } from '../../core/frames.ts';
+import type { PhonemeTiming, WordTiming } from '../../core/frames.ts';
 import type { TTSEvent } from '../../processors/services.ts';
 import { ElevenLabsTTSError, ElevenLabsTTSService, WordAligner, elevenlabsPlugin } from '../../plugins/elevenlabs/index.ts';
 import { startElevenLabsFake, synthesizeFakeSpeech, type ElevenLabsFake } from '../fakes/elevenlabs.ts';
@@ -228,6 +228,8 @@ test('through the TTS processor: every word lands on the tts-audio frame it star
   t.is(fake.requests[0]!.voiceId, 'agent-voice');
   t.deepEqual(frames.flatMap((f) => (f.words ?? []).map((w) => w.word)), text.split(' '));
   t.is(frames.reduce((n, f) => n + f.pcm.length, 0), expectedSamples);
+  // The letters' sounds ride on the frames too (welcome, back, shipped, tomorrow), for the face.
+  t.deepEqual(frames.flatMap((f) => (f.phonemes ?? []).map((p) => p.phoneme)).filter((p) => /^[mbp]$/.test(p)), ['m', 'b', 'p', 'm']);
 });
 
 test('an unparseable stream line fails with invalid_response instead of crashing', async (t) => {
@@ -235,4 +237,43 @@ test('an unparseable stream line fails with invalid_response instead of crashing
   t.teardown(() => fake.close());
   const err = await t.throwsAsync(collect(tts(fake).synthesize({ text: TEXT, sampleRate: 16000 })), { instanceOf: ElevenLabsTTSError });
   t.is(err!.code, 'invalid_response');
+});
+
+test('the face gets sounds from the character alignment, each before the audio it starts in, timed by its letters', async (t) => {
+  const fake = await startElevenLabsFake({ chunkMs: 45 });
+  t.teardown(() => fake.close());
+  const rate = 16000;
+  const text = 'Maybe we should move, Bob.';
+  let audioMs = 0;
+  const phonemes: PhonemeTiming[] = [];
+  const words: WordTiming[] = [];
+  for await (const e of tts(fake).synthesize({ text, sampleRate: rate })) {
+    if (e.type === 'audio') audioMs += (e.pcm.length / rate) * 1000;
+    else if (e.type === 'words') words.push(...e.words);
+    else if (e.type === 'phonemes') {
+      for (const p of e.phonemes) t.true(p.startMs >= audioMs - 1e-6, `${p.phoneme} at ${p.startMs} ms came after audio up to ${audioMs} ms`);
+      phonemes.push(...e.phonemes);
+    }
+  }
+  // The visible classes: closures on every m and b, rounding on "ou"/"o" of should/move, spread on "we".
+  t.deepEqual(phonemes.filter((p) => /^[mbp]$/.test(p.phoneme)).map((p) => p.phoneme), ['m', 'b', 'm', 'b', 'b']);
+  t.true(phonemes.some((p) => p.phoneme === 'u'), 'move: rounded');
+  t.true(phonemes.some((p) => p.phoneme === 'i'), 'we: spread');
+  // Each sound sits inside its word, in order, without overlap.
+  for (let i = 1; i < phonemes.length; i++) t.true(phonemes[i]!.startMs >= phonemes[i - 1]!.endMs - 1e-6);
+  const move = words.find((w) => w.word.startsWith('move'))!;
+  const inMove = phonemes.filter((p) => p.startMs >= move.startMs - 1 && p.endMs <= move.endMs + 1).map((p) => p.phoneme);
+  t.deepEqual(inMove, ['m', 'u', 'v']);
+});
+
+test('soundsFromCharacters: false gives no sounds (the face reads the audio alone)', async (t) => {
+  const fake = await startElevenLabsFake();
+  t.teardown(() => fake.close());
+  let sounds = 0, audio = 0;
+  for await (const e of tts(fake, { soundsFromCharacters: false }).synthesize({ text: TEXT, sampleRate: 16000 })) {
+    if (e.type === 'phonemes') sounds++;
+    else if (e.type === 'audio') audio++;
+  }
+  t.is(sounds, 0);
+  t.true(audio > 0);
 });
