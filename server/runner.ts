@@ -20,12 +20,14 @@ import { Registry } from '../core/registry.ts';
 import { EmbeddedRoomProvider } from '../transports/webrtc/room-provider.ts';
 import { buildServer, warmFaceEngine } from './build-server.ts';
 import { createCapacityGate } from './capacity/capacity-gate.ts';
-import { loadConfigFromEnv, runnerSettingsFromEnv } from './config/env.ts';
+import { loadConfigFromEnv, runnerLoadBoundFromEnv, runnerSettingsFromEnv, runnerTestBurnFromEnv } from './config/env.ts';
 import { RUNNER } from './config/surfaces.ts';
 import { loadDefaultPlugins } from './default-plugins.ts';
 import { FleetStore } from './fleet/fleet-store.ts';
+import { createRunnerMetrics } from './fleet/runner-metrics.ts';
 import { mountRunnerRoutes } from './fleet/runner-routes.ts';
 import { RunnerSessions } from './fleet/runner-sessions.ts';
+import { burnCpu } from './fleet/test-burn.ts';
 import { createLogDestination } from './operations/log-destination.ts';
 import { createInlineBotRunner } from './sessions/embedded-sessions.ts';
 import { SESSION_LEASE, SessionStore } from './sessions/session-store.ts';
@@ -34,9 +36,9 @@ import { speechProvidersReport } from './speech-providers.ts';
 /** Past the drain and the shutdown grace plus this, the process exits 1 whatever is still closing. */
 const SHUTDOWN_BACKSTOP_MS = 10_000;
 
-const { config, settings } = (() => {
+const { config, settings, loadBound, burnShare } = (() => {
   try {
-    return { config: loadConfigFromEnv(), settings: runnerSettingsFromEnv() };
+    return { config: loadConfigFromEnv(), settings: runnerSettingsFromEnv(), loadBound: runnerLoadBoundFromEnv(), burnShare: runnerTestBurnFromEnv() };
   } catch (err) {
     process.stderr.write(`svc runner configuration error: ${(err as Error).message}\n`);
     process.exit(1);
@@ -51,6 +53,14 @@ const speech = speechProvidersReport(registry, { slug: config.sessions.providers
 if (speech.error) {
   process.stderr.write(`svc runner configuration error: ${speech.error}\n`);
   process.exit(1);
+}
+
+// SVC_RUNNER_TEST_BURN_CPU (tests, benchmarks): this process really busy until SIGUSR2.
+if (burnShare > 0) {
+  const burn = burnCpu(burnShare);
+  process.once('SIGUSR2', () => {
+    void burn.stop().then(() => process.stdout.write('svc runner: test CPU burn stopped\n'));
+  });
 }
 
 // Slots, and the late-frame check, judged by the same gate as a single process's bots.
@@ -77,7 +87,9 @@ const sessions = new RunnerSessions({
   runner: createInlineBotRunner(server, server.rooms!, { onFrameLateness: (ms) => capacity.recordFrameLateness(ms) }),
   capacity,
   logger,
+  loadBound,
 });
+for (const metric of createRunnerMetrics(() => sessions.runnerStats())) server.metrics?.registry.registerMetric(metric);
 mountRunnerRoutes(server, sessions, settings.secret, logger);
 const { url } = await server.listen().catch((err: Error) => {
   process.stderr.write(`svc runner cannot listen on ${config.host}:${config.port}: ${err.message}\n`);
@@ -92,6 +104,7 @@ process.stdout.write(
     `svc runner ${runnerId} listening on ${url}`,
     `  advertised: ${settings.publicUrl}  (start requests from API processes; visitors' signalling ${signalUrl})`,
     `  slots:      ${settings.slots}; drain timeout ${settings.drainTimeoutMs} ms`,
+    `  load bound: CPU share ${loadBound.cpu_share}, late frames ${loadBound.late_frame_share}, event-loop lag ${loadBound.event_loop_lag_ms} ms${burnShare > 0 ? `; TEST: burning ${burnShare} of a core until SIGUSR2` : ''}`,
     `  plugins:    ${plugins.join(', ') || '(none)'}`,
     ...speech.lines,
     `  Health:     ${url}/healthz, ${url}/readyz (ready once warm, unready while draining)`,

@@ -50,10 +50,12 @@ ${DATABASE_NOTE}`,
   runners: `usage: svc runners list [--json]
 
 Lists the fleet's runners (npm run runner) as the registry has them: id, state (starting, ready,
-draining), whether placement may choose it now (ready and a heartbeat younger than 5 s), the
-sessions placed on it of its slots, what it last reported (live sessions, CPU share, late face
-frames, event-loop lag) and its heartbeat's age. A runner that died keeps its row (heartbeat
-ageing, not placeable) until it comes back under the same id; one that stopped cleanly removed it.
+draining), whether placement may choose it now (ready, a heartbeat younger than 5 s, a
+well-formed row, its load under its bound; if not, why), the sessions placed on it of its slots,
+what it last reported (live sessions, CPU share, late face frames, event-loop lag) and its
+heartbeat's age. A runner that died keeps its row (heartbeat ageing, not placeable) until it comes
+back under the same id, or for an hour (then any API process or runner removes it); one that
+stopped cleanly removed it.
 
 ${DATABASE_NOTE}`,
   'keys revoke': `usage: svc keys revoke ID
@@ -181,7 +183,7 @@ export async function runCli(
       else {
         for (const r of runners) {
           const load = `cpu ${Math.round((r.load.cpu_share ?? 0) * 100)} %, late frames ${Math.round((r.load.late_frame_share ?? 0) * 100)} %, lag ${r.load.event_loop_lag_ms ?? 0} ms`;
-          out(`${r.runnerId}  ${r.state}${r.placeable ? '' : ' (not placeable)'}  ${r.placed}/${r.slots} placed, ${r.liveSessions} live  ${load}  heartbeat ${r.heartbeatAgeSeconds.toFixed(1)} s ago  ${r.url}`);
+          out(`${r.runnerId}  ${r.state}${r.placeable ? '' : ' (not placeable)'}  ${r.placed}/${r.slots} placed, ${r.liveSessions} live  ${load}  heartbeat ${r.heartbeatAgeSeconds.toFixed(1)} s ago  ${r.url}${r.notPlaceable ? `  (${r.notPlaceable})` : ''}`);
         }
       }
       return 0;

@@ -18,6 +18,7 @@ import type { RestGuardSettings } from '../capacity/rest-guard.ts';
 import { rtcNetworkFromStrings } from '../../transports/webrtc/rtc-network.ts';
 import { resolveJobSettings, type JobSettings } from '../jobs/job-settings.ts';
 import { defaultFaceSessionLimit } from '../capacity/capacity-gate.ts';
+import { FLEET, type RunnerLoadBound } from '../fleet/fleet-store.ts';
 import { resolveConfig, SERVER_DEFAULTS, type BotHostSettings, type FleetApiSettings, type LiveKitSessionSettings, type MetricsAccess, type RunnerSettings, type ServerConfig, type StorageConfig } from './server-config.ts';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -292,6 +293,42 @@ export function runnerSettingsFromEnv(env: Env = process.env): RunnerSettings {
     drainTimeoutMs: milliseconds(env, 'SVC_RUNNER_DRAIN_TIMEOUT_MS') ?? RUNNER_DRAIN_TIMEOUT_DEFAULT_MS,
     ...(runnerId ? { runnerId } : {}),
   };
+}
+
+/**
+ * A runner's load bound (docs/deployment.md): SVC_RUNNER_MAX_CPU_SHARE (its process's CPU over its
+ * load window, as a share of the machine's cores, 0-1), SVC_RUNNER_MAX_LATE_FRAME_SHARE (its bots'
+ * face frames more than 10 ms late, 0-1) and SVC_RUNNER_MAX_LOOP_LAG_MS (p99 event-loop lag); each
+ * unset one is FLEET.loadBound's. Reported in its registry row: placement skips it while over any.
+ */
+export function runnerLoadBoundFromEnv(env: Env = process.env): RunnerLoadBound {
+  const share = (name: string, fallback: number): number => {
+    const text = env[name]?.trim();
+    if (!text) return fallback;
+    const n = Number(text);
+    if (!Number.isFinite(n) || n <= 0 || n > 1) throw new ConfigError(`${name} must be a share above 0 and at most 1, got ${JSON.stringify(text)}`);
+    return n;
+  };
+  const lag = milliseconds(env, 'SVC_RUNNER_MAX_LOOP_LAG_MS');
+  if (lag === 0) throw new ConfigError('SVC_RUNNER_MAX_LOOP_LAG_MS must be above 0');
+  return {
+    cpu_share: share('SVC_RUNNER_MAX_CPU_SHARE', FLEET.loadBound.cpu_share),
+    late_frame_share: share('SVC_RUNNER_MAX_LATE_FRAME_SHARE', FLEET.loadBound.late_frame_share),
+    event_loop_lag_ms: lag ?? FLEET.loadBound.event_loop_lag_ms,
+  };
+}
+
+/**
+ * SVC_RUNNER_TEST_BURN_CPU (tests and benchmarks only): the runner burns this share of one core
+ * (0-1) in a thread of its own from start until it gets SIGUSR2, so that its reported load is
+ * really high (test/sessions/fleet-load.test.ts). Unset: 0, nothing burned.
+ */
+export function runnerTestBurnFromEnv(env: Env = process.env): number {
+  const text = env.SVC_RUNNER_TEST_BURN_CPU?.trim();
+  if (!text) return 0;
+  const n = Number(text);
+  if (!Number.isFinite(n) || n <= 0 || n > 1) throw new ConfigError(`SVC_RUNNER_TEST_BURN_CPU must be a share of one core above 0 and at most 1, got ${JSON.stringify(text)}`);
+  return n;
 }
 
 /**

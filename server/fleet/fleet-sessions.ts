@@ -33,7 +33,7 @@ import { connectableAgent, decidedConnect } from '../sessions/connect-front.ts';
 import { newRoomName, SESSION_RETRY, type ConnectRequest, type LiveSessionStats, type SessionGrant } from '../sessions/live-sessions.ts';
 import { SessionError } from '../sessions/session-errors.ts';
 import { SESSION_LEASE, SessionStore } from '../sessions/session-store.ts';
-import { FLEET, FleetStore, type RunnerTarget } from './fleet-store.ts';
+import { FLEET, FleetStore, type AvoidedRunners, type RunnerTarget } from './fleet-store.ts';
 import { nudgeRelease, requestStart } from './runner-protocol.ts';
 
 
@@ -54,14 +54,28 @@ export class FleetSessions {
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly inFlight = new Set<Promise<unknown>>();
   private closing = false;
+  /** Runners this process found unreachable: the start time of the process that did not answer, and until when it is avoided (FLEET.unreachableCooloffMs). */
+  private readonly unreachable = new Map<string, { readonly startedAt: string; readonly until: number }>();
+  /** Malformed registry rows already logged (`runner id` + problem): logged once, not per connect. */
+  private readonly badRowsLogged = new Set<string>();
   private readonly counts = { started: 0, refused: {} as Record<string, number>, ended: {} as Record<string, number>, placements: {} as Record<string, number>, skipped: {} as Record<string, number> };
 
   constructor(private readonly options: FleetSessionsOptions) {
     const leaseMs = options.lease?.leaseMs ?? SESSION_LEASE.leaseMs;
     // This process's name in the store is only used for the reaper's log; sessions carry their runner's.
     this.store = new SessionStore(options.db, `api:${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`, { leaseMs });
-    this.fleet = new FleetStore(options.db, { leaseMs, ...(options.runnerStaleMs ? { runnerStaleMs: options.runnerStaleMs } : {}) });
     this.log = options.logger.child({ component: 'fleet' });
+    this.fleet = new FleetStore(options.db, {
+      leaseMs,
+      ...(options.runnerStaleMs ? { runnerStaleMs: options.runnerStaleMs } : {}),
+      onBadRow: (runnerId, problem) => {
+        const key = `${runnerId}\n${problem}`;
+        if (this.badRowsLogged.has(key)) return;
+        if (this.badRowsLogged.size > 1000) this.badRowsLogged.clear();
+        this.badRowsLogged.add(key);
+        this.log.error({ runnerId, problem }, 'malformed runner row skipped by placement (logged once)');
+      },
+    });
   }
 
   /** Starts the reaper (a dead runner's sessions end `runner_lost` whoever is alive). */
@@ -72,8 +86,10 @@ export class FleetSessions {
       running = true;
       this.store
         .reap()
-        .then((reaped) => {
+        .then(async (reaped) => {
           for (const r of reaped) this.log.warn({ sessionId: r.sessionId, runnerId: r.runnerId }, 'session lease lapsed: call failed (runner_lost)');
+          const forgotten = await this.fleet.forgetDead();
+          if (forgotten.length) this.log.info({ runners: forgotten }, `dead runners' registry rows removed (no heartbeat for ${FLEET.forgetRunnerAfterMs / 60_000} min, no session left)`);
         })
         .catch((err) => this.log.warn({ err }, 'session reaper failed'))
         .finally(() => (running = false));
@@ -101,7 +117,7 @@ export class FleetSessions {
     const row = await connectableAgent(this.options.agents, request);
 
     const admissionRequest = { agentId: row.agent_id as string, room: newRoomName(), roomProvider: 'embedded', clientUserRef: request.clientUserRef, origin: request.origin ?? null };
-    const admission = await this.fleet.admitAndPlace(this.store, admissionRequest);
+    const admission = await this.fleet.admitAndPlace(this.store, admissionRequest, this.avoided());
     if (!admission.admitted) {
       switch (admission.reason) {
         case 'agent_not_found':
@@ -133,6 +149,7 @@ export class FleetSessions {
       this.counts.placements[target.runnerId] = (this.counts.placements[target.runnerId] ?? 0) + 1;
       const answer = await requestStart(target.url, this.options.settings.secret, sessionId, timeoutMs);
       if (answer.ok) {
+        this.unreachable.delete(target.runnerId);
         this.log.info({ sessionId, runnerId: target.runnerId, room }, 'session placed and started');
         return { session_id: sessionId, room_url: answer.roomUrl, token: answer.token };
       }
@@ -142,8 +159,9 @@ export class FleetSessions {
       }
       this.counts.skipped[target.runnerId] = (this.counts.skipped[target.runnerId] ?? 0) + 1;
       if (answer.kind === 'refused') answered = true;
-      this.log.warn({ sessionId, runnerId: target.runnerId, url: target.url, ...(answer.kind === 'refused' ? { refused: answer.code } : { unreachable: answer.detail }) }, 'runner skipped');
-      const next = await this.fleet.movePlacement(sessionId, target.runnerId, tried).catch((err) => {
+      else this.unreachable.set(target.runnerId, { startedAt: target.startedAt, until: Date.now() + FLEET.unreachableCooloffMs });
+      this.log.warn({ sessionId, runnerId: target.runnerId, url: target.url, ...(answer.kind === 'refused' ? { refused: answer.code } : { unreachable: answer.detail, avoidedForMs: FLEET.unreachableCooloffMs }) }, 'runner skipped');
+      const next = await this.fleet.movePlacement(sessionId, target.runnerId, tried, this.avoided()).catch((err) => {
         this.log.error({ err, sessionId }, 'could not move a placement');
         return { why: 'none' as const };
       });
@@ -163,6 +181,17 @@ export class FleetSessions {
       if (answered) throw new SessionError('server_busy', 'every runner is full right now', SESSION_RETRY.serverBusySeconds);
       throw new SessionError('orchestrator_error', 'no runner could be reached to start the agent');
     }
+  }
+
+  /** The runners this process avoids now (they did not answer a start a moment ago). */
+  private avoided(): AvoidedRunners {
+    const now = Date.now();
+    const avoided = new Map<string, string>();
+    for (const [id, { startedAt, until }] of this.unreachable) {
+      if (until <= now) this.unreachable.delete(id);
+      else avoided.set(id, startedAt);
+    }
+    return avoided;
   }
 
   /** `POST /v1/public/agents/connect/{room}`: recorded in the database; the runner is nudged. */

@@ -32,10 +32,29 @@ export const FLEET = {
   runnerStaleMs: 5_000,
   /** How long an API process waits for a runner to start a bot before it tries the next runner. */
   startTimeoutMs: 10_000,
+  /**
+   * A runner that did not answer a start (no answer within the start timeout, refused
+   * connection, unreachable host) is not chosen again by that API process for this long, unless
+   * no other runner has room: only the first connect after a runner is cut off waits for it.
+   */
+  unreachableCooloffMs: 30_000,
   /** The release nudge to a runner (best effort; the runner's heartbeat picks the release up anyway). */
   releaseNudgeTimeoutMs: 1_000,
   /** SIGTERM on a runner: its live sessions get this long to end before they end `server_shutdown`. */
   drainTimeoutMs: 10 * 60_000,
+  /**
+   * A registry row whose heartbeat is older than this, with no session left on it (a runner that
+   * died and never came back), is removed by the reapers of API processes and runners.
+   */
+  forgetRunnerAfterMs: 60 * 60_000,
+  /**
+   * The load bound a runner reports with its load (SVC_RUNNER_MAX_CPU_SHARE,
+   * SVC_RUNNER_MAX_LATE_FRAME_SHARE, SVC_RUNNER_MAX_LOOP_LAG_MS): placement skips a runner whose
+   * last reported load is over any of them. CPU share: the runner process's CPU time over its
+   * load window, as a share of the machine's cores; late frames: the capacity gate's own bound
+   * (FACE_CAPACITY.maxLateFrameShare); event-loop lag: p99 over the window, 2.5 frame periods.
+   */
+  loadBound: { cpu_share: 0.9, late_frame_share: 0.05, event_loop_lag_ms: 100 },
 } as const;
 
 export type RunnerState = 'starting' | 'ready' | 'draining';
@@ -46,6 +65,73 @@ export interface RunnerLoad {
   readonly event_loop_lag_ms: number;
 }
 
+/** The most load a runner takes new sessions under (each figure as in RunnerLoad). */
+export type RunnerLoadBound = RunnerLoad;
+
+/** What a runner writes in its row's `load`: what it measured, and its bound. */
+export interface ReportedLoad extends RunnerLoad {
+  readonly bound: RunnerLoadBound;
+}
+
+const LOAD_KEYS = ['cpu_share', 'late_frame_share', 'event_loop_lag_ms'] as const;
+
+/** A registry row as placement reads it, checked: the row is written by another process, and a bad one is skipped, never trusted. */
+export type CheckedRunner =
+  | { readonly ok: true; readonly runnerId: string; readonly url: string; readonly slots: number; readonly load: RunnerLoad; readonly bound: RunnerLoadBound; readonly over: readonly (keyof RunnerLoad)[] }
+  | { readonly ok: false; readonly runnerId: string; readonly problem: string };
+
+/**
+ * Checks a registry row (url, slots, load as written by its runner). A row that is not what a
+ * runner of this code writes is `ok: false` with the reason: placement skips it.
+ */
+export function checkRunnerRow(row: { readonly runner_id: unknown; readonly url: unknown; readonly slots: unknown; readonly load: unknown }): CheckedRunner {
+  const runnerId = String(row.runner_id);
+  const bad = (problem: string): CheckedRunner => ({ ok: false, runnerId, problem });
+  if (typeof row.url !== 'string') return bad(`its url is ${row.url === null ? 'null' : typeof row.url}`);
+  let url: URL;
+  try {
+    url = new URL(row.url);
+  } catch {
+    return bad(`its url ${JSON.stringify(row.url.slice(0, 100))} is not a URL`);
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || !url.hostname) return bad(`its url ${JSON.stringify(row.url.slice(0, 100))} is not http(s)://host:port`);
+  const slots = Number(row.slots);
+  if (!Number.isSafeInteger(slots) || slots < 0) return bad(`its slots ${JSON.stringify(row.slots)} is not a whole number >= 0`);
+  let load: unknown = row.load;
+  if (typeof load === 'string') {
+    try {
+      load = JSON.parse(load);
+    } catch {
+      return bad('its load is not JSON');
+    }
+  }
+  if (load === null || typeof load !== 'object' || Array.isArray(load)) return bad('its load is not an object');
+  const figures = (from: Record<string, unknown>, fallback: RunnerLoad | null, what: string): RunnerLoad | string => {
+    const out: Record<string, number> = {};
+    for (const key of LOAD_KEYS) {
+      const value = from[key];
+      if (value === undefined && fallback) out[key] = fallback[key];
+      else if (value === undefined) out[key] = 0; // a runner that has not measured yet (just registered)
+      else if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) return `its ${what}.${key} ${JSON.stringify(value)} is not a number >= 0`;
+      else out[key] = value;
+    }
+    return out as unknown as RunnerLoad;
+  };
+  const measured = figures(load as Record<string, unknown>, null, 'load');
+  if (typeof measured === 'string') return bad(measured);
+  const rawBound = (load as Record<string, unknown>).bound;
+  if (rawBound !== undefined && (rawBound === null || typeof rawBound !== 'object' || Array.isArray(rawBound))) return bad('its load.bound is not an object');
+  const bound = figures((rawBound ?? {}) as Record<string, unknown>, FLEET.loadBound, 'load.bound');
+  if (typeof bound === 'string') return bad(bound);
+  const over = LOAD_KEYS.filter((key) => measured[key] > bound[key]);
+  return { ok: true, runnerId, url: url.origin, slots, load: measured, bound, over };
+}
+
+/** How close a runner is to its bound: the largest of its figures over their bounds (0 idle, 1 at the bound). */
+export function loadRatio(runner: { readonly load: RunnerLoad; readonly bound: RunnerLoadBound }): number {
+  return Math.max(...LOAD_KEYS.map((key) => (runner.bound[key] > 0 ? runner.load[key] / runner.bound[key] : runner.load[key] > 0 ? Infinity : 0)));
+}
+
 export interface RunnerRow {
   readonly runnerId: string;
   readonly url: string;
@@ -54,19 +140,28 @@ export interface RunnerRow {
   /** Sessions placed on it with a live lease (what placement counts). */
   readonly placed: number;
   readonly load: Partial<RunnerLoad>;
+  /** The load bound it reported (defaults for a runner that reported none). */
+  readonly bound?: RunnerLoadBound;
   readonly state: string;
   readonly startedAt: Date;
   readonly heartbeatAt: Date;
   /** Seconds since its last heartbeat. */
   readonly heartbeatAgeSeconds: number;
-  /** Ready, heartbeat fresh: placement may choose it. */
+  /** Ready, heartbeat fresh, a well-formed row, load under its bound: placement may choose it (when it has a free slot). */
   readonly placeable: boolean;
+  /** Why placement may not choose it now. */
+  readonly notPlaceable?: string;
 }
 
 export interface RunnerTarget {
   readonly runnerId: string;
   readonly url: string;
+  /** When this runner process registered (the database's text of it): a runner restarted under the same id has another. */
+  readonly startedAt: string;
 }
+
+/** Runners an API process avoids (they did not answer it a moment ago): id -> the `startedAt` of the process that did not answer. */
+export type AvoidedRunners = ReadonlyMap<string, string>;
 
 /** A placed session as its runner claims it (what the runner needs comes from the database, not the request). */
 export interface ClaimedSession {
@@ -84,13 +179,20 @@ export interface ClaimedSession {
 export class FleetStore {
   private readonly leaseSeconds: number;
   private readonly staleSeconds: number;
+  private readonly onBadRow: ((runnerId: string, problem: string) => void) | undefined;
 
   constructor(
     private readonly db: Db,
-    options: { readonly leaseMs: number; readonly runnerStaleMs?: number },
+    options: {
+      readonly leaseMs: number;
+      readonly runnerStaleMs?: number;
+      /** A registry row placement skipped because it is malformed (called at every placement that meets it). */
+      readonly onBadRow?: (runnerId: string, problem: string) => void;
+    },
   ) {
     this.leaseSeconds = options.leaseMs / 1000;
     this.staleSeconds = (options.runnerStaleMs ?? FLEET.runnerStaleMs) / 1000;
+    this.onBadRow = options.onBadRow;
   }
 
   // ---- API processes ------------------------------------------------------------------------
@@ -100,10 +202,10 @@ export class FleetStore {
    * lock, the published check, its live sessions against `max_concurrency`, the refusal's
    * retry_after) with this placement as its hook. Writes nothing unless admitted.
    */
-  async admitAndPlace(sessions: SessionStore, request: AdmissionRequest): Promise<Admission<RunnerTarget>> {
+  async admitAndPlace(sessions: SessionStore, request: AdmissionRequest, avoid: AvoidedRunners = new Map()): Promise<Admission<RunnerTarget>> {
     return sessions.admit<RunnerTarget>(request, {
       place: async (trx) => {
-        const choice = await this.choose(trx, []);
+        const choice = await this.choose(trx, [], avoid);
         return 'why' in choice ? choice : { runnerId: choice.runnerId, target: choice };
       },
     });
@@ -114,11 +216,11 @@ export class FleetStore {
    * `tried` (its slot reserved as at admission). `not_placed`: the session is no longer waiting
    * on `from` (that runner claimed it after all, or it ended); `full` / `none`: no runner left.
    */
-  async movePlacement(sessionId: string, from: string, tried: readonly string[]): Promise<RunnerTarget | { readonly why: 'full' | 'none' | 'not_placed' }> {
+  async movePlacement(sessionId: string, from: string, tried: readonly string[], avoid: AvoidedRunners = new Map()): Promise<RunnerTarget | { readonly why: 'full' | 'none' | 'not_placed' }> {
     return this.db.transaction(async (trx) => {
       const row = await trx('agent_sessions').where({ session_id: sessionId, runner_id: from, status: 'placed' }).forUpdate().first('call_id');
       if (!row) return { why: 'not_placed' } as const;
-      const choice = await this.choose(trx, tried);
+      const choice = await this.choose(trx, tried, avoid);
       if ('why' in choice) return choice;
       await trx('agent_sessions').where({ session_id: sessionId }).update({
         runner_id: choice.runnerId,
@@ -130,37 +232,56 @@ export class FleetStore {
   }
 
   /**
-   * Inside a transaction: locks the placeable runners (ready, fresh heartbeat, not in `exclude`)
-   * in id order, counts their placed sessions, and returns the one with the most free slots (the
-   * lower CPU share on a tie, then the one placed on least recently by id order).
+   * Inside a transaction: locks the ready runners with a fresh heartbeat (not in `exclude`) in id
+   * order, checks each row (a malformed one is skipped: `onBadRow`), counts their placed
+   * sessions, and returns the one with the most headroom among those under their load bound:
+   * the most free slots, then the lowest load relative to its bound, then id order. Runners in
+   * `avoid` (this process found them unreachable a moment ago) are chosen only when no other has
+   * room.
    */
-  private async choose(trx: Db, exclude: readonly string[]): Promise<RunnerTarget | { readonly why: 'full' | 'none' }> {
-    const runners = (await trx.raw(
-      `select runner_id, url, slots, coalesce((load->>'cpu_share')::float8, 0) as cpu
+  private async choose(trx: Db, exclude: readonly string[], avoid: AvoidedRunners = new Map()): Promise<RunnerTarget | { readonly why: 'full' | 'none' }> {
+    const rows = (await trx.raw(
+      `select runner_id, url, slots, load, started_at::text as started
          from session_runners
         where state = 'ready' and heartbeat_at > now() - make_interval(secs => ?) and not (runner_id = any(?::text[]))
         order by runner_id
         for update`,
       [this.staleSeconds, [...exclude]],
-    )).rows as { runner_id: string; url: string; slots: number; cpu: number }[];
+    )).rows as { runner_id: string; url: unknown; slots: unknown; load: unknown; started: string }[];
+    const started = new Map(rows.map((r) => [r.runner_id, r.started]));
+    const runners: Extract<CheckedRunner, { ok: true }>[] = [];
+    const bad: string[] = [];
+    for (const row of rows) {
+      const checked = checkRunnerRow(row);
+      if (checked.ok) runners.push(checked);
+      else {
+        bad.push(checked.runnerId);
+        this.onBadRow?.(checked.runnerId, checked.problem);
+      }
+    }
     if (runners.length === 0) {
       // Runners alive but starting or draining (a rolling deploy): busy, retry soon; none alive: none.
-      const alive = (await trx.raw(`select count(*)::int as n from session_runners where heartbeat_at > now() - make_interval(secs => ?) and not (runner_id = any(?::text[]))`, [this.staleSeconds, [...exclude]])).rows[0] as { n: number };
+      const alive = (await trx.raw(`select count(*)::int as n from session_runners where heartbeat_at > now() - make_interval(secs => ?) and not (runner_id = any(?::text[]))`, [this.staleSeconds, [...exclude, ...bad]])).rows[0] as { n: number };
       return { why: Number(alive.n) > 0 ? 'full' : 'none' };
     }
     const counts = (await trx.raw(
       `select runner_id, count(*)::int as n from agent_sessions
         where runner_id = any(?::text[]) and lease_expires_at > now() group by runner_id`,
-      [runners.map((r) => r.runner_id)],
+      [runners.map((r) => r.runnerId)],
     )).rows as { runner_id: string; n: number }[];
     const placed = new Map(counts.map((c) => [c.runner_id, Number(c.n)]));
-    let best: { runner: (typeof runners)[number]; free: number } | null = null;
-    for (const runner of runners) {
-      const free = Number(runner.slots) - (placed.get(runner.runner_id) ?? 0);
-      if (free <= 0) continue;
-      if (!best || free > best.free || (free === best.free && Number(runner.cpu) < Number(best.runner.cpu))) best = { runner, free };
+    const open = runners
+      .map((runner) => ({ runner, free: runner.slots - (placed.get(runner.runnerId) ?? 0), ratio: loadRatio(runner) }))
+      .filter((c) => c.free > 0 && c.runner.over.length === 0);
+    const better = (a: (typeof open)[number], b: (typeof open)[number]) => a.free > b.free || (a.free === b.free && a.ratio < b.ratio);
+    let best: (typeof open)[number] | null = null;
+    // A runner restarted since it did not answer (another start time) is not avoided.
+    const avoided = (c: (typeof open)[number]) => avoid.get(c.runner.runnerId) === started.get(c.runner.runnerId);
+    for (const pass of [open.filter((c) => !avoided(c)), open]) {
+      for (const c of pass) if (!best || better(c, best)) best = c;
+      if (best) break;
     }
-    return best ? { runnerId: best.runner.runner_id, url: best.runner.url } : { why: 'full' };
+    return best ? { runnerId: best.runner.runnerId, url: best.runner.url, startedAt: started.get(best.runner.runnerId)! } : { why: 'full' };
   }
 
   /** The advertised URL of a runner (null: not registered). */
@@ -179,12 +300,35 @@ export class FleetStore {
          from session_runners r order by r.runner_id`,
       [this.staleSeconds],
     )).rows as Record<string, unknown>[];
-    return rows.map((r) => ({
-      runnerId: String(r.runner_id), url: String(r.url), slots: Number(r.slots), liveSessions: Number(r.live_sessions),
-      placed: Number(r.placed), load: (typeof r.load === 'string' ? JSON.parse(r.load) : r.load) as Partial<RunnerLoad>, state: String(r.state),
-      startedAt: new Date(r.started_at as string), heartbeatAt: new Date(r.heartbeat_at as string),
-      heartbeatAgeSeconds: Number(r.age_s), placeable: Boolean(r.placeable),
-    }));
+    return rows.map((r) => {
+      const checked = checkRunnerRow(r as { runner_id: unknown; url: unknown; slots: unknown; load: unknown });
+      const fresh = Boolean(r.placeable);
+      const notPlaceable = !checked.ok ? `malformed row: ${checked.problem}`
+        : !fresh ? (String(r.state) === 'ready' ? 'heartbeat stale' : `state ${String(r.state)}`)
+        : checked.over.length ? `load over its bound (${checked.over.map((k) => `${k} ${checked.load[k]} > ${checked.bound[k]}`).join(', ')})`
+        : null;
+      return {
+        runnerId: String(r.runner_id), url: String(r.url), slots: Number(r.slots), liveSessions: Number(r.live_sessions),
+        placed: Number(r.placed), load: checked.ok ? checked.load : {}, ...(checked.ok ? { bound: checked.bound } : {}), state: String(r.state),
+        startedAt: new Date(r.started_at as string), heartbeatAt: new Date(r.heartbeat_at as string),
+        heartbeatAgeSeconds: Number(r.age_s), placeable: notPlaceable === null, ...(notPlaceable ? { notPlaceable } : {}),
+      };
+    });
+  }
+
+  /**
+   * Removes the rows of runners whose heartbeat is older than `forgetAfterMs` and that have no
+   * session left (a runner that died and never came back; its sessions were reaped). Returns their ids.
+   */
+  async forgetDead(forgetAfterMs: number = FLEET.forgetRunnerAfterMs): Promise<string[]> {
+    const rows = (await this.db.raw(
+      `delete from session_runners r
+        where r.heartbeat_at < now() - make_interval(secs => ?)
+          and not exists (select 1 from agent_sessions s where s.runner_id = r.runner_id)
+        returning r.runner_id`,
+      [forgetAfterMs / 1000],
+    )).rows as { runner_id: string }[];
+    return rows.map((r) => r.runner_id);
   }
 
   // ---- runners ------------------------------------------------------------------------------
@@ -201,7 +345,7 @@ export class FleetStore {
   }
 
   /** Renews a runner's row with its state and what it reports; re-inserts it if it was removed. */
-  async heartbeat(runner: { readonly runnerId: string; readonly url: string; readonly slots: number; readonly state: RunnerState; readonly live: number; readonly load: RunnerLoad }): Promise<void> {
+  async heartbeat(runner: { readonly runnerId: string; readonly url: string; readonly slots: number; readonly state: RunnerState; readonly live: number; readonly load: ReportedLoad }): Promise<void> {
     await this.db.raw(
       `insert into session_runners (runner_id, url, slots, live_sessions, load, state, heartbeat_at)
        values (?, ?, ?, ?, ?::jsonb, ?, now())

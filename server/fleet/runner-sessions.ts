@@ -19,7 +19,7 @@ import type { Agents } from '../services/agents.ts';
 import { withoutPaths } from '../sessions/agent-face.ts';
 import type { LiveSessionStats } from '../sessions/live-sessions.ts';
 import { SESSION_LEASE, SessionStore } from '../sessions/session-store.ts';
-import { FLEET, type FleetStore, type RunnerLoad, type RunnerState } from './fleet-store.ts';
+import { FLEET, type FleetStore, type ReportedLoad, type RunnerLoadBound, type RunnerState } from './fleet-store.ts';
 import type { RunnerRefusalCode } from './runner-protocol.ts';
 
 /** A start this runner will not take (503 / 409): the API process tries the next runner. */
@@ -57,6 +57,27 @@ export interface RunnerSessionsOptions {
   readonly logger: Logger;
   readonly lease?: Partial<Pick<typeof SESSION_LEASE, 'reaperIntervalMs'>>;
   readonly heartbeatMs?: number;
+  /** Reported with its load every heartbeat: placement skips this runner while its load is over it (default FLEET.loadBound). */
+  readonly loadBound?: RunnerLoadBound;
+}
+
+/** What a runner counts for its /metrics (runner-metrics.ts). */
+export interface RunnerStats {
+  readonly state: RunnerState;
+  readonly slots: number;
+  readonly live: number;
+  /** Starts this runner took (a session placed here whose bot it started). */
+  readonly placements: number;
+  /** Starts it refused, by code (runner_full, runner_draining, runner_starting, not_placed_here). */
+  readonly refused: Readonly<Record<string, number>>;
+  /** Sessions it claimed and could not start (bot_start_failed, room_creation_failed). */
+  readonly startFailures: number;
+  /** Drains begun (SIGTERM): 0 or 1 in a runner's life. */
+  readonly drains: number;
+  /** Sessions ended, by termination_reason. */
+  readonly ended: Readonly<Record<string, number>>;
+  /** What the last heartbeat reported. */
+  readonly load: ReportedLoad | null;
 }
 
 interface RunnerSession {
@@ -75,7 +96,8 @@ export class RunnerSessions {
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly log: Logger;
   private readonly emptied: (() => void)[] = [];
-  private readonly counts = { started: 0, refused: {} as Record<string, number>, ended: {} as Record<string, number> };
+  private readonly counts = { started: 0, refused: {} as Record<string, number>, ended: {} as Record<string, number>, startFailures: 0, drains: 0 };
+  private lastLoad: ReportedLoad | null = null;
   private beating: Promise<void> | null = null;
 
   constructor(private readonly options: RunnerSessionsOptions) {
@@ -92,6 +114,13 @@ export class RunnerSessions {
 
   stats(): LiveSessionStats {
     return { live: this.local.size, started: this.counts.started, refused: { ...this.counts.refused }, ended: { ...this.counts.ended } };
+  }
+
+  runnerStats(): RunnerStats {
+    return {
+      state: this.stateNow, slots: this.options.identity.slots, live: this.local.size, placements: this.counts.started,
+      refused: { ...this.counts.refused }, startFailures: this.counts.startFailures, drains: this.counts.drains, ended: { ...this.counts.ended }, load: this.lastLoad,
+    };
   }
 
   /** Registers the runner (`starting`) and starts its heartbeat and reaper. */
@@ -143,6 +172,7 @@ export class RunnerSessions {
     } catch (err) {
       lease.release();
       this.log.warn({ err, sessionId }, 'room creation failed');
+      this.counts.startFailures++;
       await this.options.store.finish(sessionId, claimed.callId, { terminationReason: 'room_creation_failed', failureReason: 'room_creation_failed', participantCount: 0, metadata: { failure_detail: (err as Error).message } });
       throw new RunnerStartFailure('the room could not be created');
     }
@@ -162,6 +192,7 @@ export class RunnerSessions {
       }
     } catch (err) {
       this.log.error({ err, sessionId }, 'bot start failed');
+      this.counts.startFailures++;
       const known = err instanceof ProviderStartError ? err.code : (err as { failureCode?: unknown })?.failureCode;
       await this.finish(local, { terminationReason: 'bot_start_failed', failureDetail: withoutPaths((err as Error).message), ...(typeof known === 'string' ? { failureCode: known } : {}), participantCount: 0, metadata: {} });
       throw new RunnerStartFailure('the agent could not be started');
@@ -189,6 +220,7 @@ export class RunnerSessions {
    * refused); the live ones go on until they end or `timeoutMs` passes, then end `server_shutdown`.
    */
   async drain(timeoutMs: number): Promise<void> {
+    if (this.stateNow !== 'draining') this.counts.drains++;
     this.stateNow = 'draining';
     await this.beating?.catch(() => undefined); // (as in `ready`: a beat in flight read the old state)
     await this.heartbeat().catch((err) => this.log.warn({ err }, 'could not say draining in the registry'));
@@ -246,10 +278,14 @@ export class RunnerSessions {
     return local.finished;
   }
 
-  private load(): RunnerLoad {
+  private load(): ReportedLoad {
     const reading = this.options.capacity.meter.read();
     const round = (n: number) => Math.round(n * 1000) / 1000;
-    return { cpu_share: round(reading.cpuShare), late_frame_share: round(reading.lateFrameShare), event_loop_lag_ms: round(reading.eventLoopLagMs) };
+    this.lastLoad = {
+      cpu_share: round(reading.cpuShare), late_frame_share: round(reading.lateFrameShare), event_loop_lag_ms: round(reading.eventLoopLagMs),
+      bound: this.options.loadBound ?? FLEET.loadBound,
+    };
+    return this.lastLoad;
   }
 
   /** The registry row, then the leases of the sessions this runner runs (and their release requests). */
@@ -275,6 +311,11 @@ export class RunnerSessions {
   }
 
   private async reap(): Promise<void> {
+    const forgotten = await this.options.fleet.forgetDead().catch((err) => {
+      this.log.warn({ err }, 'could not remove dead runners\' rows');
+      return [];
+    });
+    if (forgotten.length) this.log.info({ runners: forgotten }, `dead runners' registry rows removed (no heartbeat for ${FLEET.forgetRunnerAfterMs / 60_000} min, no session left)`);
     const reaped = await this.options.store.reap();
     for (const r of reaped) {
       this.log.warn({ sessionId: r.sessionId, runnerId: r.runnerId }, 'session lease lapsed: call failed (runner_lost)');

@@ -1,15 +1,8 @@
 /**
- * Sessions on a fleet (issue 26), across hosts: network namespaces made by this file
- * (test/support/netns.ts), one segment, an API host running `server/main.ts` with
- * SVC_SESSIONS=fleet (what `npm start` runs) and two runner hosts running `server/runner.ts`
- * (`npm run runner`), 4 slots each. Every process is bound to its namespace's address, so an
- * accidental loopback shortcut fails. PostgreSQL (on the machine's loopback) is reached from the
- * namespaces through a TCP relay the test process runs on its root link; object storage is one
- * shared folder (the namespaces share the file system).
- *
- * The test process is the visitors' machine: its connects and its headless libwebrtc visitors
- * (test/agent/room-visitor.ts) stay in the root namespace and reach the hosts through the root
- * link (a visitor of its own namespace would only add a process per visitor on two cores).
+ * Sessions on a fleet (issue 26), across hosts (test/support/fleet-world.ts): an API host running
+ * `server/main.ts` with SVC_SESSIONS=fleet (what `npm start` runs) and two runner hosts running
+ * `server/runner.ts` (`npm run runner`), 4 slots each, every process bound to its namespace's
+ * address; the test process is the visitors' machine.
  *
  * Cases, in order, on one fleet (each leaves it as the next expects):
  * 1. placement: 8 sessions spread over the two runners (|difference| <= 1 at every step, each
@@ -25,162 +18,39 @@
  * Needs root and iproute2 (fails, does not skip, without them). Time bounds only catch hangs.
  */
 import test from 'ava';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pg from 'pg';
 import { runCli } from '../../server/cli/svc.ts';
 import { FLEET } from '../../server/fleet/fleet-store.ts';
 import { SESSION_LEASE } from '../../server/sessions/session-store.ts';
 import { until } from '../../testing/until.ts';
-import { RoomVisitor } from '../agent/room-visitor.ts';
-import { createTestDatabase } from '../server/harness.ts';
-import { TcpRelay } from '../server/operations-relay.ts';
-import { canMakeTestHosts, TestNetwork, type Host } from '../support/netns.ts';
-import type { GroupProcess } from '../support/process-group.ts';
+import { available, FLEET_SECRET as SECRET, FleetWorld, type FleetRunner } from '../support/fleet-world.ts';
 
-const available = await canMakeTestHosts();
-const SECRET = 'fleet-test-runner-secret-0123456789';
+const canRun = await available();
 const SLOTS = 4;
-const RUNNER_PORT = 8090;
 
-interface Runner {
-  readonly name: string;
-  readonly host: Host;
-  readonly url: string;
-  proc: GroupProcess;
-}
-
-interface Fleet {
-  readonly network: TestNetwork;
-  readonly api: { readonly proc: GroupProcess; readonly url: string };
-  readonly runners: Map<string, Runner>;
-  readonly key: string;
-  readonly agentId: string;
-  readonly db: pg.Client;
-  readonly databaseUrl: string;
-  readonly env: Record<string, string>;
-}
-
-let fleet: Fleet | undefined;
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-const visitors: RoomVisitor[] = [];
+let fleet: FleetWorld | undefined;
 
 test.after.always(async () => {
-  for (const v of visitors) v.close();
-  for (const cleanup of cleanups.reverse()) await Promise.resolve().then(cleanup).catch(() => undefined);
+  await fleet?.close();
 });
 
-/** A data directory removed when the file's tests end (last, after the processes using it). */
-function scratchDir(prefix: string): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  cleanups.unshift(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-/** The runner `name` in its host, until it says ready (engines warm, registered). */
-async function startRunner(network: TestNetwork, host: Host, name: string, env: Record<string, string>): Promise<Runner> {
-  const url = `http://${host.address}:${RUNNER_PORT}`;
-  const started = network.spawnEntryPoint(
-    host, 'server/runner.ts',
-    { ...env, HOST: host.address, PORT: String(RUNNER_PORT), SVC_RUNNER_PUBLIC_URL: url, SVC_RUNNER_SLOTS: String(SLOTS), SVC_RUNNER_ID: name, SVC_DATA_DIR: scratchDir(`svc-fleet-${name}-`) },
-    (output) => output.includes('svc runner ready'),
-    `runner ${name}`,
-  );
-  await started.ready;
-  return { name, host, url, proc: started.process };
-}
-
-async function makeFleet(): Promise<Fleet> {
-  const network = await TestNetwork.create();
-  cleanups.push(() => network.close());
-  const segment = await network.segment('dc');
-  const rootAddress = await network.rootLink(segment);
-  const database = await createTestDatabase('fleet');
-  cleanups.push(() => database.drop());
-  const relay = TcpRelay.to(database.url, rootAddress);
-  await relay.start();
-  cleanups.push(() => relay.stop());
-  const storage = mkdtempSync(join(tmpdir(), 'svc-fleet-objects-'));
-  cleanups.push(() => rmSync(storage, { recursive: true, force: true }));
-
-  const apiHost = await network.host('api', { links: [{ segment }] });
-  const hosts = { r1: await network.host('r1', { links: [{ segment }] }), r2: await network.host('r2', { links: [{ segment }] }) };
-  const env = {
-    DATABASE_URL: relay.via(database.url), STORAGE_ROOT: storage,
-    SVC_ENCRYPTION_KEY: 'fleet-test-encryption', SVC_SIGNING_SECRET: 'fleet-test-signing', SVC_RUNNER_SECRET: SECRET,
-    // Visitors' candidates on the test segment are private addresses: allowed, as an operator allows its LAN.
-    SVC_ICE_ALLOWED_RANGES: `${segment.prefix}.0/24`, SVC_WORKER: 'off', LOG_LEVEL: 'warn',
-  };
-  const listening = (output: string) => /svc server listening on (http:\/\/\S+)/.exec(output)?.[1];
-  const api = network.spawnEntryPoint(
-    apiHost, 'server/main.ts',
-    { ...env, SVC_SESSIONS: 'fleet', HOST: apiHost.address, PORT: '8080', SVC_RUNNER_START_TIMEOUT_MS: '5000', SVC_DATA_DIR: scratchDir('svc-fleet-api-') },
-    (output) => listening(output) !== undefined && output.includes('Try: curl') && /\n\s*$/.test(output),
-    'fleet API process',
-  );
-  await api.ready;
-  const key = /^\s+(svc_\S+)\s*$/m.exec(api.process.output)![1]!;
-  // One runner after the other: each migrates the (already migrated) database at start.
-  const runners = new Map<string, Runner>();
-  for (const [name, host] of Object.entries(hosts)) runners.set(name, await startRunner(network, host, name, env));
-
-  const apiUrl = listening(api.process.output)!;
-  const call = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${apiUrl}${path}`, { method, headers: { 'x-api-key': key, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-    return { status: res.status, body: (await res.json()) as any };
-  };
-  const agentId = (await call('POST', '/v1/agents', { title: 'fleet agent' })).body.agent_id as string;
-  // Small faces: eight live bots on two shared cores.
-  await call('PATCH', `/v1/agents/${agentId}`, { allowed_hostnames: ['*'], max_concurrency: 20, advanced: { max_video_source_dimension: 160 } });
-  await call('PATCH', `/v1/agents/${agentId}/status`, { status: 'published' });
-  const db = new pg.Client({ connectionString: database.url });
-  await db.connect();
-  cleanups.push(() => db.end());
-  return { network, api: { proc: api.process, url: apiUrl }, runners, key, agentId, db, databaseUrl: database.url, env };
-}
-
-/** Rooms of sessions the current case started: released when it ends, however it ends (the next case starts from an empty fleet). */
-const started = new Set<string>();
-
-async function connect(f: Fleet): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${f.api.url}/v1/public/agents/connect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ agent_id: f.agentId }) });
-  const body = (await res.json()) as any;
-  if (res.status === 200) started.add(body.room_url);
-  return { status: res.status, body };
-}
-
+// Sessions the case started: released when it ends, however it ends (the next case starts from an empty fleet).
 test.afterEach.always(async () => {
-  if (!fleet) return;
-  for (const url of started) await release(fleet, url).catch(() => 0);
-  started.clear();
-  await until(async () => (await fleet!.db.query('select count(*)::int as n from agent_sessions')).rows[0].n === 0, { timeoutMs: 30_000, what: 'the case\'s sessions to end' }).catch(() => undefined);
+  await fleet?.releaseAll();
 });
 
-async function release(f: Fleet, roomUrl: string): Promise<number> {
-  const room = new URL(roomUrl).searchParams.get('room')!;
-  const res = await fetch(`${f.api.url}/v1/public/agents/connect/${room}`, { method: 'POST' });
-  return ((await res.json()) as { released: number }).released;
-}
-
-/** The runner a Session's room_url points at (its host's address), or undefined. */
-function runnerOf(f: Fleet, roomUrl: string): Runner | undefined {
-  const host = new URL(roomUrl).hostname;
-  return [...f.runners.values()].find((r) => r.host.address === host);
-}
-
-async function callOf(f: Fleet, sessionId: string): Promise<any> {
-  return (await f.db.query('select status, termination_reason, failure_reason, ended_at, started_at, metadata from agent_calls where session_id = $1', [sessionId])).rows[0];
-}
-
-async function getFleet(t: import('ava').ExecutionContext): Promise<Fleet | null> {
-  if (!available) {
+async function getFleet(t: import('ava').ExecutionContext): Promise<FleetWorld | null> {
+  if (!canRun) {
     t.fail('the fleet tests need root and iproute2 (ip netns); the CI machine has them');
     return null;
   }
-  fleet ??= await makeFleet();
+  fleet ??= await FleetWorld.create({ label: 'fleet', slots: SLOTS });
   return fleet;
 }
+
+const connect = (f: FleetWorld) => f.connect();
+const release = (f: FleetWorld, roomUrl: string) => f.release(roomUrl);
+const runnerOf = (f: FleetWorld, roomUrl: string): FleetRunner | undefined => f.runnerOf(roomUrl);
+const callOf = (f: FleetWorld, sessionId: string) => f.callOf(sessionId);
 
 test.serial('placement: 8 sessions spread over two 4-slot runners, a 9th is server_busy; room_url reaches the runner; release through the API', async (t) => {
   t.timeout(240_000);
@@ -212,8 +82,7 @@ test.serial('placement: 8 sessions spread over two 4-slot runners, a 9th is serv
   t.deepEqual(placed, [{ runner_id: 'r1', n: SLOTS }, { runner_id: 'r2', n: SLOTS }]);
 
   // The visitor joins the room on the runner (its signalling, its peer) and gets the face.
-  const visitor = await RoomVisitor.join(sessions[0]!.room_url, sessions[0]!.token);
-  visitors.push(visitor);
+  const visitor = await f.visit(sessions[0]!);
   await until(() => visitor.videoFrames > 5, { timeoutMs: 30_000, what: 'the visitor to receive its bot\'s face from the runner' });
   // 640x360 capped at 160 on its larger side (the shorter side is at least 128: agent-face.ts).
   t.deepEqual(visitor.videoSize, { width: 160, height: 128 });
@@ -244,11 +113,10 @@ test.serial('kill -9 of a runner: its calls end runner_lost within one lease plu
   const victim = f.runners.get('r1')!;
   const onVictim = live.filter((s) => runnerOf(f, s.room_url) === victim);
   t.is(onVictim.length, 2);
-  const visitor = await RoomVisitor.join(onVictim[0].room_url, onVictim[0].token);
-  visitors.push(visitor);
+  const visitor = await f.visit(onVictim[0]);
   await until(() => visitor.videoFrames > 5, { timeoutMs: 30_000, what: 'the visitor on the doomed runner to receive frames' });
 
-  const skipsBefore = (f.api.proc.output.match(/runner skipped/g) ?? []).length;
+  const skipsBefore = (f.apis[0]!.proc.output.match(/runner skipped/g) ?? []).length;
   victim.proc.kill('SIGKILL');
   await victim.proc.exited;
   const killedAt = Date.now();
@@ -267,7 +135,7 @@ test.serial('kill -9 of a runner: its calls end runner_lost within one lease plu
   const staleAfter = await outOfPlacement;
   t.log(`the dead runner left placement ${staleAfter} ms after the kill (heartbeat every ${FLEET.runnerHeartbeatMs} ms, stale after ${FLEET.runnerStaleMs} ms)`);
   t.true(staleAfter <= FLEET.runnerStaleMs + 2_000, 'out of placement after its first missed heartbeat window');
-  const skipsAtStale = (f.api.proc.output.match(/runner skipped/g) ?? []).length;
+  const skipsAtStale = (f.apis[0]!.proc.output.match(/runner skipped/g) ?? []).length;
   // What an operator sees: `svc runners list`.
   const listed: string[] = [];
   t.is(await runCli(['runners', 'list'], (line) => listed.push(line), { DATABASE_URL: f.databaseUrl }, () => undefined), 0);
@@ -278,7 +146,7 @@ test.serial('kill -9 of a runner: its calls end runner_lost within one lease plu
   t.is(second.status, 200, JSON.stringify(second.body));
   t.is(runnerOf(f, second.body.room_url)?.name, 'r2');
   during.push(second.body.room_url);
-  t.is((f.api.proc.output.match(/runner skipped/g) ?? []).length, skipsAtStale, 'no start is sent to the dead runner once it is out of placement');
+  t.is((f.apis[0]!.proc.output.match(/runner skipped/g) ?? []).length, skipsAtStale, 'no start is sent to the dead runner once it is out of placement');
   t.log(`starts sent to the dead runner (and skipped) before it left placement: ${skipsAtStale - skipsBefore}`);
 
   const bound = SESSION_LEASE.leaseMs + SESSION_LEASE.reaperIntervalMs;
@@ -309,8 +177,7 @@ test.serial('SIGTERM of a runner: draining at once, no new placement on it, its 
   const f = await getFleet(t);
   if (!f) return;
   // The killed runner comes back under its old id: it takes new sessions, and had none left.
-  const back = await startRunner(f.network, f.runners.get('r1')!.host, 'r1', f.env);
-  f.runners.set('r1', back);
+  await f.startRunner('r1');
   const r2 = f.runners.get('r2')!;
   // Two sessions: one on each runner (both empty: the spread).
   const a = await connect(f);
@@ -319,11 +186,10 @@ test.serial('SIGTERM of a runner: draining at once, no new placement on it, its 
   t.is(b.status, 200);
   const onR2 = [a.body, b.body].find((s) => runnerOf(f, s.room_url) === r2);
   const onR1 = [a.body, b.body].find((s) => runnerOf(f, s.room_url)?.name === 'r1');
-  const skips = () => f.api.proc.output.split('\n').filter((l) => l.includes('runner skipped')).slice(-3).join('\n');
+  const skips = () => f.apis[0]!.proc.output.split('\n').filter((l) => l.includes('runner skipped')).slice(-3).join('\n');
   t.truthy(onR2, `one session on each runner; last skips:\n${skips()}`);
   t.truthy(onR1, `one session on each runner; last skips:\n${skips()}`);
-  const visitor = await RoomVisitor.join(onR2.room_url, onR2.token);
-  visitors.push(visitor);
+  const visitor = await f.visit(onR2);
   await until(() => visitor.videoFrames > 5, { timeoutMs: 30_000, what: 'the visitor to receive frames from r2' });
 
   r2.proc.kill('SIGTERM');
