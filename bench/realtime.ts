@@ -15,7 +15,6 @@ import { pino } from 'pino';
 import { Registry } from '../core/registry.ts';
 import { facePlugin } from '../plugins/face/index.ts';
 import { createServer } from '../server/build-server.ts';
-import { mountRealtime } from '../server/realtime/index.ts';
 import { Worker } from 'node:worker_threads';
 import { runRealtimeClient, type RealtimeClientJob, type RealtimeFigures } from './_realtime-client.ts';
 import { percentile, printJson, printTable } from './table.ts';
@@ -59,10 +58,11 @@ async function clientInWorker(job: RealtimeClientJob): Promise<RealtimeFigures> 
 export async function measureRealtime(sessions: number = SESSIONS, placement: RealtimeClientPlacement = 'worker'): Promise<RealtimeFigures> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-rt-'));
   const server = await createServer(
-    { encryptionKey: 'bench', signingSecret: 'bench', port: 0, host: '127.0.0.1', dataDir, logLevel: 'silent' },
+    { encryptionKey: 'bench', signingSecret: 'bench', port: 0, host: '127.0.0.1', dataDir, logLevel: 'silent', surfaces: { realtime: true },
+      // One session at a time, measured: the gate's refusals (a loaded machine's late frames) have their own tests and bench (capacity).
+      capacityLoadCheck: false },
     { registry: new Registry().use(facePlugin), logger: pino({ level: 'silent' }) },
   );
-  const endpoint = mountRealtime(server);
   try {
     const { url } = await server.listen();
     const { key } = await server.services.apiKeys.create('bench', 'bench');
@@ -73,7 +73,6 @@ export async function measureRealtime(sessions: number = SESSIONS, placement: Re
     const job: RealtimeClientJob = { wsUrl: `${url.replace(/^http/, 'ws')}/realtime`, apiKey: key, configId: created.model_config_id, sessions, warmup: 1, settleMs: REALTIME_BENCH_SETTLE_MS };
     return placement === 'worker' ? await clientInWorker(job) : await runRealtimeClient(job);
   } finally {
-    await endpoint.close();
     await server.close();
     rmSync(dataDir, { recursive: true, force: true });
   }

@@ -373,6 +373,8 @@ const p = (values: number[], q: number) => fmt(percentile(values, q));
 
 export async function run(): Promise<void> {
   await new LocalTTSService().warmUp();
+  // BENCH_VOICE_PARTS=providers: only the rows of each provider on its wire fake.
+  if (process.env.BENCH_VOICE_PARTS === 'providers') return printProviderRows(await providerRows());
   const fixed = await conversation({ stt: new FixedSTT(), llm: new FixedLLM(), tts: new FixedTTS() });
 
   const fakes = await startVendorFakes({
@@ -400,6 +402,7 @@ export async function run(): Promise<void> {
   );
   await fakes.close();
   const rows = await providerRows();
+  printProviderRows(rows);
 
   console.log(`\nWhere the time goes (ms, ${TURNS} turns): in-process providers (fixed) and vendor SDKs over loopback`);
   printTable(
@@ -422,6 +425,35 @@ export async function run(): Promise<void> {
     { figure: 'barge-in: detected -> silence, vendor SDKs (ms)', p50: p(vendors.bargeMs, 50), p99: p(vendors.bargeMs, 99), goal: '<= 20' },
     { figure: 'barge-in: chunks written after detection', p50: p([...fixed.bargeChunks, ...vendors.bargeChunks], 50), p99: Math.max(...fixed.bargeChunks, ...vendors.bargeChunks), goal: '<= 1' },
   ]);
+  printJson('voice', {
+    loadavg_1m: +loadavg()[0]!.toFixed(2),
+    turns: TURNS,
+    barge_ins: BARGE_INS,
+    vad_stop_ms: VAD_STOP_MS,
+    vendor_latency_ms: LATENCY,
+    turn_latency_p50_ms: p(fixed.turnMs, 50),
+    overhead_p50_ms: p(fixed.overhead, 50),
+    overhead_p99_ms: p(fixed.overhead, 99),
+    barge_in_p50_ms: p(fixed.bargeMs, 50),
+    barge_in_p99_ms: p(fixed.bargeMs, 99),
+    barge_in_chunks_max: Math.max(...fixed.bargeChunks),
+    vendor_sdk: {
+      turn_latency_p50_ms: p(vendors.turnMs, 50),
+      framework_overhead_p50_ms: p(vendors.overhead, 50),
+      framework_overhead_p99_ms: p(vendors.overhead, 99),
+      sdk_wire_p50_ms: p(vendors.sdkWire, 50),
+      sdk_wire_p99_ms: p(vendors.sdkWire, 99),
+      sdk_wire_p50_ms_by_vendor: { deepgram: p(vendors.sdkWireBy.stt, 50), openai: p(vendors.sdkWireBy.llm, 50), elevenlabs: p(vendors.sdkWireBy.tts, 50) },
+      end_to_end_overhead_p50_ms: p(vendors.vendorOverhead, 50),
+      end_to_end_overhead_p99_ms: p(vendors.vendorOverhead, 99),
+      barge_in_p99_ms: p(vendors.bargeMs, 99),
+      barge_in_chunks_max: Math.max(...vendors.bargeChunks),
+    },
+  });
+}
+
+/** The table and JSON line of the per-provider rows. */
+function printProviderRows(rows: ProviderRow[]): void {
   console.log(`\nEach new provider on its wire fake (${PROVIDER_TURNS} turns, ${PROVIDER_BARGE_INS} barge-ins each; STT final ${LATENCY.sttFinalMs} ms, TTS first audio ${LATENCY.ttsFirstAudioMs} ms at the fake)`);
   printTable(
     rows.map((row) => {
@@ -463,30 +495,5 @@ export async function run(): Promise<void> {
         ];
       }),
     ),
-  });
-  printJson('voice', {
-    loadavg_1m: +loadavg()[0]!.toFixed(2),
-    turns: TURNS,
-    barge_ins: BARGE_INS,
-    vad_stop_ms: VAD_STOP_MS,
-    vendor_latency_ms: LATENCY,
-    turn_latency_p50_ms: p(fixed.turnMs, 50),
-    overhead_p50_ms: p(fixed.overhead, 50),
-    overhead_p99_ms: p(fixed.overhead, 99),
-    barge_in_p50_ms: p(fixed.bargeMs, 50),
-    barge_in_p99_ms: p(fixed.bargeMs, 99),
-    barge_in_chunks_max: Math.max(...fixed.bargeChunks),
-    vendor_sdk: {
-      turn_latency_p50_ms: p(vendors.turnMs, 50),
-      framework_overhead_p50_ms: p(vendors.overhead, 50),
-      framework_overhead_p99_ms: p(vendors.overhead, 99),
-      sdk_wire_p50_ms: p(vendors.sdkWire, 50),
-      sdk_wire_p99_ms: p(vendors.sdkWire, 99),
-      sdk_wire_p50_ms_by_vendor: { deepgram: p(vendors.sdkWireBy.stt, 50), openai: p(vendors.sdkWireBy.llm, 50), elevenlabs: p(vendors.sdkWireBy.tts, 50) },
-      end_to_end_overhead_p50_ms: p(vendors.vendorOverhead, 50),
-      end_to_end_overhead_p99_ms: p(vendors.vendorOverhead, 99),
-      barge_in_p99_ms: p(vendors.bargeMs, 99),
-      barge_in_chunks_max: Math.max(...vendors.bargeChunks),
-    },
   });
 }
