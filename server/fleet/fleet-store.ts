@@ -131,6 +131,15 @@ export function checkRunnerRow(row: { readonly runner_id: unknown; readonly url:
   return { ok: true, runnerId, url: url.origin, slots, load: measured, bound, over };
 }
 
+/**
+ * The figures of a runner over its bound that placement holds against it. Late frames count only
+ * while sessions are placed on it (as the capacity gate judges them only while it holds one): the
+ * frames of sessions that have all ended starve nobody, and its window still has them for a while.
+ */
+export function overBound(runner: Extract<CheckedRunner, { ok: true }>, placed: number): readonly (keyof RunnerLoad)[] {
+  return placed > 0 ? runner.over : runner.over.filter((key) => key !== 'late_frame_share');
+}
+
 /** How close a runner is to its bound: the largest of its figures over their bounds (0 idle, 1 at the bound). */
 export function loadRatio(runner: { readonly load: RunnerLoad; readonly bound: RunnerLoadBound }): number {
   return Math.max(...LOAD_KEYS.map((key) => (runner.bound[key] > 0 ? runner.load[key] / runner.bound[key] : runner.load[key] > 0 ? Infinity : 0)));
@@ -276,7 +285,7 @@ export class FleetStore {
     const placed = new Map(counts.map((c) => [c.runner_id, Number(c.n)]));
     const open = runners
       .map((runner) => ({ runner, free: runner.slots - (placed.get(runner.runnerId) ?? 0), ratio: loadRatio(runner) }))
-      .filter((c) => c.free > 0 && c.runner.over.length === 0);
+      .filter((c) => c.free > 0 && overBound(c.runner, placed.get(c.runner.runnerId) ?? 0).length === 0);
     const better = (a: (typeof open)[number], b: (typeof open)[number]) => a.free > b.free || (a.free === b.free && a.ratio < b.ratio);
     let best: (typeof open)[number] | null = null;
     // A runner restarted since it did not answer (another start time) is not avoided.
@@ -309,7 +318,7 @@ export class FleetStore {
       const fresh = Boolean(r.placeable);
       const notPlaceable = !checked.ok ? `malformed row: ${checked.problem}`
         : !fresh ? (String(r.state) === 'ready' ? 'heartbeat stale' : `state ${String(r.state)}`)
-        : checked.over.length ? `load over its bound (${checked.over.map((k) => `${k} ${checked.load[k]} > ${checked.bound[k]}`).join(', ')})`
+        : overBound(checked, Number(r.placed)).length ? `load over its bound (${overBound(checked, Number(r.placed)).map((k) => `${k} ${checked.load[k]} > ${checked.bound[k]}`).join(', ')})`
         : null;
       return {
         runnerId: String(r.runner_id), url: String(r.url), slots: Number(r.slots), liveSessions: Number(r.live_sessions),

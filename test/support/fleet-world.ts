@@ -181,10 +181,13 @@ export class FleetWorld {
     return { status: res.status, body: (await res.json()) as any };
   }
 
-  /** A published agent admitting any origin, with small faces (eight live bots on two shared cores). */
-  async makeAgent(maxConcurrency: number): Promise<string> {
+  /**
+   * A published agent admitting any origin, with small faces by default (eight live bots on two
+   * shared cores); `maxVideoDimension` null: the face's own 640x360.
+   */
+  async makeAgent(maxConcurrency: number, maxVideoDimension: number | null = 160): Promise<string> {
     const agentId = (await this.call('POST', '/v1/agents', { title: 'fleet agent' })).body.agent_id as string;
-    await this.call('PATCH', `/v1/agents/${agentId}`, { allowed_hostnames: ['*'], max_concurrency: maxConcurrency, advanced: { max_video_source_dimension: 160 } });
+    await this.call('PATCH', `/v1/agents/${agentId}`, { allowed_hostnames: ['*'], max_concurrency: maxConcurrency, ...(maxVideoDimension ? { advanced: { max_video_source_dimension: maxVideoDimension } } : {}) });
     await this.call('PATCH', `/v1/agents/${agentId}/status`, { status: 'published' });
     this.agentId ||= agentId;
     return agentId;
