@@ -3,8 +3,10 @@
  * admits and places, a runner runs. For one connect:
  *
  * 1. the same checks as a single process (agent, published, allowlist, connect token);
- * 2. one transaction: the agent's `max_concurrency`, then the ready runner with the most free
- *    slots, its slot reserved by inserting the session on it (FleetStore.admitAndPlace);
+ * 2. one transaction: the agent's `max_concurrency`, then the ready runner with the most
+ *    headroom under its load bound, its slot reserved by inserting the session on it
+ *    (FleetStore.admitAndPlace); a runner this process found unreachable in the last
+ *    FLEET.unreachableCooloffMs is chosen only when no other has room;
  * 3. the runner is asked over HTTP to start the bot (`FLEET.startTimeoutMs`, or
  *    `SVC_RUNNER_START_TIMEOUT_MS`); a runner that refuses or does not answer is skipped and the
  *    session moved to the next (FleetStore.movePlacement);

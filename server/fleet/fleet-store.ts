@@ -8,8 +8,10 @@
  *   the published check, its live sessions against `max_concurrency`) with the placement as its
  *   hook, after the agent's limit: the ready
  *   runners with a fresh heartbeat are locked (in id order: two API processes never deadlock),
- *   their placed sessions counted, and the session inserted on the one with the most free slots
- *   (status `placed`). Two API processes placing at once are serialised on the runner rows, so a
+ *   each row checked (`checkRunnerRow`: a malformed one is skipped, never trusted), their placed
+ *   sessions counted, and the session inserted (status `placed`) on the one with the most
+ *   headroom among those under the load bound their runner reported: the most free slots, then
+ *   the lowest load relative to its bound. Two API processes placing at once are serialised on the runner rows, so a
  *   runner is never given more sessions than its slots.
  * - `claim` (runner): `placed` -> `starting`, only on the runner it was placed on; `movePlacement`
  *   (API, after a runner refused or did not answer) only while it is still `placed`: exactly one

@@ -3,7 +3,7 @@
  * FleetSessions), runners run the bots and host their rooms (`npm run runner`, RunnerSessions),
  * on one PostgreSQL (FleetStore and SessionStore).
  */
-export { FLEET, FleetStore, type RunnerRow, type RunnerState } from './fleet-store.ts';
+export { checkRunnerRow, FLEET, FleetStore, type RunnerLoadBound, type RunnerRow, type RunnerState } from './fleet-store.ts';
 export { FleetSessions } from './fleet-sessions.ts';
 export { RunnerSessions, type RunnerIdentity } from './runner-sessions.ts';
 export { mountRunnerRoutes } from './runner-routes.ts';
