@@ -54,7 +54,8 @@ import { facePlugin } from '../plugins/face/index.ts';
 import { localPlugin, LocalTTSService } from '../plugins/local/index.ts';
 import { attachRoomSignalling } from '../server/rooms/room-signalling.ts';
 import { AGENT_DEFAULTS } from '../server/services/agent-defaults.ts';
-import { RoomVisitor, waitFor } from '../test/agent/room-visitor.ts';
+import { RoomVisitor } from '../test/agent/room-visitor.ts';
+import { holdsWithin } from '../testing/until.ts';
 import { startServerProcess, type ServerProcess } from '../test/sessions/server-process.ts';
 import { EmbeddedRoomProvider, RoomRegistry } from '../transports/webrtc/index.ts';
 import { percentile, printJson, printTable } from './table.ts';
@@ -123,7 +124,7 @@ async function throughServer(): Promise<void> {
         if (!first) first = now;
         entry.frames.push(now);
       };
-      if (!(await waitFor(() => first > 0, 20_000))) throw new Error('no frame within 20 s');
+      if (!(await holdsWithin(() => first > 0, { timeoutMs: 20_000, intervalMs: 20 }))) throw new Error('no frame within 20 s');
       return { ...entry, connectToFirstFrameMs: first - t0 };
     };
     // A real visitor's page says it is ready, and the conversation starts: the greeting, then the
@@ -132,7 +133,7 @@ async function throughServer(): Promise<void> {
     // first use in the process, fell into a measured window.
     const converse = async (l: Live): Promise<Live> => {
       l.visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
-      if (!(await waitFor(() => l.visitor.ofType('transcript-turn').some((m) => m.owner === 'bot'), 20_000))) throw new Error('no greeting within 20 s');
+      if (!(await holdsWithin(() => l.visitor.ofType('transcript-turn').some((m) => m.owner === 'bot'), { timeoutMs: 20_000, intervalMs: 20 }))) throw new Error('no greeting within 20 s');
       return l;
     };
     const close = async (l: Live) => {
@@ -158,17 +159,17 @@ async function throughServer(): Promise<void> {
       live.push(l);
       const v = l.visitor;
       v.sendMessage({ type: 'client-ready', version: '1.0.0' });
-      await waitFor(() => v.ofType('transcript-turn').some((m) => m.owner === 'bot'), 20_000);
+      await holdsWithin(() => v.ofType('transcript-turn').some((m) => m.owner === 'bot'), { timeoutMs: 20_000, intervalMs: 20 });
       const question = await speech('What is your name?');
       const joke = await speech('Tell me a joke');
       const hello = await speech('Hello');
       for (let i = 0; i < TURNS; i++) {
         const reports = v.ofType('latency-report').length;
         v.say(question);
-        await waitFor(() => !v.speaking, 10_000);
+        await holdsWithin(() => !v.speaking, { timeoutMs: 10_000, intervalMs: 20 });
         // The speech itself ended TAIL_MS before the microphone queue ran dry.
         const spokeUntil = Date.now() - TAIL_MS;
-        const heard = await waitFor(() => v.audioLevels.some((a) => a.at > spokeUntil && a.rms > LOUD) && v.ofType('latency-report').length > reports, 20_000);
+        const heard = await holdsWithin(() => v.audioLevels.some((a) => a.at > spokeUntil && a.rms > LOUD) && v.ofType('latency-report').length > reports, { timeoutMs: 20_000, intervalMs: 20 });
         if (!heard) continue;
         const firstAudio = v.audioLevels.find((a) => a.at > spokeUntil && a.rms > LOUD)!.at;
         const report = v.ofType('latency-report').at(-1)! as { stages: Record<string, number | null> };
@@ -177,23 +178,23 @@ async function throughServer(): Promise<void> {
         turnOurs.push(firstAudio - spokeUntil - engines);
         // The same from the last loud 10 ms the microphone sent (the utterance's own quiet tail excluded).
         turnOursLastLoud.push(firstAudio - v.lastLoudSentAt - engines);
-        await waitFor(() => v.ofType('bot-tts-stopped').length > reports + 1, 20_000);
+        await holdsWithin(() => v.ofType('bot-tts-stopped').length > reports + 1, { timeoutMs: 20_000, intervalMs: 20 });
         await new Promise((r) => setTimeout(r, 300));
       }
       for (let i = 0; i < 5; i++) {
         const mark = v.messages.length;
         v.say(joke);
-        if (!(await waitFor(() => v.messages.slice(mark).some((m) => m.message.type === 'bot-started-speaking'), 20_000))) continue;
+        if (!(await holdsWithin(() => v.messages.slice(mark).some((m) => m.message.type === 'bot-started-speaking'), { timeoutMs: 20_000, intervalMs: 20 }))) continue;
         await new Promise((r) => setTimeout(r, 500));
         const cutMark = v.messages.length;
         v.say(hello);
-        if (!(await waitFor(() => v.messages.slice(cutMark).some((m) => m.message.type === 'user-started-speaking'), 10_000))) continue;
+        if (!(await holdsWithin(() => v.messages.slice(cutMark).some((m) => m.message.type === 'user-started-speaking'), { timeoutMs: 10_000, intervalMs: 20 }))) continue;
         const cutAt = v.messages.slice(cutMark).find((m) => m.message.type === 'user-started-speaking')!.at;
         await new Promise((r) => setTimeout(r, 1000));
         const answerAt = v.messages.find((m) => m.at > cutAt && m.message.type === 'bot-started-speaking')?.at ?? cutAt + 1000;
         const loud = v.audioLevels.filter((a) => a.at > cutAt && a.at < answerAt && a.rms > LOUD);
         bargeIn.push(loud.length ? loud.at(-1)!.at - cutAt : 0);
-        await waitFor(() => !v.speaking, 5000);
+        await holdsWithin(() => !v.speaking, { timeoutMs: 5000, intervalMs: 20 });
         await new Promise((r) => setTimeout(r, 1500));
       }
       await close(l);
@@ -420,16 +421,16 @@ async function turnBreakdown(): Promise<void> {
   const rows: Array<Record<string, number>> = [];
   try {
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
-    if (!(await waitFor(() => visitor.ofType('transcript-turn').some((m) => m.owner === 'bot'), 20_000))) throw new Error('no greeting');
+    if (!(await holdsWithin(() => visitor.ofType('transcript-turn').some((m) => m.owner === 'bot'), { timeoutMs: 20_000, intervalMs: 20 }))) throw new Error('no greeting');
     const question = await speech('What is your name?');
     for (let i = 0; i < TURNS; i++) {
       await new Promise((r) => setTimeout(r, 500));
       const reports = visitor.ofType('latency-report').length;
       tracer.arm();
       visitor.say(question);
-      await waitFor(() => !visitor.speaking, 10_000);
+      await holdsWithin(() => !visitor.speaking, { timeoutMs: 10_000, intervalMs: 20 });
       const sentAt = visitor.lastLoudSentAt;
-      const ok = await waitFor(() => visitor.audioLevels.some((a) => a.at > sentAt && a.rms > LOUD) && visitor.ofType('latency-report').length > reports && tracer.t.loudOut !== undefined, 20_000);
+      const ok = await holdsWithin(() => visitor.audioLevels.some((a) => a.at > sentAt && a.rms > LOUD) && visitor.ofType('latency-report').length > reports && tracer.t.loudOut !== undefined, { timeoutMs: 20_000, intervalMs: 20 });
       if (!ok) continue;
       const heard = visitor.audioLevels.find((a) => a.at > sentAt && a.rms > LOUD)!.at;
       const t = tracer.t;
@@ -449,7 +450,7 @@ async function turnBreakdown(): Promise<void> {
         downlink: heard - t.loudOut!,
         total: heard - sentAt,
       });
-      await waitFor(() => visitor.ofType('bot-tts-stopped').length > reports + 1, 20_000);
+      await holdsWithin(() => visitor.ofType('bot-tts-stopped').length > reports + 1, { timeoutMs: 20_000, intervalMs: 20 });
     }
   } finally {
     visitor.close();

@@ -28,7 +28,8 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { concat, rms, silence } from '../core/audio.ts';
 import { LocalTTSService } from '../plugins/local/index.ts';
-import { RoomVisitor, waitFor } from '../test/agent/room-visitor.ts';
+import { RoomVisitor } from '../test/agent/room-visitor.ts';
+import { holdsWithin } from '../testing/until.ts';
 import { startServerProcess, type ServerProcess } from '../test/sessions/server-process.ts';
 import { percentile, printJson, printTable } from './table.ts';
 
@@ -136,15 +137,15 @@ export async function run(): Promise<void> {
       const session = (await res.json()) as { room_url: string; token: string };
       const v = await RoomVisitor.join(session.room_url, session.token);
       v.sendMessage({ type: 'client-ready', version: '1.0.0' });
-      await waitFor(() => v.ofType('bot-state').some((m) => m.state === 'listening'), 20_000);
+      await holdsWithin(() => v.ofType('bot-state').some((m) => m.state === 'listening'), { timeoutMs: 20_000, intervalMs: 20 });
       const f: Figures = { replyMs: [], oursMs: [], endOfTurnMs: [], pipelineMs: [], notQuiet: 0, cutOffs: {}, cutCauses: [], stallMs: { all: [], cut: [] }, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
       const quiet = async () => {
         // Until the bot has been silent for a second.
-        await waitFor(() => !v.speaking && !v.audioLevels.some((a) => a.at > Date.now() - 1000 && a.rms > LOUD), 30_000);
+        await holdsWithin(() => !v.speaking && !v.audioLevels.some((a) => a.at > Date.now() - 1000 && a.rms > LOUD), { timeoutMs: 30_000, intervalMs: 20 });
       };
       const sayAndWait = async (pcm: Int16Array) => {
         v.say(pcm);
-        await waitFor(() => !v.speaking, 20_000);
+        await holdsWithin(() => !v.speaking, { timeoutMs: 20_000, intervalMs: 20 });
       };
       for (let r = 0; r < REPEAT; r++) {
         // 1. Complete utterances: reply latency.
@@ -154,7 +155,7 @@ export async function run(): Promise<void> {
           const saidAt = Date.now();
           await sayAndWait(concat([pcm, silence(100, RATE)]));
           const lastLoud = v.lastLoudSentAt;
-          if (!(await waitFor(() => v.ofType('latency-report').length > reports && v.audioLevels.some((a) => a.at > lastLoud && a.rms > LOUD), 15_000))) continue;
+          if (!(await holdsWithin(() => v.ofType('latency-report').length > reports && v.audioLevels.some((a) => a.at > lastLoud && a.rms > LOUD), { timeoutMs: 15_000, intervalMs: 20 }))) continue;
           // Bot audio heard while the visitor spoke: the bot was not quiet (a stalled machine can
           // hide a second of its answer), so the next loud audio is not the reply: not a sample.
           if (v.audioLevels.some((a) => a.at >= saidAt && a.at <= lastLoud && a.rms > LOUD)) {
@@ -191,7 +192,7 @@ export async function run(): Promise<void> {
             if (cutAt === undefined) continue;
             c.cut++;
             f.stallMs.cut.push(stall);
-            await waitFor(() => v.messages.slice(mark).some((m) => m.message.type === 'latency-report'), 5000);
+            await holdsWithin(() => v.messages.slice(mark).some((m) => m.message.type === 'latency-report'), { timeoutMs: 5000, intervalMs: 20 });
             const decision = v.messages.slice(mark).find((m) => m.message.type === 'latency-report')?.message.turn_decision;
             const heard = v.messages.slice(mark).filter((m) => m.message.type === 'user-transcription' && m.at <= cutAt + 50).map((m) => m.message.text);
             f.cutCauses.push(`${pauseMs} ms, ${label}: ${String(decision)}, words ${JSON.stringify(heard)}, stall ${stall} ms`);
@@ -203,12 +204,12 @@ export async function run(): Promise<void> {
             await quiet();
             const mark = v.messages.length;
             v.say(storyPrompt);
-            if (!(await waitFor(() => v.messages.slice(mark).some((m) => m.message.type === 'bot-started-speaking'), 15_000))) continue;
+            if (!(await holdsWithin(() => v.messages.slice(mark).some((m) => m.message.type === 'bot-started-speaking'), { timeoutMs: 15_000, intervalMs: 20 }))) continue;
             await new Promise((resolve) => setTimeout(resolve, 400));
             const over = v.messages.length;
             v.say(pcm);
             const decided = () => v.messages.slice(over).find((m) => ['bot-resumed', 'bot-interrupted', 'bot-tts-stopped'].includes(String(m.message.type)));
-            await waitFor(() => decided() !== undefined, 5_000);
+            await holdsWithin(() => decided() !== undefined, { timeoutMs: 5_000, intervalMs: 20 });
             const outcome = decided()?.message;
             const resumed = outcome?.type === 'bot-resumed';
             if (kind === 'backchannel') {
@@ -224,14 +225,14 @@ export async function run(): Promise<void> {
               // speaking, then the turn must end and the engines run).
               const stopAt = v.messages.slice(over).find((m) => ['bot-paused', 'user-started-speaking'].includes(String(m.message.type)))?.at;
               if (cut && stopAt !== undefined) {
-                await waitFor(() => Date.now() > stopAt + 1000, 2000);
+                await holdsWithin(() => Date.now() > stopAt + 1000, { timeoutMs: 2000, intervalMs: 20 });
                 const loud = v.audioLevels.filter((a) => a.at > stopAt && a.at <= stopAt + 1000 && a.rms > LOUD);
                 const cutMs = loud.length ? loud.at(-1)!.at - stopAt : 0;
                 f.interruptions.cutMs.push(cutMs);
                 if (cutMs <= 100) f.interruptions.within100++;
               }
             }
-            await waitFor(() => !v.speaking, 10_000);
+            await holdsWithin(() => !v.speaking, { timeoutMs: 10_000, intervalMs: 20 });
           }
         }
       }

@@ -14,8 +14,11 @@ export const UNTIL_DEFAULTS = {
 export interface UntilOptions {
   readonly timeoutMs?: number;
   readonly intervalMs?: number;
-  /** What is awaited, for the error message. */
-  readonly what?: string;
+  /**
+   * What is awaited, for the error message; a function is called when the wait times out, so the
+   * message can say what was seen by then (the events so far, the last value read).
+   */
+  readonly what?: string | (() => string);
 }
 
 export class UntilTimeoutError extends Error {
@@ -36,15 +39,22 @@ export async function until<T>(check: () => T | undefined | null | false | Promi
   for (;;) {
     const value = await check();
     if (value) return value;
-    if (performance.now() >= deadline) throw new UntilTimeoutError(options.what ?? 'a condition', timeoutMs);
+    if (performance.now() >= deadline) throw new UntilTimeoutError(describe(options.what), timeoutMs);
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }
 
-/** Like `until`, but answers whether the condition held in time instead of throwing. */
-export async function holdsWithin(check: () => unknown, timeoutMs: number = UNTIL_DEFAULTS.timeoutMs, intervalMs: number = UNTIL_DEFAULTS.intervalMs): Promise<boolean> {
+function describe(what: UntilOptions['what']): string {
+  return (typeof what === 'function' ? what() : what) ?? 'a condition';
+}
+
+/**
+ * Like `until` (same options), but answers whether the condition held in time instead of
+ * throwing: for a wait whose outcome the test branches on or asserts false.
+ */
+export async function holdsWithin(check: () => unknown, options: UntilOptions = {}): Promise<boolean> {
   try {
-    await until(() => Boolean(check()), { timeoutMs, intervalMs });
+    await until(async () => Boolean(await check()), options);
     return true;
   } catch (err) {
     if (err instanceof UntilTimeoutError) return false;

@@ -22,7 +22,8 @@ import { deepgramPlugin } from '../../plugins/deepgram/index.ts';
 import { facePlugin } from '../../plugins/face/index.ts';
 import { localPlugin } from '../../plugins/local/index.ts';
 import { EmbeddedRoomProvider, RoomRegistry } from '../../transports/webrtc/index.ts';
-import { RoomVisitor, waitFor } from '../agent/room-visitor.ts';
+import { RoomVisitor } from '../agent/room-visitor.ts';
+import { holdsWithin, until } from '../../testing/until.ts';
 import { startDeepgramFake, type DeepgramFake } from '../fakes/deepgram.ts';
 
 const registry = new Registry().use(localPlugin).use(facePlugin).use(deepgramPlugin);
@@ -77,17 +78,17 @@ test('a session whose STT connection keeps closing ends with pipeline_error and 
     visitor.close();
     rooms.closeRoom(room.room);
   });
-  t.true(await waitFor(() => visitor.connectionState === 'connected', 15_000), 'the visitor is connected');
+  await until(() => visitor.connectionState === 'connected', { timeoutMs: 15_000, intervalMs: 20, what: 'the visitor to connect' });
   visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
 
   const outcome = await running.ended;
   t.is(outcome.terminationReason, 'pipeline_error');
   t.regex(outcome.failureDetail ?? '', /^speech-to-text connection lost and 2 reconnect attempts failed \(the Deepgram connection closed unexpectedly/);
   t.is(deepgram.connections.length, 3, 'the first connection and the 2 reconnects of the budget');
-  t.true(await waitFor(() => visitor.ofType('session-ended').length > 0, 5_000), 'the visitor is told the session ended');
+  await until(() => visitor.ofType('session-ended').length > 0, { timeoutMs: 5_000, intervalMs: 20, what: 'session-ended at the visitor' });
   t.like(visitor.ofType('error').find((m) => m.fatal === true), { code: 'stt_unavailable' });
   t.like(visitor.ofType('session-ended')[0], { reason: 'pipeline_error' });
-  await waitFor(() => clock.pendingTimers() === 0, 500);
+  await holdsWithin(() => clock.pendingTimers() === 0, { timeoutMs: 500, intervalMs: 20 });
   t.is(clock.pendingTimers(), 0, 'nothing left running on the session clock');
   t.is(bot.sessions, 0);
 });

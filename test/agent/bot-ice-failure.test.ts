@@ -18,7 +18,7 @@ import { attachRoomSignalling } from '../../server/rooms/room-signalling.ts';
 import { facePlugin } from '../../plugins/face/index.ts';
 import { localPlugin } from '../../plugins/local/index.ts';
 import { EmbeddedRoomProvider, RoomRegistry, RTC_NETWORK_DEFAULTS, type RtcNetworkSettings } from '../../transports/webrtc/index.ts';
-import { RoomVisitor, waitFor } from './room-visitor.ts';
+import { RoomVisitor } from './room-visitor.ts';
 import { until } from '../../testing/until.ts';
 
 const registry = new Registry().use(localPlugin).use(facePlugin);
@@ -73,7 +73,7 @@ test.serial("the page reports ice_failed in its hang-up: the session ends at onc
   t.is(outcome.terminationReason, 'ice_failed');
   t.regex(outcome.failureDetail ?? '', /no media path/);
   t.true(Date.now() - started < 30_000, 'not the 60 s join deadline');
-  t.true(await waitFor(() => page.ofType('session-ended')[0]?.reason === 'ice_failed', 10_000), 'the page is told');
+  await until(() => page.ofType('session-ended')[0]?.reason === 'ice_failed', { timeoutMs: 10_000, intervalMs: 20, what: 'session-ended (ice_failed) at the page' });
 });
 
 test.serial('a hang-up saying ice_failed after the media connected is an ordinary hang-up', async (t) => {

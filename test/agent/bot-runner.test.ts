@@ -20,8 +20,8 @@ import { attachRoomSignalling, type RoomSignalling } from '../../server/rooms/ro
 import { facePlugin } from '../../plugins/face/index.ts';
 import { localPlugin, LocalTTSService } from '../../plugins/local/index.ts';
 import { EmbeddedRoomProvider, RoomRegistry, type AvatarRoom } from '../../transports/webrtc/index.ts';
-import { RoomVisitor, waitFor } from './room-visitor.ts';
-import { until } from '../../testing/until.ts';
+import { RoomVisitor } from './room-visitor.ts';
+import { holdsWithin, until } from '../../testing/until.ts';
 import { AppendedContextBudget, APPENDED_CONTEXT_LIMITS } from '../../agent/appended-context.ts';
 import { REPORT_THROTTLE_DEFAULTS } from '../../core/report-throttle.ts';
 import { createOpenAIRealtimePlugin } from '../../plugins/openai-realtime/index.ts';
@@ -91,7 +91,7 @@ function runner(overrides: Partial<BotRunnerOptions> = {}): BotRunner {
  */
 async function nothingLeft(t: import('ava').ExecutionContext, bot: BotRunner, room: import('../../transports/webrtc/index.ts').Room): Promise<void> {
   const clock = clocks.get(bot)!;
-  await waitFor(() => clock.pendingTimers() === 0, 500);
+  await holdsWithin(() => clock.pendingTimers() === 0, { timeoutMs: 500, intervalMs: 20 });
   t.is(clock.pendingTimers(), 0, 'no timer left on the session clock');
   t.is(bot.sessions, 0);
   t.is(room.publisherId, null);
@@ -133,7 +133,7 @@ test.serial('a visitor is greeted after client-ready, talks with the bot, and ha
   const s = await session(bot);
   const visitor = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
   try {
-    t.true(await waitFor(() => visitor.connectionState === 'connected' && visitor.videoFrames > 5, 15_000), 'the idle face arrives');
+    await until(() => visitor.connectionState === 'connected' && visitor.videoFrames > 5, { timeoutMs: 15_000, intervalMs: 20, what: 'the idle face to arrive' });
     t.deepEqual(visitor.videoSize, { width: 256, height: 144 });
     // Connected, but the client has not said it is ready: no greeting yet.
     await new Promise((resolve) => setTimeout(resolve, 1500));
@@ -142,14 +142,14 @@ test.serial('a visitor is greeted after client-ready, talks with the bot, and ha
 
     const readyAt = Date.now();
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
-    t.true(await waitFor(() => botTurns(visitor).length >= 1, 20_000), `greeting turn: ${types(visitor).join(',')}`);
+    await until(() => botTurns(visitor).length >= 1, { timeoutMs: 20_000, intervalMs: 20, what: () => `the greeting turn; messages: ${types(visitor).join(',')}` });
     t.like(visitor.ofType('bot-ready')[0], { version: '1.0.0', session_id: `s_${s.room.room}`, capabilities: { audio_out: true, video_out: true, audio_in: true } });
     // The greeting as the TTS says it, in 10 ms windows above the same level; the received audio
     // trails the transcript by the receiver's jitter buffer, so it gets a moment to arrive.
     const said = await speech('Hello, I am Ada.');
     let saidAudibleMs = 0;
     for (const c of chunkAudio(said, 16_000, 10)) if (rms(c) > 0.01) saidAudibleMs += 10;
-    await waitFor(() => visitor.audibleMs(readyAt) >= saidAudibleMs * 0.6, 3000);
+    await holdsWithin(() => visitor.audibleMs(readyAt) >= saidAudibleMs * 0.6, { timeoutMs: 3000, intervalMs: 20 });
     t.true(visitor.audibleMs(readyAt) >= saidAudibleMs * 0.6, `the greeting is heard: ${visitor.audibleMs(readyAt)} of ${saidAudibleMs} ms audible`);
     t.deepEqual(botTurns(visitor)[0], { type: 'transcript-turn', owner: 'bot', text: 'Hello, I am Ada.', final: true, turn_id: 0 });
     const states = visitor.ofType('bot-state').map((m) => m.state);
@@ -166,14 +166,14 @@ test.serial('a visitor is greeted after client-ready, talks with the bot, and ha
     visitor.sendMessage({ type: 'append-system-context', text: 'x'.repeat(4001) });
     visitor.send({ type: 'client_message', message: 'not an object' });
     visitor.send({ type: 'client_message', message: { type: 'append-system-context', text: 'y'.repeat(20_000) } });
-    t.true(await waitFor(() => visitor.signalling.filter((m) => m.type === 'error').length >= 2, 5000));
+    await until(() => visitor.signalling.filter((m) => m.type === 'error').length >= 2, { timeoutMs: 5000, intervalMs: 20, what: 'two signalling errors' });
     t.deepEqual(visitor.signalling.filter((m) => m.type === 'error').map((m) => [m.code, m.fatal]), [['malformed_message', false], ['message_too_large', false]]);
 
     // The visitor's context for later turns: the offline responder follows a language pin.
     visitor.sendMessage({ type: 'append-system-context', text: 'Always respond in French.' });
     const before = visitor.messages.length;
     visitor.say(await speech('Thank you'));
-    t.true(await waitFor(() => botTurns(visitor).length >= 2, 30_000), `answer: ${types(visitor).slice(before).join(',')}`);
+    await until(() => botTurns(visitor).length >= 2, { timeoutMs: 30_000, intervalMs: 20, what: () => `the answer turn; messages since the question: ${types(visitor).slice(before).join(',')}` });
     const turn = visitor.messages.slice(before).map((m) => m.message);
     const userTurn = turn.find((m) => m.type === 'transcript-turn' && m.owner === 'user');
     t.like(userTurn, { owner: 'user', final: true, turn_id: 1 });
@@ -208,14 +208,14 @@ test.serial('a visitor is greeted after client-ready, talks with the bot, and ha
     t.like(outcome.metadata, { turns: 3, user_turns: 1, room_provider: 'embedded', client_ready: true });
     t.like(outcome.metadata, { latency_turns: 1, latency_p50_ms: latency.user_stopped_to_bot_audio_ms, latency_max_ms: latency.user_stopped_to_bot_audio_ms });
     t.true((outcome.metadata.first_frame_ms as number) >= 0);
-    t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 10_000));
+    await until(() => visitor.ofType('session-ended').length === 1, { timeoutMs: 10_000, intervalMs: 20, what: 'session-ended at the visitor' });
     t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'client_hung_up' });
     t.is(visitor.ofType('bot-state').at(-1)?.state, 'ended');
     // Nothing left running: unpublished, no server peer, the runner forgot it; the room is the server's.
     await nothingLeft(t, bot, s.embedded);
     t.deepEqual(Object.values(s.embedded.peerStates()), ['none'], 'the visitor is still in the room, without a peer');
     t.false(s.embedded.closed);
-    t.true(await waitFor(() => visitor.signalling.some((m) => m.type === 'unpublished'), 10_000));
+    await until(() => visitor.signalling.some((m) => m.type === 'unpublished'), { timeoutMs: 10_000, intervalMs: 20, what: 'unpublished on the signalling socket' });
     t.is((await s.running.stop('client_released')).terminationReason, 'client_hung_up', 'stop after the end returns the first outcome');
   } finally {
     visitor.close();
@@ -247,7 +247,7 @@ test.serial('a visitor who joins the signalling but never completes WebRTC does 
     t.is(outcome.terminationReason, 'join_timeout');
     t.regex(outcome.failureDetail ?? '', /joined but no peer connection connected within 2000 ms/);
     t.is(outcome.participantCount, 1);
-    t.true(await waitFor(() => page.ofType('session-ended')[0]?.reason === 'join_timeout', 10_000));
+    await until(() => page.ofType('session-ended')[0]?.reason === 'join_timeout', { timeoutMs: 10_000, intervalMs: 20, what: 'session-ended (join_timeout) at the page' });
     await nothingLeft(t, bot, s.embedded);
   } finally {
     page.close();
@@ -329,7 +329,7 @@ test.serial('a visitor who drops and comes back within the grace continues; one 
   const s = await session(bot);
   const first = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
   first.sendMessage({ type: 'client-ready', version: '1.0.0' });
-  t.true(await waitFor(() => botTurns(first).length >= 1, 25_000), 'greeted');
+  await until(() => botTurns(first).length >= 1, { timeoutMs: 25_000, intervalMs: 20, what: 'the greeting turn at the first page' });
   first.close(); // the tab died: no leave, the socket just closes
   await new Promise((resolve) => setTimeout(resolve, 1000));
   t.is(s.outcome(), undefined, 'still running within the grace');
@@ -337,13 +337,13 @@ test.serial('a visitor who drops and comes back within the grace continues; one 
   const second = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
   try {
     second.sendMessage({ type: 'client-ready', version: '1.0.0' });
-    t.true(await waitFor(() => second.ofType('bot-ready').length === 1 && second.connectionState === 'connected', 15_000));
+    await until(() => second.ofType('bot-ready').length === 1 && second.connectionState === 'connected', { timeoutMs: 15_000, intervalMs: 20, what: 'bot-ready at the second page, connected' });
     t.is(second.ofType('bot-state')[0]?.state, 'listening', 'the conversation is already running');
     second.say(await speech('What can you do?'));
-    t.true(await waitFor(() => botTurns(second).length >= 1, 30_000), types(second).join(','));
+    await until(() => botTurns(second).length >= 1, { timeoutMs: 30_000, intervalMs: 20, what: () => `the greeting turn at the second page; messages: ${types(second).join(',')}` });
     t.false(botTurns(second).some((m) => m.text === 'Hello, I am Ada.'), 'no second greeting');
     t.is(second.ofType('transcript-turn').find((m) => m.owner === 'user')?.turn_id, 1);
-    t.true(await waitFor(() => second.ofType('bot-state').at(-1)?.state === 'listening', 15_000));
+    await until(() => second.ofType('bot-state').at(-1)?.state === 'listening', { timeoutMs: 15_000, intervalMs: 20, what: 'the bot listening to the second page' });
     t.is(s.outcome(), undefined);
 
     const leftAt = Date.now();
@@ -366,13 +366,13 @@ test.serial('stop(client_released) ends a live session cleanly and tells the vis
   const visitor = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
   try {
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
-    t.true(await waitFor(() => visitor.ofType('bot-state').some((m) => m.state === 'listening'), 15_000));
+    await until(() => visitor.ofType('bot-state').some((m) => m.state === 'listening'), { timeoutMs: 15_000, intervalMs: 20, what: 'the bot listening' });
     await new Promise((resolve) => setTimeout(resolve, 500));
     t.is(visitor.audibleMs(), 0, 'starts_conversation false: no greeting');
     const outcome = await s.running.stop('client_released');
     t.is(outcome.terminationReason, 'client_released');
     t.is(outcome, await s.running.stop('server_shutdown'), 'idempotent');
-    t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 10_000));
+    await until(() => visitor.ofType('session-ended').length === 1, { timeoutMs: 10_000, intervalMs: 20, what: 'session-ended at the visitor' });
     t.is(visitor.ofType('session-ended')[0]?.reason, 'client_released');
     await nothingLeft(t, bot, s.embedded);
   } finally {
@@ -389,10 +389,10 @@ test.serial('the greeting waits at most subscribeWaitMs for the connection, and 
   try {
     const readyAt = Date.now();
     page.sendMessage({ type: 'client-ready', version: '1.0.0' });
-    t.true(await waitFor(() => page.ofType('bot-state').some((m) => m.state === 'listening'), 10_000));
+    await until(() => page.ofType('bot-state').some((m) => m.state === 'listening'), { timeoutMs: 10_000, intervalMs: 20, what: 'the bot listening' });
     const startedAfter = page.messages.find((m) => m.message.type === 'bot-state' && m.message.state === 'listening')!.at - readyAt;
     t.true(startedAfter >= 1400, `started ${startedAfter} ms after client-ready`);
-    t.true(await waitFor(() => botTurns(page).length === 1, 20_000), 'the greeting is spoken anyway');
+    await until(() => botTurns(page).length === 1, { timeoutMs: 20_000, intervalMs: 20, what: 'the greeting turn (spoken anyway)' });
     t.is(page.connectionState, 'none');
   } finally {
     await s.running.stop('client_released');
@@ -403,9 +403,9 @@ test.serial('the greeting waits at most subscribeWaitMs for the connection, and 
   const other = await session(bot);
   const plain = await RoomVisitor.join(other.room.roomUrl, other.room.subscriberToken);
   try {
-    t.true(await waitFor(() => plain.connectionState === 'connected', 15_000));
+    await until(() => plain.connectionState === 'connected', { timeoutMs: 15_000, intervalMs: 20, what: 'the plain visitor to connect' });
     const connectedAt = Date.now();
-    t.true(await waitFor(() => botTurns(plain).length === 1, 20_000), 'greeted');
+    await until(() => botTurns(plain).length === 1, { timeoutMs: 20_000, intervalMs: 20, what: 'the greeting turn' });
     const greetedAfter = plain.messages.find((m) => m.message.type === 'bot-started-speaking')!.at - connectedAt;
     t.true(greetedAfter >= 1000, `greeted ${greetedAfter} ms after connecting`);
     t.true(plain.audibleMs(connectedAt) > 0);
@@ -423,12 +423,12 @@ test.serial('the agent hangs up (end_call): the farewell is heard, then session-
   const visitor = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
   try {
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
-    t.true(await waitFor(() => visitor.ofType('bot-state').some((m) => m.state === 'listening') && visitor.connectionState === 'connected', 15_000));
+    await until(() => visitor.ofType('bot-state').some((m) => m.state === 'listening') && visitor.connectionState === 'connected', { timeoutMs: 15_000, intervalMs: 20, what: 'the visitor connected and the bot listening' });
     visitor.say(await speech('Goodbye'));
     const outcome = await s.running.ended;
     t.is(outcome.terminationReason, 'agent_ended');
     t.is(outcome.failureDetail, null);
-    t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 10_000));
+    await until(() => visitor.ofType('session-ended').length === 1, { timeoutMs: 10_000, intervalMs: 20, what: 'session-ended at the visitor' });
     const order = types(visitor);
     t.true(botTurns(visitor).some((m) => m.text === 'It was nice talking to you.'), 'the farewell was spoken to the end');
     t.true(order.lastIndexOf('bot-tts-stopped') < order.indexOf('session-ended'), 'session-ended after the farewell');
@@ -456,7 +456,7 @@ test.serial('session_limit_seconds ends the session with the farewell: session_l
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
     const outcome = await s.running.ended;
     t.is(outcome.terminationReason, 'session_limit_reached');
-    t.true(await waitFor(() => visitor.ofType('session-ended')[0]?.reason === 'session_limit_reached', 10_000));
+    await until(() => visitor.ofType('session-ended')[0]?.reason === 'session_limit_reached', { timeoutMs: 10_000, intervalMs: 20, what: 'session-ended (session_limit_reached) at the visitor' });
     t.true(botTurns(visitor).some((m) => m.text === 'Time is up.'), types(visitor).join(','));
     await nothingLeft(t, bot, s.embedded);
   } finally {
@@ -481,15 +481,15 @@ test.serial('the visitor barges in: the answer stops with bot-tts-stopped interr
   const visitor = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
   try {
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
-    t.true(await waitFor(() => visitor.ofType('bot-state').some((m) => m.state === 'listening') && visitor.connectionState === 'connected', 15_000));
+    await until(() => visitor.ofType('bot-state').some((m) => m.state === 'listening') && visitor.connectionState === 'connected', { timeoutMs: 15_000, intervalMs: 20, what: 'the visitor connected and the bot listening' });
     // Each piece of audio received, with its duration from its sample count.
     const received: { at: number; ms: number; rms: number }[] = [];
     visitor.onAudio = (samples, sampleRate, channels, at) => received.push({ at, ms: (samples.length / channels / sampleRate) * 1000, rms: rms(samples) });
     visitor.say(await speech('What can you do?'));
-    t.true(await waitFor(() => visitor.ofType('bot-started-speaking').length === 1, 20_000), types(visitor).join(','));
+    await until(() => visitor.ofType('bot-started-speaking').length === 1, { timeoutMs: 20_000, intervalMs: 20, what: () => `bot-started-speaking; messages: ${types(visitor).join(',')}` });
     await new Promise((resolve) => setTimeout(resolve, 800));
     visitor.say(await speech('Thank you'));
-    t.true(await waitFor(() => visitor.ofType('bot-tts-stopped').length >= 2, 30_000), types(visitor).join(','));
+    await until(() => visitor.ofType('bot-tts-stopped').length >= 2, { timeoutMs: 30_000, intervalMs: 20, what: () => `two bot-tts-stopped; messages: ${types(visitor).join(',')}` });
     t.deepEqual(visitor.ofType('bot-tts-stopped').map((m) => m.interrupted), [true, false]);
     const bots = botTurns(visitor);
     t.is(bots.length, 2);
@@ -543,9 +543,9 @@ test.serial('a client-mode tool call reaches the page as a tool-call message, in
   const visitor = await RoomVisitor.join(s.room.roomUrl, s.room.subscriberToken);
   try {
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
-    t.true(await waitFor(() => visitor.ofType('bot-state').some((m) => m.state === 'listening') && visitor.connectionState === 'connected', 15_000));
+    await until(() => visitor.ofType('bot-state').some((m) => m.state === 'listening') && visitor.connectionState === 'connected', { timeoutMs: 15_000, intervalMs: 20, what: 'the visitor connected and the bot listening' });
     visitor.say(await speech(phrase));
-    t.true(await waitFor(() => visitor.ofType('tool-call').length === 1, 30_000), types(visitor).join(','));
+    await until(() => visitor.ofType('tool-call').length === 1, { timeoutMs: 30_000, intervalMs: 20, what: () => `the tool-call message; messages: ${types(visitor).join(',')}` });
     const call = visitor.ofType('tool-call')[0]!;
     t.like(call, { type: 'tool-call', function_name: 'show_product', arguments: { sku: '42' } });
     t.regex(String(call.tool_call_id), /^call_local_/);
@@ -594,17 +594,17 @@ test.serial('a third_party agent: the provider greets after client-ready and ans
   const running = await bot.start({ sessionId: `s_${room.room}`, callId: 'c1', agent: record, clientUserRef: null, room, stsApiKey: fake.apiKey });
   const visitor = await RoomVisitor.join(room.roomUrl, room.subscriberToken);
   try {
-    t.true(await waitFor(() => visitor.connectionState === 'connected', 15_000));
+    await until(() => visitor.connectionState === 'connected', { timeoutMs: 15_000, intervalMs: 20, what: 'the visitor to connect' });
     await new Promise((resolve) => setTimeout(resolve, 500));
     t.is(fake.connections.length, 0, 'the provider is not connected before client-ready');
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
-    t.true(await waitFor(() => botTurns(visitor).length >= 1, 20_000), types(visitor).join(','));
+    await until(() => botTurns(visitor).length >= 1, { timeoutMs: 20_000, intervalMs: 20, what: () => `the greeting turn; messages: ${types(visitor).join(',')}` });
     t.like(botTurns(visitor)[0], { text: 'Welcome, I am Ada.', turn_id: 0 });
     // A tone burst is speech to the fake's energy detector.
     const burst = new Int16Array(16_000 * 1.1);
     for (let i = 0; i < 16_000 * 0.5; i++) burst[i] = Math.round(9000 * Math.sin((2 * Math.PI * 220 * i) / 16_000));
     visitor.say(burst);
-    t.true(await waitFor(() => botTurns(visitor).length >= 2, 20_000), types(visitor).join(','));
+    await until(() => botTurns(visitor).length >= 2, { timeoutMs: 20_000, intervalMs: 20, what: () => `the answer turn; messages: ${types(visitor).join(',')}` });
     t.like(visitor.ofType('transcript-turn').find((m) => m.owner === 'user'), { text: 'what is the weather', turn_id: 1 });
     t.like(botTurns(visitor)[1], { text: 'Sunny and warm all day.', turn_id: 1 });
     t.is(visitor.ofType('latency-report')[0]?.turn_id, 1);

@@ -8,7 +8,6 @@
  */
 import WebSocket from 'ws';
 import { chunkAudio, rms } from '../../core/audio.ts';
-import { holdsWithin } from '../../testing/until.ts';
 import { wrtcWithSources } from '../../transports/webrtc/wrtc.ts';
 
 const MIC_RATE = 16_000;
@@ -217,6 +216,3 @@ export class RoomVisitor {
     this.ws.close();
   }
 }
-
-/** Polls until `condition` holds (every 20 ms) or `timeoutMs` passes; returns whether it held. */
-export const waitFor = (condition: () => boolean, timeoutMs: number): Promise<boolean> => holdsWithin(condition, timeoutMs, 20);

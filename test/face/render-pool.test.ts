@@ -13,7 +13,7 @@ import { i420Length, rgbToI420 } from '../../plugins/face/i420.ts';
 import { encodeRgbJpeg } from '../../plugins/face/face-raster.ts';
 import sharp from 'sharp';
 import { rgbaToI420 } from '../../transports/webrtc/avatar-media.ts';
-import { holdsWithin } from '../../testing/until.ts';
+import { until } from '../../testing/until.ts';
 
 const SMALL = { width: 320, height: 180 };
 const cache = new FaceReferenceCache();
@@ -159,22 +159,21 @@ test('a worker crash fails only the sessions on it; the next session gets a new 
   let failure: unknown;
   a.frames.subscribe({ next: () => void seen.a++, error: (err) => { failure = err; } });
   b.frames.subscribe({ next: () => void seen.b++, error: (err) => t.fail(`the other session failed: ${String(err)}`) });
-  const until = (ok: () => boolean, ms = 20_000) => holdsWithin(ok, ms, 20);
-  t.true(await until(() => seen.a >= 3 && seen.b >= 3));
+  await until(() => seen.a >= 3 && seen.b >= 3, { timeoutMs: 20_000, intervalMs: 20, what: () => `three frames of each session (a ${seen.a}, b ${seen.b})` });
   // Sessions are placed on an idle worker first: a opened first, on the first worker.
   await pool.killWorker(wa!.threadId);
-  t.true(await until(() => failure !== undefined), 'the session on the killed worker errored');
+  await until(() => failure !== undefined, { timeoutMs: 20_000, intervalMs: 20, what: 'the session on the killed worker to error' });
   t.true(failure instanceof FaceRenderError, String(failure));
   t.regex((failure as Error).message, /exited/);
   const bBefore = seen.b;
-  t.true(await until(() => seen.b >= bBefore + 10), 'the session on the other worker kept its frames coming');
+  await until(() => seen.b >= bBefore + 10, { timeoutMs: 20_000, intervalMs: 20, what: () => `ten more frames of the session on the other worker (${seen.b - bBefore})` });
   t.is(pool.crashes, 1);
   t.is(pool.workerCount, 1);
   const c = await model.openSession({ configuration: SMALL, imageFormat: 'rgb' }, clock);
   t.teardown(() => c.close());
   let cFrames = 0;
   c.frames.subscribe(() => void cFrames++);
-  t.true(await until(() => cFrames >= 3));
+  await until(() => cFrames >= 3, { timeoutMs: 20_000, intervalMs: 20, what: () => `three frames of the new session (${cFrames})` });
   t.is(pool.workerCount, 2, 'the dead worker was replaced');
 });
 
@@ -207,8 +206,7 @@ test('workers stop after the last session closes, and at once on close(); sessio
   t.is(pool.workerCount, 2, 'a session is still open');
   s2.close();
   t.is(pool.sessionCount, 0);
-  const end = Date.now() + 5000;
-  while (pool.workerCount > 0 && Date.now() < end) await clock.sleep(50);
+  await until(() => pool.workerCount === 0, { timeoutMs: 5000, intervalMs: 50, what: () => `the idle workers to stop (${pool.workerCount} left)` });
   t.is(pool.workerCount, 0);
 
   const s3 = await model.openSession({ configuration: SMALL, imageFormat: 'rgb' }, clock);
@@ -218,8 +216,7 @@ test('workers stop after the last session closes, and at once on close(); sessio
   s3.frames.subscribe({ error: (e) => { error = e; }, complete: () => { completed = true; } });
   await pool.close();
   t.is(pool.workerCount, 0);
-  const until = Date.now() + 5000;
-  while (error === undefined && !completed && Date.now() < until) await clock.sleep(20);
+  await until(() => error !== undefined || completed, { timeoutMs: 5000, intervalMs: 20, what: 'the session still open to end once the pool closed' });
   t.true(error instanceof FaceRenderError, String(error));
   await t.throwsAsync(model.openSource({ configuration: SMALL }), { instanceOf: FaceRenderError, message: /closed/ });
 });

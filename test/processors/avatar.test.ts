@@ -4,7 +4,7 @@
  * was emitted, interruption.
  */
 import test, { type ExecutionContext } from 'ava';
-import { holdsWithin } from '../../testing/until.ts';
+import { holdsWithin, until } from '../../testing/until.ts';
 import { frame, PipelineWorker, Pipeline, RealClock, Registry, type Frame } from '../../core/index.ts';
 import { AvatarProcessor } from '../../processors/avatar/avatar-processor.ts';
 import type { FaceModel } from '../../processors/avatar/face-model.ts';
@@ -40,11 +40,10 @@ async function avatarSession(t: ExecutionContext) {
 }
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const until = (predicate: () => boolean, ms = 10_000): Promise<boolean> => holdsWithin(predicate, ms);
 
 test.serial('idle frames flow before any speech: images only, no audio, the bot is not speaking', async (t) => {
   const s = await avatarSession(t);
-  t.true(await until(() => s.sink.images.length >= 10));
+  await until(() => s.sink.images.length >= 10, { timeoutMs: 10_000, what: 'ten idle frames at the output' });
   t.is(s.sink.audio.length, 0);
   t.false(s.output.botSpeaking);
   const img = s.sink.images[0]!.image;
@@ -55,10 +54,10 @@ test.serial('idle frames flow before any speech: images only, no audio, the bot 
 
 test.serial('speech: paired image + 40 ms audio per frame, speaking state from what was emitted, tts-stopped after the last frame', async (t) => {
   const s = await avatarSession(t);
-  await until(() => s.sink.images.length >= 3);
+  await holdsWithin(() => s.sink.images.length >= 3, { timeoutMs: 10_000 });
   s.worker.queueFrame(frame('tts-speak', { text: 'one two three four five six seven eight' }));
-  t.true(await until(() => s.output.botSpeaking));
-  t.true(await until(() => !s.output.botSpeaking && s.sink.audioMs > 0));
+  await until(() => s.output.botSpeaking, { timeoutMs: 10_000, what: 'the bot to start speaking' });
+  await until(() => !s.output.botSpeaking && s.sink.audioMs > 0, { timeoutMs: 10_000, what: 'the bot to finish speaking, its audio written' });
   const avatarOut: Frame[] = s.outOf(s.avatar.name);
   const audio = avatarOut.filter((f) => f.type === 'output-audio');
   t.true(audio.length >= 12, `${audio.length} speech frames for 480 ms of speech`);
@@ -78,14 +77,14 @@ test.serial('speech: paired image + 40 ms audio per frame, speaking state from w
 
 test.serial('an interruption cancels the face: speech frames stop and the face returns to idle', async (t) => {
   const s = await avatarSession(t);
-  await until(() => s.sink.images.length >= 3);
+  await holdsWithin(() => s.sink.images.length >= 3, { timeoutMs: 10_000 });
   s.worker.queueFrame(frame('tts-speak', { text: Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ') }));
-  t.true(await until(() => s.output.botSpeaking));
+  await until(() => s.output.botSpeaking, { timeoutMs: 10_000, what: 'the bot to start speaking' });
   await wait(300);
   s.worker.interrupt();
   const frameTypesAfter = () => s.outOf(s.avatar.name).filter((f) => f.type === 'output-image').map((f) => (f.type === 'output-image' ? f.frameType : ''));
   const before = frameTypesAfter().length;
-  t.true(await until(() => frameTypesAfter().slice(before).includes('idle'), 2000));
+  await until(() => frameTypesAfter().slice(before).includes('idle'), { timeoutMs: 2000, what: 'an idle frame after the interruption' });
   const after = frameTypesAfter().slice(before);
   t.true(after.indexOf('idle') <= 6, `idle within 200 ms of the interruption (${after.indexOf('idle')} frames)`);
   t.false(after.slice(after.indexOf('idle')).some((x) => x === 'speech'), 'no speech after returning to idle');

@@ -157,7 +157,7 @@ test('sessions per process: the limit is served, one more is server_busy (4503),
   await extra.next(isError('server_busy'));
   t.is((await extra.closed).code, 4503);
   sessions[0]!.ws.close();
-  await holdsWithin(() => small.endpoint.activeSessions <= 1, 2_000, 20);
+  await holdsWithin(() => small.endpoint.activeSessions <= 1, { timeoutMs: 2_000, intervalMs: 20 });
   const again = small.open();
   t.teardown(() => again.ws.close());
   t.like(await again.next((m) => m.type === 'session_ready' || m.type === 'error'), { type: 'session_ready' });

@@ -5,7 +5,7 @@
 import test from 'ava';
 import type { RealtimeEndpoint } from '../../server/realtime/index.ts';
 import { encodeAudioIn } from '../../protocol/realtime.ts';
-import { holdsWithin } from '../../testing/until.ts';
+import { until } from '../../testing/until.ts';
 import type { TestServer } from '../server/harness.ts';
 import { startRealtimeServer, type RealtimeServer } from '../support/realtime-server.ts';
 import { connectRaw, isError, tone, type Conn } from './ws-conn.ts';
@@ -127,7 +127,7 @@ test.serial('bad input gets typed errors and the session carries on; other sessi
 });
 
 test.serial('beyond the session limit the server answers server_busy (4503)', async (t) => {
-  await holdsWithin(() => endpoint.activeSessions === 0, 2_000, 20);
+  await until(() => endpoint.activeSessions === 0, { timeoutMs: 2_000, intervalMs: 20, what: () => `the earlier sessions to close (${endpoint.activeSessions} still open)` });
   t.is(endpoint.activeSessions, 0, 'earlier sessions have closed');
   const open = [connect(`config_id=${smallConfigId}`), connect(`config_id=${smallConfigId}`), connect(`config_id=${smallConfigId}`), connect(`config_id=${smallConfigId}`)];
   t.teardown(() => open.forEach((c) => c.ws.close()));

@@ -5,7 +5,7 @@
  * paired image + 40 ms audio out, speaking state from what was emitted, interruption to idle.
  */
 import test from 'ava';
-import { holdsWithin } from '../../testing/until.ts';
+import { until } from '../../testing/until.ts';
 import { frame, Pipeline, PipelineWorker, RealClock } from '../../core/index.ts';
 import { RecordingObserver } from '../../core/observer.ts';
 import { AvatarProcessor } from '../../processors/avatar/avatar-processor.ts';
@@ -33,7 +33,6 @@ test.after.always(async () => {
 });
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const until = (predicate: () => boolean, ms = 15_000): Promise<boolean> => holdsWithin(predicate, ms);
 
 function remotePipeline(t: { teardown(fn: () => unknown): void }) {
   const clock = new RealClock();
@@ -55,12 +54,12 @@ function remotePipeline(t: { teardown(fn: () => unknown): void }) {
 
 test.serial('a remote face speaks a turn: JPEG pictures with their 40 ms of audio, speaking state from what was played', async (t) => {
   const s = remotePipeline(t);
-  t.true(await until(() => s.sink.images.length >= 5), 'idle frames arrive from the server');
+  await until(() => s.sink.images.length >= 5, { timeoutMs: 15_000, what: 'idle frames to arrive from the server' });
   t.is(s.sink.audio.length, 0, 'idle frames carry no audio to the output');
   t.like(s.sink.images[0]!.image, { width: 256, height: 192, format: 'jpeg' });
   s.worker.queueFrame(frame('tts-speak', { text: 'one two three four five six seven eight' }));
-  t.true(await until(() => s.output.botSpeaking));
-  t.true(await until(() => !s.output.botSpeaking && s.sink.audioMs > 0));
+  await until(() => s.output.botSpeaking, { timeoutMs: 15_000, what: 'the bot to start speaking' });
+  await until(() => !s.output.botSpeaking && s.sink.audioMs > 0, { timeoutMs: 15_000, what: 'the bot to finish speaking, its audio written' });
   const types = s.images();
   t.true(types.includes('speech-start') && types.includes('speech') && types.includes('fade-out'), types.join(','));
   // 8 words x 60 ms of speech = 480 ms: it is played, rounded up to whole 40 ms frames.
@@ -69,13 +68,13 @@ test.serial('a remote face speaks a turn: JPEG pictures with their 40 ms of audi
 
 test.serial('an interruption reaches the remote face: it fades to idle and no speech is played after', async (t) => {
   const s = remotePipeline(t);
-  t.true(await until(() => s.sink.images.length >= 3));
+  await until(() => s.sink.images.length >= 3, { timeoutMs: 15_000, what: 'three idle frames at the output' });
   s.worker.queueFrame(frame('tts-speak', { text: Array.from({ length: 60 }, (_, i) => `word${i}`).join(' ') }));
-  t.true(await until(() => s.output.botSpeaking));
+  await until(() => s.output.botSpeaking, { timeoutMs: 15_000, what: 'the bot to start speaking' });
   await wait(300);
   s.worker.interrupt();
   const from = s.images().length;
-  t.true(await until(() => s.images().slice(from).includes('idle'), 3000));
+  await until(() => s.images().slice(from).includes('idle'), { timeoutMs: 3000, what: 'an idle frame after the interruption' });
   const after = s.images().slice(from);
   t.false(after.slice(after.indexOf('idle')).some((x) => x === 'speech' || x === 'speech-start'), after.join(','));
   const playedAtIdle = s.sink.audioMs;

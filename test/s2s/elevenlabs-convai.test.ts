@@ -9,7 +9,8 @@ import { createElevenLabsConvaiPlugin } from '../../plugins/elevenlabs-convai/in
 import { startElevenLabsConvaiFake, type ElevenLabsConvaiFake, type ElevenLabsConvaiFakeOptions } from '../fakes/elevenlabs-convai.ts';
 import { fakeBotVoice } from '../fakes/s2s-turns.ts';
 import type { S2SAgentRecord } from '../../agent/s2s-pipeline.ts';
-import { agentRecord, alignment, concatAudio, heardText, speechFrames, startS2SSession, to16k, until, userUtterance, wait, type S2SSession } from './harness.ts';
+import { agentRecord, alignment, concatAudio, heardText, speechFrames, startS2SSession, to16k, userUtterance, wait, type S2SSession } from './harness.ts';
+import { until } from '../../testing/until.ts';
 
 const AGENT = 'agent_fake_ada';
 const REPLY = 'Happy to help with that';
@@ -33,18 +34,18 @@ async function session(t: ExecutionContext, fake: ElevenLabsConvaiFake, agent: S
 
 let current: S2SSession | undefined;
 const connected = (fake: ElevenLabsConvaiFake, n = 1) =>
-  until(() => fake.connections.length >= n && fake.connections.at(-1)!.sent.includes('conversation_initiation_metadata') && (!current || current.built.s2s.live !== undefined));
+  until(() => fake.connections.length >= n && fake.connections.at(-1)!.sent.includes('conversation_initiation_metadata') && (!current || current.built.s2s.live !== undefined), { timeoutMs: 10_000, what: () => `connection ${n} set up (conversation_initiation_metadata); ${fake.connections.length} so far` });
 /** The face played `turns` turns to their end: the output let their tts-stopped through and stopped speaking. */
-const botDone = (s: S2SSession, turns = 1) => until(() => s.outOf(s.built.output.name).filter((f) => f.type === 'tts-stopped').length >= turns && !s.built.output.botSpeaking, 15_000);
+const botDone = (s: S2SSession, turns = 1) => until(() => s.outOf(s.built.output.name).filter((f) => f.type === 'tts-stopped').length >= turns && !s.built.output.botSpeaking, { timeoutMs: 15_000, what: `the face to play ${turns} turn(s) to the end` });
 
 test.serial('a user turn: transcripts arrive as frames, pings are answered, and the agent audio comes out of the face lip-synced (offset within 40 ms)', async (t) => {
   const agents = { [AGENT]: { name: 'Ada', firstMessage: null, outputFormat: 'pcm_22050', allowOverrides: false } };
   const fake = await withFake(t, { agents, replies: [REPLY], userTranscripts: ['can you help me'], pingIntervalMs: 100 });
   const s = await session(t, fake);
-  t.true(await connected(fake));
+  await connected(fake);
   s.say(userUtterance(400, 700));
-  t.true(await until(() => s.built.output.botSpeaking, 5_000));
-  t.true(await botDone(s));
+  await until(() => s.built.output.botSpeaking, { timeoutMs: 5_000, what: 'the bot to start speaking' });
+  await botDone(s);
   t.true(s.all().some((f) => f.type === 'transcription' && f.final && f.text === 'can you help me'));
   const kinds = s.outOf(s.built.s2s.name).map((f) => f.type);
   t.true(kinds.indexOf('user-started-speaking') < kinds.indexOf('user-stopped-speaking'));
@@ -69,12 +70,12 @@ test.serial("barge-in: the interruption cancels the face at once; audio with eve
   const long = Array.from({ length: 14 }, (_, i) => `part${i} more`).join(' ');
   const fake = await withFake(t, { replies: [long, 'Sure'], audioChunkMs: 100, chunkIntervalMs: 60, lateAudioAfterInterruption: 3 });
   const s = await session(t, fake);
-  t.true(await connected(fake));
+  await connected(fake);
   s.say(userUtterance(300, 600));
-  t.true(await until(() => s.built.output.botSpeaking, 5_000));
+  await until(() => s.built.output.botSpeaking, { timeoutMs: 5_000, what: 'the bot to start speaking' });
   await wait(800);
   await s.sayRealtime(userUtterance(300, 700));
-  t.true(await until(() => fake.connections[0]!.interruptions.length === 1, 3_000));
+  await until(() => fake.connections[0]!.interruptions.length === 1, { timeoutMs: 3_000, what: 'the interruption sent to the provider' });
   const interruptedId = fake.connections[0]!.interruptions[0]!;
   t.true(fake.lateAudio.length >= 1 && fake.lateAudio.every((id) => id <= interruptedId), 'stale audio was on the wire');
 
@@ -83,7 +84,7 @@ test.serial("barge-in: the interruption cancels the face at once; audio with eve
   t.true(cut > 0, 'the face was interrupted');
   // The second response (a higher event id) plays after the cut.
   // The cut turn gets no tts-stopped (it was interrupted); the next one does.
-  t.true(await until(() => heardText(s).endsWith('Sure') && s.outOf(s.built.output.name).some((f) => f.type === 'tts-stopped'), 8_000));
+  await until(() => heardText(s).endsWith('Sure') && s.outOf(s.built.output.name).some((f) => f.type === 'tts-stopped'), { timeoutMs: 8_000, what: () => `the turn to end with "Sure" played (heard "${heardText(s)}")` });
   const turns = s.all().filter((f) => f.type === 'tts-started').map((f) => (f.type === 'tts-started' ? f.contextId : ''));
   t.deepEqual(turns.length, 2);
   t.not(turns[1], `1/el-${interruptedId}`);
@@ -106,13 +107,13 @@ test.serial('with allow_interruption off, a provider interruption does not cut t
   const long = Array.from({ length: 14 }, (_, i) => `part${i} more`).join(' ');
   const fake = await withFake(t, { replies: [long, 'Sure'], audioChunkMs: 100, chunkIntervalMs: 60, lateAudioAfterInterruption: 3 });
   const s = await session(t, fake, elAgent({ behaviour: { allow_interruption: false } }));
-  t.true(await connected(fake));
+  await connected(fake);
   s.say(userUtterance(300, 600));
-  t.true(await until(() => s.built.output.botSpeaking, 5_000));
+  await until(() => s.built.output.botSpeaking, { timeoutMs: 5_000, what: 'the bot to start speaking' });
   await wait(800);
   await s.sayRealtime(userUtterance(300, 700));
-  t.true(await until(() => fake.connections[0]!.interruptions.length === 1, 3_000));
-  t.true(await botDone(s, 2), 'both turns end: the first is not left open');
+  await until(() => fake.connections[0]!.interruptions.length === 1, { timeoutMs: 3_000, what: 'the interruption sent to the provider' });
+  await botDone(s, 2);
   t.false(s.all().some((f) => f.type === 'interruption'));
   t.is(s.sink.clears, 0);
   const fedFirst = s.built.playout.fedMs(`1/el-${fake.connections[0]!.interruptions[0]}`);
@@ -125,7 +126,7 @@ test.serial('the agent first message is spoken at the start; our agent fields ar
   const agents = { [AGENT]: { name: 'Ada', firstMessage: 'Welcome back', outputFormat: 'pcm_16000', allowOverrides: false } };
   const fake = await withFake(t, { agents });
   const s = await session(t, fake, elAgent({ starts_conversation: true, behaviour: { greeting: 'Hi there' }, voice_id: 'voice123' }));
-  t.true(await until(() => heardText(s) === 'Welcome back', 5_000));
+  await until(() => heardText(s) === 'Welcome back', { timeoutMs: 5_000, what: () => `"Welcome back" to be played (heard "${heardText(s)}")` });
   t.deepEqual(fake.connections[0]!.initiation, { type: 'conversation_initiation_client_data' });
   await s.worker.end();
 });
@@ -138,7 +139,7 @@ test.serial('override_agent_settings sends prompt, language, voice and greeting;
   const fake = await withFake(t, { agents });
   const fields = { language: 'de', voice_id: 'voice123', starts_conversation: true, behaviour: { greeting: 'Guten Tag' }, provider_config: { override_agent_settings: true, dynamic_variables: { user_name: 'Ana' } } };
   const s = await session(t, fake, elAgent(fields));
-  t.true(await until(() => heardText(s) === 'Guten Tag', 5_000));
+  await until(() => heardText(s) === 'Guten Tag', { timeoutMs: 5_000, what: () => `"Guten Tag" to be played (heard "${heardText(s)}")` });
   t.deepEqual(fake.connections[0]!.initiation, {
     type: 'conversation_initiation_client_data',
     conversation_config_override: { agent: { prompt: { prompt: 'You are Ada, a friendly guide.' }, language: 'de', first_message: 'Guten Tag' }, tts: { voice_id: 'voice123' } },
@@ -155,9 +156,9 @@ test.serial('override_agent_settings sends prompt, language, voice and greeting;
 test.serial('appended system context is sent as a contextual_update', async (t) => {
   const fake = await withFake(t);
   const s = await session(t, fake);
-  t.true(await connected(fake));
+  await connected(fake);
   s.built.s2s.appendSystemContext('The visitor is on the pricing page.');
-  t.true(await until(() => fake.connections[0]!.messages.some((m) => m.type === 'contextual_update')));
+  await until(() => fake.connections[0]!.messages.some((m) => m.type === 'contextual_update'), { timeoutMs: 10_000, what: 'the contextual_update at the provider' });
   t.deepEqual(fake.connections[0]!.messages.filter((m) => m.type === 'contextual_update'), [{ type: 'contextual_update', text: 'The visitor is on the pricing page.' }]);
   await s.worker.end();
 });
@@ -182,23 +183,23 @@ test.serial('a refused key ends the session with sts_auth_failed; an unknown age
 test.serial('a dropped conversation: the turn ends with what was received, a new conversation starts with the transcript as context', async (t) => {
   const fake = await withFake(t, { replies: ['this answer is cut by a network drop', 'second'], userTranscripts: ['first question', 'second question'], dropAfterChunks: 3 });
   const s = await session(t, fake, elAgent(), { reconnectAttempts: 2 });
-  t.true(await connected(fake));
+  await connected(fake);
   s.say(userUtterance(300, 600));
-  t.true(await until(() => s.errors().some((e) => e.code === 'sts_reconnected'), 5_000));
-  t.true(await connected(fake, 2));
-  t.true(await botDone(s));
+  await until(() => s.errors().some((e) => e.code === 'sts_reconnected'), { timeoutMs: 5_000, what: 'the sts_reconnected error frame' });
+  await connected(fake, 2);
+  await botDone(s);
   const context = fake.connections[1]!.messages.find((m) => m.type === 'contextual_update');
   t.regex(context.text, /User: first question/);
   fake.setFaults({ dropAfterChunks: undefined });
   s.say(userUtterance(300, 600));
-  t.true(await botDone(s, 2));
+  await botDone(s, 2);
   await s.worker.end();
 });
 
 test.serial('a conversation that cannot come back ends the session with sts_connection_lost', async (t) => {
   const fake = await withFake(t);
   const s = await session(t, fake, elAgent(), { reconnectAttempts: 1 });
-  t.true(await connected(fake));
+  await connected(fake);
   await fake.close();
   await s.outcome;
   t.like(s.errors().find((e) => e.fatal), { code: 'sts_connection_lost' });
@@ -207,9 +208,9 @@ test.serial('a conversation that cannot come back ends the session with sts_conn
 test.serial('a malformed message is skipped: the turn plays on', async (t) => {
   const fake = await withFake(t, { replies: [REPLY], malformedAt: 2 });
   const s = await session(t, fake);
-  t.true(await connected(fake));
+  await connected(fake);
   s.say(userUtterance(300, 600));
-  t.true(await botDone(s));
+  await botDone(s);
   t.deepEqual(s.errors(), []);
   t.is(heardText(s), REPLY);
   await s.worker.end();
@@ -219,9 +220,9 @@ test.serial('a client tool call from the ElevenLabs agent is answered with an er
   const fake = await withFake(t);
   const tools = [{ tool_id: 't1', enabled: true, type: 'function' as const, function: { name: 'lookup', description: 'd', parameters: { properties: {} } }, delivery: { mode: 'client' as const } }];
   const s = await session(t, fake, elAgent({ tools: tools as any }));
-  t.true(await connected(fake));
+  await connected(fake);
   fake.sendToolCall('lookup', { q: 'x' });
-  t.true(await until(() => fake.connections[0]!.messages.some((m) => m.type === 'client_tool_result')));
+  await until(() => fake.connections[0]!.messages.some((m) => m.type === 'client_tool_result'), { timeoutMs: 10_000, what: 'the client_tool_result at the provider' });
   t.like(fake.connections[0]!.messages.find((m) => m.type === 'client_tool_result'), { tool_call_id: 'call_1', is_error: true });
   t.like(s.errors()[0], { fatal: false, code: 'sts_tool_call_refused' });
   t.false(s.all().some((f) => f.type === 'tool-calls' || f.type === 'tool-call-in-progress' || (f.type === 'client-message' && f.message.type === 'tool-call')));
@@ -232,7 +233,7 @@ test.serial('a client tool call from the ElevenLabs agent is answered with an er
 test.serial('unexpected and malformed messages of every shape never end the conversation', async (t) => {
   const fake = await withFake(t, { replies: [REPLY] });
   const s = await session(t, fake);
-  t.true(await connected(fake));
+  await connected(fake);
   for (const raw of [
   'null', '42', '"text"', '[]', '{}', '{"type":5}', '{"type":"audio"}', '{"type":"audio","audio_event":{"audio_base_64":5,"event_id":"x"}}',
   '{"type":"audio","audio_event":{"audio_base_64":"AAAA"}}', '{"type":"interruption"}', '{"type":"interruption","interruption_event":{"event_id":"abc"}}',
@@ -241,7 +242,7 @@ test.serial('unexpected and malformed messages of every shape never end the conv
   '{"type":"error"}', '{"type":"conversation_initiation_metadata"}', '{"type":"brand_new_event","x":{}}', '{"type":"audio",',
 ]) fake.injectRaw(raw);
   s.say(userUtterance(300, 600));
-  t.true(await botDone(s));
+  await botDone(s);
   t.is(heardText(s), REPLY);
   t.deepEqual(s.errors().filter((e) => e.fatal), []);
   t.is(fake.connections.length, 1);

@@ -14,7 +14,6 @@ import { MemoryMediaSink } from '../../transports/media-sink.ts';
 import type { ToolLogger } from '../../processors/tools/index.ts';
 
 export const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
-export const until = (predicate: () => boolean, ms = 10_000): Promise<boolean> => holdsWithin(predicate, ms);
 
 export function agentRecord(fields: Partial<S2SAgentRecord> = {}): S2SAgentRecord {
   return {
@@ -125,7 +124,7 @@ export async function startS2SSession(
   const outcome = worker.run();
   t.teardown(() => worker.cancel());
   // The face is up (it loads its model on the first session) before the test speaks.
-  if (opts.withFace !== false) await until(() => sink.images.length > 0 || worker.finished, 30_000);
+  if (opts.withFace !== false) await holdsWithin(() => sink.images.length > 0 || worker.finished, { timeoutMs: 30_000 });
   // A frame crosses several links; each is listed once, where it was first seen.
   const all = () => [...new Map(observer.events.map((e) => [e.frame.id, e.frame] as const).reverse()).values()].reverse();
   return {

@@ -7,7 +7,8 @@ import test from 'ava';
 import { createOpenAIRealtimePlugin } from '../../plugins/openai-realtime/index.ts';
 import { startOpenAIRealtimeFake, type OpenAIRealtimeFake, type OpenAIRealtimeFakeOptions } from '../fakes/openai-realtime.ts';
 import { fakeBotVoice } from '../fakes/s2s-turns.ts';
-import { agentRecord, alignment, concatAudio, heardText, speechFrames, startS2SSession, to16k, until, userUtterance, wait, type S2SSession } from './harness.ts';
+import { agentRecord, alignment, concatAudio, heardText, speechFrames, startS2SSession, to16k, userUtterance, wait, type S2SSession } from './harness.ts';
+import { until } from '../../testing/until.ts';
 import type { ExecutionContext } from 'ava';
 import type { S2SAgentRecord } from '../../agent/s2s-pipeline.ts';
 
@@ -32,17 +33,17 @@ async function session(t: ExecutionContext, fake: OpenAIRealtimeFake, agent: S2S
 /** The fake sent session.updated for the n-th connection and the last session has it in hand. */
 let current: S2SSession | undefined;
 const connected = (fake: OpenAIRealtimeFake, n = 1) =>
-  until(() => fake.connections.length >= n && fake.connections.at(-1)!.sent.includes('session.updated') && (!current || current.built.s2s.live !== undefined));
+  until(() => fake.connections.length >= n && fake.connections.at(-1)!.sent.includes('session.updated') && (!current || current.built.s2s.live !== undefined), { timeoutMs: 10_000, what: () => `connection ${n} set up (session.updated); ${fake.connections.length} so far` });
 /** The face played the turn to its end: the output let the turn's tts-stopped through and stopped speaking. */
-const botDone = (s: S2SSession) => until(() => s.outOf(s.built.output.name).some((f) => f.type === 'tts-stopped') && !s.built.output.botSpeaking, 15_000);
+const botDone = (s: S2SSession) => until(() => s.outOf(s.built.output.name).some((f) => f.type === 'tts-stopped') && !s.built.output.botSpeaking, { timeoutMs: 15_000, what: 'the face to play the turn to its end' });
 
 test.serial('a user turn: transcripts arrive as frames and the provider audio comes out of the face lip-synced (each frame is the provider audio, offset within 40 ms)', async (t) => {
   const fake = await withFake(t, { replies: [REPLY], userTranscripts: ['what is the weather'] });
   const s = await session(t, fake);
-  t.true(await connected(fake));
+  await connected(fake);
   s.say(userUtterance(400, 700));
-  t.true(await until(() => s.built.output.botSpeaking, 5_000), 'the bot speaks');
-  t.true(await botDone(s));
+  await until(() => s.built.output.botSpeaking, { timeoutMs: 5_000, what: 'the bot to speak' });
+  await botDone(s);
 
   const transcripts = s.all().filter((f) => f.type === 'transcription');
   t.true(transcripts.some((f) => f.type === 'transcription' && f.final && f.text === 'what is the weather'));
@@ -84,7 +85,7 @@ test.serial('the agent maps onto the GA session: instructions with the language 
   const fake = await withFake(t);
   const agent = agentRecord({ language: 'fr', voice_id: 'coral', provider_config: { turn_detection: { type: 'semantic_vad', eagerness: 'low' } }, behaviour: { allow_interruption: false } });
   const s = await session(t, fake, agent);
-  t.true(await connected(fake));
+  await connected(fake);
   const update = fake.connections[0]!.events.find((e) => e.type === 'session.update')!;
   t.is(update.session.type, 'realtime');
   t.deepEqual(update.session.output_modalities, ['audio']);
@@ -102,11 +103,11 @@ test.serial('the agent maps onto the GA session: instructions with the language 
 test.serial('a provider voice_id that is not an OpenAI voice name is not sent; provider_config.voice wins over voice_id', async (t) => {
   const fake = await withFake(t);
   const s1 = await session(t, fake, agentRecord({ voice_id: '21m00Tcm4TlvDq8ikWAM' }));
-  t.true(await connected(fake, 1));
+  await connected(fake, 1);
   t.false('voice' in fake.connections[0]!.events.find((e) => e.type === 'session.update')!.session.audio.output);
   await s1.worker.end();
   const s2 = await session(t, fake, agentRecord({ voice_id: 'coral', provider_config: { voice: 'marin' } }));
-  t.true(await connected(fake, 2));
+  await connected(fake, 2);
   t.is(fake.connections[1]!.events.find((e) => e.type === 'session.update')!.session.audio.output.voice, 'marin');
   await s2.worker.end();
 });
@@ -114,8 +115,8 @@ test.serial('a provider voice_id that is not an OpenAI voice name is not sent; p
 test.serial('starts_conversation: the provider greets first with the verbatim greeting', async (t) => {
   const fake = await withFake(t, { replies: ['Hello I am Ada'] });
   const s = await session(t, fake, agentRecord({ starts_conversation: true, behaviour: { greeting: 'Hello! I am Ada.' } }));
-  t.true(await connected(fake));
-  t.true(await until(() => s.built.output.botSpeaking, 5_000));
+  await connected(fake);
+  await until(() => s.built.output.botSpeaking, { timeoutMs: 5_000, what: 'the bot to start speaking' });
   const create = fake.connections[0]!.events.find((e) => e.type === 'response.create');
   t.regex(create.response.instructions, /Hello! I am Ada\./);
   await s.worker.cancel();
@@ -126,13 +127,13 @@ test.serial('barge-in: the face turn is cancelled at once, late provider audio i
   // Deltas of 100 ms every 60 ms: the response is still streaming when the user barges in.
   const fake = await withFake(t, { replies: [long], audioChunkMs: 100, deltaIntervalMs: 60, lateDeltasAfterCancel: 3 });
   const s = await session(t, fake);
-  t.true(await connected(fake));
+  await connected(fake);
   s.say(userUtterance(300, 600));
-  t.true(await until(() => s.built.output.botSpeaking, 5_000));
+  await until(() => s.built.output.botSpeaking, { timeoutMs: 5_000, what: 'the bot to start speaking' });
   await wait(1_000);
   const framesBefore = speechFrames(s).length;
   await s.sayRealtime(userUtterance(200, 0));
-  t.true(await until(() => fake.connections[0]!.truncates.length === 1, 3_000), 'a truncate was sent');
+  await until(() => fake.connections[0]!.truncates.length === 1, { timeoutMs: 3_000, what: 'a truncate sent to the provider' });
   const truncate = fake.connections[0]!.truncates[0]!;
   // What the user heard is what the output wrote to the sink (the face's paired audio, paced).
   const playedMs = s.sink.audioMs;
@@ -165,12 +166,12 @@ test.serial('an interruption from our side (e.g. a client request) cancels the p
   const long = Array.from({ length: 12 }, (_, i) => `clause${i} here`).join(' ');
   const fake = await withFake(t, { replies: [long], audioChunkMs: 100, deltaIntervalMs: 60 });
   const s = await session(t, fake);
-  t.true(await connected(fake));
+  await connected(fake);
   s.say(userUtterance(300, 600));
-  t.true(await until(() => s.built.output.botSpeaking, 5_000));
+  await until(() => s.built.output.botSpeaking, { timeoutMs: 5_000, what: 'the bot to start speaking' });
   await wait(600);
   s.worker.interrupt();
-  t.true(await until(() => fake.connections[0]!.truncates.length === 1, 3_000));
+  await until(() => fake.connections[0]!.truncates.length === 1, { timeoutMs: 3_000, what: 'a truncate sent to the provider' });
   const types = fake.connections[0]!.events.map((e) => e.type);
   t.true(types.indexOf('response.cancel') >= 0 && types.indexOf('response.cancel') < types.indexOf('conversation.item.truncate'), 'cancel, then truncate');
   const played = s.sink.audioMs;
@@ -182,15 +183,15 @@ test.serial('an interruption from our side (e.g. a client request) cancels the p
 test.serial('appended system context becomes a system item, without a response, and is re-sent after a reconnect', async (t) => {
   const fake = await withFake(t);
   const s = await session(t, fake, agentRecord(), { reconnectAttempts: 2 });
-  t.true(await connected(fake));
+  await connected(fake);
   s.built.s2s.appendSystemContext('The visitor is on the pricing page.');
   const systemItems = (i: number) => fake.connections[i]!.events.filter((e) => e.type === 'conversation.item.create' && e.item.role === 'system').map((e) => e.item.content[0].text);
-  t.true(await until(() => systemItems(0).length === 1));
+  await until(() => systemItems(0).length === 1, { timeoutMs: 10_000, what: 'the system item on the first connection' });
   t.deepEqual(systemItems(0), ['The visitor is on the pricing page.']);
   t.false(fake.connections[0]!.events.some((e) => e.type === 'response.create'));
   fake.dropAll();
-  t.true(await connected(fake, 2));
-  t.true(await until(() => systemItems(1).length === 1));
+  await connected(fake, 2);
+  await until(() => systemItems(1).length === 1, { timeoutMs: 10_000, what: 'the system item re-sent on the second connection' });
   await s.worker.end();
 });
 
@@ -219,12 +220,12 @@ test.serial('an unknown model (sts_config_id) ends the session with sts_config_n
 test.serial('a connection dropped mid-turn: the turn ends with what was received, the processor reconnects and replays the transcript, and the next turn works', async (t) => {
   const fake = await withFake(t, { replies: ['first answer that will be cut short by a drop', 'second answer'], userTranscripts: ['first question', 'second question'], dropAfterDeltas: 3 });
   const s = await session(t, fake, agentRecord(), { reconnectAttempts: 2 });
-  t.true(await connected(fake));
+  await connected(fake);
   s.say(userUtterance(300, 600));
-  t.true(await until(() => s.errors().some((e) => e.code === 'sts_reconnected'), 5_000));
-  t.true(await connected(fake, 2));
+  await until(() => s.errors().some((e) => e.code === 'sts_reconnected'), { timeoutMs: 5_000, what: 'the sts_reconnected error frame' });
+  await connected(fake, 2);
   t.like(s.errors().find((e) => e.code === 'sts_reconnected'), { fatal: false });
-  t.true(await botDone(s), 'the cut turn plays what it received, then the bot stops');
+  await botDone(s);
   const replay = fake.connections[1]!.events.filter((e) => e.type === 'conversation.item.create');
   const replayed = replay.map((e) => [e.item.role, e.item.content[0].text]);
   t.deepEqual(replayed[0], ['user', 'first question']);
@@ -233,7 +234,7 @@ test.serial('a connection dropped mid-turn: the turn ends with what was received
   t.true(replayed.length <= 2);
   fake.setFaults({ dropAfterDeltas: undefined });
   s.say(userUtterance(300, 600));
-  t.true(await until(() => s.all().filter((f) => f.type === 'tts-stopped').length >= 2, 8_000));
+  await until(() => s.all().filter((f) => f.type === 'tts-stopped').length >= 2, { timeoutMs: 8_000, what: 'two tts-stopped frames' });
   t.is(fake.connections.length, 2);
   await s.worker.end();
 });
@@ -241,11 +242,11 @@ test.serial('a connection dropped mid-turn: the turn ends with what was received
 test.serial('after a drop between turns, the new connection gets the whole exchange: the user turn and the answer as played', async (t) => {
   const fake = await withFake(t, { replies: [REPLY], userTranscripts: ['what is the weather'] });
   const s = await session(t, fake, agentRecord(), { reconnectAttempts: 2 });
-  t.true(await connected(fake));
+  await connected(fake);
   s.say(userUtterance(300, 600));
-  t.true(await botDone(s));
+  await botDone(s);
   fake.dropAll();
-  t.true(await connected(fake, 2));
+  await connected(fake, 2);
   const replay = fake.connections[1]!.events.filter((e) => e.type === 'conversation.item.create').map((e) => [e.item.role, e.item.content[0].type, e.item.content[0].text]);
   t.deepEqual(replay, [['user', 'input_text', 'what is the weather'], ['assistant', 'output_text', REPLY]]);
   await s.worker.end();
@@ -254,7 +255,7 @@ test.serial('after a drop between turns, the new connection gets the whole excha
 test.serial('a connection that cannot come back ends the session with sts_connection_lost', async (t) => {
   const fake = await withFake(t);
   const s = await session(t, fake, agentRecord(), { reconnectAttempts: 2 });
-  t.true(await connected(fake));
+  await connected(fake);
   await fake.close();
   const outcome: any = await s.outcome;
   t.is(outcome.how, 'cancelled');
@@ -266,9 +267,9 @@ test.serial('a connection that cannot come back ends the session with sts_connec
 test.serial('a malformed provider message is skipped: the turn plays on', async (t) => {
   const fake = await withFake(t, { replies: [REPLY], malformedAt: 2 });
   const s = await session(t, fake);
-  t.true(await connected(fake));
+  await connected(fake);
   s.say(userUtterance(300, 600));
-  t.true(await botDone(s));
+  await botDone(s);
   const frames = speechFrames(s).filter((f) => f.type === 'speech' || f.type === 'speech-start');
   t.true(frames.length * 640 >= to16k(fakeBotVoice(REPLY, 24_000), 24_000).length - 640);
   t.deepEqual(s.errors().filter((e) => e.fatal), []);
@@ -278,7 +279,7 @@ test.serial('a malformed provider message is skipped: the turn plays on', async 
 test.serial('unexpected and malformed messages of every shape never end the session', async (t) => {
   const fake = await withFake(t, { replies: [REPLY] });
   const s = await session(t, fake);
-  t.true(await connected(fake));
+  await connected(fake);
   for (const raw of [
   'null', '42', '"text"', '[]', '{}', '{"type":5}', '{"type":"response.output_audio.delta"}',
   '{"type":"response.output_audio.delta","response_id":"nope","delta":"AAAA"}',
@@ -291,7 +292,7 @@ test.serial('unexpected and malformed messages of every shape never end the sess
   '{"type":"response.output_item.added","item":null}', '\u0000\u0001binaryish', '{"type":"session.updated"',
 ]) fake.injectRaw(raw);
   s.say(userUtterance(300, 600));
-  t.true(await botDone(s));
+  await botDone(s);
   t.is(heardText(s), REPLY);
   t.deepEqual(s.errors().filter((e) => e.fatal), []);
   t.is(fake.connections.length, 1, 'no reconnect was needed');
@@ -301,9 +302,9 @@ test.serial('unexpected and malformed messages of every shape never end the sess
 test.serial('beta event names (response.audio.delta, response.audio_transcript.delta) are accepted', async (t) => {
   const fake = await withFake(t, { beta: true, replies: ['beta voice here'] });
   const s = await session(t, fake);
-  t.true(await connected(fake));
+  await connected(fake);
   s.say(userUtterance(300, 600));
-  t.true(await botDone(s));
+  await botDone(s);
   t.true(fake.connections[0]!.sent.includes('response.audio.delta'));
   t.is(heardText(s), 'beta voice here');
   await s.worker.end();
@@ -313,7 +314,7 @@ test.serial('tools saved on a third_party agent are never offered nor dispatched
   const fake = await withFake(t);
   const tools = [{ tool_id: 't1', enabled: true, type: 'function' as const, function: { name: 'lookup', description: 'd', parameters: { properties: {} } }, delivery: { mode: 'client' as const } }];
   const s = await session(t, fake, agentRecord({ tools: tools as any }));
-  t.true(await connected(fake));
+  await connected(fake);
   t.deepEqual(s.built.toolset.definitions, []);
   t.is(s.built.toolset.mode, 'third_party');
   const update = fake.connections[0]!.events.find((e) => e.type === 'session.update')!;
@@ -328,9 +329,9 @@ test.serial('the session limit ends the session (max_duration) and closes the pr
   const s = await session(t, fake, agentRecord({ session_limit_seconds: 1 }));
   const outcome: any = await s.outcome;
   t.like(outcome, { how: 'ended', reason: 'max_duration' });
-  t.true(await until(() => fake.connections.length === 1 && fake.connections[0]!.sent.includes('session.updated')));
+  await until(() => fake.connections.length === 1 && fake.connections[0]!.sent.includes('session.updated'), { timeoutMs: 10_000, what: 'the provider connection set up (session.updated)' });
   // The provider socket is closed by us once the session ended.
-  t.true(await until(() => (process as any).getActiveResourcesInfo().filter((r: string) => r === 'TLSWrap').length === 0, 3_000));
+  await until(() => (process as any).getActiveResourcesInfo().filter((r: string) => r === 'TLSWrap').length === 0, { timeoutMs: 3_000, what: 'the provider socket to close' });
 });
 
 test.serial('verify answers valid for a good key, and invalid for a refused key or an unknown model', async (t) => {

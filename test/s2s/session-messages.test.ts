@@ -10,7 +10,8 @@ import { SessionMessageEmitter } from '../../agent/session-messages.ts';
 import { s2sSessionParts } from '../../agent/s2s-pipeline.ts';
 import { createOpenAIRealtimePlugin } from '../../plugins/openai-realtime/index.ts';
 import { startOpenAIRealtimeFake, type OpenAIRealtimeFakeOptions } from '../fakes/openai-realtime.ts';
-import { agentRecord, startS2SSession, until, userUtterance, wait } from './harness.ts';
+import { until } from '../../testing/until.ts';
+import { agentRecord, startS2SSession, userUtterance, wait } from './harness.ts';
 
 async function sessionWithMessages(t: ExecutionContext, options: OpenAIRealtimeFakeOptions, extra: { observers?: FrameObserver[]; withFace?: boolean } = {}) {
   const fake = await startOpenAIRealtimeFake(options);
@@ -28,7 +29,7 @@ async function sessionWithMessages(t: ExecutionContext, options: OpenAIRealtimeF
     onMessage: (m) => emitter?.fromPipeline(m),
     withFace: extra.withFace,
   });
-  t.true(await until(() => s.built.s2s.live !== undefined));
+  await until(() => s.built.s2s.live !== undefined, { timeoutMs: 10_000, what: 'the provider connection to be live' });
   return { s, messages, fake };
 }
 
@@ -37,7 +38,7 @@ const ofType = <T extends BotMessage['type']>(messages: BotMessage[], type: T) =
 test.serial('a turn: speaking state, user transcription and transcript turn, bot text, bot output as played, the end of the spoken turn, a latency report', async (t) => {
   const { s, messages } = await sessionWithMessages(t, { replies: ['Sunny and warm all day'], userTranscripts: ['what is the weather'] });
   s.say(userUtterance(400, 700));
-  t.true(await until(() => messages.some((m) => m.type === 'bot-tts-stopped'), 10_000));
+  await until(() => messages.some((m) => m.type === 'bot-tts-stopped'), { timeoutMs: 10_000, what: 'the bot-tts-stopped message' });
   const types = messages.map((m) => m.type);
   for (const type of ['user-started-speaking', 'user-stopped-speaking', 'user-transcription', 'transcript-turn', 'bot-llm-text', 'bot-started-speaking', 'bot-output', 'bot-stopped-speaking', 'bot-tts-stopped', 'latency-report'] as const) {
     t.true(types.includes(type), type);
@@ -59,10 +60,10 @@ test.serial('a barge-in: the spoken turn ends interrupted, the bot output holds 
   const long = Array.from({ length: 14 }, (_, i) => `sentence${i} word`).join(' ');
   const { s, messages } = await sessionWithMessages(t, { replies: [long, 'Okay'], audioChunkMs: 100, deltaIntervalMs: 60 });
   s.say(userUtterance(300, 600));
-  t.true(await until(() => s.built.output.botSpeaking, 5_000));
+  await until(() => s.built.output.botSpeaking, { timeoutMs: 5_000, what: 'the bot to start speaking' });
   await wait(1_000);
   await s.sayRealtime(userUtterance(200, 700));
-  t.true(await until(() => ofType(messages, 'bot-tts-stopped').length >= 1, 5_000));
+  await until(() => ofType(messages, 'bot-tts-stopped').length >= 1, { timeoutMs: 5_000, what: 'the bot-tts-stopped message' });
   t.deepEqual(ofType(messages, 'bot-tts-stopped')[0], { type: 'bot-tts-stopped', interrupted: true });
   // The cut turn's last bot-output comes before its bot-tts-stopped (the next answer may already
   // be playing by the time this runs).
@@ -98,7 +99,7 @@ test.serial('a stalled event loop during a turn (a loaded machine): the transcri
   };
   const { s, messages } = await sessionWithMessages(t, { replies: [reply], userTranscripts: ['who are you'] }, { observers: [stall] });
   s.say(userUtterance(400, 700));
-  t.true(await until(() => ofType(messages, 'transcript-turn').some((m) => m.owner === 'bot'), 10_000));
+  await until(() => ofType(messages, 'transcript-turn').some((m) => m.owner === 'bot'), { timeoutMs: 10_000, what: 'the bot\'s transcript turn' });
   t.true(stalled);
   t.is(ofType(messages, 'transcript-turn').find((m) => m.owner === 'bot')!.text, reply);
   t.is(ofType(messages, 'bot-output').at(-1)!.text, reply);
@@ -109,7 +110,7 @@ test.serial('without a face: the transcript turn holds the whole answer, its wor
   const reply = 'Sunny and warm all day.';
   const { s, messages } = await sessionWithMessages(t, { replies: [reply], userTranscripts: ['what is the weather'] }, { withFace: false });
   s.say(userUtterance(400, 700));
-  t.true(await until(() => ofType(messages, 'bot-tts-stopped').length >= 1, 10_000));
+  await until(() => ofType(messages, 'bot-tts-stopped').length >= 1, { timeoutMs: 10_000, what: 'the bot-tts-stopped message' });
   const types = messages.map((m) => m.type);
   t.true(types.indexOf('bot-output') >= 0 && types.indexOf('bot-output') < types.indexOf('bot-tts-stopped'), types.join(' '));
   t.like(ofType(messages, 'transcript-turn').find((m) => m.owner === 'bot'), { text: reply, turn_id: 1 });

@@ -5,7 +5,8 @@
  */
 import { concat } from '../../core/audio.ts';
 import type { LocalTTSService } from '../../plugins/local/index.ts';
-import { RoomVisitor, waitFor } from '../agent/room-visitor.ts';
+import { RoomVisitor } from '../agent/room-visitor.ts';
+import { holdsWithin, until } from '../../testing/until.ts';
 import { recognise, regionMotion, speech } from './conversation-audio.ts';
 import { roomOf, type SessionTestServer } from './session-harness.ts';
 
@@ -28,11 +29,11 @@ export async function converse(t: any, s: SessionTestServer, voice: LocalTTSServ
     last = Uint8Array.from(luma);
   };
   try {
-    t.true(await waitFor(() => visitor.connectionState === 'connected' && visitor.videoFrames > 10, 20_000), 'the idle face arrives');
+    await until(() => visitor.connectionState === 'connected' && visitor.videoFrames > 10, { timeoutMs: 20_000, intervalMs: 20, what: 'the idle face to arrive' });
     const readyAt = Date.now();
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
     const botTurns = () => visitor.ofType('transcript-turn').filter((m) => m.owner === 'bot');
-    if (!(await waitFor(() => botTurns().length >= 1, 30_000))) {
+    if (!(await holdsWithin(() => botTurns().length >= 1, { timeoutMs: 30_000, intervalMs: 20 }))) {
       t.log(JSON.stringify(visitor.messages.map((m) => m.message)).slice(0, 3000));
       t.fail('the greeting turn ends');
       return;
@@ -48,7 +49,7 @@ export async function converse(t: any, s: SessionTestServer, voice: LocalTTSServ
 
     const asked = Date.now();
     visitor.say(await speech(voice, QUESTION));
-    t.true(await waitFor(() => botTurns().length >= 2, 30_000), 'the answer turn ends');
+    await until(() => botTurns().length >= 2, { timeoutMs: 30_000, intervalMs: 20, what: 'the answer turn to end' });
     t.like(visitor.ofType('transcript-turn').find((m) => m.owner === 'user'), { text: QUESTION, final: true });
     t.true(String(botTurns()[1]!.text).length > 0);
     t.true(visitor.audibleMs(asked + 500) > 300, 'the answer is heard');

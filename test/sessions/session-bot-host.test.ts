@@ -15,7 +15,8 @@ import { LocalTTSService } from '../../plugins/local/index.ts';
 import { BotHost } from '../../server/sessions/bot-host.ts';
 import { BOT_HOST_DEFAULT_NICE, botHostFromEnv } from '../../server/config/env.ts';
 import { startServerProcess } from './server-process.ts';
-import { RoomVisitor, waitFor } from '../agent/room-visitor.ts';
+import { RoomVisitor } from '../agent/room-visitor.ts';
+import { until } from '../../testing/until.ts';
 import { concat } from '../../core/audio.ts';
 import { recognise, speech } from './conversation-audio.ts';
 import { roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
@@ -75,19 +76,19 @@ test.serial('a conversation runs with its bot in the bot host process', async (t
     const mono = channels === 1 ? samples : samples.filter((_, i) => i % channels === 0);
     audio.push({ at, pcm: Int16Array.from(mono), rate });
   };
-  t.true(await waitFor(() => visitor.connectionState === 'connected' && visitor.videoFrames > 10, 20_000), 'the idle face arrives from the host');
+  await until(() => visitor.connectionState === 'connected' && visitor.videoFrames > 10, { timeoutMs: 20_000, intervalMs: 20, what: 'the idle face from the host' });
   t.deepEqual(visitor.videoSize, { width: 640, height: 360 });
 
   const readyAt = Date.now();
   visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
   const botTurns = () => visitor.ofType('transcript-turn').filter((m) => m.owner === 'bot');
-  t.true(await waitFor(() => botTurns().length >= 1, 30_000), 'the greeting turn ends');
+  await until(() => botTurns().length >= 1, { timeoutMs: 30_000, intervalMs: 20, what: 'the greeting turn to end' });
   t.is(botTurns()[0]!.text, GREETING);
   const greeting = audio.filter((a) => a.at >= readyAt);
   t.deepEqual(await recognise(concat(greeting.map((a) => a.pcm)), greeting[0]!.rate, [GREETING, 'What is your name?', 'Goodbye']), [GREETING]);
 
   visitor.say(await speech(voice, 'What is your name?'));
-  t.true(await waitFor(() => botTurns().length >= 2, 30_000), 'the answer turn ends');
+  await until(() => botTurns().length >= 2, { timeoutMs: 30_000, intervalMs: 20, what: 'the answer turn to end' });
   t.like(visitor.ofType('transcript-turn').find((m) => m.owner === 'user'), { text: 'What is your name?', final: true });
 
   // The host's frames reach this process's capacity gate and metrics, and so does its CPU time.
@@ -95,7 +96,7 @@ test.serial('a conversation runs with its bot in the bot host process', async (t
   t.true(cpu.user + cpu.system > 0, 'the host reports its CPU time');
 
   t.deepEqual((await s.release(roomOf(res.body.room_url))).body, { released: 1 });
-  t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 10_000));
+  await until(() => visitor.ofType('session-ended').length === 1, { timeoutMs: 10_000, intervalMs: 20, what: 'session-ended at the visitor' });
   t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'client_released' });
   const call = await s.endedCallOf(agentId, res.body.session_id);
   t.like(call, { status: 'completed', termination_reason: 'client_released', participant_count: 1, client_user_ref: 'visitor-7' });
@@ -107,9 +108,9 @@ test.serial('a conversation runs with its bot in the bot host process', async (t
 test.serial('a host that dies ends its sessions runner_lost at once; the next session gets a new host', async (t) => {
   const agentId = await s.agent({ behaviour: { greeting: GREETING, greeting_mode: 'verbatim' } });
   const { res, visitor } = await joined(agentId);
-  t.true(await waitFor(() => visitor.videoFrames > 5, 20_000));
+  await until(() => visitor.videoFrames > 5, { timeoutMs: 20_000, intervalMs: 20, what: 'the face to arrive' });
   // The host's load reports (every 250 ms) carry the session's peak visitor count: one has arrived.
-  t.true(await waitFor(() => (host.participantPeakOf(res.body.session_id) ?? 0) >= 1, 20_000), 'the host reported the visitor');
+  await until(() => (host.participantPeakOf(res.body.session_id) ?? 0) >= 1, { timeoutMs: 20_000, intervalMs: 20, what: 'the host to report the visitor' });
   const pid = host.pid!;
   process.kill(pid, 'SIGKILL');
   const killedAt = Date.now();
@@ -120,17 +121,17 @@ test.serial('a host that dies ends its sessions runner_lost at once; the next se
 
   const next = await joined(agentId);
   t.not(host.pid, pid, 'a new host');
-  t.true(await waitFor(() => next.visitor.videoFrames > 5, 20_000), 'the new host serves the next session');
+  await until(() => next.visitor.videoFrames > 5, { timeoutMs: 20_000, intervalMs: 20, what: 'the new host to serve the next session (its face at the visitor)' });
   t.deepEqual((await s.release(roomOf(next.res.body.room_url))).body, { released: 1 });
 });
 
 test.serial('closing the sessions ends the host’s sessions cleanly and stops the host', async (t) => {
   const agentId = await s.agent({ behaviour: { greeting: GREETING, greeting_mode: 'verbatim' } });
   const { res, visitor } = await joined(agentId);
-  t.true(await waitFor(() => visitor.videoFrames > 5, 20_000));
+  await until(() => visitor.videoFrames > 5, { timeoutMs: 20_000, intervalMs: 20, what: 'the face to arrive' });
   const pid = host.pid!;
   await s.live.close();
-  t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 5_000), 'the visitor is told');
+  await until(() => visitor.ofType('session-ended').length === 1, { timeoutMs: 5_000, intervalMs: 20, what: 'session-ended at the visitor' });
   t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'server_shutdown' });
   t.like(await s.callOf(agentId, res.body.session_id), { status: 'completed', termination_reason: 'server_shutdown' });
   t.false(alive(pid), 'the host process has exited');
@@ -173,7 +174,7 @@ test('npm start with SVC_BOT_HOST=process: a session is served by the host; SIGT
   const grant = (await connected.json()) as { session_id: string; room_url: string; token: string };
   const visitor = await RoomVisitor.join(grant.room_url, grant.token);
   visitors.push(visitor);
-  t.true(await waitFor(() => visitor.videoFrames > 5, 20_000), 'the face arrives');
+  await until(() => visitor.videoFrames > 5, { timeoutMs: 20_000, intervalMs: 20, what: 'the face to arrive' });
   // The bot's process: the server's child, a process of its own.
   const children = await new Promise<string>((resolve) => {
     const ps = spawn('ps', ['-o', 'pid=,ppid=,ni=', '--ppid', String(server.child.pid)]);
@@ -187,7 +188,7 @@ test('npm start with SVC_BOT_HOST=process: a session is served by the host; SIGT
 
   server.kill('SIGTERM');
   t.is(await server.exited, 0);
-  t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 5_000));
+  await until(() => visitor.ofType('session-ended').length === 1, { timeoutMs: 5_000, intervalMs: 20, what: 'session-ended at the visitor' });
   t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'server_shutdown' });
-  t.true(await waitFor(() => !alive(hostPid!), 5_000), 'the host has exited');
+  await until(() => !alive(hostPid!), { timeoutMs: 5_000, intervalMs: 20, what: 'the host process to exit' });
 });

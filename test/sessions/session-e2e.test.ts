@@ -8,7 +8,8 @@
  */
 import test from 'ava';
 import { LocalTTSService } from '../../plugins/local/index.ts';
-import { RoomVisitor, waitFor } from '../agent/room-visitor.ts';
+import { RoomVisitor } from '../agent/room-visitor.ts';
+import { holdsWithin, until } from '../../testing/until.ts';
 import { concat } from '../../core/audio.ts';
 import { recognise, regionMotion, speech } from './conversation-audio.ts';
 import { roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
@@ -49,13 +50,13 @@ test.serial('a visitor talks to a published agent through the Session API, end t
     last = Uint8Array.from(luma);
   };
   try {
-    t.true(await waitFor(() => visitor.connectionState === 'connected' && visitor.videoFrames > 10, 20_000), 'the idle face arrives');
+    await until(() => visitor.connectionState === 'connected' && visitor.videoFrames > 10, { timeoutMs: 20_000, intervalMs: 20, what: 'the idle face to arrive' });
     t.deepEqual(visitor.videoSize, { width: 640, height: 360 }, 'the session canvas (docs/sessions.md)');
 
     const readyAt = Date.now();
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
     const botTurns = () => visitor.ofType('transcript-turn').filter((m) => m.owner === 'bot');
-    t.true(await waitFor(() => botTurns().length >= 1, 30_000), 'the greeting turn ends');
+    await until(() => botTurns().length >= 1, { timeoutMs: 30_000, intervalMs: 20, what: 'the greeting turn to end' });
     t.is(botTurns()[0]!.text, GREETING);
     t.true(visitor.audibleMs(readyAt) > 800, `greeting audible at the client: ${visitor.audibleMs(readyAt)} ms`);
     const greetingAudio = audio.filter((a) => a.at >= readyAt);
@@ -75,7 +76,7 @@ test.serial('a visitor talks to a published agent through the Session API, end t
     // A question, answered as audio and transcripts.
     const asked = Date.now();
     visitor.say(await speech(voice, 'What is your name?'));
-    t.true(await waitFor(() => botTurns().length >= 2, 30_000), 'the answer turn ends');
+    await until(() => botTurns().length >= 2, { timeoutMs: 30_000, intervalMs: 20, what: 'the answer turn to end' });
     const userTurn = visitor.ofType('transcript-turn').find((m) => m.owner === 'user');
     t.like(userTurn, { text: 'What is your name?', final: true });
     t.true(visitor.ofType('user-transcription').some((m) => m.final === true && m.text === 'What is your name?' && m.user_id === 'visitor-42'));
@@ -86,16 +87,16 @@ test.serial('a visitor talks to a published agent through the Session API, end t
     // Barge-in: ask for a joke, then talk over the answer.
     const before = visitor.messages.length;
     visitor.say(await speech(voice, 'Tell me a joke'));
-    t.true(await waitFor(() => visitor.messages.slice(before).some((m) => m.message.type === 'bot-started-speaking'), 30_000), 'the joke starts');
+    await until(() => visitor.messages.slice(before).some((m) => m.message.type === 'bot-started-speaking'), { timeoutMs: 30_000, intervalMs: 20, what: 'the joke to start' });
     await new Promise((r) => setTimeout(r, 400));
     visitor.say(await speech(voice, 'Hello'));
-    t.true(await waitFor(() => visitor.messages.slice(before).some((m) => m.message.type === 'bot-tts-stopped' && m.message.interrupted === true), 15_000), 'bot-tts-stopped interrupted');
+    await until(() => visitor.messages.slice(before).some((m) => m.message.type === 'bot-tts-stopped' && m.message.interrupted === true), { timeoutMs: 15_000, intervalMs: 20, what: 'bot-tts-stopped (interrupted)' });
     const turn = visitor.messages.slice(before);
     const jokeStart = turn.findIndex((m) => m.message.type === 'bot-started-speaking');
     const cut = turn.slice(jokeStart).find((m) => m.message.type === 'user-started-speaking')!;
     t.truthy(cut, 'the bot heard the visitor start speaking over it');
     // The bot answers the interruption (an event, not a fixed wait: a loaded machine is slower).
-    await waitFor(() => visitor.messages.some((m) => m.at > cut.at && m.message.type === 'bot-started-speaking'), 20_000);
+    await holdsWithin(() => visitor.messages.some((m) => m.at > cut.at && m.message.type === 'bot-started-speaking'), { timeoutMs: 20_000, intervalMs: 20 });
     // Until the bot answers the interruption, only the tail of the cut answer may still arrive.
     const answerAt = visitor.messages.find((m) => m.at > cut.at && m.message.type === 'bot-started-speaking')?.at ?? cut.at + 1500;
     const loudAfterCut = visitor.audioLevels.filter((l) => l.at > cut.at && l.at < answerAt && l.rms > 0.02);
@@ -109,7 +110,7 @@ test.serial('a visitor talks to a published agent through the Session API, end t
     // The visitor releases (the widget's hang-up); the session ends and is recorded.
     const released = await s.release(roomOf(res.body.room_url));
     t.deepEqual(released.body, { released: 1 });
-    t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 10_000));
+    await until(() => visitor.ofType('session-ended').length === 1, { timeoutMs: 10_000, intervalMs: 20, what: 'session-ended at the visitor' });
     t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'client_released' });
     const call = await s.endedCallOf(agentId, res.body.session_id);
     t.like(call, { status: 'completed', termination_reason: 'client_released', failure_reason: null, participant_count: 1, client_user_ref: 'visitor-42' });

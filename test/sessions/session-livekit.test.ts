@@ -14,11 +14,11 @@ import { dispose } from '@livekit/rtc-node';
 import { LocalTTSService } from '../../plugins/local/index.ts';
 import { liveKitSessionSettingsFromEnv } from '../../server/config/env.ts';
 import { LiveKitVisitor } from '../agent/livekit-visitor.ts';
-import { waitFor } from '../agent/room-visitor.ts';
+import { holdsWithin, until } from '../../testing/until.ts';
 import { startLiveKitServerFake, type LiveKitServerFake } from '../fakes/livekit-server.ts';
 import { concat } from '../../core/audio.ts';
 import { recognise, regionMotion, speech } from './conversation-audio.ts';
-import { eventually, startSessionServer, type SessionTestServer } from './session-harness.ts';
+import { startSessionServer, type SessionTestServer } from './session-harness.ts';
 
 const GREETING = 'Welcome to the space station tour.';
 const voice = new LocalTTSService();
@@ -78,7 +78,7 @@ test.serial('a visitor talks to a published agent in a LiveKit room through the 
   };
   try {
     const bot = fake.inRoom(visitor.roomName).find((p) => p.identity !== visitor.identity)!;
-    const arrived = await waitFor(() => visitor.videoFrames > 10, 30_000);
+    const arrived = await holdsWithin(() => visitor.videoFrames > 10, { timeoutMs: 30_000, intervalMs: 20 });
     t.log(`video: published ${bot.media.videoWidth}x${bot.media.videoHeight} (${bot.media.videoFrames} frames at the SFU), received ${visitor.videoSize?.width}x${visitor.videoSize?.height} (${visitor.videoFrames} frames); bot tracks ${JSON.stringify(bot.tracks.map((tr) => [tr.type, tr.received]))}, refusals ${JSON.stringify(bot.refusals)}, requests ${bot.requests.filter((r) => r !== 'ping' && r !== 'pingReq' && r !== 'trickle').join(',')}`);
     t.true(arrived, `the idle face arrives (${visitor.videoFrames} frames)`);
     // The session canvas is 640x360 (docs/sessions.md). The bot's encoder (rtc-node's libwebrtc)
@@ -93,14 +93,14 @@ test.serial('a visitor talks to a published agent in a LiveKit room through the 
 
     const readyAt = Date.now();
     await visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
-    t.true(await waitFor(() => visitor.ofType('bot-ready').length === 1, 15_000), 'bot-ready over a data packet');
+    await until(() => visitor.ofType('bot-ready').length === 1, { timeoutMs: 15_000, intervalMs: 20, what: 'bot-ready over a data packet' });
     const botTurns = () => visitor.ofType('transcript-turn').filter((m) => m.owner === 'bot');
-    t.true(await waitFor(() => botTurns().length >= 1, 30_000), 'the greeting turn ends');
+    await until(() => botTurns().length >= 1, { timeoutMs: 30_000, intervalMs: 20, what: 'the greeting turn to end' });
     t.is(botTurns()[0]!.text, GREETING);
     // The turn ends when its audio left the bot; through the SFU (two jitter buffers) the tail is
     // still on its way: wait until the visitor has heard nothing loud for 400 ms.
     const lastLoud = () => visitor.audioLevels.findLast((l) => l.rms > 0.01)?.at ?? 0;
-    await waitFor(() => Date.now() - lastLoud() > 400, 5_000);
+    await holdsWithin(() => Date.now() - lastLoud() > 400, { timeoutMs: 5_000, intervalMs: 20 });
     const media = () => `SFU got ${bot.media.audioChunks} audio chunks of the bot (${bot.media.audibleChunks} audible), the visitor ${visitor.audioLevels.length} (${visitor.audibleMs(0)} ms audible); forwarded to the visitor: ${visitor.trackOwners.size} owners`;
     t.true(visitor.audibleMs(readyAt) > 800, `greeting audible at the client: ${visitor.audibleMs(readyAt)} ms; ${media()}`);
     const greetingAudio = audio.filter((a) => a.at >= readyAt);
@@ -127,7 +127,7 @@ test.serial('a visitor talks to a published agent in a LiveKit room through the 
     // A question from the visitor's microphone, answered as audio and transcripts.
     const asked = Date.now();
     visitor.say(await speech(voice, 'What is your name?'));
-    t.true(await waitFor(() => botTurns().length >= 2, 30_000), 'the answer turn ends');
+    await until(() => botTurns().length >= 2, { timeoutMs: 30_000, intervalMs: 20, what: 'the answer turn to end' });
     const userTurn = visitor.ofType('transcript-turn').find((m) => m.owner === 'user');
     t.like(userTurn, { text: 'What is your name?', final: true });
     t.true(visitor.ofType('user-transcription').some((m) => m.final === true && m.text === 'What is your name?' && m.user_id === 'visitor-42'));
@@ -139,7 +139,7 @@ test.serial('a visitor talks to a published agent in a LiveKit room through the 
     // The visitor releases (the widget's hang-up); the session ends and is recorded, the room deleted.
     const released = await s.release(visitor.roomName);
     t.deepEqual(released.body, { released: 1 });
-    t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 10_000), 'session-ended reaches the visitor before the bot leaves');
+    await until(() => visitor.ofType('session-ended').length === 1, { timeoutMs: 10_000, intervalMs: 20, what: 'session-ended at the visitor (before the bot leaves)' });
     t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'client_released' });
     const call = await s.endedCallOf(agentId, res.body.session_id);
     t.like(call, { status: 'completed', termination_reason: 'client_released', failure_reason: null, participant_count: 1, client_user_ref: 'visitor-42' });
@@ -147,8 +147,8 @@ test.serial('a visitor talks to a published agent in a LiveKit room through the 
     t.true(call.metadata.turns >= 3);
     t.is(typeof call.metadata.first_frame_ms, 'number');
     // The record is written first, then the room deleted (an HTTP call to LiveKit), then the session forgotten.
-    t.true(await waitFor(() => s.live.sessions.size === 0, 10_000), 'no live session left');
-    t.true(await waitFor(() => fake.roomApiRequests.includes('DeleteRoom') && fake.inRoom(visitor.roomName).length === 0, 10_000), 'the room is deleted and empty');
+    await until(() => s.live.sessions.size === 0, { timeoutMs: 10_000, intervalMs: 20, what: 'no live session left' });
+    await until(() => fake.roomApiRequests.includes('DeleteRoom') && fake.inRoom(visitor.roomName).length === 0, { timeoutMs: 10_000, intervalMs: 20, what: 'the room deleted and empty' });
     t.is(bot.leftBy === 'leave' || bot.leftBy === 'room_deleted', true, `the bot left (${bot.leftBy})`);
   } finally {
     await visitor.close();
@@ -162,16 +162,16 @@ test.serial('a visitor who leaves the LiveKit room ends the session after the gr
   const visitor = await LiveKitVisitor.join(res.body.room_url, res.body.token);
   try {
     await visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
-    t.true(await waitFor(() => visitor.ofType('bot-ready').length === 1, 15_000), 'bot-ready');
+    await until(() => visitor.ofType('bot-ready').length === 1, { timeoutMs: 15_000, intervalMs: 20, what: 'bot-ready' });
     const room = visitor.roomName;
     await visitor.close(); // leaves (the SDK's LeaveRequest): the bot sees the participant go
-    const call = await eventually(async () => {
+    const call = await until(async () => {
       const c = await s.callOf(agentId, res.body.session_id);
       return c?.status !== 'active' && c?.status !== 'starting' && c;
-    }, 20_000, 'the call record');
+    }, { timeoutMs: 20_000, intervalMs: 50, what: 'the call record' });
     t.like(call, { termination_reason: 'client_left', participant_count: 1 });
     t.is(call.metadata.room_provider, 'livekit');
-    t.true(await waitFor(() => fake.inRoom(room).length === 0, 10_000), 'the bot left and the room is empty');
+    await until(() => fake.inRoom(room).length === 0, { timeoutMs: 10_000, intervalMs: 20, what: 'the bot to leave (the room empty)' });
   } finally {
     await visitor.close();
   }
@@ -185,23 +185,23 @@ test.serial('a reloaded page joining with the same token takes over: the session
   let second: LiveKitVisitor | undefined;
   try {
     await first.sendMessage({ type: 'client-ready', version: '1.0.0' });
-    t.true(await waitFor(() => first.ofType('bot-ready').length === 1, 15_000), 'bot-ready to the first page');
+    await until(() => first.ofType('bot-ready').length === 1, { timeoutMs: 15_000, intervalMs: 20, what: 'bot-ready at the first page' });
     // LiveKit removes the earlier connection of an identity that joins again (DUPLICATE_IDENTITY):
     // the bot sees the visitor leave and come back at once, well within the departure grace.
     second = await LiveKitVisitor.join(res.body.room_url, res.body.token);
     t.is(second.identity, first.identity);
-    t.true(await waitFor(() => !first.connected, 10_000), 'the first page was replaced');
+    await until(() => !first.connected, { timeoutMs: 10_000, intervalMs: 20, what: 'the first page to be replaced' });
     await second.sendMessage({ type: 'client-ready', version: '1.0.0' });
-    t.true(await waitFor(() => second!.ofType('bot-ready').length === 1, 15_000), 'the bot answers the new page');
+    await until(() => second!.ofType('bot-ready').length === 1, { timeoutMs: 15_000, intervalMs: 20, what: 'bot-ready at the new page' });
     await new Promise((resolve) => setTimeout(resolve, 2500)); // past the 1.5 s departure grace
     t.is(s.live.sessions.size, 1, 'the session goes on');
     const released = await s.release(second.roomName);
     t.deepEqual(released.body, { released: 1 });
-    t.true(await waitFor(() => second!.ofType('session-ended').length === 1, 10_000), 'session-ended to the new page');
-    const call = await eventually(async () => {
+    await until(() => second!.ofType('session-ended').length === 1, { timeoutMs: 10_000, intervalMs: 20, what: 'session-ended at the new page' });
+    const call = await until(async () => {
       const c = await s.callOf(agentId, res.body.session_id);
       return c?.status !== 'active' && c?.status !== 'starting' && c;
-    }, 10_000, 'the call record');
+    }, { timeoutMs: 10_000, intervalMs: 50, what: 'the call record' });
     t.like(call, { termination_reason: 'client_released' });
   } finally {
     await first.close();

@@ -7,7 +7,8 @@
 import test from 'ava';
 import { createElevenLabsConvaiPlugin } from '../../plugins/elevenlabs-convai/index.ts';
 import { createOpenAIRealtimePlugin } from '../../plugins/openai-realtime/index.ts';
-import { RoomVisitor, waitFor } from '../agent/room-visitor.ts';
+import { RoomVisitor } from '../agent/room-visitor.ts';
+import { holdsWithin, until } from '../../testing/until.ts';
 import { startElevenLabsConvaiFake, type ElevenLabsConvaiFake } from '../fakes/elevenlabs-convai.ts';
 import { startOpenAIRealtimeFake, type OpenAIRealtimeFake } from '../fakes/openai-realtime.ts';
 import { roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
@@ -54,15 +55,15 @@ test.serial('a third_party session: the provider greets and answers through our 
   t.is(res.status, 200, res.text);
   const visitor = await RoomVisitor.join(res.body.room_url, res.body.token);
   try {
-    t.true(await waitFor(() => visitor.connectionState === 'connected' && visitor.videoFrames > 5, 20_000));
+    await until(() => visitor.connectionState === 'connected' && visitor.videoFrames > 5, { timeoutMs: 20_000, intervalMs: 20, what: 'the visitor connected with the face arriving' });
     const readyAt = Date.now();
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
     const botTurns = () => visitor.ofType('transcript-turn').filter((m) => m.owner === 'bot');
-    t.true(await waitFor(() => botTurns().length >= 1, 20_000));
+    await until(() => botTurns().length >= 1, { timeoutMs: 20_000, intervalMs: 20, what: 'the greeting turn' });
     t.is(botTurns()[0]!.text, 'Welcome aboard, I am Ada.');
     t.true(visitor.audibleMs(readyAt) > 300, 'the provider audio is heard through the room');
     visitor.say(burst(500, 600));
-    t.true(await waitFor(() => botTurns().length >= 2, 20_000));
+    await until(() => botTurns().length >= 2, { timeoutMs: 20_000, intervalMs: 20, what: 'the answer turn' });
     t.like(visitor.ofType('transcript-turn').find((m) => m.owner === 'user'), { text: 'what is the weather' });
     t.is(botTurns()[1]!.text, 'Sunny and warm all day.');
     t.false(JSON.stringify(visitor.messages).includes(fake.apiKey), 'the provider key never reaches the page');
@@ -80,9 +81,9 @@ test.serial('a refused provider key ends the session failed with the provider co
   t.is(res.status, 200, res.text);
   const visitor = await RoomVisitor.join(res.body.room_url, res.body.token);
   try {
-    await waitFor(() => visitor.connectionState === 'connected', 20_000);
+    await holdsWithin(() => visitor.connectionState === 'connected', { timeoutMs: 20_000, intervalMs: 20 });
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
-    t.true(await waitFor(() => visitor.ofType('session-ended').length === 1, 20_000), JSON.stringify(visitor.messages.map((m) => m.message)));
+    await until(() => visitor.ofType('session-ended').length === 1, { timeoutMs: 20_000, intervalMs: 20, what: () => `session-ended at the visitor; messages: ${JSON.stringify(visitor.messages.map((m) => m.message))}` });
     t.like(visitor.ofType('error').find((m) => m.fatal === true), { code: 'sts_auth_failed' });
     t.deepEqual(visitor.ofType('session-ended')[0], { type: 'session-ended', reason: 'pipeline_error' });
     const call = await s.endedCallOf(agentId, res.body.session_id);
@@ -101,27 +102,27 @@ test.serial('barge-in in a third_party session: the face is cut, the page hears 
   const visitor = await RoomVisitor.join(res.body.room_url, res.body.token);
   const connectionsBefore = fake.connections.length;
   try {
-    await waitFor(() => visitor.connectionState === 'connected', 20_000);
+    await holdsWithin(() => visitor.connectionState === 'connected', { timeoutMs: 20_000, intervalMs: 20 });
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
     const botTurns = () => visitor.ofType('transcript-turn').filter((m) => m.owner === 'bot');
-    t.true(await waitFor(() => botTurns().length >= 1, 20_000), 'the greeting');
+    await until(() => botTurns().length >= 1, { timeoutMs: 20_000, intervalMs: 20, what: 'the greeting turn' });
     fake.enqueue(LONG);
     visitor.say(burst(400, 700));
     const before = visitor.messages.length;
-    t.true(await waitFor(() => visitor.messages.slice(before).some((m) => m.message.type === 'bot-started-speaking'), 20_000), 'the long answer starts');
+    await until(() => visitor.messages.slice(before).some((m) => m.message.type === 'bot-started-speaking'), { timeoutMs: 20_000, intervalMs: 20, what: 'the long answer to start' });
     // Barge in once the page has heard half a second of the answer (not after a fixed time: on a
     // loaded machine a fixed time may hold less audio, or all of it).
     const speakingSince = Date.now();
-    t.true(await waitFor(() => visitor.audibleMs(speakingSince) >= 500, 20_000), 'half a second of the answer heard');
+    await until(() => visitor.audibleMs(speakingSince) >= 500, { timeoutMs: 20_000, intervalMs: 20, what: 'half a second of the answer heard' });
     const heard = visitor.audibleMs(speakingSince);
     visitor.say(burst(400, 700));
     const connection = fake.connections[connectionsBefore]!;
-    t.true(await waitFor(() => connection.truncates.length >= 1, 10_000), 'a truncate reached the provider');
+    await until(() => connection.truncates.length >= 1, { timeoutMs: 10_000, intervalMs: 20, what: 'a truncate at the provider' });
     const truncate = connection.truncates[0]!;
     // The played position: at least what the page heard before barging in, short of what the
     // provider generated (the whole item came at once, so a generated position would be its end).
     t.true(truncate.audio_end_ms >= heard && truncate.audio_end_ms < truncate.itemAudioMs, `played ${truncate.audio_end_ms} of ${truncate.itemAudioMs} ms, ${heard} ms heard before the barge-in`);
-    t.true(await waitFor(() => visitor.ofType('bot-tts-stopped').some((m) => m.interrupted === true), 10_000), 'the page is told the turn was cut');
+    await until(() => visitor.ofType('bot-tts-stopped').some((m) => m.interrupted === true), { timeoutMs: 10_000, intervalMs: 20, what: 'bot-tts-stopped (interrupted) at the page' });
     const cutTurn = botTurns().at(-1)!;
     t.true(String(cutTurn.text).split(' ').length < LONG.split(' ').length, `the cut turn lists only words played: ${cutTurn.text}`);
     t.true(LONG.startsWith(String(cutTurn.text)));
@@ -137,15 +138,15 @@ test.serial('an ElevenLabs Conversational AI agent through the Session API: its 
   t.is(res.status, 200, res.text);
   const visitor = await RoomVisitor.join(res.body.room_url, res.body.token);
   try {
-    await waitFor(() => visitor.connectionState === 'connected', 20_000);
+    await holdsWithin(() => visitor.connectionState === 'connected', { timeoutMs: 20_000, intervalMs: 20 });
     const readyAt = Date.now();
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
     const botTurns = () => visitor.ofType('transcript-turn').filter((m) => m.owner === 'bot');
-    t.true(await waitFor(() => botTurns().length >= 1, 20_000), JSON.stringify(visitor.messages.map((m) => m.message.type)));
+    await until(() => botTurns().length >= 1, { timeoutMs: 20_000, intervalMs: 20, what: () => `the greeting turn; messages: ${JSON.stringify(visitor.messages.map((m) => m.message.type))}` });
     t.is(botTurns()[0]!.text, 'Hi, this is the ElevenLabs Ada.');
     t.true(visitor.audibleMs(readyAt) > 300);
     visitor.say(burst(500, 700));
-    t.true(await waitFor(() => botTurns().length >= 2, 20_000));
+    await until(() => botTurns().length >= 2, { timeoutMs: 20_000, intervalMs: 20, what: 'the answer turn' });
     t.like(visitor.ofType('transcript-turn').find((m) => m.owner === 'user'), { text: 'can you help me' });
     t.is(botTurns()[1]!.text, 'Happy to help with that');
     t.false(JSON.stringify(visitor.messages).includes(el.apiKey));

@@ -7,7 +7,8 @@
 import test from 'ava';
 import { concat, silence } from '../../core/audio.ts';
 import { LocalTTSService } from '../../plugins/local/index.ts';
-import { RoomVisitor, waitFor } from '../agent/room-visitor.ts';
+import { RoomVisitor } from '../agent/room-visitor.ts';
+import { holdsWithin, until } from '../../testing/until.ts';
 import { json, startLocalWebhook, type LocalWebhook } from '../tools/local-webhook.ts';
 import { roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
 
@@ -35,11 +36,11 @@ async function talk(s: SessionTestServer): Promise<{ visitor: RoomVisitor; room:
   if (res.status !== 200) throw new Error(res.text);
   const visitor = await RoomVisitor.join(res.body.room_url, res.body.token);
   visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
-  await waitFor(() => visitor.ofType('transcript-turn').some((m) => m.owner === 'bot'), 30_000);
+  await holdsWithin(() => visitor.ofType('transcript-turn').some((m) => m.owner === 'bot'), { timeoutMs: 30_000, intervalMs: 20 });
   const parts: Int16Array[] = [];
   for await (const e of voice.synthesize({ text: PHRASE, language: 'en', sampleRate: 16_000 })) if (e.type === 'audio') parts.push(e.pcm);
   visitor.say(concat([...parts, silence(300, 16_000)]));
-  await waitFor(() => visitor.ofType('transcript-turn').filter((m) => m.owner === 'bot').length >= 2, 30_000);
+  await holdsWithin(() => visitor.ofType('transcript-turn').filter((m) => m.owner === 'bot').length >= 2, { timeoutMs: 30_000, intervalMs: 20 });
   return { visitor, room: roomOf(res.body.room_url) };
 }
 
@@ -51,7 +52,7 @@ test.serial('with 127.0.0.1/32 allowed by the operator, a session tool call reac
   try {
     const user = visitor.ofType('transcript-turn').find((m) => m.owner === 'user');
     t.is(user?.text, PHRASE, 'the phrase was recognised');
-    t.true(await waitFor(() => hook.received.length > before, 10_000), 'the webhook was called');
+    await until(() => hook.received.length > before, { timeoutMs: 10_000, intervalMs: 20, what: 'the webhook call' });
     const body = JSON.parse(hook.received.at(-1)!.body);
     t.like(body.tool_call_message, { name: 'get_weather', tool_type: 'function', response_required: true });
     t.deepEqual(JSON.parse(body.tool_call_message.parameters), { city: 'Paris' });

@@ -8,8 +8,29 @@ test('until resolves with the first truthy value, and times out naming what it w
   t.is(await until(() => (++n >= 3 ? `after ${n}` : undefined), { intervalMs: 1 }), 'after 3');
   const err = await t.throwsAsync(until(() => false, { timeoutMs: 30, what: 'the moon' }), { instanceOf: UntilTimeoutError });
   t.regex(err!.message, /timed out after 30 ms waiting for the moon/);
-  t.false(await holdsWithin(() => false, 30));
-  t.true(await holdsWithin(() => true, 30));
+  t.false(await holdsWithin(() => false, { timeoutMs: 30 }));
+  t.true(await holdsWithin(() => true, { timeoutMs: 30 }));
+});
+
+test('what may be a function, called once the wait times out, to say what was seen by then', async (t) => {
+  let seen = 0;
+  let described = 0;
+  const what = () => `three events; saw ${seen} (described ${++described} time)`;
+  const err = await t.throwsAsync(until(() => ++seen >= 1000, { timeoutMs: 30, intervalMs: 1, what }), { instanceOf: UntilTimeoutError });
+  t.regex(err!.message, /timed out after 30 ms waiting for three events; saw \d+ \(described 1 time\)/);
+  t.true(Number(/saw (\d+)/.exec(err!.message)![1]) > 1, 'the count at the timeout, not at the start');
+});
+
+test('holdsWithin takes the options of until and awaits an async check (a promise is not a truthy answer)', async (t) => {
+  let reads = 0;
+  const slowRead = async () => {
+    await new Promise((resolve) => setTimeout(resolve, 1));
+    return ++reads >= 3;
+  };
+  t.true(await holdsWithin(slowRead, { timeoutMs: 1000, intervalMs: 1 }));
+  t.is(reads, 3);
+  t.false(await holdsWithin(async () => false, { timeoutMs: 30, intervalMs: 1 }));
+  await t.throwsAsync(holdsWithin(() => { throw new Error('a broken check'); }), { message: 'a broken check' });
 });
 
 test('eventually takes 0 and false as values, and a check that throws as not yet', async (t) => {

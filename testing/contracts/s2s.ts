@@ -4,7 +4,7 @@
  */
 import type { S2SConnectOptions, S2SConnection, S2SEvent, S2SService } from '../../processors/s2s/s2s-service.ts';
 import { holdsWithin } from '../until.ts';
-import { CONTRACT_DEFAULTS, ContractViolation, ensure, ensureAuthFailure, within, type ContractCheck } from './check.ts';
+import { CONTRACT_DEFAULTS, ensure, ensureAuthFailure, within, type ContractCheck } from './check.ts';
 
 export interface S2SContractSubject {
   create(): S2SService | Promise<S2SService>;
@@ -27,11 +27,6 @@ async function open(service: S2SService, options: S2SConnectOptions, timeoutMs: 
   let done = false;
   connection.events.subscribe({ next: (e) => events.push(e), error: (err) => (failure = err), complete: () => (done = true) });
   return { connection, events, failed: () => failure, completed: () => done };
-}
-
-/** Waits in real time for the provider (testing/until.ts); not in time is a ContractViolation. */
-async function waitFor(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  if (!(await holdsWithin(predicate, timeoutMs))) throw new ContractViolation(`${what} did not happen within ${timeoutMs} ms`);
 }
 
 export function s2sContract(subject: S2SContractSubject): ContractCheck[] {
@@ -71,7 +66,8 @@ export function s2sContract(subject: S2SContractSubject): ContractCheck[] {
             connection.sendAudio(pcm.subarray(i, i + chunk));
             await new Promise((r) => setTimeout(r, 2));
           }
-          await waitFor(() => events.some((e) => e.type === 'bot-turn-ended') || failed() !== undefined, timeoutMs, `${service.name}: a whole bot turn`);
+          // Waits in real time for the provider; not in time is a ContractViolation.
+          ensure(await holdsWithin(() => events.some((e) => e.type === 'bot-turn-ended') || failed() !== undefined, { timeoutMs }), `${service.name}: a whole bot turn did not happen within ${timeoutMs} ms`);
           ensure(failed() === undefined, `${service.name}: failed: ${String(failed())}`);
           const started = events.findIndex((e) => e.type === 'bot-turn-started');
           const ended = events.findIndex((e) => e.type === 'bot-turn-ended');
@@ -97,7 +93,7 @@ export function s2sContract(subject: S2SContractSubject): ContractCheck[] {
         const service = await subject.create();
         const { connection, failed, completed } = await open(service, options(), timeoutMs);
         await within(connection.close(), timeoutMs, `${service.name}: close`);
-        await waitFor(() => completed() || failed() !== undefined, timeoutMs, `${service.name}: events to complete`);
+        ensure(await holdsWithin(() => completed() || failed() !== undefined, { timeoutMs }), `${service.name}: events to complete did not happen within ${timeoutMs} ms`);
         ensure(failed() === undefined, `${service.name}: closing errored the events: ${String(failed())}`);
       },
     },
@@ -111,7 +107,7 @@ export function s2sContract(subject: S2SContractSubject): ContractCheck[] {
         let failure: unknown;
         try {
           const { connection, failed } = await open(service, { ...options(), apiKey }, timeoutMs);
-          await waitFor(() => failed() !== undefined, timeoutMs, `${service.name}: the refusal`);
+          ensure(await holdsWithin(() => failed() !== undefined, { timeoutMs }), `${service.name}: the refusal did not happen within ${timeoutMs} ms`);
           failure = failed();
           await connection.close();
         } catch (err) {
