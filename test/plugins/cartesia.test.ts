@@ -17,14 +17,15 @@ import { DeepgramSTTService } from '../../plugins/deepgram/index.ts';
 import { OpenAILLMService } from '../../plugins/openai/llm.ts';
 import { LocalTTSService } from '../../plugins/local/local-tts.ts';
 import { WebRtcVADAnalyzer } from '../../plugins/local/webrtc-vad.ts';
-import { until as waitUntil } from '../../testing/until.ts';
+import { until } from '../../testing/until.ts';
 import { startCartesiaFake, type CartesiaFake, type CartesiaFakeOptions } from '../fakes/cartesia.ts';
 import { startDeepgramFake } from '../fakes/deepgram.ts';
 import { fakeSpeech } from '../fakes/fake-voice.ts';
 import { startOpenAIFake } from '../fakes/openai.ts';
 import { ttsOnProcessor } from './tts-on-processor.ts';
 
-const until = (predicate: () => boolean, what: string, ms = 5000) => waitUntil(predicate, { what, timeoutMs: ms, intervalMs: 5 });
+/** The fake vendor answers on loopback: waits poll every 5 ms, bounded at 5 s unless a wait says otherwise. */
+const FAKE_WAIT = { timeoutMs: 5000, intervalMs: 5 } as const;
 const TEXT = 'Hello there, how are you today?';
 const LONG = 'This is a long sentence that the visitor is going to cut off well before it ends.';
 
@@ -82,7 +83,7 @@ test('through the TTS processor: words and phonemes ride on the tts-audio frames
   const tts = ttsOnProcessor(service);
   t.teardown(() => void tts.stop());
   tts.speak(TEXT);
-  await until(() => tts.below.frames.some((f) => f.type === 'tts-stopped'), 'the sentence');
+  await until(() => tts.below.frames.some((f) => f.type === 'tts-stopped'), { ...FAKE_WAIT, what: 'the sentence' });
   const frames = tts.audio();
   t.deepEqual(frames.flatMap((f) => (f.words ?? []).map((w) => w.word)), TEXT.split(' '));
   t.true(frames.filter((f) => f.phonemes?.length).length > 5, 'phonemes reach the frames the face plays');
@@ -94,10 +95,10 @@ test('interruption mid-sentence: the context is cancelled and nothing after the 
   const tts = ttsOnProcessor(service);
   t.teardown(() => void tts.stop());
   tts.speak(LONG);
-  await until(() => tts.audio().length > 2, 'the first audio');
+  await until(() => tts.audio().length > 2, { ...FAKE_WAIT, what: 'the first audio' });
   tts.worker.interrupt();
-  await until(() => fake.connections[0]!.cancels.length === 1, 'the cancel');
-  await until(() => tts.interruptedAt() >= 0, 'the interruption downstream');
+  await until(() => fake.connections[0]!.cancels.length === 1, { ...FAKE_WAIT, what: 'the cancel' });
+  await until(() => tts.interruptedAt() >= 0, { ...FAKE_WAIT, what: 'the interruption downstream' });
   await new Promise((r) => setTimeout(r, 150));
   t.deepEqual(tts.audioAfterInterruption(), []);
   t.is(fake.connections[0]!.cancels[0], fake.connections[0]!.requests[0]!.context_id);
@@ -111,11 +112,11 @@ test('a socket dropped mid-sentence fails that sentence (tts_connection_lost, no
   const tts = ttsOnProcessor(service);
   t.teardown(() => void tts.stop());
   tts.speak('A sentence the network cuts in the middle.');
-  await until(() => tts.errors.length > 0, 'the error');
+  await until(() => tts.errors.length > 0, { ...FAKE_WAIT, what: 'the error' });
   t.like(tts.errors[0], { code: 'tts_connection_lost', fatal: false });
   fake.setFaults({ dropAfterChunks: undefined });
   tts.speak('The next one works.');
-  await until(() => fake.connections.length === 2 && fake.connections[1]!.sent.includes('done'), 'the next sentence on a new socket');
+  await until(() => fake.connections.length === 2 && fake.connections[1]!.sent.includes('done'), { ...FAKE_WAIT, what: 'the next sentence on a new socket' });
   t.false(tts.worker.finished);
 });
 

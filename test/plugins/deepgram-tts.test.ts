@@ -8,12 +8,13 @@ import { Registry } from '../../core/registry.ts';
 import { resample } from '../../core/audio.ts';
 import type { TTSEvent } from '../../processors/services.ts';
 import { DeepgramTTSError, DeepgramTTSService, deepgramPlugin } from '../../plugins/deepgram/index.ts';
-import { until as waitUntil } from '../../testing/until.ts';
+import { until } from '../../testing/until.ts';
 import { startDeepgramSpeakFake, type DeepgramSpeakFakeOptions } from '../fakes/deepgram-speak.ts';
 import { fakeSpeech } from '../fakes/fake-voice.ts';
 import { ttsOnProcessor } from './tts-on-processor.ts';
 
-const until = (predicate: () => boolean, what: string, ms = 5000) => waitUntil(predicate, { what, timeoutMs: ms, intervalMs: 5 });
+/** The fake vendor answers on loopback: waits poll every 5 ms, bounded at 5 s unless a wait says otherwise. */
+const FAKE_WAIT = { timeoutMs: 5000, intervalMs: 5 } as const;
 const LONG = 'This is a long sentence that the visitor is going to cut off well before it ends.';
 
 async function setup(t: any, fakeOptions: DeepgramSpeakFakeOptions = {}, extra: Record<string, unknown> = {}) {
@@ -63,16 +64,16 @@ test('interruption mid-sentence: Clear is sent, nothing after the cut plays, and
   const tts = ttsOnProcessor(service);
   t.teardown(() => void tts.stop());
   tts.speak(LONG);
-  await until(() => tts.audio().length > 2, 'the first audio');
+  await until(() => tts.audio().length > 2, { ...FAKE_WAIT, what: 'the first audio' });
   tts.worker.interrupt();
-  await until(() => fake.connections[0]!.sent.includes('Cleared'), 'Deepgram to confirm the Clear');
-  await until(() => tts.interruptedAt() >= 0, 'the interruption downstream');
+  await until(() => fake.connections[0]!.sent.includes('Cleared'), { ...FAKE_WAIT, what: 'Deepgram to confirm the Clear' });
+  await until(() => tts.interruptedAt() >= 0, { ...FAKE_WAIT, what: 'the interruption downstream' });
   t.deepEqual(tts.audioAfterInterruption(), []);
   t.true(fake.connections[0]!.received.includes('Clear'), 'the provider was told');
   const next = 'Right, your question.';
   tts.speak(next);
-  await until(() => tts.below.frames.filter((f) => f.type === 'tts-stopped').length >= 1 && tts.audioAfterInterruption().length > 0 && fake.connections[0]!.sent.filter((s) => s === 'Flushed').length >= 1, 'the next sentence');
-  await until(() => tts.below.frames.slice(tts.interruptedAt()).some((f) => f.type === 'tts-stopped'), 'the next sentence to end');
+  await until(() => tts.below.frames.filter((f) => f.type === 'tts-stopped').length >= 1 && tts.audioAfterInterruption().length > 0 && fake.connections[0]!.sent.filter((s) => s === 'Flushed').length >= 1, { ...FAKE_WAIT, what: 'the next sentence' });
+  await until(() => tts.below.frames.slice(tts.interruptedAt()).some((f) => f.type === 'tts-stopped'), { ...FAKE_WAIT, what: 'the next sentence to end' });
   const after = tts.audioAfterInterruption();
   const samples = after.reduce((n, f) => n + f.pcm.length, 0);
   t.is(samples, (await fakeSpeech(next, 16_000)).pcm.length, 'exactly the next sentence: the cleared audio in flight was dropped');
@@ -86,11 +87,11 @@ test('a socket dropped mid-sentence fails that sentence (tts_connection_lost, no
   const tts = ttsOnProcessor(service);
   t.teardown(() => void tts.stop());
   tts.speak('A sentence the network cuts in the middle.');
-  await until(() => tts.errors.length > 0, 'the error');
+  await until(() => tts.errors.length > 0, { ...FAKE_WAIT, what: 'the error' });
   t.like(tts.errors[0], { code: 'tts_connection_lost', fatal: false });
   fake.setFaults({ dropAfterChunks: undefined });
   tts.speak('The next one works.');
-  await until(() => fake.connections.length === 2 && fake.connections[1]!.sent.includes('Flushed'), 'the next sentence on a new socket');
+  await until(() => fake.connections.length === 2 && fake.connections[1]!.sent.includes('Flushed'), { ...FAKE_WAIT, what: 'the next sentence on a new socket' });
   t.false(tts.worker.finished);
 });
 
@@ -141,7 +142,7 @@ test('the plugin registers tts:deepgram beside stt:deepgram and reads DEEPGRAM_A
 test('the socket is closed after idleCloseMs without a sentence', async (t) => {
   const { fake, service } = await setup(t, {}, { idleCloseMs: 100 });
   await collect(service.synthesize({ text: 'Bye.', sampleRate: 16_000 }));
-  await until(() => fake.connections[0]!.closeCode !== undefined, 'the idle close');
+  await until(() => fake.connections[0]!.closeCode !== undefined, { ...FAKE_WAIT, what: 'the idle close' });
   t.true(fake.connections[0]!.received.includes('Close'));
 });
 
@@ -149,10 +150,10 @@ test('the TTS processor closes the socket when the pipeline ends (nothing left o
   const { fake, service } = await setup(t);
   const tts = ttsOnProcessor(service);
   tts.speak('Goodbye.');
-  await until(() => tts.below.frames.some((f) => f.type === 'tts-stopped'), 'the sentence');
+  await until(() => tts.below.frames.some((f) => f.type === 'tts-stopped'), { ...FAKE_WAIT, what: 'the sentence' });
   t.is(fake.connections[0]!.closeCode, undefined, 'kept open between sentences');
   await tts.worker.end();
-  await until(() => fake.connections[0]!.closeCode !== undefined, 'the socket closed at the end');
+  await until(() => fake.connections[0]!.closeCode !== undefined, { ...FAKE_WAIT, what: 'the socket closed at the end' });
   t.true(fake.connections[0]!.received.includes('Close'));
 });
 

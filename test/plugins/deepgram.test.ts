@@ -1,5 +1,5 @@
 import test from 'ava';
-import { until as waitUntil } from '../../testing/until.ts';
+import { until } from '../../testing/until.ts';
 import { firstValueFrom, toArray } from 'rxjs';
 import { Registry } from '../../core/registry.ts';
 import { RealClock, VirtualClock, isAbortError } from '../../core/clock.ts';
@@ -45,9 +45,8 @@ async function setup(t: any, fakeOptions: DeepgramFakeOptions = {}, serviceOptio
   return { fake, service };
 }
 
-const until = async (predicate: () => boolean, what: string, ms = 3000): Promise<void> => {
-  await waitUntil(predicate, { what, timeoutMs: ms, intervalMs: 5 });
-};
+/** The fake vendor answers on loopback: waits poll every 5 ms, bounded at 3 s unless a wait says otherwise. */
+const FAKE_WAIT = { timeoutMs: 3000, intervalMs: 5 } as const;
 
 test('utterances come back as interim then final transcripts, in script order', async (t) => {
   const { fake, service } = await setup(t);
@@ -55,7 +54,7 @@ test('utterances come back as interim then final transcripts, in script order', 
   const events: TranscriptEvent[] = [];
   stream.transcripts.subscribe((e) => events.push(e));
   send(stream, silence(300), voice(900), silence(500), voice(1500), silence(500));
-  await until(() => events.filter((e) => e.final && e.text).length === 2, 'two finals');
+  await until(() => events.filter((e) => e.final && e.text).length === 2, { ...FAKE_WAIT, what: 'two finals' });
   await stream.close();
 
   const finals = events.filter((e) => e.final && e.text);
@@ -80,7 +79,7 @@ test('UtteranceEnd after a long enough gap becomes an end-of-utterance marker', 
   const events: TranscriptEvent[] = [];
   stream.transcripts.subscribe((e) => events.push(e));
   send(stream, voice(800), silence(1300));
-  await until(() => events.some((e) => e.text === '' && e.endOfUtterance), 'UtteranceEnd');
+  await until(() => events.some((e) => e.text === '' && e.endOfUtterance), { ...FAKE_WAIT, what: 'UtteranceEnd' });
   const marker = events.find((e) => e.text === '' && e.endOfUtterance)!;
   t.true(marker.final);
   t.true(Math.abs(marker.endMs! - 800) <= 20, `last word end ${marker.endMs}`);
@@ -94,7 +93,7 @@ test('finalize() flushes speech still in progress into a final result', async (t
   stream.transcripts.subscribe((e) => events.push(e));
   send(stream, voice(700));
   stream.finalize();
-  await until(() => events.some((e) => e.final), 'final after Finalize');
+  await until(() => events.some((e) => e.final), { ...FAKE_WAIT, what: 'final after Finalize' });
   const final = events.find((e) => e.final)!;
   t.is(final.text, 'Hello there.');
   t.false(final.endOfUtterance, 'a flushed result is final but not speech_final');
@@ -113,7 +112,7 @@ test('close() sends CloseStream, receives the last result and completes transcri
   t.deepEqual(events.filter((e) => e.final).map((e) => e.text), ['Hello there.']);
   t.deepEqual(fake.connections[0]!.controls, ['CloseStream']);
   t.is(fake.connections[0]!.sent.at(-1)!.type, 'Metadata');
-  await until(() => fake.connections[0]!.closeCode !== undefined, 'server close');
+  await until(() => fake.connections[0]!.closeCode !== undefined, { ...FAKE_WAIT, what: 'server close' });
   t.is(fake.connections[0]!.closeCode, 1000);
 });
 
@@ -147,7 +146,7 @@ test('silence past the server timeout closes with NET-0001 unless KeepAlive is s
   alive.transcripts.subscribe({ error: () => (failed = true) });
   const keepAlives = () => kept.fake.connections[0]?.controls.filter((c) => c === 'KeepAlive').length ?? 0;
   const started = Date.now();
-  await until(() => failed || Date.now() - started >= 4500, 'three timeout windows', 10_000);
+  await until(() => failed || Date.now() - started >= 4500, { ...FAKE_WAIT, timeoutMs: 10_000, what: 'three timeout windows' });
   t.false(failed);
   t.true(keepAlives() >= 3, `${keepAlives()} KeepAlive messages`);
   t.is(kept.fake.connections[0]!.closeCode, undefined, 'the server kept the socket open');
@@ -162,7 +161,7 @@ test('keepalives run on the injected clock', async (t) => {
   await new Promise((r) => setTimeout(r, 50));
   t.deepEqual(fake.connections[0]!.controls, []);
   await clock.advance(1);
-  await until(() => fake.connections[0]!.controls.length === 1, 'a KeepAlive');
+  await until(() => fake.connections[0]!.controls.length === 1, { ...FAKE_WAIT, what: 'a KeepAlive' });
   t.deepEqual(fake.connections[0]!.controls, ['KeepAlive']);
   stream.sendAudio(silence(20));
   await clock.advance(4000);
@@ -189,7 +188,7 @@ for (const rate of [8000, 24000, 48000]) {
     for (const part of [silence(500, rate), voice(1000, rate), silence(400, rate)]) {
       for (let at = 0; at < part.length; at += rate / 50) stream.sendAudio(part.subarray(at, at + rate / 50));
     }
-    await until(() => events.some((e) => e.final), 'final');
+    await until(() => events.some((e) => e.final), { ...FAKE_WAIT, what: 'final' });
     const final = events.find((e) => e.final)!;
     t.is(fake.connections[0]!.query.sample_rate, String(rate));
     t.true(Math.abs(final.startMs! - 500) <= 20, `start ${final.startMs}`);
@@ -204,7 +203,7 @@ test('the agent language is sent and carried on the events', async (t) => {
   const events: TranscriptEvent[] = [];
   stream.transcripts.subscribe((e) => events.push(e));
   send(stream, voice(900), silence(400));
-  await until(() => events.some((e) => e.final), 'final');
+  await until(() => events.some((e) => e.final), { ...FAKE_WAIT, what: 'final' });
   t.is(fake.connections[0]!.query.language, 'fr');
   t.is(events.find((e) => e.final)!.text, 'Bonjour, quel temps fait-il ?');
   t.true(events.every((e) => e.language === 'fr'));
@@ -244,12 +243,12 @@ test('the fake holds a final back for finalDelayMs on its clock', async (t) => {
   stream.transcripts.subscribe((e) => events.push(e));
   send(stream, voice(500));
   stream.finalize();
-  await until(() => fake.finalTimings.length === 1, 'the final to be decided');
+  await until(() => fake.finalTimings.length === 1, { ...FAKE_WAIT, what: 'the final to be decided' });
   await clock.advance(149);
   await new Promise((r) => setTimeout(r, 50));
   t.is(events.length, 0, 'nothing before the configured latency');
   await clock.advance(1);
-  await until(() => events.length === 1, 'the final');
+  await until(() => events.length === 1, { ...FAKE_WAIT, what: 'the final' });
   t.is(events[0]!.text, 'Hello there.');
   t.is(fake.finalTimings[0]!.sentAtMs! - fake.finalTimings[0]!.triggeredAtMs, 150);
   const closing = stream.close();
@@ -281,7 +280,7 @@ test('aborting the connect signal after the stream opened does not end the sessi
   stream.transcripts.subscribe({ next: (e) => events.push(e), error: (e) => (failed = e) });
   controller.abort();
   send(stream, voice(600), silence(400));
-  await until(() => events.some((e) => e.final), 'final');
+  await until(() => events.some((e) => e.final), { ...FAKE_WAIT, what: 'final' });
   t.is(failed, undefined);
   await stream.close();
 });
@@ -296,20 +295,20 @@ test('through the STT processor: a drop mid-utterance is reconnected and the utt
   const feed = (pcm: Int16Array) => {
     for (let at = 0; at < pcm.length; at += RATE / 50) worker.queueFrame(frame('input-audio', { pcm: pcm.subarray(at, at + RATE / 50), sampleRate: RATE, channels: 1 }));
   };
-  await until(() => fake.connections.length === 1, 'the first connection');
+  await until(() => fake.connections.length === 1, { ...FAKE_WAIT, what: 'the first connection' });
   // The processor sends audio once its stream is open (it does not replay what came before).
   await new Promise((r) => setTimeout(r, 200));
 
   feed(voice(700));
   feed(silence(400));
-  await until(() => finals().length === 1, 'the first final');
+  await until(() => finals().length === 1, { ...FAKE_WAIT, what: 'the first final' });
   feed(voice(500)); // the second utterance begins...
-  await until(() => fake.connections[0]!.audioBytes >= (1600 * RATE * 2) / 1000, 'the audio to arrive');
+  await until(() => fake.connections[0]!.audioBytes >= (1600 * RATE * 2) / 1000, { ...FAKE_WAIT, what: 'the audio to arrive' });
   fake.drop(); // ...and the connection drops before it is finalised
-  await until(() => fake.connections.length === 2, 'the reconnection');
+  await until(() => fake.connections.length === 2, { ...FAKE_WAIT, what: 'the reconnection' });
   feed(voice(500));
   feed(silence(400));
-  await until(() => finals().length === 2, 'the second final');
+  await until(() => finals().length === 2, { ...FAKE_WAIT, what: 'the second final' });
 
   t.deepEqual(finals(), ['Hello there.', 'Second sentence, after the drop.']);
   t.deepEqual(fake.finals, finals(), 'the provider finalised each utterance once');
@@ -332,7 +331,7 @@ test('speech from the offline TTS (pauses at commas included) is cut into the sc
   const events: TranscriptEvent[] = [];
   stream.transcripts.subscribe((e) => events.push(e));
   send(stream, ...parts);
-  await until(() => events.filter((e) => e.final && e.text).length === 3, 'three finals', 10_000);
+  await until(() => events.filter((e) => e.final && e.text).length === 3, { ...FAKE_WAIT, timeoutMs: 10_000, what: 'three finals' });
   await stream.close();
   const finals = events.filter((e) => e.final && e.text);
   t.deepEqual(finals.map((e) => e.text), sentences);
@@ -353,7 +352,7 @@ async function sttOnFake(t: any, fakeOptions: DeepgramFakeOptions, sttOptions: C
   const feed = (pcm: Int16Array) => {
     for (let at = 0; at < pcm.length; at += RATE / 50) worker.queueFrame(frame('input-audio', { pcm: pcm.subarray(at, at + RATE / 50), sampleRate: RATE, channels: 1 }));
   };
-  await until(() => fake.connections.length === 1, 'the first connection');
+  await until(() => fake.connections.length === 1, { ...FAKE_WAIT, what: 'the first connection' });
   return { fake, stt, worker, errors, finished, feed };
 }
 
@@ -375,10 +374,10 @@ test('policy: a connection that holds refills the reconnect budget (a drop now a
   for (let drop = 1; drop <= 3; drop++) {
     await new Promise((r) => setTimeout(r, 200)); // the connection holds longer than stableConnectionMs
     fake.drop();
-    await until(() => fake.connections.length === drop + 1, `reconnection ${drop}`);
+    await until(() => fake.connections.length === drop + 1, { ...FAKE_WAIT, what: `reconnection ${drop}` });
   }
   feed(voice(300));
-  await until(() => fake.connections.at(-1)!.audioBytes > 0, 'audio on the last connection');
+  await until(() => fake.connections.at(-1)!.audioBytes > 0, { ...FAKE_WAIT, what: 'audio on the last connection' });
   t.is(stt.reconnects, 3);
   t.false(stt.unavailable);
   t.deepEqual(errors.filter((e) => e.fatal), []);

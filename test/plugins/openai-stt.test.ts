@@ -14,7 +14,7 @@ import { CaptureProcessor, HARNESS_IGNORED } from '../../core/testing/index.ts';
 import { STTProcessor } from '../../processors/stt/stt-processor.ts';
 import type { STTStreamOptions, TranscriptEvent } from '../../processors/services.ts';
 import { OpenAIAudioError, OpenAISTTService, openaiPlugin, realtimeUrl } from '../../plugins/openai/index.ts';
-import { until as waitUntil } from '../../testing/until.ts';
+import { until } from '../../testing/until.ts';
 import { startOpenAIAudioFake, type OpenAIAudioFake, type OpenAIAudioFakeOptions } from '../fakes/openai-audio.ts';
 
 const RATE = 16_000;
@@ -29,7 +29,8 @@ function voice(ms: number): Int16Array {
   return out;
 }
 const silence = (ms: number) => new Int16Array(Math.round((ms * RATE) / 1000));
-const until = (predicate: () => boolean, what: string, ms = 5000) => waitUntil(predicate, { what, timeoutMs: ms, intervalMs: 5 });
+/** The fake vendor answers on loopback: waits poll every 5 ms, bounded at 5 s unless a wait says otherwise. */
+const FAKE_WAIT = { timeoutMs: 5000, intervalMs: 5 } as const;
 
 async function setup(t: any, fakeOptions: OpenAIAudioFakeOptions = {}) {
   const fake = await startOpenAIAudioFake({ script: SCRIPT, ...fakeOptions });
@@ -51,7 +52,7 @@ test('realtime: a transcription-intent session, audio at 24 kHz, interim deltas 
   stream.finalize();
   send(stream, voice(1200), silence(300));
   stream.finalize();
-  await until(() => events.filter((e) => e.final).length === 2, 'two finals');
+  await until(() => events.filter((e) => e.final).length === 2, { ...FAKE_WAIT, what: 'two finals' });
   await stream.close();
 
   const finals = events.filter((e) => e.final);
@@ -82,7 +83,7 @@ test('realtime: a commit of silence or under 100 ms loses nothing and delivers n
   stream.finalize(); // under 100 ms: not committed at all
   send(stream, silence(500));
   stream.finalize();
-  await until(() => events.some((e) => e.final), 'the empty final');
+  await until(() => events.some((e) => e.final), { ...FAKE_WAIT, what: 'the empty final' });
   t.deepEqual(events, [{ text: '', final: true, endOfUtterance: true, endMs: 550, language: 'en-US' }]);
   t.is(fake.sockets[0]!.commits, 1);
   await stream.close();
@@ -97,7 +98,7 @@ test('batch: each utterance cut at finalize() is one WAV request, its text one f
   stream.finalize();
   send(stream, voice(900), silence(200));
   stream.finalize();
-  await until(() => events.length === 2, 'two finals');
+  await until(() => events.length === 2, { ...FAKE_WAIT, what: 'two finals' });
   await stream.close();
   t.deepEqual(events.map((e) => [e.text, e.final, e.endMs]), [[SCRIPT[0], true, 900], [SCRIPT[1], true, 2000]]);
   t.deepEqual(fake.transcriptions.map((r) => [r.model, r.language, Math.round(r.audioMs), r.sampleRate]), [['whisper-1', 'fr', 900, RATE], ['whisper-1', 'fr', 1100, RATE]]);
@@ -147,7 +148,7 @@ async function onProcessor(t: any, mode: 'realtime' | 'batch', fakeOptions: Open
   };
   const stop = () => worker.queueFrame(frame('vad-speech-stopped', { silenceMs: 200 }));
   const finals = () => below.frames.filter((f) => f.type === 'transcription' && f.final && f.text).map((f) => (f as { text: string }).text);
-  if (mode === 'realtime') await until(() => fake.sockets.length === 1, 'the first connection');
+  if (mode === 'realtime') await until(() => fake.sockets.length === 1, { ...FAKE_WAIT, what: 'the first connection' });
   await new Promise((r) => setTimeout(r, 100)); // the processor sends audio once its stream is open
   return { fake, stt, worker, errors, finished, feed, turn, stop, finals };
 }
@@ -156,14 +157,14 @@ test('realtime through the STT processor: a drop mid-utterance is reconnected, t
   const s = await onProcessor(t, 'realtime');
   s.turn(voice(700), silence(200));
   s.stop();
-  await until(() => s.finals().length === 1, 'the first final');
+  await until(() => s.finals().length === 1, { ...FAKE_WAIT, what: 'the first final' });
   s.turn(voice(600)); // the second utterance begins...
-  await until(() => s.fake.sockets[0]!.audioMs >= 1400, 'its audio to arrive');
+  await until(() => s.fake.sockets[0]!.audioMs >= 1400, { ...FAKE_WAIT, what: 'its audio to arrive' });
   s.fake.dropSockets(); // ...and the connection drops before it ends
-  await until(() => s.fake.sockets.length === 2 && s.fake.sockets[1]!.session !== undefined, 'the reconnection');
+  await until(() => s.fake.sockets.length === 2 && s.fake.sockets[1]!.session !== undefined, { ...FAKE_WAIT, what: 'the reconnection' });
   s.feed(voice(400), silence(200));
   s.stop();
-  await until(() => s.finals().length === 2, 'the second final');
+  await until(() => s.finals().length === 2, { ...FAKE_WAIT, what: 'the second final' });
   t.deepEqual(s.finals(), SCRIPT);
   t.deepEqual(s.fake.finals, SCRIPT, 'each utterance transcribed once');
   t.is(s.stt.reconnects, 1);
@@ -177,7 +178,7 @@ test('batch through the STT processor: a transcription request cut by the server
   s.fake.setFaults({ dropTranscriptions: 3 });
   s.turn(voice(700), silence(200));
   s.stop();
-  await until(() => s.finals().length === 1, 'the final after the retry');
+  await until(() => s.finals().length === 1, { ...FAKE_WAIT, what: 'the final after the retry' });
   t.deepEqual(s.finals(), [SCRIPT[0]]);
   t.is(s.stt.reconnects, 1);
   t.deepEqual(s.fake.transcriptions.map((r) => [r.status, Math.round(r.audioMs)]), [[0, 900], [0, 900], [0, 900], [200, 900]], 'the same utterance, asked again from the replay after the stream failed');
@@ -188,10 +189,10 @@ test('realtime: a 429 at the handshake is retried with backoff until the service
   const s = await onProcessor(t, 'realtime');
   s.fake.refuseNextSockets(2, 429);
   s.fake.dropSockets();
-  await until(() => s.fake.sockets.length === 2 && s.fake.sockets[1]!.session !== undefined, 'the connection after two refusals');
+  await until(() => s.fake.sockets.length === 2 && s.fake.sockets[1]!.session !== undefined, { ...FAKE_WAIT, what: 'the connection after two refusals' });
   s.turn(voice(700), silence(200));
   s.stop();
-  await until(() => s.finals().length === 1, 'the final');
+  await until(() => s.finals().length === 1, { ...FAKE_WAIT, what: 'the final' });
   t.is(s.stt.reconnects, 1);
   t.false(s.stt.unavailable);
   t.deepEqual(s.errors, []);
@@ -202,7 +203,7 @@ test('batch: a 429 is retried by the SDK after Retry-After, the utterance transc
   s.fake.failNext(1, 429);
   s.turn(voice(700), silence(200));
   s.stop();
-  await until(() => s.finals().length === 1, 'the final');
+  await until(() => s.finals().length === 1, { ...FAKE_WAIT, what: 'the final' });
   t.is(s.fake.failed, 1);
   t.is(s.fake.transcriptions.length, 1);
   t.is(s.stt.reconnects, 0);

@@ -9,13 +9,14 @@ import { isAbortError } from '../../core/clock.ts';
 import { resample } from '../../core/audio.ts';
 import type { TTSEvent } from '../../processors/services.ts';
 import { OpenAIAudioError, OpenAITTSService, openaiPlugin } from '../../plugins/openai/index.ts';
-import { until as waitUntil } from '../../testing/until.ts';
+import { until } from '../../testing/until.ts';
 import { fakeSpeech } from '../fakes/fake-voice.ts';
 import { startOpenAIAudioFake, type OpenAIAudioFakeOptions } from '../fakes/openai-audio.ts';
 import { ttsOnProcessor } from './tts-on-processor.ts';
 
 const TEXT = 'Hello there, how are you today?';
-const until = (predicate: () => boolean, what: string, ms = 5000) => waitUntil(predicate, { what, timeoutMs: ms, intervalMs: 5 });
+/** The fake vendor answers on loopback: waits poll every 5 ms, bounded at 5 s unless a wait says otherwise. */
+const FAKE_WAIT = { timeoutMs: 5000, intervalMs: 5 } as const;
 
 async function setup(t: any, fakeOptions: OpenAIAudioFakeOptions = {}, extra: Record<string, unknown> = {}) {
   const fake = await startOpenAIAudioFake(fakeOptions);
@@ -83,10 +84,10 @@ test('interruption mid-sentence: no audio after the cut, and the server is told 
   const tts = ttsOnProcessor(service);
   t.teardown(() => void tts.stop());
   tts.speak('This is a long sentence that the visitor is going to cut off well before it ends.');
-  await until(() => tts.audio().length > 0, 'the first audio');
+  await until(() => tts.audio().length > 0, { ...FAKE_WAIT, what: 'the first audio' });
   tts.worker.interrupt();
-  await until(() => fake.speech[0]!.clientAborted, 'the server to see the request aborted');
-  await until(() => tts.interruptedAt() >= 0, 'the interruption downstream');
+  await until(() => fake.speech[0]!.clientAborted, { ...FAKE_WAIT, what: 'the server to see the request aborted' });
+  await until(() => tts.interruptedAt() >= 0, { ...FAKE_WAIT, what: 'the interruption downstream' });
   await new Promise((r) => setTimeout(r, 150)); // chunks the server had in flight would surface now
   t.deepEqual(tts.audioAfterInterruption(), []);
   const sentMs = (fake.speech[0]!.bytesSent / 2 / 24_000) * 1000;
@@ -110,13 +111,13 @@ test('a stream cut mid-sentence fails that sentence (tts_connection_lost, not fa
   const tts = ttsOnProcessor(service);
   t.teardown(() => void tts.stop());
   tts.speak('A sentence the server cuts off in the middle.');
-  await until(() => tts.errors.length > 0, 'the error');
+  await until(() => tts.errors.length > 0, { ...FAKE_WAIT, what: 'the error' });
   t.like(tts.errors[0], { code: 'tts_connection_lost', fatal: false });
   const before = tts.audio().length;
   t.true(before > 0, 'the audio sent before the cut was played');
   fake.setFaults({ dropSpeechAfterChunks: undefined });
   tts.speak('The next one works.');
-  await until(() => tts.below.frames.filter((f) => f.type === 'tts-stopped').length === 2, 'the second sentence');
+  await until(() => tts.below.frames.filter((f) => f.type === 'tts-stopped').length === 2, { ...FAKE_WAIT, what: 'the second sentence' });
   t.true(tts.audio().length > before);
   t.false(tts.worker.finished);
 });

@@ -10,7 +10,7 @@ import { SvcSTVClient, type STVAudioFrame, type STVEventName, type STVOutput } f
 import type { TestServer } from '../server/harness.ts';
 import { startRealtimeServer, type RealtimeServer } from '../support/realtime-server.ts';
 import { delay, tone } from './ws-conn.ts';
-import { until as pollUntil } from '../../testing/until.ts';
+import { until } from '../../testing/until.ts';
 
 let ts: TestServer;
 let rooms: MountedRooms;
@@ -29,6 +29,9 @@ test.after.always(async () => {
   await fixture?.stop();
 });
 
+/** Waits for the client's events: polled every 20 ms, bounded at 20 s. */
+const EVENT_WAIT = { timeoutMs: 20_000, intervalMs: 20 } as const;
+
 /** A client whose raw server frames are recorded next to its played output. */
 async function start(t: { teardown(fn: () => void): void }) {
   const client = new SvcSTVClient({ apiKey: ts.keyA, configId, url, outputSampleRate: 16_000 });
@@ -44,10 +47,11 @@ async function start(t: { teardown(fn: () => void): void }) {
     for await (const o of client.outputStream()) played.push(o);
   })();
   await client.connect();
-  const until = (predicate: () => boolean, ms = 20_000) => pollUntil(predicate, { what: `a condition; events ${events.map(([e]) => e).join(',')}`, timeoutMs: ms, intervalMs: 20 });
   const audio = () => played.filter((o): o is STVAudioFrame => o.kind === 'audio');
   const count = (e: STVEventName) => events.filter(([x]) => x === e).length;
-  return { client, events, server, played, audio, until, count, pump };
+  /** Names of the events so far, for the message of a wait that timed out. */
+  const seen = () => events.map(([e]) => e).join(',');
+  return { client, events, server, played, audio, count, seen, pump };
 }
 
 /** Every played audio frame equals the server frame's audio (16 kHz in and out: no resampling). */
@@ -65,7 +69,7 @@ test.serial('streaming TTS slower than real time: each played frame carries exac
     await delay(400);
   }
   s.client.endTurn();
-  await s.until(() => s.count('BOT_STOPPED_SPEAKING') === 1);
+  await until(() => s.count('BOT_STOPPED_SPEAKING') === 1, { ...EVENT_WAIT, what: () => `BOT_STOPPED_SPEAKING (1 in all); events so far: ${s.seen()}` });
   const underruns = [...s.server.values()].filter((f) => f.type === 'speech' && f.audio.every((v) => v === 0)).length;
   t.true(underruns > 5, `the server waited for audio mid-turn (${underruns} frames)`);
   assertInSync(t, s.audio(), s.server);
@@ -76,7 +80,7 @@ test.serial('utterances back to back (lengths not multiples of 40 ms) stay align
   s.client.say(tone(330), 16_000);
   s.client.say(tone(470), 16_000);
   s.client.say(tone(250), 16_000);
-  await s.until(() => s.count('BOT_STOPPED_SPEAKING') === 3);
+  await until(() => s.count('BOT_STOPPED_SPEAKING') === 3, { ...EVENT_WAIT, what: () => `BOT_STOPPED_SPEAKING (3 in all); events so far: ${s.seen()}` });
   assertInSync(t, s.audio(), s.server);
   t.deepEqual(s.events.filter(([e]) => e.startsWith('BOT_')).map(([e]) => e), ['BOT_STARTED_SPEAKING', 'BOT_STOPPED_SPEAKING', 'BOT_STARTED_SPEAKING', 'BOT_STOPPED_SPEAKING', 'BOT_STARTED_SPEAKING', 'BOT_STOPPED_SPEAKING']);
 });
@@ -85,13 +89,13 @@ test.serial('client re-sync after barge-in: no speech of the cancelled turn play
   const s = await start(t);
   const first = tone(3000);
   s.client.say(first, 16_000);
-  await s.until(() => s.count('BOT_STARTED_SPEAKING') === 1);
+  await until(() => s.count('BOT_STARTED_SPEAKING') === 1, { ...EVENT_WAIT, what: () => `BOT_STARTED_SPEAKING (1 in all); events so far: ${s.seen()}` });
   t.true(s.client.interrupt());
   const cut = s.audio().length;
-  await s.until(() => s.count('INTERRUPTED') === 1);
+  await until(() => s.count('INTERRUPTED') === 1, { ...EVENT_WAIT, what: () => `INTERRUPTED (1 in all); events so far: ${s.seen()}` });
   const second = Int16Array.from(tone(600), (v) => (v === 0 ? 1 : -v)); // distinguishable from the first
   s.client.say(second, 16_000);
-  await s.until(() => s.count('BOT_STOPPED_SPEAKING') === 2);
+  await until(() => s.count('BOT_STOPPED_SPEAKING') === 2, { ...EVENT_WAIT, what: () => `BOT_STOPPED_SPEAKING (2 in all); events so far: ${s.seen()}` });
   const after = s.audio().slice(cut + 2).flatMap((a) => Array.from(a.pcm)).filter((v) => v !== 0);
   t.deepEqual(after, Array.from(second), 'after the barge-in: exactly the new utterance, nothing of the old one');
   t.like(s.events.find(([e]) => e === 'INTERRUPTED')![1], { had_speech: true });
@@ -101,16 +105,16 @@ test.serial('client re-sync after barge-in: no speech of the cancelled turn play
 
 test.serial('events: FIRST_FRAME carries frame_type, ERROR carries message, WEBRTC_CONNECTED carries participant_id, CLOSED on teardown', async (t) => {
   const s = await start(t);
-  await s.until(() => s.count('FIRST_FRAME') === 1);
+  await until(() => s.count('FIRST_FRAME') === 1, { ...EVENT_WAIT, what: () => `FIRST_FRAME (1 in all); events so far: ${s.seen()}` });
   t.like(s.events.find(([e]) => e === 'FIRST_FRAME')![1], { frame_type: 'idle' });
   s.client.client.send({ type: 'webrtc', settings: { provider: 'embedded', room: 'no-such-room', token: 'x' } });
-  await s.until(() => s.count('ERROR') === 1);
+  await until(() => s.count('ERROR') === 1, { ...EVENT_WAIT, what: () => `ERROR (1 in all); events so far: ${s.seen()}` });
   const error = s.events.find(([e]) => e === 'ERROR')![1];
   t.like(error, { code: 'webrtc_failed' });
   t.is(typeof error.message, 'string');
   const room = rooms.rooms.createRoom();
   s.client.client.send({ type: 'webrtc', settings: { provider: 'embedded', room: room.room, token: room.publisherToken } });
-  await s.until(() => s.count('WEBRTC_CONNECTED') === 1);
+  await until(() => s.count('WEBRTC_CONNECTED') === 1, { ...EVENT_WAIT, what: () => `WEBRTC_CONNECTED (1 in all); events so far: ${s.seen()}` });
   t.is(s.events.find(([e]) => e === 'WEBRTC_CONNECTED')![1].participant_id, rooms.rooms.get(room.room)?.publisherId);
   t.true(s.client.isConnected);
   s.client.close();

@@ -57,9 +57,7 @@ async function session(agent: AgentRuntimeRecord, phrases: string[], responses: 
   // Virtual time for the pipeline; a real millisecond after every 10 ms step lets the local webhook server answer.
   const c = await Conversation.start({ pipeline: built.pipeline, clock, stepMs: 10, realPauseMs: 1 });
   const say = (ms: number) => c.say(concat([speech(ms), silence(500, 16_000)]));
-  /** Steps until `predicate` holds; fails naming `label` after 20 s of virtual time. */
-  const until = (predicate: () => boolean, label: string) => c.expect(predicate, 20_000, label);
-  return { clock, llm, tts, sink, logger, built, worker: c.worker, say, until, outcome: () => c.outcome };
+  return { clock, llm, tts, sink, logger, built, worker: c.worker, conversation: c, say, outcome: () => c.outcome };
 }
 
 const webhook = (name: string, url: string): AgentTool => ({
@@ -82,7 +80,7 @@ test('the runtime feeds an Agent record\'s tools to the model and the dispatcher
   t.true(s.logger.entries.some((e) => e.level === 'warn' && e.fields['tool'] === 'internal' && /10\.0\.0\.1/.test(String(e.fields['reason']))), 'the drop is logged with its reason');
 
   await s.say(600);
-  await s.until(() => s.tts.requests.length === 1, 'the spoken answer');
+  await s.conversation.expect(() => s.tts.requests.length === 1, 20_000, 'the spoken answer');
   t.deepEqual(s.llm.requests[0]!.tools?.map((d) => d.name), ['order_status', 'open_page', 'end_call']);
   t.deepEqual(JSON.parse(server.received[0]!.body), {
     tool_call_message: { name: 'order_status', parameters: '{"order":"A-17"}', tool_call_id: 'c1', response_required: true, tool_type: 'function' },
@@ -101,7 +99,7 @@ test('the runtime ends the session gracefully on end_call, after the goodbye and
     { text: 'Goodbye!', toolCalls: [{ id: 'c1', name: 'end_call', arguments: '{}' }] },
   ]);
   await s.say(600);
-  await s.until(() => s.outcome() !== undefined, 'the session to end');
+  await s.conversation.expect(() => s.outcome() !== undefined, 20_000, 'the session to end');
   t.deepEqual(s.outcome(), { how: 'ended', reason: 'end_call' });
   t.deepEqual(s.tts.requests.map((r) => r.text), ['Goodbye!', 'Thanks for calling Acme.']);
   t.true(s.sink.audioMs >= 4 * ToneTTS.MS_PER_WORD, `${s.sink.audioMs} ms played: both lines in full`);
@@ -114,7 +112,7 @@ test('a third_party agent run by the runtime never dispatches, even if its model
     { toolCalls: [{ id: 'c1', name: 'order_status', arguments: '{"order":"A"}' }, { id: 'c2', name: 'open_page', arguments: '{}' }] },
   ]);
   await s.say(600);
-  await s.until(() => s.llm.requests.length === 1, 'the model run');
+  await s.conversation.expect(() => s.llm.requests.length === 1, 20_000, 'the model run');
   await s.clock.advance(3_000);
   await new Promise((resolve) => setTimeout(resolve, 50));
   t.is(s.llm.requests[0]!.tools, undefined, 'no tools offered');

@@ -16,7 +16,7 @@ import { CaptureProcessor } from '../../core/testing/index.ts';
 import { LIVEKIT_SESSION_TOPIC, LiveKitAudioInput, LiveKitBotRoom } from '../../transports/livekit/index.ts';
 import { ROOM_AUDIO_INPUT_DEFAULTS, type RoomClientMessage, type RoomSubscriberEvent } from '../../transports/webrtc/index.ts';
 import { startLiveKitServerFake, type LiveKitServerFake } from '../fakes/livekit-server.ts';
-import { until as pollUntil } from '../../testing/until.ts';
+import { until } from '../../testing/until.ts';
 
 /** The fake listens on loopback: opened the way an operator would (SVC_LIVEKIT_ALLOWED_RANGES). */
 const LOOPBACK = ['127.0.0.0/8'];
@@ -31,11 +31,8 @@ async function token(fake: LiveKitServerFake, identity: string, grant: VideoGran
   return at.toJwt();
 }
 
-/** Polls `condition` (a bound for a slow machine, not a timing goal). */
-/** Polls `condition` with the shared `until` (a bound for a slow machine, not a timing goal). */
-async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  await pollUntil(condition, { what, timeoutMs, intervalMs: 25 });
-}
+/** Waits on the rooms and their media: polled every 25 ms, bounded at 30 s (a bound for a slow machine, not a timing goal). */
+const ROOM_WAIT = { timeoutMs: 30_000, intervalMs: 25 } as const;
 
 function tone(start: number, samples: number, rate: number, hz: number, amplitude: number): Int16Array {
   const out = new Int16Array(samples);
@@ -114,15 +111,15 @@ test.serial('the bot hears a visitor through the SFU as input-audio frames at th
 
   const v = await visitor(fake, room, 'user-1');
   t.teardown(() => v.leave());
-  await until(() => events.some((e) => e.type === 'joined' && e.participantId === 'user-1'), 'the visitor joins');
-  await until(() => fake.participants.find((p) => p.identity === `avatar-${room}`)!.forwarded.length === 1, 'the visitor microphone forwarded to the bot');
-  await until(() => events.some((e) => e.type === 'peer-state' && e.state === 'connected'), 'the visitor reaches the bot');
+  await until(() => events.some((e) => e.type === 'joined' && e.participantId === 'user-1'), { ...ROOM_WAIT, what: 'the visitor joins' });
+  await until(() => fake.participants.find((p) => p.identity === `avatar-${room}`)!.forwarded.length === 1, { ...ROOM_WAIT, what: 'the visitor microphone forwarded to the bot' });
+  await until(() => events.some((e) => e.type === 'peer-state' && e.state === 'connected'), { ...ROOM_WAIT, what: 'the visitor reaches the bot' });
 
   const frames = () => capture.frames.filter((f): f is FrameOf<'input-audio'> => f.type === 'input-audio');
-  await until(() => frames().length > 25, 'silence frames from the visitor microphone');
+  await until(() => frames().length > 25, { ...ROOM_WAIT, what: 'silence frames from the visitor microphone' });
   const quietBefore = frames().length;
   v.say(1500);
-  await until(() => frames().slice(quietBefore).filter((f) => rms(f.pcm) > 0.1).length >= 40, 'the tone arrives as loud input-audio');
+  await until(() => frames().slice(quietBefore).filter((f) => rms(f.pcm) > 0.1).length >= 40, { ...ROOM_WAIT, what: 'the tone arrives as loud input-audio' });
   const all = frames();
   const chunk = (16_000 * ROOM_AUDIO_INPUT_DEFAULTS.chunkMs) / 1000;
   t.true(all.every((f) => f.sampleRate === 16_000 && f.channels === 1 && f.pcm.length === chunk), `frames of ${ROOM_AUDIO_INPUT_DEFAULTS.chunkMs} ms at the pipeline rate`);
@@ -144,8 +141,8 @@ test.serial('the bot hears a visitor through the SFU as input-audio frames at th
   await v.send({ type: 'x', pad: 'y'.repeat(20_000) });
   await v.send({ type: 'other-app' }, 'chat');
   await v.send({ type: 'hang-up' });
-  await until(() => messages.length >= 2, 'the session messages');
-  await until(() => bot.stats.messagesDropped >= 4, 'the refused packets counted');
+  await until(() => messages.length >= 2, { ...ROOM_WAIT, what: 'the session messages' });
+  await until(() => bot.stats.messagesDropped >= 4, { ...ROOM_WAIT, what: 'the refused packets counted' });
   t.deepEqual(messages, [
     { participantId: 'user-1', message: { type: 'client-ready', version: '1.0.0' } },
     { participantId: 'user-1', message: { type: 'hang-up' } },
@@ -154,17 +151,17 @@ test.serial('the bot hears a visitor through the SFU as input-audio frames at th
 
   // Bot -> visitor: a reliable packet on the session topic, from the bot.
   t.is(bot.sendMessage({ type: 'bot-ready', version: '1.0.0' }), 1);
-  await until(() => v.received.length >= 1, 'the bot message at the visitor');
+  await until(() => v.received.length >= 1, { ...ROOM_WAIT, what: 'the bot message at the visitor' });
   t.deepEqual(v.received[0], { topic: LIVEKIT_SESSION_TOPIC, text: JSON.stringify({ type: 'bot-ready', version: '1.0.0' }), from: `avatar-${room}` });
 
   // The visitor leaves: presence says so.
   await v.leave();
-  await until(() => events.some((e) => e.type === 'left' && e.participantId === 'user-1'), 'the visitor leaves');
+  await until(() => events.some((e) => e.type === 'left' && e.participantId === 'user-1'), { ...ROOM_WAIT, what: 'the visitor leaves' });
   t.deepEqual(bot.subscribers(), []);
   await bot.close();
   t.true(bot.closed);
   t.is(bot.sendMessage({ type: 'late' }), 0, 'nothing is sent once closed');
-  await until(() => fake.inRoom(room).length === 0, 'the bot left the room');
+  await until(() => fake.inRoom(room).length === 0, { ...ROOM_WAIT, what: 'the bot left the room' });
 });
 
 test.serial('a visitor already in the room when the bot joins is reported and heard', async (t) => {
@@ -186,9 +183,9 @@ test.serial('a visitor already in the room when the bot joins is reported and he
     heard.push(a.sampleRate);
   });
   v.say(500);
-  await until(() => heard.length > 20, 'audio of the visitor who was there first');
+  await until(() => heard.length > 20, { ...ROOM_WAIT, what: 'audio of the visitor who was there first' });
   t.true(heard.every((rate) => rate === 16_000), 'read at the default 16 kHz');
-  await until(() => bot.subscribers()[0]?.peerState === 'connected', 'connected once its microphone is subscribed');
+  await until(() => bot.subscribers()[0]?.peerState === 'connected', { ...ROOM_WAIT, what: 'connected once its microphone is subscribed' });
 });
 
 test.serial('the bot leaves on close and its room being deleted ends it', async (t) => {

@@ -21,7 +21,7 @@ import { AvatarFramePump, FRAME_PUMP_DEFAULTS, i420ByteLength, publishAvatar, Ro
 import { startLiveKitServerFake, type FakeParticipant, type LiveKitServerFake } from '../fakes/livekit-server.ts';
 import { syntheticPhrase } from '../face/speech-signal.ts';
 import { toneFrame } from './synthetic-face.ts';
-import { until as pollUntil } from '../../testing/until.ts';
+import { until } from '../../testing/until.ts';
 
 /**
  * The fake listens on loopback, which the SSRF policy refuses by default: these tests open it
@@ -42,11 +42,8 @@ async function token(fake: { apiKey: string; apiSecret: string }, identity: stri
   return at.toJwt();
 }
 
-/** Polls `condition` (a bound for a slow machine, not a timing goal). */
-/** Polls `condition` with the shared `until` (a bound for a slow machine, not a timing goal). */
-async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  await pollUntil(condition, { what, timeoutMs, intervalMs: 25 });
-}
+/** Waits on the rooms and their media: polled every 25 ms, bounded at 30 s (a bound for a slow machine, not a timing goal). */
+const ROOM_WAIT = { timeoutMs: 30_000, intervalMs: 25 } as const;
 
 async function within<T>(promise: Promise<T>, what: string, timeoutMs = 10_000): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -87,7 +84,7 @@ test.serial('a face session published with publishAvatar arrives in the LiveKit 
   t.is(avatar.room, room);
   t.is(avatar.query.sdk, 'node', 'the real rtc-node SDK signalled');
 
-  await until(() => avatar.tracks.length === 2 && avatar.tracks.every((tr) => tr.received), 'both tracks published with media');
+  await until(() => avatar.tracks.length === 2 && avatar.tracks.every((tr) => tr.received), { ...ROOM_WAIT, what: 'both tracks published with media' });
   t.is(avatar.publisherState, 'connected');
   const video = avatar.tracks.find((tr) => tr.type === 'video')!;
   const audio = avatar.tracks.find((tr) => tr.type === 'audio')!;
@@ -98,27 +95,25 @@ test.serial('a face session published with publishAvatar arrives in the LiveKit 
   // The pump skips pictures only while decoding is behind and the sink's audio runs low
   // (transports/webrtc/avatar-frame-pump.ts): what arrives is bounded by what it delivered, not by
   // how quiet the machine is.
-  await until(() => published.stats.videoFrames >= 10, 'pictures delivered by the pump').catch((error: Error) => {
-    throw new Error(`${error.message}; publisher ${JSON.stringify(published.stats)}`);
-  });
-  await until(() => avatar.media.videoFrames >= 3, 'decoded video frames').catch(async (error: Error) => {
+  await until(() => published.stats.videoFrames >= 10, { ...ROOM_WAIT, what: () => `pictures delivered by the pump; publisher ${JSON.stringify(published.stats)}` });
+  await until(() => avatar.media.videoFrames >= 3, { ...ROOM_WAIT, what: 'decoded video frames' }).catch(async (error: Error) => {
     throw new Error(`${error.message}; media ${JSON.stringify(avatar.media)}; publisher ${JSON.stringify(published.stats)}; inbound ${JSON.stringify(await fake.inboundStats(avatar.sid))}`);
   });
   t.true(avatar.media.videoFrames <= published.stats.videoFrames, 'the room decodes no more pictures than the pump delivered');
   t.is(published.stats.badImages, 0);
   t.is(avatar.media.videoWidth, session.width);
   t.is(avatar.media.videoHeight, session.height);
-  await until(() => avatar.media.audioChunks >= 50, 'idle audio');
+  await until(() => avatar.media.audioChunks >= 50, { ...ROOM_WAIT, what: 'idle audio' });
   t.is(avatar.media.audibleChunks, 0, `an idle avatar is silent (peak ${avatar.media.audioPeak})`);
 
   session.pushAudio(syntheticPhrase(8));
   session.endTurn();
-  await until(() => avatar.media.audibleChunks >= 50, 'half a second of received speech');
+  await until(() => avatar.media.audibleChunks >= 50, { ...ROOM_WAIT, what: 'half a second of received speech' });
   t.true(avatar.media.audioPeak > 5000, `peak ${avatar.media.audioPeak}`);
   t.is(avatar.media.audioSampleRate, 48_000);
 
   await within(published.close(), 'close()');
-  await until(() => avatar.state === 'disconnected', 'the participant to leave', 10_000);
+  await until(() => avatar.state === 'disconnected', { ...ROOM_WAIT, timeoutMs: 10_000, what: 'the participant to leave' });
   t.is(avatar.leftBy, 'leave', 'the SDK sent a LeaveRequest');
   t.is(avatar.requests.at(-1), 'leave');
   t.deepEqual(fake.inRoom(room), []);
@@ -134,8 +129,8 @@ test.serial('when LiveKit deletes the room, publishing ends by itself and the fa
   const published = await publishAvatar(session.frames, { provider: 'livekit', url: fake.url, token: jwt }, LOOPBACK);
   t.teardown(() => published.close());
   const avatar = fake.participants[0]!;
-  await until(() => published.stats.videoFrames >= 5, 'pictures delivered by the pump');
-  await until(() => avatar.media.videoFrames >= 1, 'decoded video frames').catch(async (error: Error) => {
+  await until(() => published.stats.videoFrames >= 5, { ...ROOM_WAIT, what: 'pictures delivered by the pump' });
+  await until(() => avatar.media.videoFrames >= 1, { ...ROOM_WAIT, what: 'decoded video frames' }).catch(async (error: Error) => {
     throw new Error(`${error.message}; media ${JSON.stringify(avatar.media)}; publisher ${JSON.stringify(published.stats)}; inbound ${JSON.stringify(await fake.inboundStats(avatar.sid))}`);
   });
 
@@ -236,7 +231,7 @@ test.serial('a stall of the process longer than the audio queue: the pump skips 
   // Frames offered one at a time: no backlog can form, whatever the machine's load.
   await offerInStep(WARM_UP);
   const avatar = fake.participants[0]!;
-  await until(() => avatar.tracks.length === 2 && avatar.tracks.every((tr) => tr.received), 'both tracks published with media');
+  await until(() => avatar.tracks.length === 2 && avatar.tracks.every((tr) => tr.received), { ...ROOM_WAIT, what: 'both tracks published with media' });
 
   // What a loaded machine does to the process, made on purpose: the event loop blocked for 1 s,
   // five times the sink's audio queue (LIVEKIT_MEDIA_DEFAULTS.audioQueueMs), which runs dry
@@ -287,14 +282,14 @@ test.serial('a second publication with the same identity replaces the first, who
   const jwt = await token(fake, 'avatar-dup', { roomJoin: true, room: 'room-dup', canPublish: true });
   const first = await publishAvatar(NEVER, { provider: 'livekit', url: fake.url, token: jwt }, LOOPBACK);
   t.teardown(() => first.close());
-  await until(() => fake.participants[0]?.tracks.length === 1, 'the first audio track');
+  await until(() => fake.participants[0]?.tracks.length === 1, { ...ROOM_WAIT, what: 'the first audio track' });
   const second = await publishAvatar(NEVER, { provider: 'livekit', url: fake.url, token: jwt }, LOOPBACK);
   t.teardown(() => second.close());
   await within(first.ended, 'the replaced publication to end');
   t.is(fake.participants[0]!.leftBy, 'replaced');
   t.deepEqual(fake.inRoom('room-dup').map((p) => p.sid), [fake.participants[1]!.sid]);
   await second.close();
-  await until(() => fake.participants[1]!.state === 'disconnected', 'the second participant to leave');
+  await until(() => fake.participants[1]!.state === 'disconnected', { ...ROOM_WAIT, what: 'the second participant to leave' });
 });
 
 test.serial('a bad token is refused by the LiveKit server at the upgrade and publishAvatar fails with publish_failed', async (t) => {
