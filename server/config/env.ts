@@ -299,7 +299,8 @@ export function runnerSettingsFromEnv(env: Env = process.env): RunnerSettings {
  * A runner's load bound (docs/deployment.md): SVC_RUNNER_MAX_CPU_SHARE (its process's CPU over its
  * load window, as a share of the machine's cores, 0-1), SVC_RUNNER_MAX_LATE_FRAME_SHARE (its bots'
  * face frames more than 10 ms late, 0-1) and SVC_RUNNER_MAX_LOOP_LAG_MS (p99 event-loop lag); each
- * unset one is FLEET.loadBound's. Reported in its registry row: placement skips it while over any.
+ * unset one is FLEET.loadBound's (the late-frame one: the capacity gate's, SVC_CAPACITY_*). Reported
+ * in its registry row: placement skips it while over any.
  */
 export function runnerLoadBoundFromEnv(env: Env = process.env): RunnerLoadBound {
   const share = (name: string, fallback: number): number => {
@@ -311,9 +312,13 @@ export function runnerLoadBoundFromEnv(env: Env = process.env): RunnerLoadBound 
   };
   const lag = milliseconds(env, 'SVC_RUNNER_MAX_LOOP_LAG_MS');
   if (lag === 0) throw new ConfigError('SVC_RUNNER_MAX_LOOP_LAG_MS must be above 0');
+  // Unset, the late-frame bound is the capacity gate's own (one capacity model): its
+  // SVC_CAPACITY_MAX_LATE_FRAME_SHARE, or 1 (never over) with SVC_CAPACITY_LOAD_CHECK=off.
+  const check = loadCheckFromEnv(env);
+  const lateDefault = check === false ? 1 : (check.maxLateFrameShare ?? FLEET.loadBound.late_frame_share);
   return {
     cpu_share: share('SVC_RUNNER_MAX_CPU_SHARE', FLEET.loadBound.cpu_share),
-    late_frame_share: share('SVC_RUNNER_MAX_LATE_FRAME_SHARE', FLEET.loadBound.late_frame_share),
+    late_frame_share: share('SVC_RUNNER_MAX_LATE_FRAME_SHARE', lateDefault),
     event_loop_lag_ms: lag ?? FLEET.loadBound.event_loop_lag_ms,
   };
 }

@@ -55,7 +55,7 @@ async function getFleet(t: import('ava').ExecutionContext): Promise<FleetWorld |
 }
 
 test.serial('malformed registry rows and runners that do not answer: skipped (logged once), connects succeed on the good runners, the API process lives', async (t) => {
-  t.timeout(180_000);
+  t.timeout(300_000); // the fleet starts in the first case
   const f = await getFleet(t);
   if (!f) return;
   const insert = (id: string, url: string | null, slots: number, load: string) =>

@@ -66,7 +66,7 @@ async function scrape(url: string): Promise<string> {
 }
 
 test.serial('load bound: a runner whose own reported load is over its bound gets no session although it has the most free slots; under it again, it does', async (t) => {
-  t.timeout(180_000);
+  t.timeout(300_000); // the fleet starts in the first case
   const f = await getFleet(t);
   if (!f) return;
   const r1 = f.runners.get('r1')!;
