@@ -1,9 +1,9 @@
 import test from 'ava';
+import { until } from '../../testing/until.ts';
 import { randomUUID } from 'node:crypto';
 import type { Plugin } from '../../core/registry.ts';
 import type { IdleVideoGenerator, IdleVideoRequest } from '../../server/services/index.ts';
 import { startTestServer, type TestServer } from './harness.ts';
-import { eventually } from './jobs-processes.ts';
 
 const seen: IdleVideoRequest[] = [];
 
@@ -76,10 +76,10 @@ test.serial('a failing generator ends the job as failed with its error', async (
   const res = await generate('broken', { source_asset_id: imageId });
   t.is(res.status, 202);
   // settled() does not wait out retry delays: poll until the last attempt ended it.
-  const job = await eventually('the job to fail', async () => {
+  const job = await until(async () => {
     const j = (await s.call('GET', `/v1/assets/generate/jobs/${res.body.job_id}`)).body;
     return j.status === 'failed' ? j : undefined;
-  });
+  }, { timeoutMs: 90_000, intervalMs: 25, what: 'the job to fail' });
   t.is(job.status, 'failed');
   t.is(job.error, 'renderer exploded');
   t.is(job.result, null);
@@ -148,10 +148,10 @@ test.serial('a job left running by a runner that is gone (no lease: the old in-p
   // As the previous version left it: running, no lease, no attempts recorded, no result asset id given.
   await s.server.db('generation_jobs').insert({ job_id: jobId, organization_id: organizationId, created_by: 'test', generator: 'echo-v1', source_asset_id: imageId, status: 'running' });
   s.server.services.generationJobs.startWorker().wake();
-  const job = await eventually('the job to end', async () => {
+  const job = await until(async () => {
     const j = (await s.call('GET', `/v1/assets/generate/jobs/${jobId}`)).body;
     return j.status === 'succeeded' || j.status === 'failed' ? j : undefined;
-  });
+  }, { timeoutMs: 90_000, intervalMs: 25, what: 'the job to end' });
   t.is(job.status, 'succeeded');
   t.is(job.attempts, 1, 'the unrecorded old attempt is not counted');
   t.regex(job.last_error, /lease lapsed/);

@@ -5,12 +5,12 @@
  * bounds are observed, not timed.
  */
 import test from 'ava';
+import { until } from '../../testing/until.ts';
 import { pino } from 'pino';
 import type { Plugin } from '../../core/registry.ts';
 import { TEMPLATE_FACE_ASSET } from '../../server/services/catalogue-seed.ts';
 import { GenerationJobs, type IdleVideoGenerator } from '../../server/services/generation-jobs.ts';
 import { startTestServer, type TestServer } from './harness.ts';
-import { eventually } from './jobs-processes.ts';
 
 /** Jobs in the generator now, by label (the request's model_variant_id), and the most ever seen. */
 const gate = {
@@ -89,7 +89,7 @@ test.serial('16 requests at once: one worker runs at most its concurrency (3), a
   const responses = await Promise.all(Array.from({ length: 16 }, (_, i) => (i % 2 ? submit(s, s.keyB, 'org-b') : submit(s, s.keyA, 'org-a'))));
   t.deepEqual(responses.map((r) => r.status), Array(16).fill(202));
 
-  await eventually('three jobs in the generator', async () => gate.now.get('*') === 3);
+  await until(async () => gate.now.get('*') === 3, { timeoutMs: 90_000, intervalMs: 25, what: 'three jobs in the generator' });
   const statuses = await s.server.db('generation_jobs').select('status').count('* as n').groupBy('status');
   t.deepEqual(Object.fromEntries(statuses.map((r) => [r.status, Number(r.n)])), { running: 3, queued: 13 }, 'the rest wait queued');
   const queued = (await s.call('GET', `/v1/assets/generate/jobs/${responses[15]!.body.job_id}`, { key: s.keyB })).body;
@@ -115,7 +115,7 @@ test.serial('two workers on one database: an organization never runs more than i
 
   const responses = await Promise.all(Array.from({ length: 9 }, () => submit(s, s.keyA, 'org-a')));
   t.true(responses.every((r) => r.status === 202));
-  await eventually('two jobs in the generator', async () => gate.now.get('org-a') === 2);
+  await until(async () => gate.now.get('org-a') === 2, { timeoutMs: 90_000, intervalMs: 25, what: 'two jobs in the generator' });
   // Both workers keep polling with free slots; the organization's bound still holds.
   await new Promise((resolve) => setTimeout(resolve, 300));
   t.is(gate.now.get('org-a'), 2);

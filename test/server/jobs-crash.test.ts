@@ -6,13 +6,14 @@
  * idle-v1 generator (face model + ffmpeg).
  */
 import test from 'ava';
+import { until } from '../../testing/until.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TEMPLATE_FACE_ASSET } from '../../server/services/catalogue-seed.ts';
 import { startServerProcess, type ServerProcess } from '../sessions/server-process.ts';
 import { SECRETS, startTestServer } from './harness.ts';
-import { eventually, startWorkerProcess, type WorkerProcess } from './jobs-processes.ts';
+import { startWorkerProcess, type WorkerProcess } from './jobs-processes.ts';
 
 /** Short leases so a dead worker's job is reclaimed in seconds; heartbeats with a wide margin for a loaded machine. */
 const JOB_ENV = { SVC_JOB_LEASE_MS: '5000', SVC_JOB_HEARTBEAT_MS: '1000', SVC_JOB_POLL_MS: '100', SVC_JOB_RETRY_BASE_MS: '200', SVC_JOB_MAX_ATTEMPTS: '3' };
@@ -41,10 +42,10 @@ test.serial('a worker process killed with SIGKILL mid-job: a second worker finis
 
   const first = await startWorkerProcess(env);
   workers.push(first);
-  const running = await eventually('the first worker to start the job', async () => {
+  const running = await until(async () => {
     const job = await getJob(jobId);
     return job.status === 'running' ? job : undefined;
-  }, 120_000, 10);
+  }, { timeoutMs: 120_000, intervalMs: 10, what: 'the first worker to start the job' });
   first.kill('SIGKILL');
   await first.exited;
   const left = await api.server.db('generation_jobs').where('job_id', jobId).first();
@@ -55,7 +56,7 @@ test.serial('a worker process killed with SIGKILL mid-job: a second worker finis
 
   const second = await startWorkerProcess(env);
   workers.push(second);
-  const done = await eventually('the second worker to end the job', async () => ended(await getJob(jobId)), 180_000, 100);
+  const done = await until(async () => ended(await getJob(jobId)), { timeoutMs: 180_000, intervalMs: 100, what: 'the second worker to end the job' });
   t.is(done.status, 'succeeded', `${done.error} / ${done.last_error}\n${second.output}`);
   t.is(done.attempts, 2, 'the interrupted attempt counted; the second one succeeded');
   t.regex(done.last_error, /lease lapsed/);
@@ -96,13 +97,13 @@ test.serial('npm start on the embedded database (PGlite) runs jobs; killed with 
   const created = await call(first, 'POST', '/v1/assets/generate/idle-v1', BODY);
   t.is(created.status, 202);
   const jobId: string = created.body.job_id;
-  await eventually('the server to start the job', async () => (await call(first, 'GET', `/v1/assets/generate/jobs/${jobId}`)).body.status === 'running', 120_000, 10);
+  await until(async () => (await call(first, 'GET', `/v1/assets/generate/jobs/${jobId}`)).body.status === 'running', { timeoutMs: 120_000, intervalMs: 10, what: 'the server to start the job' });
   first.kill('SIGKILL');
   await first.exited;
 
   const second = await startServerProcess(env);
   procs.push(second);
-  const done = await eventually('the restarted server to end the job', async () => ended((await call(second, 'GET', `/v1/assets/generate/jobs/${jobId}`)).body), 180_000, 100);
+  const done = await until(async () => ended((await call(second, 'GET', `/v1/assets/generate/jobs/${jobId}`)).body), { timeoutMs: 180_000, intervalMs: 100, what: 'the restarted server to end the job' });
   t.is(done.status, 'succeeded', `${done.error} / ${done.last_error}`);
   t.is(done.attempts, 2, `killed mid-job: the first attempt was interrupted\n${second.output}`);
   t.regex(done.last_error, /lease lapsed/);

@@ -1,11 +1,10 @@
 /**
  * For the durable-jobs tests: `server/worker.ts` (what `npm run worker` runs) as a child process
- * in a process group of its own, and a poller with a generous bound (a loaded machine is slow,
- * never wrong). Server processes come from test/sessions/server-process.ts.
+ * in a process group of its own. Its tests wait with testing/until.ts, bounded generously (a loaded
+ * machine is slow, never wrong). Server processes come from test/sessions/server-process.ts.
  */
 import type { ChildProcess } from 'node:child_process';
 import { spawnEntryPoint } from '../support/process-group.ts';
-import { until } from '../../testing/until.ts';
 
 export interface WorkerProcess {
   readonly child: ChildProcess;
@@ -22,9 +21,4 @@ export async function startWorkerProcess(env: Record<string, string>): Promise<W
   const { process: worker, ready } = spawnEntryPoint('server/worker.ts', env, (output) => /svc worker \S+ running generation jobs/.test(output), 'worker');
   await ready;
   return worker;
-}
-
-/** Polls `check` until it returns a value (the shared `until`); throws naming `what` past `boundMs` (a hang, not a slow machine). */
-export function eventually<T>(what: string, check: () => Promise<T | undefined | null | false>, boundMs = 90_000, everyMs = 25): Promise<T> {
-  return until(check, { what, timeoutMs: boundMs, intervalMs: everyMs });
 }

@@ -5,12 +5,12 @@
  * cleanly gives its job back without spending an attempt.
  */
 import test from 'ava';
+import { until } from '../../testing/until.ts';
 import { pino } from 'pino';
 import type { Plugin } from '../../core/registry.ts';
 import { TEMPLATE_FACE_ASSET } from '../../server/services/catalogue-seed.ts';
 import { GenerationJobs, type IdleVideoGenerator } from '../../server/services/generation-jobs.ts';
 import { startTestServer, type TestServer } from './harness.ts';
-import { eventually } from './jobs-processes.ts';
 
 /** Runs held until the test lets each go; a stubborn one ignores the abort signal (a stalled worker). */
 const runs: Array<{ label: string; go: () => void }> = [];
@@ -45,21 +45,21 @@ test.serial('a stalled worker whose job was reclaimed finishes late: its result 
   const first = s.server.services.generationJobs.startWorker(); // the server's own worker
   const res = await s.call('POST', '/v1/assets/generate/held', { body: { source_asset_id: TEMPLATE_FACE_ASSET.asset_id, model_variant_id: 'stubborn' } });
   const jobId = res.body.job_id;
-  await eventually('the first worker to run the job', async () => runs.length === 1);
+  await until(async () => runs.length === 1, { timeoutMs: 90_000, intervalMs: 25, what: 'the first worker to run the job' });
 
   // The first worker stalls past its lease (as if its process froze): a second worker reclaims the job.
   await s.server.db('generation_jobs').where('job_id', jobId).update({ lease_expires_at: s.server.db.raw("now() - interval '1 second'") });
   const second = new GenerationJobs(s.server.db, s.server.registry, s.server.services.assets, s.server.storage, pino({ level: 'silent' }), s.server.config.jobs);
   second.startWorker();
   t.teardown(() => second.close());
-  await eventually('the second worker to run the job', async () => runs.length === 2);
+  await until(async () => runs.length === 2, { timeoutMs: 90_000, intervalMs: 25, what: 'the second worker to run the job' });
   const reclaimed = (await s.call('GET', `/v1/assets/generate/jobs/${jobId}`)).body;
   t.like(reclaimed, { status: 'running', attempts: 2 });
   t.regex(reclaimed.last_error, /lease lapsed/);
 
   // The stalled worker wakes up and finishes first: nothing of it is kept.
   runs[0]!.go();
-  await eventually('the first worker to give up', async () => first.active === 0);
+  await until(async () => first.active === 0, { timeoutMs: 90_000, intervalMs: 25, what: 'the first worker to give up' });
   t.is((await s.call('GET', `/v1/assets/generate/jobs/${jobId}`)).body.status, 'running', 'still the second worker’s');
   t.is(Number((await s.server.db('assets').where('category', 'video').count('* as n').first())!.n), 0, 'the late result stored nothing');
 
@@ -77,13 +77,13 @@ test.serial('a worker stopped cleanly (SIGTERM, restart) gives its running job b
   servers.push(s);
   const res = await s.call('POST', '/v1/assets/generate/held', { body: { source_asset_id: TEMPLATE_FACE_ASSET.asset_id } });
   const jobId = res.body.job_id;
-  await eventually('the job to run', async () => runs.length === 1);
+  await until(async () => runs.length === 1, { timeoutMs: 90_000, intervalMs: 25, what: 'the job to run' });
   t.like((await s.call('GET', `/v1/assets/generate/jobs/${jobId}`)).body, { status: 'running', attempts: 1 });
 
   servers = [];
   s = await s.restart(); // close() stops the worker: the job is given back
   servers.push(s);
-  await eventually('the restarted worker to run the job', async () => runs.length === 2);
+  await until(async () => runs.length === 2, { timeoutMs: 90_000, intervalMs: 25, what: 'the restarted worker to run the job' });
   runs[1]!.go();
   await s.server.settled();
   const done = (await s.call('GET', `/v1/assets/generate/jobs/${jobId}`)).body;

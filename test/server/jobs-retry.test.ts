@@ -3,12 +3,12 @@
  * after `max_attempts` the job ends `failed` with the reason of its last attempt.
  */
 import test from 'ava';
+import { until } from '../../testing/until.ts';
 import type { Plugin } from '../../core/registry.ts';
 import { facePlugin } from '../../plugins/face/index.ts';
 import { TEMPLATE_FACE_ASSET } from '../../server/services/catalogue-seed.ts';
 import type { IdleVideoGenerator } from '../../server/services/generation-jobs.ts';
 import { startTestServer, type TestServer } from './harness.ts';
-import { eventually } from './jobs-processes.ts';
 
 const RETRY_BASE_MS = 1_000;
 let failuresLeft = 0;
@@ -40,11 +40,11 @@ const getJob = async (id: string) => (await s.call('GET', `/v1/assets/generate/j
 /** Every distinct state the job shows while polled until it ends. */
 async function followJob(id: string): Promise<any[]> {
   const seen: any[] = [];
-  await eventually(`job ${id} to end`, async () => {
+  await until(async () => {
     const job = await getJob(id);
     if (JSON.stringify(seen.at(-1)) !== JSON.stringify(job)) seen.push(job);
     return job.status === 'succeeded' || job.status === 'failed';
-  }, 120_000, 20);
+  }, { timeoutMs: 120_000, intervalMs: 20, what: `job ${id} to end` });
   return seen;
 }
 
@@ -109,9 +109,9 @@ test.serial('a worker that polls rarely still starts a retry when it is due: it 
   const res = await rare.call('POST', '/v1/assets/generate/flaky', { body: { source_asset_id: TEMPLATE_FACE_ASSET.asset_id } });
   t.is(res.status, 202);
   // Half the poll period: a retry left to the next poll would time out here.
-  const final = await eventually('the retried job to succeed', async () => {
+  const final = await until(async () => {
     const job = (await rare.call('GET', `/v1/assets/generate/jobs/${res.body.job_id}`)).body;
     return job.status === 'succeeded' ? job : undefined;
-  }, 30_000, 50);
+  }, { timeoutMs: 30_000, intervalMs: 50, what: 'the retried job to succeed' });
   t.is(final.attempts, 2);
 });

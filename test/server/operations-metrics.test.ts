@@ -6,7 +6,7 @@
  * PostgreSQL that the test stops.
  */
 import test from 'ava';
-import { eventually as waitForValue } from '../../testing/until.ts';
+import { eventually } from '../../testing/until.ts';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,8 +29,6 @@ test.after.always(async () => {
   for (const c of cleanups.reverse()) await c();
 });
 
-const eventually = <T>(what: string, check: () => Promise<T | undefined>, boundMs = 60_000): Promise<T> =>
-  waitForValue(check, { what, timeoutMs: boundMs, intervalMs: 100 });
 
 /** The value of one series (exact name and label set as exposed), or undefined when absent. */
 function sample(text: string, series: string): number | undefined {
@@ -106,7 +104,7 @@ test('metrics after real traffic: route patterns (never ids), sessions, face ses
     });
     face.on('error', reject);
   });
-  await eventually('ten face frames', async () => (faceFrames >= 10 ? true : undefined));
+  await eventually(async () => (faceFrames >= 10 ? true : undefined), { timeoutMs: 60_000, intervalMs: 100, what: 'ten face frames' });
 
   // Protected: no token, a wrong token.
   const none = await fetch(`${proc.url}/metrics`);
@@ -181,7 +179,7 @@ test('metrics after real traffic: route patterns (never ids), sessions, face ses
 
   // The bot's face session is timed too.
   const scrape = async () => (await fetch(`${proc.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })).text();
-  await eventually('bot face frames timed', async () => ((sample(await scrape(), 'svc_face_frame_lateness_seconds_count{source="bot"}') ?? 0) > 0 ? true : undefined));
+  await eventually(async () => ((sample(await scrape(), 'svc_face_frame_lateness_seconds_count{source="bot"}') ?? 0) > 0 ? true : undefined), { timeoutMs: 60_000, intervalMs: 100, what: 'bot face frames timed' });
 
   // Jobs: a real idle-video generation (the template face, ffmpeg), and one whose source is not an
   // image (the generator fails; one attempt allowed: it fails for good).
@@ -202,10 +200,10 @@ test('metrics after real traffic: route patterns (never ids), sessions, face ses
   t.is(depth(first, 'queued')! + depth(first, 'running')!, 2, first);
   t.true(depth(first, 'running')! <= 1);
   const jobStatus = async (id: string) => (await api('GET', `/v1/assets/generate/jobs/${id}`)).body.status as string;
-  await eventually('both jobs to end', async () => {
+  await eventually(async () => {
     const ended = ['succeeded', 'failed'];
     return ended.includes(await jobStatus(good.body.job_id)) && ended.includes(await jobStatus(bad.body.job_id)) ? true : undefined;
-  }, 180_000);
+  }, { timeoutMs: 180_000, intervalMs: 100, what: 'both jobs to end' });
   t.is(await jobStatus(good.body.job_id), 'succeeded');
   t.is(await jobStatus(bad.body.job_id), 'failed');
   const after = await scrape();
@@ -221,10 +219,10 @@ test('metrics after real traffic: route patterns (never ids), sessions, face ses
 
   const health = await fetch(`${proc.url}/healthz`);
   t.deepEqual(await health.json(), { status: 'alive' });
-  const ready = await eventually('ready', async () => {
+  const ready = await eventually(async () => {
     const r = await fetch(`${proc.url}/readyz`);
     return r.status === 200 ? ((await r.json()) as any) : undefined;
-  });
+  }, { timeoutMs: 60_000, intervalMs: 100, what: 'ready' });
   t.deepEqual(ready, { status: 'ready', checks: { shutdown: 'ok', database: 'ok', migrations: 'ok', face_engine: 'ok' } });
 });
 
@@ -298,7 +296,7 @@ test('/readyz: 503 naming the database while it is unreachable, the migrations w
   t.is((await fetch(`${url}/healthz`)).status, 200, 'alive while the database is down');
 
   await relay.start(); // same port: the database is back
-  await eventually('ready again', async () => ((await readyz()).status === 200 ? true : undefined));
+  await eventually(async () => ((await readyz()).status === 200 ? true : undefined), { timeoutMs: 60_000, intervalMs: 100, what: 'ready again' });
 
   await server.db('knex_migrations').where({ name: '002_live_sessions' }).delete();
   const pending = await readyz();

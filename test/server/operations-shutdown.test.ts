@@ -9,7 +9,7 @@
  * shutdown exits at once.
  */
 import test from 'ava';
-import { eventually as waitForValue } from '../../testing/until.ts';
+import { eventually } from '../../testing/until.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
@@ -25,9 +25,6 @@ test.after.always(async () => {
   for (const c of cleanups.reverse()) await c();
 });
 
-/** Polls until `check` returns a value; a generous bound only to catch hangs. */
-const eventually = <T>(what: string, check: () => Promise<T | undefined>, boundMs = 60_000): Promise<T> =>
-  waitForValue(check, { what, timeoutMs: boundMs, intervalMs: 100 });
 
 const readyz = async (p: ServerProcess) => {
   const res = await fetch(`${p.url}/readyz`, { signal: AbortSignal.timeout(20_000) });
@@ -90,15 +87,15 @@ test.serial('SIGTERM: /readyz turns 503 first, new sessions and face connections
   const { db, relay, proc, session, connect } = await serverWithLiveSession('op_shutdown');
   t.is(session.status, 200, JSON.stringify(session.body));
   // Ready before the signal (the face engine has loaded): the 503 below is the shutdown's.
-  const before = await eventually('ready', async () => ((await readyz(proc)).status === 200 ? true : undefined));
+  const before = await eventually(async () => ((await readyz(proc)).status === 200 ? true : undefined), { timeoutMs: 60_000, intervalMs: 100, what: 'ready' });
   t.true(before);
 
   relay.pause(); // the session's end cannot be written until resume(): the shutdown waits in its grace period
   proc.kill('SIGTERM');
-  const during = await eventually('readyz to say draining', async () => {
+  const during = await eventually(async () => {
     const r = await readyz(proc);
     return r.body.checks.shutdown === 'draining' ? r : undefined;
-  });
+  }, { timeoutMs: 60_000, intervalMs: 100, what: 'readyz to say draining' });
   t.is(during.status, 503);
   t.is(during.body.status, 'unready');
   t.true(during.body.failing!.includes('shutdown'));
@@ -132,9 +129,9 @@ test.serial('connects in flight at SIGTERM are answered 503 server_busy, none re
   relay.pause();
   const heldBefore = relay.heldChunks;
   const inFlight = Array.from({ length: 4 }, () => connect().catch((err: Error) => ({ status: 0, body: { reset: `${err.message} ${String(err.cause)}` } })));
-  await eventually('the connects to reach the database', async () => (relay.heldChunks >= heldBefore + 4 ? true : undefined));
+  await eventually(async () => (relay.heldChunks >= heldBefore + 4 ? true : undefined), { timeoutMs: 60_000, intervalMs: 100, what: 'the connects to reach the database' });
   proc.kill('SIGTERM');
-  await eventually('readyz to say draining', async () => ((await readyz(proc)).body.checks.shutdown === 'draining' ? true : undefined));
+  await eventually(async () => ((await readyz(proc)).body.checks.shutdown === 'draining' ? true : undefined), { timeoutMs: 60_000, intervalMs: 100, what: 'readyz to say draining' });
   relay.resume();
   const answers = await Promise.all(inFlight);
   for (const answer of answers) {
@@ -160,7 +157,7 @@ test.serial('a second SIGTERM during a slow shutdown exits at once', async (t) =
   t.is(session.status, 200, JSON.stringify(session.body));
   relay.pause(); // the session's end is held: the shutdown would wait up to its 60 s grace
   proc.kill('SIGTERM');
-  await eventually('readyz to say draining', async () => ((await readyz(proc)).body.checks.shutdown === 'draining' ? true : undefined));
+  await eventually(async () => ((await readyz(proc)).body.checks.shutdown === 'draining' ? true : undefined), { timeoutMs: 60_000, intervalMs: 100, what: 'readyz to say draining' });
   let exitedEarly = false;
   void proc.exited.then(() => (exitedEarly = true));
   await new Promise((r) => setTimeout(r, 500));

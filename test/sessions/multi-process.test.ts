@@ -18,7 +18,6 @@ import { SESSION_LEASE } from '../../server/sessions/session-store.ts';
 import { until } from '../../testing/until.ts';
 import { RoomVisitor } from '../agent/room-visitor.ts';
 import { createTestDatabase } from '../server/harness.ts';
-import { eventually } from './session-harness.ts';
 import { startServerProcess, type ServerProcess } from './server-process.ts';
 
 type Proc = ServerProcess;
@@ -99,23 +98,23 @@ test('two processes with their own storage on one PostgreSQL: a burst admits exa
   // Its slots come back within one lease plus one reaper interval (plus slack for a loaded machine).
   const bound = SESSION_LEASE.leaseMs + SESSION_LEASE.reaperIntervalMs;
   const readmitted: any[] = [];
-  await eventually(async () => {
+  await until(async () => {
     const r = await connect(survivor);
     // 503 server_busy (retryable) is the capacity gate judging the survivor's live bots' frames
     // late on a saturated machine; the widget queues and retries on it, and so does this visitor.
     t.true(r.status === 200 || r.status === 429 || (r.status === 503 && r.body.error_code === 'server_busy'), `${r.status} ${JSON.stringify(r.body)}`);
     if (r.status === 200) readmitted.push(r.body);
     return readmitted.length === lost.length;
-  }, bound + 10_000, 'the dead process to release its slots');
+  }, { timeoutMs: bound + 10_000, intervalMs: 50, what: 'the dead process to release its slots' });
   const freedAfter = Date.now() - killedAt;
   t.log(`slots of the killed process admitted again after ${freedAfter} ms (bound ${bound} ms)`);
   t.true(freedAfter >= SESSION_LEASE.leaseMs - SESSION_LEASE.heartbeatMs - 1000, 'not before the lease lapsed');
   t.is((await connect(survivor)).status, 429, 'still exactly 5 live sessions');
 
-  const calls = await eventually(async () => {
+  const calls = await until(async () => {
     const list = (await api(survivor, 'GET', `/v1/agents/${agentId}/calls?limit=100`)).body.data as any[];
     return lost.every((id) => list.find((c) => c.session_id === id)?.status === 'failed') && list;
-  }, bound + 10_000, 'the reaper to fail the lost calls');
+  }, { timeoutMs: bound + 10_000, intervalMs: 50, what: 'the reaper to fail the lost calls' });
   for (const id of lost) t.like(calls.find((c) => c.session_id === id), { status: 'failed', termination_reason: 'runner_lost', failure_reason: 'runner_lost' });
   t.is(calls.length, 5 + readmitted.length, 'one call per admitted session');
 

@@ -3,7 +3,8 @@
  * max_concurrency, release, the reaper's SQL and the call record.
  */
 import test from 'ava';
-import { eventually, roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
+import { until } from '../../testing/until.ts';
+import { roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
 
 let s: SessionTestServer;
 test.before(async () => {
@@ -20,15 +21,15 @@ test('on PGlite: the limit admits exactly max_concurrency of parallel connects, 
   t.is(admitted.length, 2);
   t.true(results.filter((r) => r.status !== 200).every((r) => r.status === 429 && r.body.error_code === 'concurrency_limit' && r.body.retry_after_seconds >= 1));
   t.deepEqual((await s.release(roomOf(admitted[0]!.body.room_url))).body, { released: 1 });
-  const next = await eventually(async () => {
+  const next = await until(async () => {
     const r = await s.connect({ agent_id: agentId });
     return r.status === 200 && r;
-  }, 10_000, 'a freed slot');
+  }, { timeoutMs: 10_000, intervalMs: 50, what: 'a freed slot' });
   for (const r of [admitted[1]!, next]) await s.release(roomOf(r.body.room_url));
-  const calls = await eventually(async () => {
+  const calls = await until(async () => {
     const list = (await s.call('GET', `/v1/agents/${agentId}/calls`)).body.data as any[];
     return list.length === 3 && list.every((c) => c.status === 'completed') && list;
-  }, 10_000, 'three completed calls');
+  }, { timeoutMs: 10_000, intervalMs: 50, what: 'three completed calls' });
   t.true(calls.every((c) => c.termination_reason === 'client_released'));
   t.deepEqual(await s.live.sessions.store.reap(), []);
 });

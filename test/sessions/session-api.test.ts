@@ -5,9 +5,10 @@
  * forms, idempotence), CORS, and the call record of each admitted session.
  */
 import test from 'ava';
+import { until } from '../../testing/until.ts';
 import { mintConnectToken } from '../../server/sessions/connect-auth.ts';
 import { SESSION_API_LIMITS } from '../../server/sessions/session-routes.ts';
-import { eventually, roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
+import { roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
 
 let s: SessionTestServer;
 test.before(async () => {
@@ -47,10 +48,10 @@ test.serial('a published agent admits a session: session_id, an embedded room_ur
 
   const released = await s.release(roomOf(res.body.room_url));
   t.deepEqual(released.body, { released: 1 });
-  const ended = await eventually(async () => {
+  const ended = await until(async () => {
     const c = await s.callOf(agentId, res.body.session_id);
     return c.status !== 'active' && c;
-  }, 10_000, 'the call to end');
+  }, { timeoutMs: 10_000, intervalMs: 50, what: 'the call to end' });
   t.like(ended, { status: 'completed', termination_reason: 'client_released', failure_reason: null });
   t.truthy(ended.ended_at);
   t.is(s.live.sessions.size, 0);
@@ -97,7 +98,7 @@ test.serial('a connect body of exactly the cap is read (and judged on its fields
   t.true(isSessionError(over.body, 'payload_too_large'));
   t.regex(over.body.message, /exceeds 16384 bytes/);
   t.is(over.headers.get('connection'), 'close');
-  t.true(await eventually(async () => s.live.sessions.size === 0, 10_000, 'no live session'));
+  await until(async () => s.live.sessions.size === 0, { timeoutMs: 10_000, intervalMs: 50, what: 'no live session left' });
 });
 
 test.serial('internal_error (500) in the Session API shape for an unexpected failure (a corrupt agent row), with no detail leaked; nothing admitted', async (t) => {
@@ -170,7 +171,7 @@ test.serial('bad bodies are 400 invalid_request in the Session API shape; a non-
     t.true(isSessionError(res.body, 'unsupported_media_type'));
   }
   // The 256-character session above was released; once it has ended, nothing else is live.
-  t.true(await eventually(async () => s.live.sessions.size === 0, 10_000, 'no live session'), 'no refused request admitted anything');
+  await until(async () => s.live.sessions.size === 0, { timeoutMs: 10_000, intervalMs: 50, what: 'no live session left (no refused request admitted anything)' });
 });
 
 test.serial('the allowlist through real Origin headers: exact hostnames, *, none, and tricks', async (t) => {
@@ -268,10 +269,10 @@ test.serial('concurrency_limit (429) with retry_after_seconds and Retry-After; a
   t.is(third.headers.get('retry-after'), String(third.body.retry_after_seconds));
   t.regex(third.headers.get('access-control-expose-headers') ?? '', /Retry-After/);
   t.deepEqual((await s.release(roomOf(first.body.room_url))).body, { released: 1 });
-  const again = await eventually(async () => {
+  const again = await until(async () => {
     const res = await s.connect({ agent_id: agentId });
     return res.status === 200 && res;
-  }, 10_000, 'a freed slot');
+  }, { timeoutMs: 10_000, intervalMs: 50, what: 'a freed slot' });
   for (const r of [second, again]) await s.release(roomOf(r.body.room_url));
 
   const unbounded = await s.agent({ max_concurrency: -1 });

@@ -8,9 +8,9 @@ import { createCapacityGate, type CapacityGate } from '../../server/capacity/ind
 import type { MountedRooms, MountRoomsOptions } from '../../server/rooms/mount.ts';
 import type { EmbeddedSessions, EmbeddedSessionsOptions } from '../../server/sessions/embedded-sessions.ts';
 import type { Plugin } from '../../core/registry.ts';
-import { until } from '../../testing/until.ts';
 import type { ServerInput } from '../../server/build-server.ts';
 import { startTestServer, type Call, type TestServer } from '../server/harness.ts';
+import { until } from '../../testing/until.ts';
 
 export interface SessionTestServer extends TestServer {
   rooms: MountedRooms;
@@ -79,10 +79,10 @@ export async function startSessionServer(
       return (calls.body.data as any[]).find((c) => c.session_id === sessionId);
     },
     async endedCallOf(agentId: string, sessionId: string, ms = 10_000) {
-      return eventually(async () => {
+      return until(async () => {
         const c = await this.callOf(agentId, sessionId);
         return c?.status !== 'active' && c;
-      }, ms, `the ended call record of session ${sessionId}`);
+      }, { timeoutMs: ms, intervalMs: 50, what: `the ended call record of session ${sessionId}` });
     },
     async stop() {
       await stop();
@@ -92,8 +92,3 @@ export async function startSessionServer(
 }
 
 export const roomOf = (roomUrl: string): string => new URL(roomUrl).searchParams.get('room')!;
-
-/** Polls `check` every 50 ms until it returns a truthy value, or fails after `ms` (testing/until.ts). */
-export function eventually<T>(check: () => Promise<T | undefined | false>, ms = 10_000, what = 'condition'): Promise<T> {
-  return until<T>(check, { timeoutMs: ms, intervalMs: 50, what });
-}
