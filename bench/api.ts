@@ -45,8 +45,11 @@ export const API_BENCH = {
   /** A rate below this machine's capacity, to show read latency when not saturated. */
   lightReadRps: 500,
   postgresUrl: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
-  /** Rounds of the ceiling comparison (each: bare, ours, bare + key, ours unlogged, one after the other). */
-  ceilingRounds: 4,
+  /**
+   * Rounds of the ceiling comparison (each: bare, ours, bare + key, ours unlogged, one after the
+   * other, in reverse order every other round), after one uncounted warm-up run of each.
+   */
+  ceilingRounds: 6,
   /** Each ceiling run, after its warm-up: shorter than the other runs, so that the rounds alternate often. */
   ceilingDurationMs: 3_000,
 } as const;
@@ -99,7 +102,7 @@ export async function run(): Promise<void> {
     await server.db.raw('analyze');
     const loadBefore = loadavg()[0]!;
     const rows: Array<Record<string, string | number>> = [];
-    const figures: Record<string, number> = {};
+    const figures: Record<string, number | string> = {};
     Object.assign(figures, await ceiling(server, dbUrl.toString(), dataDir, url, key, agentId));
     // Writes run last: thousands of inserted-then-deleted agents leave dead tuples whose clean-up
     // (autovacuum) would otherwise land in the middle of the read figures.
@@ -143,7 +146,7 @@ function mainThreadCpuMs(): number {
 }
 
 /** The saturated GET agent of four servers on one database, alternated (see the header). */
-async function ceiling(server: Awaited<ReturnType<typeof createServer>>, databaseUrl: string, dataDir: string, url: string, key: string, agentId: string): Promise<Record<string, number>> {
+async function ceiling(server: Awaited<ReturnType<typeof createServer>>, databaseUrl: string, dataDir: string, url: string, key: string, agentId: string): Promise<Record<string, number | string>> {
   const [{ organization_id: organizationId }] = (await server.db('agents').where({ agent_id: agentId }).select('organization_id')) as { organization_id: string }[];
   const quiet = await createServer(
     { port: 0, host: '127.0.0.1', databaseUrl, dataDir, logLevel: 'silent', encryptionKey: 'bench', signingSecret: 'bench', jobs: { runWorker: false }, restGuard: { rateLimit: false } },
@@ -157,8 +160,13 @@ async function ceiling(server: Awaited<ReturnType<typeof createServer>>, databas
     const names = Object.keys(variants) as Name[];
     const rps = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<Name, number[]>;
     const cpuUs = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<Name, number[]>;
+    // One run of each first, not counted: the first round found every server's code cold (the
+    // first variant ran at a third of its rate and the first round's ratio was meaningless).
+    for (const name of names) await load(variants[name], key, 'get_agent', agentId, undefined, API_BENCH.ceilingDurationMs / 3);
+    const loads: number[] = [];
     for (let round = 0; round < API_BENCH.ceilingRounds; round++) {
-      for (const name of names) {
+      loads.push(loadavg()[0]!);
+      for (const name of round % 2 ? [...names].reverse() : names) {
         const { latencies, errors, elapsedMs, mainThreadCpuMs: cpuMs } = await load(variants[name], key, 'get_agent', agentId, undefined, API_BENCH.ceilingDurationMs);
         if (errors) throw new Error(`${name}: ${errors} failed requests`);
         rps[name].push((latencies.length / elapsedMs) * 1000);
@@ -175,7 +183,7 @@ async function ceiling(server: Awaited<ReturnType<typeof createServer>>, databas
       'main-thread CPU us/request': us(name),
     })));
     const round3 = (x: number) => Math.round(x * 1000) / 1000;
-    const figures = {
+    const figures: Record<string, number | string> = {
       get_agent_ceiling_ratio: round3(median(rounds)),
       get_agent_ceiling_ratio_min: round3(Math.min(...rounds)),
       get_agent_ceiling_ratio_max: round3(Math.max(...rounds)),
@@ -189,6 +197,7 @@ async function ceiling(server: Awaited<ReturnType<typeof createServer>>, databas
       profile_logging_us: Math.round(us('ours') - us('ours_unlogged')),
       profile_koa_routing_validation_json_us: Math.round(us('ours_unlogged') - us('bare_with_key')),
       ceiling_rounds: API_BENCH.ceilingRounds,
+      ceiling_loadavg_1m: loads.map((l) => Math.round(l * 10) / 10).join(' / '),
     };
     printTable([{ what: 'ours / bare', 'median ratio': figures.get_agent_ceiling_ratio, 'per round': rounds.map((r) => r.toFixed(3)).join(' / '), 'CPU bare / ours': figures.cpu_ratio_bare_over_ours }]);
     return figures;

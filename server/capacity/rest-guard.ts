@@ -29,7 +29,7 @@
  * and metrics are never limited or shed: a visitor is refused only by the agent's
  * `max_concurrency` or by the capacity gate.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type Koa from 'koa';
 import type { LoadMeter } from './load-meter.ts';
 
@@ -200,17 +200,54 @@ export function createRestGuard(options: RestGuardOptions): RestGuard {
     ctx.body = { code, message, details: { retry_after_seconds: retryAfterSeconds } };
   };
 
-  const middleware: Koa.Middleware = async (ctx, next) => {
-    if (exempt(ctx.path, ctx.method) || ctx.method === 'OPTIONS') return next();
+  /** Who a bucket is kept for: the key's hash (a secret is never a map key), or the address without a key. */
+  const clientOf = (ctx: Koa.Context, key: string) => (key ? `k:${hash('sha256', key, 'base64url')}` : `a:${ctx.ip}`);
+  const shed = (ctx: Koa.Context, bucket: Bucket | undefined, now: number, key: string) => {
+    counts.shed++;
+    return refuse(ctx, bucket ?? bucketOf(clientOf(ctx, key), now), now, 503, 'server_busy', 'this server is serving live sessions at its limit; retry shortly', REST_LIMITS.shedRetryAfterSeconds);
+  };
+  // The turn is handed over in the next turn of the event loop, after its timers (a bot's next
+  // frame is one): a queue of requests never runs back to back in one turn.
+  const release = () => {
+    const following = turns.waiting.shift();
+    if (following) setImmediate(following);
+    else turns.serving--;
+  };
+  const served = () => release();
+  const failed = (err: unknown) => {
+    release();
+    throw err;
+  };
+  /** Shedding, then the request in its turn (while live sessions run, a few at a time). */
+  const admit = (ctx: Koa.Context, next: Koa.Next, bucket: Bucket | undefined, now: number, key: string): Promise<void> => {
+    if (shedding()) return shed(ctx, bucket, now, key);
+    if (options.liveSessions() === 0 || turns.serving < concurrentWhileLive) turns.serving++;
+    else if (turns.waiting.length >= REST_LIMITS.maxWaitingWhileLive) return shed(ctx, bucket, now, key);
+    else return new Promise<void>((resolve) => turns.waiting.push(resolve)).then(() => next().then(served, failed)); // the finishing request hands its turn over
+    return next().then(served, failed);
+  };
+  // A client that went on after its refusals has its accepted requests paced too, evenly at its
+  // sustained rate, instead of in bursts whenever tokens or the shedding let them through.
+  const paced = async (ctx: Koa.Context, next: Koa.Next, bucket: Bucket, now: number, key: string) => {
+    const at = Math.max(now, bucket.pacedUntil);
+    bucket.pacedUntil = at + 1000 / limit!.ratePerSecond;
+    if (at > now) {
+      counts.paced++;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(at - now, hold.holdMs)));
+    }
+    return admit(ctx, next, bucket, now, key);
+  };
+
+  // Not async: a request that is neither refused, paced nor waiting for its turn (every request
+  // of a client within its limits while no session is live) costs no promise of its own.
+  const middleware: Koa.Middleware = (ctx, next) => {
+    if (ctx.method === 'OPTIONS' || exempt(ctx.path, ctx.method)) return next();
     options.meter.request();
     const now = performance.now();
     const key = ctx.get('x-api-key');
-    // The key itself is a secret: buckets are named by its hash (and a guessed key with a real
-    // key's prefix does not share that key's bucket).
-    const client = () => (key ? `k:${createHash('sha256').update(key).digest('base64url')}` : `a:${ctx.ip}`);
     let bucket: Bucket | undefined;
     if (limit) {
-      bucket = bucketOf(client(), now);
+      bucket = bucketOf(clientOf(ctx, key), now);
       const taken = take(bucket, now);
       ctx.set('RateLimit-Limit', String(limit.burst));
       ctx.set('RateLimit-Remaining', String(taken.remaining));
@@ -219,35 +256,9 @@ export function createRestGuard(options: RestGuardOptions): RestGuard {
         counts.rateLimited++;
         return refuse(ctx, bucket, now, 429, 'rate_limited', `too many requests: at most ${limit.ratePerSecond} per second (bursts of ${limit.burst}) per API key`, taken.retryAfterSeconds);
       }
+      if (struck(bucket, now) > hold.refusalsBeforeHold) return paced(ctx, next, bucket, now, key);
     }
-    // A client that went on after its refusals has its accepted requests paced too, evenly at its
-    // sustained rate, instead of in bursts whenever tokens or the shedding let them through.
-    if (bucket && limit && struck(bucket, now) > hold.refusalsBeforeHold) {
-      const at = Math.max(now, bucket.pacedUntil);
-      bucket.pacedUntil = at + 1000 / limit.ratePerSecond;
-      if (at > now) {
-        counts.paced++;
-        await new Promise((resolve) => setTimeout(resolve, Math.min(at - now, hold.holdMs)));
-      }
-    }
-    const shed = () => {
-      counts.shed++;
-      return refuse(ctx, bucket ?? bucketOf(client(), now), now, 503, 'server_busy', 'this server is serving live sessions at its limit; retry shortly', REST_LIMITS.shedRetryAfterSeconds);
-    };
-    if (shedding()) return shed();
-    // While live sessions run, requests take turns, a few at a time, so the bots' frame timers get theirs.
-    if (options.liveSessions() === 0 || turns.serving < concurrentWhileLive) turns.serving++;
-    else if (turns.waiting.length >= REST_LIMITS.maxWaitingWhileLive) return shed();
-    else await new Promise<void>((resolve) => turns.waiting.push(resolve)); // the finishing request hands its turn over
-    try {
-      return await next();
-    } finally {
-      // The turn is handed over in the next turn of the event loop, after its timers (a bot's
-      // next frame is one): a queue of requests never runs back to back in one turn.
-      const following = turns.waiting.shift();
-      if (following) setImmediate(following);
-      else turns.serving--;
-    }
+    return admit(ctx, next, bucket, now, key);
   };
 
   return {

@@ -94,6 +94,34 @@ function newAjv(coerce: boolean): Ajv {
   return ajv;
 }
 
+/**
+ * Writes a route's result on the response. A plain object or array is serialised here, once, as
+ * `application/json; charset=utf-8` (unless the route set another type): Koa's body setter and
+ * `respond` would otherwise test it against every body kind (stream, Blob, Response ...) twice and
+ * look the media type up by name for every request. Other bodies (text, buffers, streams) go to
+ * Koa as they are.
+ */
+function answer(ctx: Context, result: RouteResult): void {
+  ctx.status = result.status;
+  const headers = result.headers;
+  if (headers) for (const name in headers) ctx.set(name, headers[name]!);
+  const body = result.body;
+  if (body instanceof JsonText) {
+    ctx.res.setHeader('Content-Type', JSON_TYPE);
+    ctx.body = body.text;
+  } else if (body !== null && typeof body === 'object' && (Array.isArray(body) || isPlainObject(body))) {
+    if (!ctx.res.hasHeader('Content-Type')) ctx.res.setHeader('Content-Type', JSON_TYPE);
+    ctx.body = JSON.stringify(body);
+  } else if (body !== undefined) ctx.body = body;
+}
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+function isPlainObject(o: object): boolean {
+  const proto = Object.getPrototypeOf(o);
+  return proto === Object.prototype || proto === null;
+}
+
 /** Whether `o` has an own enumerable key (without building the array of them). */
 function hasKeys(o: object): boolean {
   for (const _ in o) return true;
@@ -151,42 +179,43 @@ export class ApiRoutes {
     const validateQuery = queryAjv.compile(spec.query ?? { type: 'object' });
     const validateBody = spec.body ? bodyAjv.compile(spec.body) : undefined;
     const middleware: Middleware[] = spec.auth === 'api_key' ? [this.authenticate] : [];
-    const run: Middleware = async (ctx) => {
-      if (!spec.errorBody) return serve(ctx);
-      try {
-        await serve(ctx);
-      } catch (err) {
-        if (!(err instanceof ApiError)) throw err;
-        answerWith(ctx, spec.errorBody(err), err.status);
-      }
-    };
+    const baseUrlOf = this.baseUrlOf;
     const serve = async (ctx: Context) => {
       const params = { ...(ctx as unknown as { params: Record<string, string> }).params };
       if (validateParams && !validateParams(params)) throw validationError('path', validateParams.errors);
-      const query = { ...ctx.query };
+      // Koa parses the query string only when there is one (most GETs have none).
+      const query = ctx.querystring ? { ...ctx.query } : {};
       const nul = hasKeys(query) || hasKeys(params) ? (nulPath(query, '') ?? nulPath(params, '')) : null;
       if (nul !== null) throw new ApiError('validation_failed', `invalid parameter ${nul}: contains a NUL character`, { issues: [{ location: 'query', path: nul, message: 'must not contain NUL characters' }] });
       if (!validateQuery(query)) throw validationError('query', validateQuery.errors);
       let body: unknown;
-      if (policy !== 'raw') {
+      // No Content-Length and no Transfer-Encoding (every GET): no body, and no promise to wait for.
+      if (policy !== 'raw' && (ctx.req.headers['content-length'] !== undefined || ctx.req.headers['transfer-encoding'] !== undefined)) {
         body = await readJsonBody(ctx, maxBodyBytes, policy);
-        if (validateBody) {
-          if (body === undefined) throw new ApiError('validation_failed', 'request body is required', { issues: [] });
-          if (!validateBody(body)) throw validationError('body', validateBody.errors);
-        }
+      }
+      if (validateBody && policy !== 'raw') {
+        if (body === undefined) throw new ApiError('validation_failed', 'request body is required', { issues: [] });
+        if (!validateBody(body)) throw validationError('body', validateBody.errors);
       }
       // A plain value, not a getter: an accessor in a per-request literal is allocated in the old
       // generation and kept the whole request graph alive through young collections (measured:
       // about 2 MB promoted per scavenge, a full collection every few seconds under load).
-      const result = await handler({ ctx, params, query, body, principal: ctx.state.principal, baseUrl: this.baseUrlOf(ctx) });
-      if (!result) return;
-      ctx.status = result.status;
-      for (const [name, value] of Object.entries(result.headers ?? {})) ctx.set(name, value);
-      if (result.body instanceof JsonText) {
-        ctx.type = 'application/json; charset=utf-8';
-        ctx.body = result.body.text;
-      } else if (result.body !== undefined) ctx.body = result.body;
+      const result = await handler({ ctx, params, query, body, principal: ctx.state.principal, baseUrl: baseUrlOf(ctx) });
+      if (result) answer(ctx, result);
     };
+    // Koa-compose calls the route's last middleware with a `next` it never uses: `serve` is the
+    // route itself (no wrapper, no extra promise) unless the route maps errors to its own shape.
+    const errorBody = spec.errorBody;
+    const run: Middleware = errorBody
+      ? async (ctx) => {
+          try {
+            await serve(ctx);
+          } catch (err) {
+            if (!(err instanceof ApiError)) throw err;
+            answerWith(ctx, errorBody(err), err.status);
+          }
+        }
+      : serve;
     for (const path of [spec.path, ...(spec.aliasPaths ?? [])]) router[spec.method](path, ...middleware, run);
   }
 }

@@ -26,6 +26,7 @@ import { errorMiddleware } from './error-middleware.ts';
 import { bodyMediaTypeGuard, matchedRoute } from './json-body.ts';
 import { requestLog } from './request-log.ts';
 import { responseHeaders } from './response-headers.ts';
+import { routerDispatch } from './route-dispatch.ts';
 import { UpgradeDispatcher } from './upgrades.ts';
 
 /** Where surfaces mount their routes and upgrades. */
@@ -90,8 +91,8 @@ export function createHttpApp(config: ServerConfig, options: HttpAppOptions): Ht
   app.use(responseHeaders());
   app.use(bodyMediaTypeGuard(routers, api.bodyRules));
   for (const middleware of options.middleware ?? []) app.use(middleware);
-  app.use(rootRouter.routes());
-  app.use(router.routes());
+  app.use(routerDispatch(rootRouter));
+  app.use(routerDispatch(router));
   app.use(async (ctx, next) => {
     await next();
     if (ctx.status === 404 && ctx.body === undefined) {

@@ -10,19 +10,20 @@ import { ApiError } from './api-error.ts';
  * authentication: a wrong media type is refused without a database round trip.
  */
 export function bodyMediaTypeGuard(routers: readonly Router[], policies: ReadonlyMap<string, RouteBodyRules>): Middleware {
-  return async (ctx, next) => {
+  // Not async: a request without a body (every GET) passes through without a promise of its own.
+  return (ctx, next) => {
     if (hasBody(ctx)) {
       const route = matchedRoute(routers, ctx.path, ctx.method);
       // No route (the 404/405 answer comes later): not ours to check.
       const rules: RouteBodyRules = (route && policies.get(`${ctx.method} ${route}`)) || { policy: 'raw' };
       const refused = mediaTypeError(ctx, rules.policy);
       if (refused) {
-        if (!rules.errorBody) throw refused;
+        if (!rules.errorBody) return Promise.reject(refused);
         answerWith(ctx, rules.errorBody(refused), refused.status);
-        return;
+        return Promise.resolve();
       }
     }
-    await next();
+    return next();
   };
 }
 
@@ -134,6 +135,9 @@ function tooLarge(ctx: Context, maxBytes: number): ApiError {
  * socket is closed after the answer anyway. (`for await` destroys the stream when left early.)
  */
 function readUpTo(req: IncomingMessage, max: number): Promise<Buffer | null> {
+  // Gone before the route got here (a slow key lookup under load): its 'close' has been emitted
+  // already, and waiting for it would hold the request forever, never answered nor logged.
+  if (!req.complete && (req.destroyed || req.socket?.destroyed)) return Promise.reject(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

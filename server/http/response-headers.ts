@@ -9,9 +9,11 @@ const OPEN_PREFIXES = ['/v1/public/', '/v1/storage/'] as const;
  * answer preflights directly.
  */
 export function responseHeaders(): Middleware {
-  return async (ctx, next) => {
-    ctx.set('Cache-Control', 'private, no-store');
-    if (OPEN_PREFIXES.some((p) => ctx.path.startsWith(p))) {
+  // Not async: a GET passes through without a promise of its own (the hot path).
+  return (ctx, next) => {
+    ctx.response.set('Cache-Control', 'private, no-store');
+    const path = ctx.path;
+    if (path.startsWith('/v1/') && OPEN_PREFIXES.some((p) => path.startsWith(p))) {
       ctx.set('Access-Control-Allow-Origin', '*');
       ctx.set('Access-Control-Expose-Headers', 'ETag, Cache-Control');
       if (ctx.method === 'OPTIONS') {
@@ -19,9 +21,9 @@ export function responseHeaders(): Middleware {
         ctx.set('Access-Control-Allow-Headers', ctx.get('access-control-request-headers') || 'Content-Type');
         ctx.set('Access-Control-Max-Age', '600');
         ctx.status = 204;
-        return;
+        return Promise.resolve();
       }
     }
-    await next();
+    return next();
   };
 }
