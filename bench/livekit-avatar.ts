@@ -28,6 +28,7 @@ import { LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
 import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
 import { SECRETS } from '../test/server/harness.ts';
 import { regionMotion } from '../test/sessions/conversation-audio.ts';
+import { holdsWithin } from '../testing/until.ts';
 import { percentile, printJson, printTable } from './table.ts';
 
 const RUNS = Number(process.env.LIVEKIT_AVATAR_BENCH_RUNS ?? 5);
@@ -40,15 +41,6 @@ async function speechBytes(voice: LocalTTSService, text: string): Promise<Uint8A
   const pcm = concat(parts);
   return new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
 }
-
-const until = async (check: () => boolean, ms: number) => {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) return false;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  return true;
-};
 
 export async function run(): Promise<void> {
   const fake = await startLiveKitServerFake();
@@ -94,9 +86,9 @@ export async function run(): Promise<void> {
     });
     const session = (await res.json()) as { avatar_session_id: string };
     if (res.status !== 201) throw new Error(`POST /v1/avatar-sessions: ${res.status} ${JSON.stringify(session)}`);
-    await until(() => video.length > 0, 30_000);
+    await holdsWithin(() => video.length > 0, { timeoutMs: 30_000, intervalMs: 5 });
     const joinMs = (video[0]?.at ?? NaN) - requestedAt;
-    await until(() => video.length > 40, 10_000); // 1.6 s of idle face: the baseline of mouth motion
+    await holdsWithin(() => video.length > 40, { timeoutMs: 10_000, intervalMs: 5 }); // 1.6 s of idle face: the baseline of mouth motion
     const idle = video.slice(5).map((v) => v.mouth);
     const mean = idle.reduce((a, b) => a + b, 0) / idle.length;
     const sd = Math.sqrt(idle.reduce((a, b) => a + (b - mean) ** 2, 0) / idle.length);
@@ -107,14 +99,14 @@ export async function run(): Promise<void> {
     const writer = await agent.localParticipant!.streamBytes({ name: `AUDIO_${i}`, topic: 'lk.audio_stream', destinationIdentities: ['svc-avatar'], attributes: { sample_rate: String(RATE), num_channels: '1' } });
     for (let o = 0; o < phrase.length; o += 9600) await writer.write(phrase.subarray(o, o + 9600));
     await writer.close();
-    await until(() => visitor.audibleMs(firstByteAt) > 800, 15_000);
+    await holdsWithin(() => visitor.audibleMs(firstByteAt) > 800, { timeoutMs: 15_000, intervalMs: 5 });
     const firstAudible = visitor.audioLevels.find((l) => l.at >= firstByteAt && l.rms > 0.01)?.at ?? NaN;
     const firstMoving = video.find((v) => v.at >= firstByteAt && v.mouth > threshold)?.at ?? NaN;
 
     // An interruption in the middle of the speech.
     const clearAt = Date.now();
     await agent.localParticipant!.performRpc({ destinationIdentity: 'svc-avatar', method: 'lk.clear_buffer', payload: '' });
-    await until(() => visitor.audioLevels.some((l) => l.at > clearAt + 1000), 5_000);
+    await holdsWithin(() => visitor.audioLevels.some((l) => l.at > clearAt + 1000), { timeoutMs: 5_000, intervalMs: 5 });
     const lastLoud = visitor.audioLevels.filter((l) => l.at >= clearAt && l.at <= clearAt + 1000 && l.rms > 0.01).at(-1)?.at;
     rows.push({
       run: i + 1,

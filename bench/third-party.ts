@@ -26,6 +26,7 @@ import { createElevenLabsConvaiPlugin } from '../plugins/elevenlabs-convai/index
 import { MemoryMediaSink } from '../transports/media-sink.ts';
 import { startOpenAIRealtimeFake } from '../test/fakes/openai-realtime.ts';
 import { startElevenLabsConvaiFake } from '../test/fakes/elevenlabs-convai.ts';
+import { holdsWithin } from '../testing/until.ts';
 import { median, percentile, printJson, printTable } from './table.ts';
 
 const TURNS = 12;
@@ -51,11 +52,6 @@ class TimedSink extends MemoryMediaSink {
 }
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until(predicate: () => boolean, ms = 10_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (!predicate() && Date.now() < end) await wait(2);
-  return predicate();
-}
 
 function utterance(speechMs: number, silenceMs: number): Int16Array {
   const pcm = new Int16Array(((speechMs + silenceMs) * 16_000) / 1000);
@@ -124,7 +120,7 @@ async function measure(p: ProviderUnderTest) {
     for (let i = 0; i < pcm.length; i += 320) worker.queueFrame(frame('input-audio', { pcm: pcm.subarray(i, i + 320), sampleRate: 16_000, channels: 1 }));
   };
   try {
-    await until(() => built.s2s.live !== undefined && sink.images.length > 0, 30_000);
+    await holdsWithin(() => built.s2s.live !== undefined && sink.images.length > 0, { timeoutMs: 30_000, intervalMs: 2 });
     const firstFrame: number[] = [];
     const overhead: number[] = [];
     const toSilence: number[] = [];
@@ -138,8 +134,8 @@ async function measure(p: ProviderUnderTest) {
       const stops = p.speechStopped().length;
       const writes = sink.audioAt.length;
       say(utterance(300, 600));
-      await until(() => sink.speechImageAt.length > images && p.firstAudio().length > deltas);
-      await until(() => !built.output.botSpeaking && sink.audioAt.length > writes, 10_000);
+      await holdsWithin(() => sink.speechImageAt.length > images && p.firstAudio().length > deltas, { timeoutMs: 10_000, intervalMs: 2 });
+      await holdsWithin(() => !built.output.botSpeaking && sink.audioAt.length > writes, { timeoutMs: 10_000, intervalMs: 2 });
       await wait(300);
       if (turn === 0) continue; // warm-up: the first speech frames compile the speech path
       firstFrame.push(sink.speechImageAt[images]! - p.firstAudio()[deltas]!);
@@ -152,19 +148,19 @@ async function measure(p: ProviderUnderTest) {
       const clears = sink.clearedAt.length;
       const signals = p.bargeIns().length;
       say(utterance(300, 600));
-      await until(() => built.output.botSpeaking);
+      await holdsWithin(() => built.output.botSpeaking, { timeoutMs: 10_000, intervalMs: 2 });
       const signalsBefore = p.bargeIns().length;
       await wait(700);
       say(utterance(250, 600));
-      await until(() => sink.clearedAt.length > clears && p.bargeIns().length > signalsBefore, 5_000);
+      await holdsWithin(() => sink.clearedAt.length > clears && p.bargeIns().length > signalsBefore, { timeoutMs: 5_000, intervalMs: 2 });
       const cleared = sink.clearedAt[clears]!;
       toSilence.push(cleared - p.bargeIns()[Math.max(signals, signalsBefore)]!);
-      await until(() => !built.output.botSpeaking, 10_000);
+      await holdsWithin(() => !built.output.botSpeaking, { timeoutMs: 10_000, intervalMs: 2 });
       await wait(700);
       // Audio written after the clear and before the answer to the barge-in starts: the cut turn leaking.
       const nextTurn = sink.speechImageAt.find((t) => t > cleared) ?? Infinity;
       audioAfterClear += sink.audioAt.filter((t) => t > cleared + 1 && t < nextTurn - 1).length;
-      await until(() => !built.output.botSpeaking, 10_000);
+      await holdsWithin(() => !built.output.botSpeaking, { timeoutMs: 10_000, intervalMs: 2 });
     }
     return { firstFrame, overhead, toSilence, audioAfterClear };
   } finally {

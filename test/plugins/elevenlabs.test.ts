@@ -1,4 +1,5 @@
 import test from 'ava';
+import { holdsWithin, until } from '../../testing/until.ts';
 import { Registry } from '../../core/registry.ts';
 import { VirtualClock, isAbortError } from '../../core/clock.ts';
 import type { PhonemeTiming, WordTiming } from '../../core/frames.ts';
@@ -133,7 +134,7 @@ test('aborting mid-stream throws an AbortError and closes the HTTP stream', asyn
     }
   });
   t.true(isAbortError(err), `got ${err?.name}: ${err?.message}`);
-  for (let i = 0; i < 100 && fake.clientAborts === 0; i++) await new Promise((r) => setTimeout(r, 10));
+  await until(() => fake.clientAborts > 0, { timeoutMs: 1000, what: 'the fake to see the client abort' });
   t.is(fake.clientAborts, 1);
 });
 
@@ -180,7 +181,7 @@ test('the fake holds the first audio back for firstAudioDelayMs on its clock', a
   const done = (async () => {
     for await (const e of tts(fake).synthesize({ text: 'Late.', sampleRate: 16000 })) if (e.type === 'audio') audio++;
   })();
-  for (let i = 0; i < 200 && fake.requests.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+  await holdsWithin(() => fake.requests.length > 0, { timeoutMs: 1000, intervalMs: 5 });
   await clock.advance(99);
   await new Promise((r) => setTimeout(r, 50));
   t.is(audio, 0, 'nothing before the configured latency');
@@ -218,7 +219,7 @@ test('through the TTS processor: every word lands on the tts-audio frame it star
   worker.queueFrame(frame('tts-speak', { text }));
   const audio = () => below.frames.filter((f): f is Frame & { type: 'tts-audio' } => f.type === 'tts-audio');
   const expectedSamples = Math.round((synthesizeFakeSpeech(text, 48000).pcm.length));
-  for (let i = 0; i < 300 && audio().reduce((n, f) => n + f.pcm.length, 0) < expectedSamples; i++) await new Promise((r) => setTimeout(r, 10));
+  await holdsWithin(() => audio().reduce((n, f) => n + f.pcm.length, 0) >= expectedSamples, { timeoutMs: 3000 });
   void worker.end();
   await finished;
 

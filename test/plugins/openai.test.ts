@@ -1,4 +1,5 @@
 import test from 'ava';
+import { holdsWithin, until } from '../../testing/until.ts';
 import { Registry } from '../../core/registry.ts';
 import { VirtualClock, isAbortError } from '../../core/clock.ts';
 import type { LLMEvent, LLMService } from '../../processors/services.ts';
@@ -147,7 +148,7 @@ test('aborting mid-stream throws an AbortError and closes the HTTP stream', asyn
   });
   t.true(isAbortError(err), `got ${err?.name}: ${err?.message}`);
   t.false(seen.some((e) => e.type === 'done'));
-  for (let i = 0; i < 100 && fake.clientAborts === 0; i++) await new Promise((r) => setTimeout(r, 10));
+  await until(() => fake.clientAborts > 0, { timeoutMs: 1000, what: 'the fake to see the client abort' });
   t.is(fake.clientAborts, 1, 'the server saw the client go away');
 });
 
@@ -205,7 +206,7 @@ test('the fake holds the first token back for firstTokenDelayMs on its clock', a
   const done = (async () => {
     for await (const e of service(fake).stream({ messages: [{ role: 'user', content: 'hi' }] })) events.push(e);
   })();
-  for (let i = 0; i < 200 && fake.requests.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+  await holdsWithin(() => fake.requests.length > 0, { timeoutMs: 1000, intervalMs: 5 });
   await clock.advance(299);
   await new Promise((r) => setTimeout(r, 50));
   t.is(events.length, 0, 'nothing before the configured latency');

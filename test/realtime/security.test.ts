@@ -9,6 +9,7 @@
  *   lease is released (item 6).
  */
 import test from 'ava';
+import { holdsWithin } from '../../testing/until.ts';
 import { facePlugin } from '../../plugins/face/index.ts';
 import { createCapacityGate } from '../../server/capacity/index.ts';
 import { attachRealtime, createRealtimeResolver, type RealtimeEndpoint } from '../../server/realtime/index.ts';
@@ -90,7 +91,7 @@ test.serial('a revocation by another process (another ApiKeys over the same data
 
 /** Polls until the gate holds `inUse` (a bound for a loaded machine, not a timing goal). */
 async function gateHolds(inUse: number): Promise<void> {
-  for (let i = 0; i < 400 && gate.snapshot().inUse !== inUse; i++) await new Promise((r) => setTimeout(r, 25));
+  await holdsWithin(() => gate.snapshot().inUse === inUse, { timeoutMs: 10_000, intervalMs: 25 });
 }
 
 test.serial('sessions take their place in the shared capacity gate: a lease held by someone else (a bot) leaves room for fewer, server_busy when full', async (t) => {

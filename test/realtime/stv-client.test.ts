@@ -3,6 +3,7 @@
  * synchronized audio and video out, events, barge-in re-sync.
  */
 import test from 'ava';
+import { until } from '../../testing/until.ts';
 import { Resampler, concat } from '../../core/audio.ts';
 import { VirtualClock } from '../../core/clock.ts';
 import type { RealtimeEndpoint } from '../../server/realtime/index.ts';
@@ -118,7 +119,7 @@ test.serial('frames buffered before the first TTS audio are reported at 16 kHz, 
   })();
   await client.connect();
   const deadline = Date.now() + 15_000;
-  while (received < 4 && Date.now() < deadline) await delay(10);
+  await until(() => received >= 4, { timeoutMs: 15_000, what: () => `four idle frames before any TTS audio (${received} so far)` });
   t.true(received >= 4, 'idle frames arrived before any TTS audio');
   const sent = ramp(400);
   client.say(sent, 24_000);

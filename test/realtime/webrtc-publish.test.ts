@@ -54,8 +54,7 @@ test.serial('a session publishes into an embedded room of this server and stops 
 
   // Closing the session frees the room's publisher slot.
   c.ws.close();
-  const end = Date.now() + 5000;
-  while (rooms.rooms.get(created.room)?.publisherId && Date.now() < end) await delay(20);
+  await until(() => !rooms.rooms.get(created.room)?.publisherId, { timeoutMs: 5000, intervalMs: 20, what: "the room's publisher slot to be freed" });
   t.is(rooms.rooms.get(created.room)?.publisherId, null);
 });
 

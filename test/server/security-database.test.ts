@@ -1,4 +1,5 @@
 import test from 'ava';
+import { holdsWithin } from '../../testing/until.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -75,10 +76,7 @@ test('an unreachable database gives 503 service_unavailable, not 500, and the se
     t.is(fresh, null, 'the database is really unreachable');
     await relay.start(); // same port: the database is back
     let status = 0;
-    for (let i = 0; i < 40 && status !== 200; i++) {
-      status = (await get(`${s.url}/v1/agents`, s.key)).status;
-      if (status !== 200) await new Promise((r) => setTimeout(r, 250));
-    }
+    await holdsWithin(async () => (status = (await get(`${s.url}/v1/agents`, s.key)).status) === 200, { timeoutMs: 10_000, intervalMs: 250 });
     t.is(status, 200, 'serves again with the same process');
   } finally {
     await s.server.close();

@@ -1,4 +1,5 @@
 import test from 'ava';
+import { holdsWithin } from '../../testing/until.ts';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import http from 'node:http';
@@ -108,7 +109,7 @@ test('a part PUT still streaming when its upload is finalized answers 404 upload
     req.write(randomBytes(2000));
     // Once the server is writing the part (its temporary file exists), finalize with part 1 only.
     const waitForTemp = async () => {
-      for (let i = 0; i < 500 && !readdirSync(uploadDir).some((f) => f.endsWith('.tmp')); i++) await new Promise((r) => setTimeout(r, 10));
+      await holdsWithin(() => readdirSync(uploadDir).some((f) => f.endsWith('.tmp')), { timeoutMs: 5000 });
       const done = await finalize(u, 2000);
       t.is(done.status, 201, done.text);
       req.end(randomBytes(2000));

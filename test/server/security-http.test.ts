@@ -1,4 +1,5 @@
 import test from 'ava';
+import { until } from '../../testing/until.ts';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
@@ -123,11 +124,7 @@ test('a client that disconnects mid-body is logged as a client abort (499, info)
     socket.on('error', () => undefined);
     socket.on('close', () => resolve());
   });
-  let entry: any;
-  for (let i = 0; i < 100 && !entry; i++) {
-    entry = logLines.find((l) => l.msg === 'request' && l.path === path);
-    if (!entry) await new Promise((r) => setTimeout(r, 50));
-  }
+  const entry: any = await until(() => logLines.find((l) => l.msg === 'request' && l.path === path), { timeoutMs: 5000, intervalMs: 50, what: 'the request to be logged' });
   t.truthy(entry, 'the request is logged');
   t.is(entry.status, 499);
   t.is(entry.level, 30, 'info');

@@ -10,6 +10,7 @@ import { FrameProcessor } from '../../core/processor.ts';
 import { CaptureProcessor, VirtualClock } from '../../core/testing/index.ts';
 import { PipelineWorker, type WorkerOutcome } from '../../core/worker.ts';
 import type { ToolLogger } from '../../processors/tools/tool-logger.ts';
+import { until } from '../../testing/until.ts';
 
 class UpstreamInjector extends FrameProcessor {
   inject(f: Frame): void {
@@ -75,11 +76,7 @@ export async function runDispatcher(processor: FrameProcessor, clock: Clock = ne
         if (!(await clock.advanceUntil(predicate, maxMs))) throw new Error(`timed out waiting for ${label}${dump()}`);
         return;
       }
-      const deadline = Date.now() + maxMs;
-      while (!predicate()) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${label}${dump()}`);
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
+      await until(predicate, { timeoutMs: maxMs, intervalMs: 5, what: () => `${label}${dump()}` });
     },
     settle,
     async stop() {

@@ -5,6 +5,7 @@
  * arguments; other messages are only `message` events; nothing is sent back.
  */
 import test from 'ava';
+import { holdsWithin } from '../../testing/until.ts';
 import { publishAvatar, RoomRegistry, type PublishedAvatar } from '../../transports/webrtc/index.ts';
 import { launchChromium, startRoomServer, type Browser, type RoomTestServer } from './browser.ts';
 import { joinRoom } from './page-probe.ts';
@@ -92,8 +93,7 @@ test.serial('the page sends messages to the bot with room.sendMessage: they reac
     return { sent, refused };
   });
   t.deepEqual(results, { sent: [true, true], refused: 'TypeError' });
-  const deadline = Date.now() + 10_000;
-  while (received.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  await holdsWithin(() => received.length >= 2, { timeoutMs: 10_000, intervalMs: 20 });
   t.deepEqual(received, [
     { participantId, message: { type: 'client-ready', version: '1.0.0', about: { library: 'test' } } },
     { participantId, message: { type: 'hang-up' } },

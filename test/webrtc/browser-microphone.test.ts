@@ -4,6 +4,7 @@
  * capture device, a periodic beep, stands in for the user).
  */
 import test from 'ava';
+import { holdsWithin } from '../../testing/until.ts';
 import { publishAvatar, RoomRegistry, type ParticipantAudio } from '../../transports/webrtc/index.ts';
 import { launchChromium, startRoomServer } from './browser.ts';
 import { joinRoom, waitForStats } from './page-probe.ts';
@@ -28,9 +29,8 @@ test('a browser microphone reaches the room while the avatar plays', async (t) =
   t.true(joined.ok);
   const stats = await waitForStats(page, (s) => s.framesDecoded > 10);
   t.true(stats.framesDecoded > 10, 'the avatar still plays');
-  const deadline = Date.now() + 20_000;
   const loud = () => heard.some((c) => rms(c.samples) > 0.01);
-  while (!(loud() && heard.length > 50) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+  await holdsWithin(() => loud() && heard.length > 50, { timeoutMs: 20_000, intervalMs: 100 });
   t.true(heard.length > 50, `only ${heard.length} chunks of microphone audio`);
   t.true(loud(), 'the fake microphone beeps; some chunk must carry sound');
   t.true(heard.every((c) => joined.ok && c.participantId === joined.participantId));

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import test from 'ava';
+import { until } from '../../testing/until.ts';
 import { NEVER } from 'rxjs';
 import { dispose } from '@livekit/rtc-node';
 import { AccessToken } from 'livekit-server-sdk';
@@ -138,7 +139,7 @@ test.serial('through /realtime: a webrtc message to a loopback LiveKit url gets 
       c.ws.close();
       await c.closed;
       // Ending the session takes the avatar out of the room (a bound for a slow machine).
-      for (let i = 0; i < 600 && fake.participants.some((p) => p.state !== 'disconnected'); i++) await new Promise((r) => setTimeout(r, 25));
+      await until(() => fake.participants.every((p) => p.state === 'disconnected'), { timeoutMs: 15_000, intervalMs: 25, what: 'the avatar to leave the room' });
       t.true(fake.participants.every((p) => p.state === 'disconnected'), 'the avatar left the room');
     } finally {
       await ts.stop();

@@ -4,6 +4,7 @@
  * audio samples and level). Runs inside chromium; passed to page.evaluate as functions.
  */
 import type { Page } from 'playwright-core';
+import { holdsWithin } from '../../testing/until.ts';
 
 export interface ReceiverStats {
   readonly framesDecoded: number;
@@ -79,10 +80,7 @@ export async function receiverStats(page: Page): Promise<ReceiverStats> {
 
 /** Polls until `done` holds (returns the stats) or `withinMs` passes (returns the last stats). */
 export async function waitForStats(page: Page, done: (s: ReceiverStats) => boolean, withinMs = 30_000): Promise<ReceiverStats> {
-  const deadline = Date.now() + withinMs;
-  for (;;) {
-    const stats = await receiverStats(page);
-    if (done(stats) || Date.now() > deadline) return stats;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  let stats!: ReceiverStats;
+  await holdsWithin(async () => done((stats = await receiverStats(page))), { timeoutMs: withinMs, intervalMs: 100 });
+  return stats;
 }

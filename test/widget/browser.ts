@@ -8,6 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { launchChromiumWith, type Chromium } from '../support/chromium.ts';
+import { until } from '../../testing/until.ts';
 import { concat, encodeWav, silence } from '../../core/audio.ts';
 import { LocalTTSService } from '../../plugins/local/index.ts';
 
@@ -75,14 +76,14 @@ export async function events(page: Page, name?: string): Promise<RecordedEvent[]
   return name ? all.filter((e) => e.name === name) : all;
 }
 
+/** The first recorded event `predicate` accepts, polled every 100 ms; past `ms`, the error names `what` and the events seen. */
 export async function waitForEvent(page: Page, predicate: (e: RecordedEvent) => boolean, ms = 30_000, what = 'event'): Promise<RecordedEvent> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const found = (await events(page)).find(predicate);
-    if (found) return found;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; saw ${(await events(page)).filter((e) => !/Volume$/.test(e.name)).map((e) => e.name + (e.name === 'SvcSessionOutcome' ? ':' + e.detail.outcome : '')).join(', ')}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  let seen: RecordedEvent[] = [];
+  return until(async () => (seen = await events(page)).find(predicate), {
+    timeoutMs: ms,
+    intervalMs: 100,
+    what: () => `${what}; saw ${seen.filter((e) => !/Volume$/.test(e.name)).map((e) => e.name + (e.name === 'SvcSessionOutcome' ? ':' + e.detail.outcome : '')).join(', ')}`,
+  });
 }
 
 /** The widget's visible state from its shadow DOM. */

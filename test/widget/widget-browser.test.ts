@@ -18,7 +18,7 @@ import { WIDGET_VERSION } from '../../protocol/widget-version.ts';
 import { LocalTTSService } from '../../plugins/local/index.ts';
 import { createCapacityGate } from '../../server/capacity/index.ts';
 import { mintConnectToken } from '../../server/sessions/connect-auth.ts';
-import { until } from '../../testing/until.ts';
+import { holdsWithin, until } from '../../testing/until.ts';
 import {
   clickButton,
   events,
@@ -195,10 +195,7 @@ test.serial('a full conversation: greeting heard, a question through the microph
     const frames1 = await videoSnapshot(page);
     // Ten more frames decoded, however long a loaded machine takes (bounded, not timed).
     let frames2 = frames1;
-    for (const deadline = Date.now() + 30_000; frames2.decoded <= frames1.decoded + 10 && Date.now() < deadline; ) {
-      await new Promise((r) => setTimeout(r, 100));
-      frames2 = await videoSnapshot(page);
-    }
+    await holdsWithin(async () => (frames2 = await videoSnapshot(page)).decoded > frames1.decoded + 10, { timeoutMs: 30_000, intervalMs: 100 });
     t.true(frames2.decoded > frames1.decoded + 10, `video frames keep arriving (${frames1.decoded} -> ${frames2.decoded})`);
     t.true(frames1.width > 0 && frames1.height > 0, 'the avatar video has a size');
 

@@ -19,7 +19,7 @@ import { dispose } from '@livekit/rtc-node';
 import { LIVEKIT_SESSION_TOPIC as WIDGET_TOPIC } from '../../clients/web/transport.ts';
 import { WIDGET_VERSION } from '../../protocol/widget-version.ts';
 import { LIVEKIT_SESSION_TOPIC } from '../../transports/livekit/livekit-bot-room.ts';
-import { until } from '../../testing/until.ts';
+import { holdsWithin, until } from '../../testing/until.ts';
 import { startLiveKitServerFake, type LiveKitServerFake } from '../fakes/livekit-server.ts';
 import { recognise } from '../sessions/conversation-audio.ts';
 import {
@@ -191,10 +191,7 @@ test.serial('a full conversation in a LiveKit room: the SDK loaded on demand, gr
     // Video frames keep arriving.
     const frames1 = await videoSnapshot(page);
     let frames2 = frames1;
-    for (const deadline = Date.now() + 30_000; frames2.decoded <= frames1.decoded + 10 && Date.now() < deadline; ) {
-      await new Promise((r) => setTimeout(r, 100));
-      frames2 = await videoSnapshot(page);
-    }
+    await holdsWithin(async () => (frames2 = await videoSnapshot(page)).decoded > frames1.decoded + 10, { timeoutMs: 30_000, intervalMs: 100 });
     t.true(frames2.decoded > frames1.decoded + 10, `video frames keep arriving (${frames1.decoded} -> ${frames2.decoded})`);
     t.true(frames1.width > 0 && frames1.height > 0, `the avatar video has a size (${frames1.width}x${frames1.height})`);
     t.is((await widgetView(page)).video, 'on');
