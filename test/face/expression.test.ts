@@ -29,6 +29,7 @@ async function twoSentences(): Promise<Utterance & { pauseMs: [number, number] }
   return {
     voice: 'en-us', rateWpm: 175, text: `${a.text} ${b.text}`, pcm,
     phonemes: [...a.phonemes, { phoneme: SILENCE_PHONEME, startMs: a.pcm.length / 16, endMs: shift }, ...b.phonemes.map((p) => ({ ...p, startMs: p.startMs + shift, endMs: p.endMs + shift }))],
+    words: [...a.words, ...b.words.map((w) => ({ ...w, startMs: w.startMs + shift, endMs: w.endMs + shift }))],
     pauseMs: [lastSound, firstSound],
   };
 }
