@@ -35,9 +35,9 @@ import { OpenAISTTService } from '../plugins/openai/stt.ts';
 import { OpenAITTSService } from '../plugins/openai/tts.ts';
 import { DeepgramTTSService } from '../plugins/deepgram/tts.ts';
 import { CartesiaTTSService } from '../plugins/cartesia/tts.ts';
-import { startOpenAIAudioFake } from '../test/fakes/openai-audio.ts';
-import { startDeepgramSpeakFake } from '../test/fakes/deepgram-speak.ts';
-import { startCartesiaFake } from '../test/fakes/cartesia.ts';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { ProviderFakeAddresses } from './_provider-fakes.ts';
 import type { MediaSink } from '../transports/media-sink.ts';
 import { percentile, printJson, printTable } from './table.ts';
 
@@ -328,17 +328,24 @@ interface ProviderRow {
 
 /**
  * One row per provider added with issue #31: that provider through its SDK against its wire fake
- * at the fixed latency of its kind (STT final 150 ms, TTS first audio 100 ms), the other services
- * in-process. Its framework overhead is the same subtraction at the service boundary, so the SDK
+ * (in a process of its own, bench/_provider-fakes.ts) at the fixed latency of its kind (STT final
+ * 150 ms, TTS first audio 100 ms), the other services in-process. Its framework overhead is the same subtraction at the service boundary, so the SDK
  * and the loopback are the provider's, not the framework's.
  */
 async function providerRows(): Promise<ProviderRow[]> {
   // Audio as it comes (the sessions' setting): the OpenAI and Deepgram voices give no word timings,
   // and a held sentence would count its whole synthesis as the framework's.
   const counts = { turns: PROVIDER_TURNS, bargeIns: PROVIDER_BARGE_INS, audioAsItComes: true };
-  const audio = await startOpenAIAudioFake({ script: Array(1000).fill(QUESTION), transcriptionDelayMs: LATENCY.sttFinalMs, firstAudioDelayMs: LATENCY.ttsFirstAudioMs });
-  const deepgram = await startDeepgramSpeakFake({ firstAudioDelayMs: LATENCY.ttsFirstAudioMs });
-  const cartesia = await startCartesiaFake({ firstAudioDelayMs: LATENCY.ttsFirstAudioMs });
+  // The fakes run in a process of their own: their work is not the framework's.
+  const fakes = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./_provider-fakes.ts', import.meta.url)), JSON.stringify({ question: QUESTION, ...LATENCY })], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const { audio, deepgram, cartesia } = await new Promise<ProviderFakeAddresses>((resolve, reject) => {
+    let out = '';
+    fakes.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.includes('\n')) resolve(JSON.parse(out.slice(0, out.indexOf('\n'))) as ProviderFakeAddresses);
+    });
+    fakes.once('exit', (code) => reject(new Error(`the provider fakes exited (${code})`)));
+  });
   const rows: ProviderRow[] = [];
   try {
     for (const mode of ['realtime', 'batch'] as const) {
@@ -355,7 +362,10 @@ async function providerRows(): Promise<ProviderRow[]> {
       tts.close?.();
     }
   } finally {
-    await Promise.all([audio.close(), deepgram.close(), cartesia.close()]);
+    const exited = new Promise((resolve) => fakes.once('exit', resolve));
+    fakes.stdin.end();
+    await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 5000))]);
+    fakes.kill('SIGKILL');
   }
   return rows;
 }
