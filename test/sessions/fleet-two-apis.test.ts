@@ -8,13 +8,19 @@
  *    runners' 2 x 4 slots: the runner rows, locked in the admission transaction, hold across
  *    processes), 32 `server_busy`, each runner exactly full.
  * 2. kill -9 of the API process that admitted a session: the visitor's session on the runner
- *    goes on (frames keep arriving: media never passes through the API), connects go on through
+ *    goes on (frames keep arriving: media never passes through the API; the visitor asks a
+ *    question and is answered by the runner's bot), connects go on through
  *    the other API process, whose release ends the session, with one call record.
  *
  * Needs root and iproute2 (fails, does not skip, without them). Time bounds only catch hangs.
  */
 import test from 'ava';
 import { until } from '../../testing/until.ts';
+import { LocalTTSService } from '../../plugins/local/index.ts';
+import { speech } from './conversation-audio.ts';
+
+const QUESTION = 'What is your name?';
+const voice = new LocalTTSService();
 import { available, FleetWorld } from '../support/fleet-world.ts';
 
 const canRun = await available();
@@ -108,6 +114,15 @@ test.serial('kill -9 of the API process that admitted a session: the session goe
   await until(() => visitor.videoFrames > framesAtKill + 100, { timeoutMs: 20_000, what: 'frames to keep arriving after the API process died' });
   t.false(visitor.signallingClosed, 'the visitor\'s signalling (on the runner) is untouched');
   t.like(await f.callOf(s.body.session_id), { status: 'active' });
+
+  // The conversation goes on without the API process: the visitor asks, the runner's bot answers
+  // (the fleet's agent has no greeting: its first bot turn is the answer).
+  const botTurns = () => visitor.ofType('transcript-turn').filter((m) => m.owner === 'bot');
+  const seen = () => `; messages seen: ${visitor.messages.map((m) => m.message.type).join(', ') || 'none'}`;
+  visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
+  visitor.say(await speech(voice, QUESTION));
+  await until(() => botTurns().length >= 1, { timeoutMs: 30_000, intervalMs: 20, what: () => `the answer turn, with the admitting API process dead${seen()}` });
+  t.like(visitor.ofType('transcript-turn').find((m) => m.owner === 'user'), { text: QUESTION, final: true });
 
   // The other API process serves connects and releases.
   const other = await f.connect(1);
