@@ -347,8 +347,12 @@ async function providerRows(): Promise<ProviderRow[]> {
     fakes.once('exit', (code) => reject(new Error(`the provider fakes exited (${code})`)));
   });
   const rows: ProviderRow[] = [];
+  // BENCH_VOICE_PROVIDERS=tts:openai,... : only these rows.
+  const only = process.env.BENCH_VOICE_PROVIDERS?.split(',').map((x) => x.trim()).filter(Boolean);
+  const wanted = (row: string) => !only?.length || only.some((o) => row.startsWith(o));
   try {
     for (const mode of ['realtime', 'batch'] as const) {
+      if (!wanted(`stt:openai ${mode}`)) continue;
       const stt = new OpenAISTTService({ apiKey: audio.apiKey, baseUrl: audio.baseURL, mode }, {});
       rows.push({ provider: `stt:openai ${mode}`, kind: 'stt', result: await conversation({ stt, llm: new FixedLLM(), tts: new FixedTTS() }, undefined, counts) });
     }
@@ -358,6 +362,7 @@ async function providerRows(): Promise<ProviderRow[]> {
       ['tts:cartesia', new CartesiaTTSService({ apiKey: cartesia.apiKey, baseUrl: cartesia.baseUrl, tls: { ca: cartesia.ca } }, {})],
     ];
     for (const [provider, tts] of voices) {
+      if (!wanted(provider)) { tts.close?.(); continue; }
       rows.push({ provider, kind: 'tts', result: await conversation({ stt: new FixedSTT(), llm: new FixedLLM(), tts }, undefined, counts) });
       tts.close?.();
     }
