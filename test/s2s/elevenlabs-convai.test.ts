@@ -93,10 +93,14 @@ test.serial("barge-in: the interruption cancels the face at once; audio with eve
   t.true(secondStart > 0);
   // Between the cut and the next turn the face plays no speech: the stale chunks never reached it.
   t.is(after.slice(0, secondStart).filter((e) => e.frame.type === 'output-audio').length, 0);
-  const played = concatAudio(after.slice(secondStart).filter((e) => e.frame.type === 'output-audio').map((e) => (e.frame.type === 'output-audio' ? e.frame.pcm : new Int16Array())));
+  // What plays, without the silent frames an emitter starved by a loaded machine puts between
+  // chunks (they shift the rest and broke the comparison once in a loaded CI run): this checks
+  // which response plays, not how smoothly.
+  const played = concatAudio(after.slice(secondStart).flatMap((e) => (e.frame.type === 'output-audio' && e.frame.pcm.some((v) => v !== 0) ? [e.frame.pcm] : [])));
   // Compared over the response's own length: the silence after it depends on when this check runs.
   const sure = to16k(fakeBotVoice('Sure', 16_000), 16_000);
-  t.true(alignment(played.subarray(0, sure.length), sure).correlation > 0.95, 'the next response is what plays');
+  const match = alignment(played.subarray(0, sure.length), sure);
+  t.true(match.correlation > 0.95, `the next response is what plays (correlation ${match.correlation.toFixed(3)} at ${match.lagMs} ms)`);
   const heard = heardText(s).split(' ').slice(0, -1); // the cut turn's words, then 'Sure'
   t.true(heard.length < long.split(' ').length, `${heard.length} words of the cut turn reported heard`);
   t.deepEqual(heard, long.split(' ').slice(0, heard.length));
