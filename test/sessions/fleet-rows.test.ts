@@ -60,6 +60,8 @@ test('over its bound: each figure against the bound the runner reported; late fr
 test('SVC_RUNNER_MAX_* and SVC_RUNNER_TEST_BURN_CPU: defaults, values, refusals', (t) => {
   t.deepEqual(runnerLoadBoundFromEnv({}), FLEET.loadBound);
   t.deepEqual(runnerLoadBoundFromEnv({ SVC_RUNNER_MAX_CPU_SHARE: '0.5', SVC_RUNNER_MAX_LATE_FRAME_SHARE: '0.1', SVC_RUNNER_MAX_LOOP_LAG_MS: '250' }), { cpu_share: 0.5, late_frame_share: 0.1, event_loop_lag_ms: 250 });
+  // Not a safeguard switched off for this test: these read the setting itself, as an operator
+  // who turns the gate's load check off would set it (nothing runs here).
   t.is(runnerLoadBoundFromEnv({ SVC_CAPACITY_LOAD_CHECK: 'off' }).late_frame_share, 1, 'the gate\'s late-frame check off: never over');
   t.is(runnerLoadBoundFromEnv({ SVC_CAPACITY_MAX_LATE_FRAME_SHARE: '0.2' }).late_frame_share, 0.2, 'the gate\'s bound');
   t.is(runnerLoadBoundFromEnv({ SVC_CAPACITY_LOAD_CHECK: 'off', SVC_RUNNER_MAX_LATE_FRAME_SHARE: '0.3' }).late_frame_share, 0.3);
