@@ -25,34 +25,17 @@ import { runCli } from '../../server/cli/svc.ts';
 import { FLEET } from '../../server/fleet/fleet-store.ts';
 import { SESSION_LEASE } from '../../server/sessions/session-store.ts';
 import { until } from '../../testing/until.ts';
-import { available, countLines, FleetWorld } from '../support/fleet-world.ts';
+import { countLines, FleetWorld } from '../support/fleet-world.ts';
+import { sharedFleet } from '../support/fleet-tests.ts';
 
-const canRun = await available();
 const START_TIMEOUT_MS = 3_000;
 /** Connect p99 while a runner is cut off: one start deadline, plus an ordinary connect. */
 const CUT_CONNECT_BOUND_MS = START_TIMEOUT_MS + 2_000;
-let fleet: FleetWorld | undefined;
-
-test.after.always(async () => {
-  await fleet?.close();
+const getFleet = sharedFleet({
+  label: 'fleet_failures',
+  apiEnv: { SVC_RUNNER_START_TIMEOUT_MS: String(START_TIMEOUT_MS) },
+  runners: { r1: { SVC_METRICS: 'public' }, r2: {} },
 });
-
-test.afterEach.always(async () => {
-  await fleet?.releaseAll();
-});
-
-async function getFleet(t: import('ava').ExecutionContext): Promise<FleetWorld | null> {
-  if (!canRun) {
-    t.fail('the fleet tests need root and iproute2 (ip netns); the CI machine has them');
-    return null;
-  }
-  fleet ??= await FleetWorld.create({
-    label: 'fleet_failures',
-    apiEnv: { SVC_RUNNER_START_TIMEOUT_MS: String(START_TIMEOUT_MS) },
-    runners: { r1: { SVC_METRICS: 'public' }, r2: {} },
-  });
-  return fleet;
-}
 
 test.serial('malformed registry rows and runners that do not answer: skipped (logged once), connects succeed on the good runners, the API process lives', async (t) => {
   t.timeout(300_000); // the fleet starts in the first case

@@ -18,35 +18,18 @@
 import test from 'ava';
 import { runCli } from '../../server/cli/svc.ts';
 import { until } from '../../testing/until.ts';
-import { available, FleetWorld, RUNNER_PORT } from '../support/fleet-world.ts';
+import { FleetWorld, RUNNER_PORT } from '../support/fleet-world.ts';
+import { sharedFleet } from '../support/fleet-tests.ts';
 
-const canRun = await available();
 const BURN = '0.8';
 const R1_CPU_BOUND = 0.2;
-let fleet: FleetWorld | undefined;
-
-test.after.always(async () => {
-  await fleet?.close();
+const getFleet = sharedFleet({
+  label: 'fleet_load',
+  runners: {
+    r1: { SVC_RUNNER_TEST_BURN_CPU: BURN, SVC_RUNNER_MAX_CPU_SHARE: String(R1_CPU_BOUND), SVC_METRICS: 'public' },
+    r2: { SVC_METRICS: 'public' },
+  },
 });
-
-test.afterEach.always(async () => {
-  await fleet?.releaseAll();
-});
-
-async function getFleet(t: import('ava').ExecutionContext): Promise<FleetWorld | null> {
-  if (!canRun) {
-    t.fail('the fleet tests need root and iproute2 (ip netns); the CI machine has them');
-    return null;
-  }
-  fleet ??= await FleetWorld.create({
-    label: 'fleet_load',
-    runners: {
-      r1: { SVC_RUNNER_TEST_BURN_CPU: BURN, SVC_RUNNER_MAX_CPU_SHARE: String(R1_CPU_BOUND), SVC_METRICS: 'public' },
-      r2: { SVC_METRICS: 'public' },
-    },
-  });
-  return fleet;
-}
 
 /** What runner `name` last wrote in its registry row. */
 async function reported(f: FleetWorld, name: string): Promise<{ cpu_share: number; bound: { cpu_share: number } } | undefined> {

@@ -21,34 +21,17 @@ import { speech } from './conversation-audio.ts';
 
 const QUESTION = 'What is your name?';
 const voice = new LocalTTSService();
-import { available, FleetWorld } from '../support/fleet-world.ts';
+import { FleetWorld } from '../support/fleet-world.ts';
+import { sharedFleet } from '../support/fleet-tests.ts';
 
-const canRun = await available();
 const SLOTS = 4;
-let fleet: FleetWorld | undefined;
-
-test.after.always(async () => {
-  await fleet?.close();
-});
-
-test.afterEach.always(async () => {
-  await fleet?.releaseAll();
-});
-
-async function getFleet(t: import('ava').ExecutionContext): Promise<FleetWorld | null> {
-  if (!canRun) {
-    t.fail('the fleet tests need root and iproute2 (ip netns); the CI machine has them');
-    return null;
-  }
-  // A start may wait behind seven others on two shared cores: the deadline is not what is tested here.
-  // The runners' late-frame check off (the gate's refusals and placement's late-frame bound): on
-  // two cores shared with other work, the frames of the first burst's sessions ran late and the
-  // second burst got 2-5 of 8 (runner_full, then server_busy). What is tested here is the slot
-  // accounting across processes; the load bound is fleet-load's, the late-frame check the gate's.
-  const runner = { SVC_CAPACITY_LOAD_CHECK: 'off' };
-  fleet ??= await FleetWorld.create({ label: 'fleet_two_apis', apis: 2, slots: SLOTS, maxConcurrency: 6, apiEnv: { SVC_RUNNER_START_TIMEOUT_MS: '30000' }, runners: { r1: runner, r2: runner } });
-  return fleet;
-}
+// A start may wait behind seven others on two shared cores: the deadline is not what is tested here.
+// The runners' late-frame check off (the gate's refusals and placement's late-frame bound): on
+// two cores shared with other work, the frames of the first burst's sessions ran late and the
+// second burst got 2-5 of 8 (runner_full, then server_busy). What is tested here is the slot
+// accounting across processes; the load bound is fleet-load's, the late-frame check the gate's.
+const runner = { SVC_CAPACITY_LOAD_CHECK: 'off' };
+const getFleet = sharedFleet({ label: 'fleet_two_apis', apis: 2, slots: SLOTS, maxConcurrency: 6, apiEnv: { SVC_RUNNER_START_TIMEOUT_MS: '30000' }, runners: { r1: runner, r2: runner } });
 
 /** `n` connects at once, alternately through each API process; the answers by status and error code. */
 async function burst(f: FleetWorld, n: number, agentId: string): Promise<{ answers: { status: number; body: any }[]; tally: Record<string, number> }> {

@@ -22,30 +22,12 @@ import { runCli } from '../../server/cli/svc.ts';
 import { FLEET } from '../../server/fleet/fleet-store.ts';
 import { SESSION_LEASE } from '../../server/sessions/session-store.ts';
 import { until } from '../../testing/until.ts';
-import { available, FLEET_SECRET as SECRET, FleetWorld, type FleetRunner } from '../support/fleet-world.ts';
+import { FLEET_SECRET as SECRET, FleetWorld, type FleetRunner } from '../support/fleet-world.ts';
+import { sharedFleet } from '../support/fleet-tests.ts';
 
-const canRun = await available();
 const SLOTS = 4;
 
-let fleet: FleetWorld | undefined;
-
-test.after.always(async () => {
-  await fleet?.close();
-});
-
-// Sessions the case started: released when it ends, however it ends (the next case starts from an empty fleet).
-test.afterEach.always(async () => {
-  await fleet?.releaseAll();
-});
-
-async function getFleet(t: import('ava').ExecutionContext): Promise<FleetWorld | null> {
-  if (!canRun) {
-    t.fail('the fleet tests need root and iproute2 (ip netns); the CI machine has them');
-    return null;
-  }
-  fleet ??= await FleetWorld.create({ label: 'fleet', slots: SLOTS });
-  return fleet;
-}
+const getFleet = sharedFleet({ label: 'fleet', slots: SLOTS });
 
 const connect = (f: FleetWorld) => f.connect();
 const release = (f: FleetWorld, roomUrl: string) => f.release(roomUrl);
