@@ -24,6 +24,7 @@ import { authenticate } from './authenticate.ts';
 import { handleClientErrors } from './client-errors.ts';
 import { errorMiddleware } from './error-middleware.ts';
 import { bodyMediaTypeGuard, matchedRoute } from './json-body.ts';
+import { koaHandler } from './koa-handler.ts';
 import { requestLog } from './request-log.ts';
 import { responseHeaders } from './response-headers.ts';
 import { routerDispatch } from './route-dispatch.ts';
@@ -107,7 +108,8 @@ export function createHttpApp(config: ServerConfig, options: HttpAppOptions): Ht
 
   const httpServer = createNodeServer(
     { headersTimeout: config.headersTimeoutMs, requestTimeout: config.requestTimeoutMs, connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(config.headersTimeoutMs / 4))) },
-    app.callback(),
+    // Koa's handler without its per-request `onFinished` (koa-handler.ts).
+    koaHandler(app),
   );
   httpServer.keepAliveTimeout = 65_000;
   // Every upgrade is claimed by an entry of the table, refused, or served as plain HTTP: none is
