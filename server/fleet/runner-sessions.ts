@@ -199,7 +199,7 @@ export class RunnerSessions {
     }
     this.counts.started++;
     this.bound(local, claimed.appliedLimitSeconds * 1000 - claimed.ageSeconds * 1000);
-    await this.options.store.markActive(sessionId).catch((err) => this.log.warn({ err, sessionId }, 'could not mark the session active'));
+    await this.options.store.markActive(sessionId, (err, willRetry) => this.log.warn({ err, sessionId, willRetry }, 'could not mark the session active'));
     void local.running.ended.then(
       (outcome) => this.finish(local, outcome),
       (err) => this.finish(local, { terminationReason: 'pipeline_error', failureDetail: (err as Error)?.message ?? String(err), participantCount: 0, metadata: {} }),
@@ -243,6 +243,7 @@ export class RunnerSessions {
     await Promise.allSettled([...this.local.values()].map((s) => this.stop(s, reason)));
     for (const timer of this.timers) clearInterval(timer);
     await this.beating?.catch(() => undefined);
+    this.options.store.close();
     await this.options.fleet.deregister(this.options.identity.runnerId).catch((err) => this.log.warn({ err }, 'could not remove the registry row'));
   }
 

@@ -339,7 +339,7 @@ export class LiveSessions {
       this.refuseWhenClosing();
     }
     this.boundSession(local, admission.appliedLimitSeconds * 1000 - (Date.now() - admittedAt));
-    await this.store.markActive(sessionId).catch((err) => this.log.warn({ err, sessionId }, 'could not mark the session active'));
+    await this.store.markActive(sessionId, (err, willRetry) => this.log.warn({ err, sessionId, willRetry }, 'could not mark the session active'));
     void local.running.ended.then(
       (outcome) => this.finish(local, outcome),
       (err) => this.finish(local, { terminationReason: 'pipeline_error', failureDetail: (err as Error)?.message ?? String(err), participantCount: 0, metadata: {} }),
@@ -391,6 +391,7 @@ export class LiveSessions {
     const endings = [...this.local.values()].map((s) => this.stop(s, reason));
     await Promise.race([Promise.allSettled(endings), deadline]);
     clearTimeout(timer);
+    this.store.close();
   }
 
   private async stop(local: LocalSession, reason: TerminationReason): Promise<void> {

@@ -27,6 +27,11 @@ export const SESSION_LEASE = {
   maxRetryAfterSeconds: 300,
   /** Recent completed calls whose median duration estimates when a busy slot frees up. */
   durationSampleSize: 50,
+  /**
+   * A failed write of a started session's `active` status is tried again after these delays (ms).
+   * The status is what listings and operators see; the slot and the lease hold either way.
+   */
+  activeRetryDelaysMs: [500, 2_000, 5_000] as readonly number[],
 } as const;
 
 export interface AdmissionRequest {
@@ -80,6 +85,8 @@ type ConcurrencyRefusal = Extract<Admission, { reason: 'concurrency_limit' }>;
 
 export class SessionStore {
   private readonly leaseSeconds: number;
+  private readonly retries = new Set<NodeJS.Timeout>();
+  private closed = false;
   private readonly line = new AdmissionLine<{ readonly request: AdmissionRequest; readonly hooks: AdmissionHooks<unknown> }, Admission<unknown>>((agentId, batch) => this.decide(agentId, batch));
 
   constructor(
@@ -227,8 +234,37 @@ export class SessionStore {
     return Math.min(SESSION_LEASE.maxRetryAfterSeconds, Math.max(1, Math.ceil(Math.min(hardEnd, typical))));
   }
 
-  async markActive(sessionId: string): Promise<void> {
-    await this.db('agent_sessions').where({ session_id: sessionId, runner_id: this.runnerId }).update({ status: 'active' });
+  /**
+   * Marks a started session `active`. A failed write (a contended or briefly unreachable
+   * database) is tried again in the background after each of `SESSION_LEASE.activeRetryDelaysMs`
+   * until one succeeds or the store is closed; `onFailure` hears each failure and whether another
+   * try follows. Resolves after the first try, whatever it did.
+   */
+  async markActive(sessionId: string, onFailure?: (err: unknown, willRetry: boolean) => void): Promise<void> {
+    const attempt = async (tried: number): Promise<void> => {
+      try {
+        // Only a starting session: one that ended meanwhile (its row gone) or was taken over stays as it is.
+        await this.db('agent_sessions').where({ session_id: sessionId, runner_id: this.runnerId, status: 'starting' }).update({ status: 'active' });
+      } catch (err) {
+        const delay = this.closed ? undefined : SESSION_LEASE.activeRetryDelaysMs[tried];
+        onFailure?.(err, delay !== undefined);
+        if (delay === undefined) return;
+        const timer = setTimeout(() => {
+          this.retries.delete(timer);
+          void attempt(tried + 1);
+        }, delay);
+        timer.unref();
+        this.retries.add(timer);
+      }
+    };
+    await attempt(0);
+  }
+
+  /** Stops the background retries (the owner is closing); the store's queries still work. */
+  close(): void {
+    this.closed = true;
+    for (const timer of this.retries) clearTimeout(timer);
+    this.retries.clear();
   }
 
   /**

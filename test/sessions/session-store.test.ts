@@ -4,7 +4,8 @@
  */
 import test from 'ava';
 import knexFactory from 'knex';
-import { SessionStore } from '../../server/sessions/session-store.ts';
+import { SESSION_LEASE, SessionStore } from '../../server/sessions/session-store.ts';
+import { until } from '../../testing/until.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
 
 let s: TestServer;
@@ -111,4 +112,45 @@ test('retry_after_seconds follows the live sessions: the soonest hard end when t
   const refused = await store.admit(request(agentId, 2));
   if (refused.admitted || refused.reason !== 'concurrency_limit') return t.fail('expected a refusal');
   t.true(refused.retryAfterSeconds >= 38 && refused.retryAfterSeconds <= 40, String(refused.retryAfterSeconds));
+});
+
+test("a started session's `active` write that fails (a lock held past lock_timeout) is tried again until it lands; close() stops the tries", async (t) => {
+  const agentId = await publishedAgent({ max_concurrency: 5 });
+  // A process whose statements give up on a lock after 100 ms, as a contended database makes them.
+  const impatient = knexFactory({ client: 'pg', connection: { connectionString: s.databaseUrl!, lock_timeout: 100 } as never, pool: { min: 0, max: 4 } });
+  const locker = knexFactory({ client: 'pg', connection: s.databaseUrl!, pool: { min: 0, max: 2 } });
+  try {
+    const statusOf = async (id: string) => (await s.server.db('agent_sessions').where('session_id', id).first('status'))?.status as string | undefined;
+    /** Holds the session's row locked until the returned function is called. */
+    const lockRow = async (id: string): Promise<() => Promise<void>> => {
+      const trx = await locker.transaction();
+      await trx('agent_sessions').where('session_id', id).forUpdate().first();
+      return async () => void (await trx.commit());
+    };
+    const store = new SessionStore(impatient, 'retrying-process');
+    const first = await store.admit(request(agentId, 1));
+    if (!first.admitted) return t.fail('not admitted');
+    const unlock = await lockRow(first.sessionId);
+    const failures: boolean[] = [];
+    await store.markActive(first.sessionId, (_err, willRetry) => failures.push(willRetry));
+    t.deepEqual(failures, [true], 'the first write failed on the lock, and a retry follows');
+    t.is(await statusOf(first.sessionId), 'starting');
+    await unlock();
+    await until(async () => (await statusOf(first.sessionId)) === 'active', { timeoutMs: 10_000, intervalMs: 50, what: 'the retried write marked the session active' });
+    t.deepEqual(failures, [true]);
+
+    // Closed while a retry waits: no further write.
+    const second = await store.admit(request(agentId, 2));
+    if (!second.admitted) return t.fail('not admitted');
+    const unlockSecond = await lockRow(second.sessionId);
+    await store.markActive(second.sessionId);
+    store.close();
+    await unlockSecond();
+    const firstRetryMs = SESSION_LEASE.activeRetryDelaysMs[0]!;
+    await new Promise((resolve) => setTimeout(resolve, firstRetryMs * 3));
+    t.is(await statusOf(second.sessionId), 'starting', 'no write after close()');
+  } finally {
+    await impatient.destroy();
+    await locker.destroy();
+  }
 });
