@@ -92,8 +92,10 @@ def start_real_server(label: str = "svc-pyclient-") -> Iterator[tuple[RealServer
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PORT", "HOST", "SVC_DATA_DIR")}
     # Admission by count only: a busy test machine must not refuse the clients' sessions as
     # overloaded (the server's overload rule has its own tests in test/server).
+    # LiveKit servers on loopback are allowed: the avatar-session tests run a fake one there (the
+    # address policy refuses private and loopback addresses by default).
     env.update(PORT=str(port), HOST="127.0.0.1", SVC_DATA_DIR=str(Path(data_dir) / "data"), LOG_LEVEL="warn",
-               SVC_CAPACITY_LOAD_CHECK="off")
+               SVC_CAPACITY_LOAD_CHECK="off", SVC_LIVEKIT_ALLOWED_RANGES="127.0.0.0/8")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [str(TSX), "server/main.ts"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
