@@ -26,8 +26,10 @@ function toPgText(sql: string): string {
  * PGlite. `sql` uses `?` placeholders in order; it must not contain `?` anywhere else.
  *
  * On PostgreSQL the statement runs on one of the connections held out of knex's pool for these
- * statements (held-connections.ts: no pool acquire and release per query), or, when all of those
- * are busy, on a connection acquired from knex's pool as any query is.
+ * statements (held-connections.ts: no pool acquire and release per query); when all of those are
+ * busy it waits for the next one to come free, first come first served, at most knex's
+ * `acquireConnectionTimeout` (then knex's `KnexTimeoutError`). Without held connections (a pool of
+ * one, a destroyed pool) it takes a connection from knex's pool as any query does.
  */
 export function preparedQuery(db: Db, name: string, sql: string, values: unknown[]): Promise<any[]> {
   const client = db.client as unknown as KnexClient;
