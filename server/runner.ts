@@ -1,7 +1,9 @@
 /**
  * `npm run runner`: a runner of the fleet (docs/deployment.md). It runs the bots of the sessions
  * API processes (`npm start` with SVC_SESSIONS=fleet) place on it, and hosts their embedded rooms:
- * visitors' signalling comes to this process's port, advertised as SVC_RUNNER_PUBLIC_URL.
+ * visitors' signalling comes to this process's port, advertised as SVC_RUNNER_PUBLIC_URL. With
+ * SVC_LIVEKIT_URL, SVC_LIVEKIT_API_KEY and SVC_LIVEKIT_API_SECRET its bots join rooms on that
+ * LiveKit server instead (the runner creates them; visitors connect to LiveKit).
  *
  * Assembled from the server's parts (build-server.ts with the RUNNER surfaces: rooms, health,
  * metrics; the same BotRunner and face opener as inline bots, createInlineBotRunner), plus the
@@ -17,6 +19,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { pino } from 'pino';
 import { Registry } from '../core/registry.ts';
+import { LiveKitRoomProvider } from '../transports/livekit/livekit-room-provider.ts';
 import { EmbeddedRoomProvider } from '../transports/webrtc/room-provider.ts';
 import { buildServer, warmFaceEngine } from './build-server.ts';
 import { createCapacityGate } from './capacity/capacity-gate.ts';
@@ -78,12 +81,15 @@ const server = await buildServer(
   process.exit(1);
 });
 const signalUrl = `${settings.publicUrl.replace(/^http/, 'ws')}/v1/rooms/signal`;
+// With SVC_LIVEKIT_URL (and its key and secret) the runner's bots join rooms it creates on that
+// LiveKit server, and visitors connect there; otherwise it hosts embedded rooms on its own port.
+const livekit = config.sessions.livekit;
 const sessions = new RunnerSessions({
   identity: { runnerId, url: settings.publicUrl, slots: settings.slots },
   store: new SessionStore(server.db, runnerId),
   fleet: new FleetStore(server.db, { leaseMs: SESSION_LEASE.leaseMs }),
   agents: server.services.agents,
-  rooms: new EmbeddedRoomProvider(server.rooms!.rooms, { signalUrl }),
+  rooms: livekit ? new LiveKitRoomProvider(livekit) : new EmbeddedRoomProvider(server.rooms!.rooms, { signalUrl }),
   runner: createInlineBotRunner(server, server.rooms!, { onFrameLateness: (ms) => capacity.recordFrameLateness(ms) }),
   capacity,
   logger,
@@ -102,7 +108,8 @@ await sessions.register().catch((err: Error) => {
 process.stdout.write(
   [
     `svc runner ${runnerId} listening on ${url}`,
-    `  advertised: ${settings.publicUrl}  (start requests from API processes; visitors' signalling ${signalUrl})`,
+    `  advertised: ${settings.publicUrl}  (start requests from API processes${livekit ? '' : `; visitors' signalling ${signalUrl}`})`,
+    `  rooms:      ${livekit ? `LiveKit at ${livekit.url}` : 'embedded (this process)'}`,
     `  slots:      ${settings.slots}; drain timeout ${settings.drainTimeoutMs} ms`,
     `  load bound: CPU share ${loadBound.cpu_share}, late frames ${loadBound.late_frame_share}, event-loop lag ${loadBound.event_loop_lag_ms} ms${burnShare > 0 ? `; TEST: burning ${burnShare} of a core until SIGUSR2` : ''}`,
     `  plugins:    ${plugins.join(', ') || '(none)'}`,

@@ -269,7 +269,7 @@ export function fleetFromEnv(env: Env): FleetApiSettings | null {
   if (mode !== 'fleet') return null;
   if (!env.DATABASE_URL) throw new ConfigError('SVC_SESSIONS=fleet needs DATABASE_URL: the API processes and the runners share one PostgreSQL');
   if ((env.SVC_BOT_HOST ?? '').trim().toLowerCase() === 'process') throw new ConfigError('SVC_SESSIONS=fleet runs the bots on runners: leave SVC_BOT_HOST unset');
-  if (liveKitSessionSettingsFromEnv(env)) throw new ConfigError('SVC_SESSIONS=fleet does not run LiveKit rooms yet: runners host embedded rooms only');
+  if (liveKitSessionSettingsFromEnv(env)) throw new ConfigError('SVC_SESSIONS=fleet: the runners make the rooms; set SVC_LIVEKIT_URL, SVC_LIVEKIT_API_KEY and SVC_LIVEKIT_API_SECRET on the runners (npm run runner), not on the API processes');
   const startTimeoutMs = milliseconds(env, 'SVC_RUNNER_START_TIMEOUT_MS');
   if (startTimeoutMs === 0) throw new ConfigError('SVC_RUNNER_START_TIMEOUT_MS must be above 0');
   return { secret: runnerSecret(env), ...(startTimeoutMs === undefined ? {} : { startTimeoutMs }) };
@@ -280,7 +280,8 @@ export function runnerSettingsFromEnv(env: Env = process.env): RunnerSettings {
   const publicUrl = (env.SVC_RUNNER_PUBLIC_URL ?? '').trim().replace(/\/+$/, '');
   if (!/^https?:\/\/[^/]+$/i.test(publicUrl)) throw new ConfigError(`SVC_RUNNER_PUBLIC_URL must be this runner's http(s)://host:port as API processes and visitors reach it, got ${JSON.stringify(env.SVC_RUNNER_PUBLIC_URL ?? '')}`);
   if (!env.DATABASE_URL) throw new ConfigError('npm run runner needs DATABASE_URL: the runners and the API processes share one PostgreSQL');
-  if (liveKitSessionSettingsFromEnv(env)) throw new ConfigError('npm run runner does not run LiveKit rooms yet: runners host embedded rooms only');
+  // SVC_LIVEKIT_URL with its key and secret (read with the rest of the configuration): the runner's rooms are on that LiveKit server.
+  liveKitSessionSettingsFromEnv(env);
   const rawSlots = env.SVC_RUNNER_SLOTS?.trim();
   const slots = rawSlots ? Number(rawSlots) : (faceSessionLimitFromEnv(env) ?? defaultFaceSessionLimit());
   if (!Number.isInteger(slots) || slots < 1) throw new ConfigError(`SVC_RUNNER_SLOTS must be a positive integer, got ${JSON.stringify(rawSlots)}`);

@@ -377,15 +377,23 @@ export class FleetStore {
 
   /**
    * A runner takes a session placed on it (`placed` -> `starting`, lease renewed), once; null
-   * when it is not placed there (never was, moved, already claimed, ended or lapsed).
+   * when it is not placed there (never was, moved, already claimed, ended or lapsed). The session
+   * and its call record the runner's room provider (`embedded`, `livekit`): the API process that
+   * placed it does not know which rooms the runner makes.
    */
-  async claim(sessionId: string, runnerId: string): Promise<ClaimedSession | null> {
+  async claim(sessionId: string, runnerId: string, roomProvider: string): Promise<ClaimedSession | null> {
     const rows = (await this.db.raw(
-      `update agent_sessions set status = 'starting', lease_expires_at = now() + make_interval(secs => ?)
-        where session_id = ? and runner_id = ? and status = 'placed' and lease_expires_at > now()
-        returning session_id, call_id, agent_id, organization_id, room, client_user_ref, applied_session_limit_seconds,
-                  extract(epoch from (now() - started_at)) as age_s`,
-      [this.leaseSeconds, sessionId, runnerId],
+      `with claimed as (
+         update agent_sessions set status = 'starting', room_provider = ?, lease_expires_at = now() + make_interval(secs => ?)
+          where session_id = ? and runner_id = ? and status = 'placed' and lease_expires_at > now()
+          returning session_id, call_id, agent_id, organization_id, room, client_user_ref, applied_session_limit_seconds,
+                    extract(epoch from (now() - started_at)) as age_s
+       ), call as (
+         update agent_calls set metadata = metadata || jsonb_build_object('room_provider', ?::text)
+          where call_id = (select call_id from claimed)
+       )
+       select * from claimed`,
+      [roomProvider, this.leaseSeconds, sessionId, runnerId, roomProvider],
     )).rows as Record<string, unknown>[];
     const r = rows[0];
     if (!r) return null;

@@ -155,7 +155,7 @@ export class RunnerSessions {
     if (this.stateNow !== 'ready') throw this.refuse(this.stateNow === 'draining' ? 'runner_draining' : 'runner_starting', 503, `this runner is ${this.stateNow}`);
     const lease = this.options.capacity.tryAcquire();
     if (!lease) throw this.refuse('runner_full', 503, 'this runner has no capacity for another session right now');
-    const claimed = await this.options.fleet.claim(sessionId, this.options.identity.runnerId).catch((err) => {
+    const claimed = await this.options.fleet.claim(sessionId, this.options.identity.runnerId, this.options.rooms.name).catch((err) => {
       lease.release();
       throw err;
     });

@@ -13,7 +13,7 @@ import { bearerMatches } from '../../server/fleet/runner-protocol.ts';
 const DB = 'postgres://postgres@127.0.0.1:5432/x';
 const SECRET = 'sixteen-chars-or-more';
 
-test('SVC_SESSIONS: inline by default; fleet needs DATABASE_URL and SVC_RUNNER_SECRET (16+), not with a bot host or LiveKit', (t) => {
+test('SVC_SESSIONS: inline by default; fleet needs DATABASE_URL and SVC_RUNNER_SECRET (16+), not with a bot host, and LiveKit settings go on the runners', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'svc-config-fleet-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   t.is(loadConfigFromEnv({ SVC_DATA_DIR: dir }).sessions.fleet, null);
@@ -26,7 +26,7 @@ test('SVC_SESSIONS: inline by default; fleet needs DATABASE_URL and SVC_RUNNER_S
   refused({ SVC_SESSIONS: 'fleet', DATABASE_URL: DB }, /SVC_RUNNER_SECRET must be set, at least 16/);
   refused({ SVC_SESSIONS: 'fleet', DATABASE_URL: DB, SVC_RUNNER_SECRET: 'short' }, /SVC_RUNNER_SECRET/);
   refused({ SVC_SESSIONS: 'fleet', DATABASE_URL: DB, SVC_RUNNER_SECRET: SECRET, SVC_BOT_HOST: 'process' }, /leave SVC_BOT_HOST unset/);
-  refused({ SVC_SESSIONS: 'fleet', DATABASE_URL: DB, SVC_RUNNER_SECRET: SECRET, SVC_LIVEKIT_URL: 'wss://lk', SVC_LIVEKIT_API_KEY: 'k', SVC_LIVEKIT_API_SECRET: 's' }, /LiveKit rooms yet/);
+  refused({ SVC_SESSIONS: 'fleet', DATABASE_URL: DB, SVC_RUNNER_SECRET: SECRET, SVC_LIVEKIT_URL: 'wss://lk', SVC_LIVEKIT_API_KEY: 'k', SVC_LIVEKIT_API_SECRET: 's' }, /set SVC_LIVEKIT_URL, SVC_LIVEKIT_API_KEY and SVC_LIVEKIT_API_SECRET on the runners/);
   refused({ SVC_SESSIONS: 'fleet', DATABASE_URL: DB, SVC_RUNNER_SECRET: SECRET, SVC_RUNNER_START_TIMEOUT_MS: '0' }, /above 0/);
 });
 
@@ -43,6 +43,9 @@ test('npm run runner: SVC_RUNNER_PUBLIC_URL, secret, slots (default the face-ses
   refused({ ...base, SVC_RUNNER_SLOTS: '0' }, /SVC_RUNNER_SLOTS must be a positive integer/);
   refused({ ...base, SVC_RUNNER_DRAIN_TIMEOUT_MS: '-1' }, /SVC_RUNNER_DRAIN_TIMEOUT_MS/);
   refused({ ...base, SVC_RUNNER_ID: 'has space' }, /SVC_RUNNER_ID/);
+  // A runner may make its rooms on a LiveKit server (all three settings, as for a single process).
+  t.like(runnerSettingsFromEnv({ ...base, SVC_LIVEKIT_URL: 'wss://lk.example.com', SVC_LIVEKIT_API_KEY: 'k', SVC_LIVEKIT_API_SECRET: 's' }), { slots: runnerSettingsFromEnv(base).slots });
+  refused({ ...base, SVC_LIVEKIT_URL: 'wss://lk.example.com' }, /together/);
 });
 
 test('the runner secret: Bearer only, the same secret only, whatever the lengths', (t) => {
