@@ -3,18 +3,18 @@ import pg from 'pg';
 import { closeDatabase, openDatabase, type Db } from '../../server/db/connect.ts';
 import { migrateToLatest } from '../../server/db/migrate.ts';
 import { ApiKeys } from '../../server/services/api-keys.ts';
+import { until } from '../../testing/until.ts';
 import { createTestDatabase } from './harness.ts';
 
-/** Resolves once `count` backends of this database wait on a lock (pg_stat_activity, read outside any transaction). */
+/** Resolves once `count` backends of this database wait on a lock (pg_stat_activity, read outside any transaction); fails after 15 s. */
 async function waitForLockWaiters(admin: pg.Client, database: string, count: number): Promise<void> {
-  for (;;) {
+  await until(async () => {
     const { rows } = await admin.query(
       "select count(*)::int as n from pg_stat_activity where datname = $1 and wait_event_type = 'Lock'",
       [database],
     );
-    if (rows[0].n >= count) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
+    return rows[0].n >= count;
+  }, { timeoutMs: 15_000, intervalMs: 10, what: `${count} backends of ${database} waiting on a lock` });
 }
 
 /**

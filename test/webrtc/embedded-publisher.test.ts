@@ -3,6 +3,7 @@ import test from 'ava';
 import { NEVER, Subject } from 'rxjs';
 import { publishAvatar, RoomError, RoomRegistry } from '../../transports/webrtc/index.ts';
 import type { FaceFrame } from '../../processors/avatar/face-model.ts';
+import { until } from '../../testing/until.ts';
 import { syntheticFaceFrames } from './synthetic-face.ts';
 
 test('the publisher needs the room publisher token', async (t) => {
@@ -44,7 +45,7 @@ test('publishing ends by itself when the frames complete or the room closes', as
   const b = rooms.createRoom();
   const live = await publishAvatar(await syntheticFaceFrames(), { provider: 'embedded', room: b.room, token: b.publisherToken }, { rooms });
   // Publishing has started once a frame was taken (polled: a fixed wait may hold none on a loaded machine).
-  while (live.stats.frames === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+  await until(() => live.stats.frames > 0, { timeoutMs: 15_000, intervalMs: 20, what: 'the first frame taken' });
   rooms.closeRoom(b.room, 'session released');
   await live.ended;
   const framesAtEnd = live.stats.frames;
