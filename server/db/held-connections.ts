@@ -44,7 +44,8 @@ export interface PgConnection {
   __knex__disposed?: unknown;
 }
 
-interface KnexPgClient {
+/** What knex's pg client offers that the held connections and `preparedQuery` use. */
+export interface KnexPgClient {
   config: { client: unknown; acquireConnectionTimeout?: number };
   pool?: TarnPool;
   logger?: { warn?(message: string): void };

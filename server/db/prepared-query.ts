@@ -1,11 +1,5 @@
 import type { Db } from './connect.ts';
-import { HeldConnections, type Held, type PgConnection } from './held-connections.ts';
-
-interface KnexClient {
-  config: { client: unknown };
-  acquireConnection(): Promise<PgConnection>;
-  releaseConnection(connection: PgConnection): Promise<void>;
-}
+import { HeldConnections, type Held, type KnexPgClient } from './held-connections.ts';
 
 /** `?` placeholders rewritten as `$1, $2, ...`, by SQL text (a handful of fixed statements). */
 const pgText = new Map<string, string>();
@@ -32,7 +26,7 @@ function toPgText(sql: string): string {
  * one, a destroyed pool) it takes a connection from knex's pool as any query does.
  */
 export function preparedQuery(db: Db, name: string, sql: string, values: unknown[]): Promise<any[]> {
-  const client = db.client as unknown as KnexClient;
+  const client = db.client as unknown as KnexPgClient;
   if (client.config.client !== 'pg') return db.raw(sql, values as never[]).then((r: { rows: any[] }) => r.rows);
   const text = toPgText(sql);
   const held = HeldConnections.of(db);
@@ -55,7 +49,7 @@ function onHeld(held: HeldConnections, h: Held, name: string, text: string, valu
   );
 }
 
-async function throughPool(client: KnexClient, name: string, text: string, values: unknown[]): Promise<any[]> {
+async function throughPool(client: KnexPgClient, name: string, text: string, values: unknown[]): Promise<any[]> {
   const connection = await client.acquireConnection();
   try {
     return (await connection.query({ name, text, values })).rows;

@@ -25,12 +25,12 @@ import { FleetWorld } from '../support/fleet-world.ts';
 import { sharedFleet } from '../support/fleet-tests.ts';
 
 const SLOTS = 4;
-// A start may wait behind seven others on two shared cores: the deadline is not what is tested here.
 // The runners' late-frame check off (the gate's refusals and placement's late-frame bound): on
 // two cores shared with other work, the frames of the first burst's sessions ran late and the
 // second burst got 2-5 of 8 (runner_full, then server_busy). What is tested here is the slot
 // accounting across processes; the load bound is fleet-load's, the late-frame check the gate's.
 const runner = { SVC_CAPACITY_LOAD_CHECK: 'off' };
+// A start may wait behind seven others on two shared cores: the deadline (SVC_RUNNER_START_TIMEOUT_MS) is not what is tested here.
 const getFleet = sharedFleet({ label: 'fleet_two_apis', apis: 2, slots: SLOTS, maxConcurrency: 6, apiEnv: { SVC_RUNNER_START_TIMEOUT_MS: '30000' }, runners: { r1: runner, r2: runner } });
 
 /** `n` connects at once, alternately through each API process; the answers by status and error code. */
