@@ -19,7 +19,7 @@
  * end-of-turn wait, the pipeline and the face; `pipeline_ms`: the same without the end-of-turn
  * wait. A complete utterance during which bot audio was heard is not a reply sample
  * (`replies_not_measured`). Each open utterance cut off is printed with the turn's decision.
- * `TURNS_BENCH_REPEAT` (default 1) repeats the corpus; `TURNS_BENCH_PARTS` (complete,open,over)
+ * `TURNS_BENCH_REPEAT` (default 1) repeats the corpus; `TURNS_BENCH_VERBOSE` prints each interruption's timeline; `TURNS_BENCH_PARTS` (complete,open,over)
  * and `TURNS_BENCH_RULES` (ours,old) run a part.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -221,13 +221,19 @@ export async function run(): Promise<void> {
               if (cut) f.interruptions.cut++;
               // When the bot's audio stopped for the visitor: its first message about the sound (paused,
               // or the barge-in) -> the last loud audio received within the next second, the same window
-              // for both rules (the answer to the new question comes later: the visitor is still
-              // speaking, then the turn must end and the engines run).
+              // for both rules, and before the bot starts its answer to the new question: a short
+              // question ("Who are you?", 0.6 s) is answered inside that second by a quick rule, and
+              // that answer is not the old one going on (the bot's `bot-started-speaking` is sent as
+              // its first chunk is written, before the chunk reaches the visitor).
               const stopAt = v.messages.slice(over).find((m) => ['bot-paused', 'user-started-speaking'].includes(String(m.message.type)))?.at;
               if (cut && stopAt !== undefined) {
                 await holdsWithin(() => Date.now() > stopAt + 1000, { timeoutMs: 2000, intervalMs: 20 });
-                const loud = v.audioLevels.filter((a) => a.at > stopAt && a.at <= stopAt + 1000 && a.rms > LOUD);
+                const stopIndex = v.messages.findIndex((m) => m.at === stopAt);
+                const answerAt = v.messages.slice(stopIndex).find((m) => m.message.type === 'bot-started-speaking')?.at;
+                const windowEnd = Math.min(stopAt + 1000, answerAt ?? Infinity);
+                const loud = v.audioLevels.filter((a) => a.at > stopAt && a.at <= windowEnd && a.rms > LOUD);
                 const cutMs = loud.length ? loud.at(-1)!.at - stopAt : 0;
+                if (process.env.TURNS_BENCH_VERBOSE) console.log(`interruption (${name}): outcome ${String(outcome?.type)}, new answer ${answerAt === undefined ? 'not within the window' : `at +${answerAt - stopAt} ms`}, last loud old audio +${cutMs} ms`);
                 f.interruptions.cutMs.push(cutMs);
                 if (cutMs <= 100) f.interruptions.within100++;
               }

@@ -68,6 +68,14 @@ interface Window {
 /** A lag in ms as the whole microseconds a RecordableHistogram takes (at least 1). */
 const toMicros = (ms: number): number => Math.max(1, Math.round(ms * 1000));
 
+/**
+ * A lag histogram over 1 µs .. 60 s at three significant figures. Node's default range (up to
+ * 2^53) makes each histogram about 360 KB of counts: creating one took 0.4-1.8 ms and a reading
+ * made two, inside the admission transaction of every connect (a burst's decisions queued behind
+ * them, issue 25). A lag past the range is not recorded; 60 s is no event loop that still answers.
+ */
+const lagHistogram = (): RecordableHistogram => createHistogram({ lowest: 1, highest: 60_000_000, figures: 3 });
+
 export class LoadMeter {
   private older: Window;
   private newer: Window;
@@ -79,6 +87,8 @@ export class LoadMeter {
   private settledAt = 0;
   private readonly windowMs: number;
   private readonly cpuUsage: () => NodeJS.CpuUsage;
+  /** The two windows' lag merged for a reading: one histogram reused, not one made per reading. */
+  private readonly merged = lagHistogram();
 
   constructor(private readonly options: LoadMeterOptions) {
     this.windowMs = options.windowMs ?? LOAD_WINDOW.windowMs;
@@ -97,7 +107,7 @@ export class LoadMeter {
   }
 
   private open(): Window {
-    return { at: performance.now(), elu: performance.eventLoopUtilization(), cpu: this.cpuUsage(), lag: createHistogram(), frames: 0, lateFrames: 0, requests: 0 };
+    return { at: performance.now(), elu: performance.eventLoopUtilization(), cpu: this.cpuUsage(), lag: lagHistogram(), frames: 0, lateFrames: 0, requests: 0 };
   }
 
   /** The window being filled; a new one once the current one is a window old. */
@@ -145,11 +155,12 @@ export class LoadMeter {
   read(): LoadReading {
     const newest = this.current();
     const base = this.older;
-    const now = this.open();
+    const now = { at: performance.now(), elu: performance.eventLoopUtilization(), cpu: this.cpuUsage() };
     const elapsedMs = Math.max(1, now.at - base.at);
     const cpuMs = (now.cpu.user - base.cpu.user + now.cpu.system - base.cpu.system) / 1000;
     const windows = newest === base ? [base] : [base, newest];
-    const lag = createHistogram();
+    const lag = this.merged;
+    lag.reset();
     let frames = 0;
     let lateFrames = 0;
     let requests = 0;

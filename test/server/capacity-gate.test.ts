@@ -156,3 +156,17 @@ test('settings: SVC_CAPACITY_MAX_LATE_FRAME_SHARE in (0, 1], SVC_CAPACITY_LOAD_C
   t.truthy(gate.tryAcquire());
   running?.release();
 });
+
+test.serial('a reading is cheap and forgets: many readings in a row agree on a stall, and it is gone once its windows rolled away (issue 25)', async (t) => {
+  const meter = new LoadMeter({ cores: 2, windowMs: 1000 });
+  t.teardown(() => meter.close());
+  burn(60);
+  await turn();
+  // The stall stays in the two windows a reading covers until two rolls (2 s): every reading of a
+  // synchronous run sees it, whichever histogram the last reading merged into.
+  const readings = Array.from({ length: 200 }, () => meter.read().eventLoopLagMs);
+  t.true(readings.every((ms) => ms > 40), `the stall is read every time (${Math.min(...readings)}..${Math.max(...readings)} ms)`);
+  // Two windows later, the stall's window is neither of the two a reading covers.
+  await until(async () => meter.read().eventLoopLagMs < 40, { timeoutMs: 10_000, intervalMs: 50, what: 'the stall to age out of the readings' });
+  t.pass();
+});
