@@ -8,6 +8,7 @@
 #   gdb                 names the crash of a core dump left by a test run (scripts/core-backtrace.sh)
 #   ip, iptables, nft   the network-namespace hosts of multi-host tests (iproute2, iptables, nftables)
 #   turnserver          TURN relays in those tests (coturn)
+#   wrk                 the REST flood beside live sessions (test/sessions/rest-flood.test.ts)
 #   python3 + venv      the Python client's tests (scripts/test-python.sh makes the venv itself)
 #   pocketsphinx-testdata  human read speech (librivox recordings) in the turn corpus
 #                       (test/processors/turn-corpus.test.ts, bench/turns.ts)
@@ -19,7 +20,7 @@
 set -euo pipefail
 
 # program:Debian package, in the order they are named when missing.
-PROGRAMS=(chromium:chromium ffmpeg:ffmpeg ffprobe:ffmpeg openssl:openssl ps:procps gdb:gdb ip:iproute2 iptables:iptables nft:nftables turnserver:coturn)
+PROGRAMS=(chromium:chromium ffmpeg:ffmpeg ffprobe:ffmpeg openssl:openssl ps:procps gdb:gdb ip:iproute2 iptables:iptables nft:nftables turnserver:coturn wrk:wrk)
 
 missing=()   # what to install (Debian package names, each once)
 for entry in "${PROGRAMS[@]}"; do

@@ -39,6 +39,7 @@ const PROGRAMS: ReadonlyArray<readonly [string, string]> = [
   ['iptables', 'iptables'],
   ['nft', 'nftables'],
   ['turnserver', 'coturn'],
+  ['wrk', 'wrk'],
 ];
 const ALL_PACKAGES = [...new Set(PROGRAMS.map(([, pkg]) => pkg))].join(' ');
 
