@@ -51,8 +51,11 @@ function runWrk(args: string[]): { done: Promise<string>; kill(): void } {
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (out += d));
+  // A missing wrk fails this test with the pretest's remedy, not the file with an uncaught error.
+  const failed = new Promise<never>((_, reject) => child.once('error', (err) => reject(new Error(`wrk could not be started (${err.message}): the pretest installs it (scripts/prepare-test-machine.sh)`))));
+  failed.catch(() => undefined);
   return {
-    done: new Promise((resolve) => child.once('exit', () => resolve(out))),
+    done: Promise.race([failed, new Promise<string>((resolve) => child.once('exit', () => resolve(out)))]),
     kill: () => {
       try {
         process.kill(-child.pid!, 'SIGKILL');
