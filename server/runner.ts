@@ -35,6 +35,7 @@ import { createLogDestination } from './operations/log-destination.ts';
 import { createInlineBotRunner } from './sessions/embedded-sessions.ts';
 import { SESSION_LEASE, SessionStore } from './sessions/session-store.ts';
 import { speechProvidersReport } from './speech-providers.ts';
+import { wrtcWithSources } from '../transports/webrtc/wrtc.ts';
 
 /** Past the drain and the shutdown grace plus this, the process exits 1 whatever is still closing. */
 const SHUTDOWN_BACKSTOP_MS = 10_000;
@@ -72,6 +73,12 @@ const capacity = createCapacityGate({ limit: settings.slots, loadCheck: config.c
 const warm = (async () => {
   await warmFaceEngine(registry);
   await registry.warmUp((plugin, err) => logger.warn({ err, plugin }, 'plugin warm-up failed; its first use pays for it instead'));
+  // The WebRTC library (its native module: 60 ms inside the first bot start otherwise).
+  try {
+    wrtcWithSources();
+  } catch (err) {
+    logger.warn({ err }, 'the WebRTC library could not be loaded; the first embedded room will say why');
+  }
 })();
 const server = await buildServer(
   { ...config, surfaces: RUNNER, jobs: { ...config.jobs, runWorker: false } },

@@ -1,12 +1,17 @@
 /**
- * Readiness (`GET /readyz`): may this process be given new work? Four checks, each `ok` or a
+ * Readiness (`GET /readyz`): may this process be given new work? Five checks, each `ok` or a
  * short reason (never an internal error text; the cause is logged):
  *
  * - `shutdown`: `ok`, or `draining` once SIGTERM arrived (first, before anything stops);
  * - `database`: one `SELECT name FROM knex_migrations` answered within `databaseTimeoutMs`;
  * - `migrations`: every migration this code knows is recorded in that table;
  * - `face_engine`: the default face model opened once (decoder, landmarks, rig): `loading`
- *   until then, `failed` if it could not.
+ *   until then, `failed` if it could not;
+ * - `engines`: the plugins' once-per-process warm-up (the offline engines' worker, WASM and phrase
+ *   templates; the WebRTC library) that `npm start` runs after listening: `loading` until it
+ *   settles, then `ok` (a warm-up that failed is logged and paid by the first use instead, so it
+ *   does not keep the process unready). A first burst of visitors sent before it settled had its
+ *   admission decisions wait behind it (issue 25: up to 217 ms, against 31 ms once warm).
  *
  * Concurrent checks share one database query (a scraper polling a down database does not pile
  * queries up); each caller still answers within the timeout.
@@ -20,7 +25,7 @@ export const READINESS = {
   databaseTimeoutMs: 2000,
 } as const;
 
-export type CheckName = 'shutdown' | 'database' | 'migrations' | 'face_engine';
+export type CheckName = 'shutdown' | 'database' | 'migrations' | 'face_engine' | 'engines';
 
 export interface ReadinessReport {
   readonly ready: boolean;
@@ -39,6 +44,8 @@ export interface ReadinessOptions {
 export class Readiness {
   private draining = false;
   private faceEngine = 'not loaded';
+  /** `ok` unless a warm-up is tracked (a server built without one has nothing to wait for). */
+  private engines = 'ok';
   private query: Promise<string[]> | undefined;
   private lastDatabaseProblem: string | undefined;
 
@@ -66,8 +73,15 @@ export class Readiness {
     );
   }
 
+  /** The plugins' warm-up: `loading` until it settles, then `ok` whatever its outcome (the caller logs failures). */
+  trackEngines(warmUp: Promise<unknown>): void {
+    this.engines = 'loading';
+    const settled = () => (this.engines = 'ok');
+    warmUp.then(settled, settled);
+  }
+
   async check(): Promise<ReadinessReport> {
-    const checks: Record<CheckName, string> = { shutdown: this.draining ? 'draining' : 'ok', database: 'ok', migrations: 'ok', face_engine: this.faceEngine };
+    const checks: Record<CheckName, string> = { shutdown: this.draining ? 'draining' : 'ok', database: 'ok', migrations: 'ok', face_engine: this.faceEngine, engines: this.engines };
     const timeoutMs = this.options.databaseTimeoutMs ?? READINESS.databaseTimeoutMs;
     this.query ??= pendingMigrations(this.options.db).finally(() => (this.query = undefined));
     let timer: NodeJS.Timeout | undefined;

@@ -223,7 +223,7 @@ test('metrics after real traffic: route patterns (never ids), sessions, face ses
     const r = await fetch(`${proc.url}/readyz`);
     return r.status === 200 ? ((await r.json()) as any) : undefined;
   }, { timeoutMs: 60_000, intervalMs: 100, what: 'ready' });
-  t.deepEqual(ready, { status: 'ready', checks: { shutdown: 'ok', database: 'ok', migrations: 'ok', face_engine: 'ok' } });
+  t.deepEqual(ready, { status: 'ready', checks: { shutdown: 'ok', database: 'ok', migrations: 'ok', face_engine: 'ok', engines: 'ok' } });
 });
 
 test('metrics are off unless switched on: 404 by default', async (t) => {
@@ -280,11 +280,25 @@ test('/readyz: 503 naming the database while it is unreachable, the migrations w
 
   const loading = await readyz();
   t.is(loading.status, 503);
-  t.deepEqual(loading.body, { status: 'unready', failing: ['face_engine'], checks: { shutdown: 'ok', database: 'ok', migrations: 'ok', face_engine: 'loading' } });
+  t.deepEqual(loading.body, { status: 'unready', failing: ['face_engine'], checks: { shutdown: 'ok', database: 'ok', migrations: 'ok', face_engine: 'loading', engines: 'ok' } });
   t.is(loading.retryAfter, '5');
   faceLoaded();
   await new Promise((r) => setImmediate(r));
   t.is((await readyz()).status, 200);
+
+  // The plugins' warm-up (npm start runs it after listening): unready while it runs; a failed one
+  // is paid by the first use and does not keep the process unready.
+  let warmed!: () => void;
+  server.readiness.trackEngines(new Promise<void>((resolve) => (warmed = resolve)));
+  const warming = await readyz();
+  t.is(warming.status, 503);
+  t.deepEqual(warming.body, { status: 'unready', failing: ['engines'], checks: { shutdown: 'ok', database: 'ok', migrations: 'ok', face_engine: 'ok', engines: 'loading' } });
+  warmed();
+  await new Promise((r) => setImmediate(r));
+  t.is((await readyz()).status, 200);
+  server.readiness.trackEngines(Promise.reject(new Error('warm-up failed')));
+  await new Promise((r) => setImmediate(r));
+  t.like((await readyz()).body, { status: 'ready', checks: { engines: 'ok' } }, 'a failed warm-up does not keep it unready');
 
   await relay.stop(); // pooled connections cut, new ones refused
   const down = await readyz();
