@@ -76,21 +76,6 @@ export interface ReapedSession {
   readonly runnerId: string | null;
 }
 
-export const SESSION_ADMISSION = {
-  /**
-   * Whether an admission's commit waits for its write-ahead log to reach the disk. It does not:
-   * the flush was half of a placement decision (a commit on the reference machine: p50 4.0 ms,
-   * p99 14 ms with the flush, 0.8 ms without; placement p50 7.4 ms, p99 26.7 ms against the issue's
-   * 20 ms). Other transactions see the admission at once either way (the agent's limit stays exact
-   * across processes); what changes is a PostgreSQL crash: admissions committed in its last
-   * moments (up to three times `wal_writer_delay`, 0.6 s by default) are lost with it, their
-   * sessions never start and their calls are missing from the history, where the visitor's
-   * connect failed with the database anyway. A session's ending and its call record are written
-   * with the flush, as everything else.
-   */
-  synchronousCommit: false,
-} as const;
-
 /** Rolls the warm-up's transaction back (it never writes, and says so). */
 class WarmedUp extends Error {}
 
@@ -158,8 +143,6 @@ export class SessionStore {
 
   private async decide(agentId: string, batch: readonly { readonly request: AdmissionRequest; readonly hooks: AdmissionHooks<unknown> }[]): Promise<Admission<unknown>[]> {
     return this.db.transaction(async (trx) => {
-      // An admission does not wait for the disk (SESSION_ADMISSION.synchronousCommit).
-      if (!SESSION_ADMISSION.synchronousCommit) await trx.raw('set local synchronous_commit = off');
       const agent = await trx('agents').where('agent_id', agentId).forUpdate().first('agent_id', 'organization_id', 'status', 'max_concurrency', 'session_limit_seconds');
       if (!agent) return batch.map(() => ({ admitted: false, reason: 'agent_not_found' }) as const);
       if (agent.status !== 'published') return batch.map(() => ({ admitted: false, reason: 'agent_unpublished' }) as const);

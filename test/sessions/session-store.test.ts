@@ -4,7 +4,7 @@
  */
 import test from 'ava';
 import knexFactory from 'knex';
-import { SESSION_ADMISSION, SESSION_LEASE, SessionStore } from '../../server/sessions/session-store.ts';
+import { SESSION_LEASE, SessionStore } from '../../server/sessions/session-store.ts';
 import { until } from '../../testing/until.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
 
@@ -152,30 +152,5 @@ test("a started session's `active` write that fails (a lock held past lock_timeo
   } finally {
     await impatient.destroy();
     await locker.destroy();
-  }
-});
-
-test('an admission commits without waiting for the disk, on PostgreSQL and on the embedded database, and only its own transaction does (SESSION_ADMISSION)', async (t) => {
-  t.false(SESSION_ADMISSION.synchronousCommit);
-  const embedded = await startTestServer({ label: 'session_store_pglite', pglite: true });
-  t.teardown(() => embedded.stop());
-  for (const [name, server] of [['PostgreSQL', s], ['PGlite', embedded]] as const) {
-    const created = await server.call('POST', '/v1/agents', { body: { title: 'durability' } });
-    const agentId = created.body.agent_id as string;
-    await server.call('PATCH', `/v1/agents/${agentId}`, { body: { allowed_hostnames: ['*'] } });
-    await server.call('PATCH', `/v1/agents/${agentId}/status`, { body: { status: 'published' } });
-    const store = new SessionStore(server.server.db, 'p');
-    let inside: string | undefined;
-    // The placement hook runs inside the admission's transaction: what it reads is what the commit will do.
-    const admission = await store.admit(request(agentId, 1), {
-      place: async (trx) => {
-        inside = String(((await trx.raw('show synchronous_commit')) as { rows: { synchronous_commit: string }[] }).rows[0]!.synchronous_commit);
-        return { runnerId: 'runner-x', target: null as never };
-      },
-    });
-    t.true(admission.admitted, name);
-    t.is(inside, 'off', `${name}: the admission's transaction`);
-    const after = String(((await server.server.db.raw('show synchronous_commit')) as { rows: { synchronous_commit: string }[] }).rows[0]!.synchronous_commit);
-    t.is(after, 'on', `${name}: only that transaction (set local), not the pooled connection`);
   }
 });
