@@ -225,10 +225,10 @@ export async function run(): Promise<void> {
               // question ("Who are you?", 0.6 s) is answered inside that second by a quick rule, and
               // that answer is not the old one going on (the bot's `bot-started-speaking` is sent as
               // its first chunk is written, before the chunk reaches the visitor).
-              const stopAt = v.messages.slice(over).find((m) => ['bot-paused', 'user-started-speaking'].includes(String(m.message.type)))?.at;
+              const stopIndex = v.messages.findIndex((m, i) => i >= over && ['bot-paused', 'user-started-speaking'].includes(String(m.message.type)));
+              const stopAt = stopIndex >= 0 ? v.messages[stopIndex]!.at : undefined;
               if (cut && stopAt !== undefined) {
                 await holdsWithin(() => Date.now() > stopAt + 1000, { timeoutMs: 2000, intervalMs: 20 });
-                const stopIndex = v.messages.findIndex((m) => m.at === stopAt);
                 const answerAt = v.messages.slice(stopIndex).find((m) => m.message.type === 'bot-started-speaking')?.at;
                 const windowEnd = Math.min(stopAt + 1000, answerAt ?? Infinity);
                 const loud = v.audioLevels.filter((a) => a.at > stopAt && a.at <= windowEnd && a.rms > LOUD);

@@ -15,6 +15,7 @@
 import { join } from 'node:path';
 import type Koa from 'koa';
 import { pino, type Logger } from 'pino';
+import { wrtcWithSources } from '../transports/webrtc/wrtc.ts';
 import { Registry } from '../core/registry.ts';
 import type { FaceModel } from '../processors/avatar/face-model.ts';
 import { availableParallelism } from 'node:os';
@@ -234,4 +235,20 @@ export async function warmFaceEngine(registry: Registry): Promise<void> {
   if (!registry.has('face', 'human-portrait')) return;
   const source = await registry.create<FaceModel>('face', 'human-portrait').openSource();
   (source as { close?: () => void }).close?.();
+}
+
+/**
+ * The once-per-process work after the face (`npm start` runs it after listening, a runner before
+ * it says ready): the plugins' warm-up (the offline engines' worker, WASM and phrase templates),
+ * then the WebRTC library of embedded rooms (its native module took 60 ms to load inside the
+ * first bot start). Failures are logged; the first use pays for them instead. Never throws.
+ */
+export async function warmEngines(registry: Registry, logger: Logger, options: { readonly webrtc: boolean }): Promise<void> {
+  await registry.warmUp((plugin, err) => logger.warn({ err, plugin }, 'plugin warm-up failed; its first use pays for it instead'));
+  if (!options.webrtc) return;
+  try {
+    wrtcWithSources();
+  } catch (err) {
+    logger.warn({ err }, 'the WebRTC library could not be loaded; the first embedded room will say why');
+  }
 }

@@ -5,12 +5,11 @@
 import { pino } from 'pino';
 import { Registry } from '../core/registry.ts';
 import { bootstrapDemo, ensureDemoAgent } from './bootstrap-demo.ts';
-import { buildServer } from './build-server.ts';
+import { buildServer, warmEngines } from './build-server.ts';
 import { loadConfigFromEnv } from './config/env.ts';
 import { loadDefaultPlugins } from './default-plugins.ts';
 import { createLogDestination } from './operations/log-destination.ts';
 import { speechProvidersReport } from './speech-providers.ts';
-import { wrtcWithSources } from '../transports/webrtc/wrtc.ts';
 
 /** Past the shutdown grace plus this, the process exits 1 whatever is still closing (a stuck database, ...). */
 const SHUTDOWN_BACKSTOP_MS = 10_000;
@@ -48,18 +47,7 @@ const { url } = await server.listen().catch((err: Error) => {
 // its greeting, and stalled the other live sessions meanwhile (plugins/local/warm-up.ts). The
 // WebRTC library of embedded rooms too (its native module took 60 ms to load, inside the first
 // bot start). /readyz says `engines: loading` until it is done.
-server.readiness.trackEngines(
-  (async () => {
-    await registry.warmUp((plugin, err) => logger.warn({ err, plugin }, 'plugin warm-up failed; its first use pays for it instead'));
-    if (server.rooms) {
-      try {
-        wrtcWithSources();
-      } catch (err) {
-        logger.warn({ err }, 'the WebRTC library could not be loaded; the first embedded room will say why');
-      }
-    }
-  })(),
-);
+server.readiness.trackEngines(warmEngines(registry, logger, { webrtc: server.rooms !== undefined }));
 const demo = await bootstrapDemo(server.services.organizations, server.services.apiKeys);
 demoAgentId = await ensureDemoAgent(server, demo !== null).catch((err: Error) => {
   logger.warn({ err }, 'the demo agent could not be prepared; the demo page has no agent');

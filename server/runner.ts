@@ -21,7 +21,7 @@ import { pino } from 'pino';
 import { Registry } from '../core/registry.ts';
 import { LiveKitRoomProvider } from '../transports/livekit/livekit-room-provider.ts';
 import { EmbeddedRoomProvider } from '../transports/webrtc/room-provider.ts';
-import { buildServer, warmFaceEngine } from './build-server.ts';
+import { buildServer, warmEngines, warmFaceEngine } from './build-server.ts';
 import { createCapacityGate } from './capacity/capacity-gate.ts';
 import { loadConfigFromEnv, runnerLoadBoundFromEnv, runnerSettingsFromEnv, runnerTestBurnFromEnv } from './config/env.ts';
 import { RUNNER } from './config/surfaces.ts';
@@ -35,7 +35,6 @@ import { createLogDestination } from './operations/log-destination.ts';
 import { createInlineBotRunner } from './sessions/embedded-sessions.ts';
 import { SESSION_LEASE, SessionStore } from './sessions/session-store.ts';
 import { speechProvidersReport } from './speech-providers.ts';
-import { wrtcWithSources } from '../transports/webrtc/wrtc.ts';
 
 /** Past the drain and the shutdown grace plus this, the process exits 1 whatever is still closing. */
 const SHUTDOWN_BACKSTOP_MS = 10_000;
@@ -72,13 +71,7 @@ const capacity = createCapacityGate({ limit: settings.slots, loadCheck: config.c
 // The engines warm before the runner says ready: a first visitor never pays for loading them.
 const warm = (async () => {
   await warmFaceEngine(registry);
-  await registry.warmUp((plugin, err) => logger.warn({ err, plugin }, 'plugin warm-up failed; its first use pays for it instead'));
-  // The WebRTC library (its native module: 60 ms inside the first bot start otherwise).
-  try {
-    wrtcWithSources();
-  } catch (err) {
-    logger.warn({ err }, 'the WebRTC library could not be loaded; the first embedded room will say why');
-  }
+  await warmEngines(registry, logger, { webrtc: true });
 })();
 const server = await buildServer(
   { ...config, surfaces: RUNNER, jobs: { ...config.jobs, runWorker: false } },
