@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Registry } from '../../core/registry.ts';
 import { SERVER_DEFAULTS, type ServerConfig } from '../config/server-config.ts';
-import { closeDatabase, openDatabase, type Db } from '../db/connect.ts';
+import { closeDatabase, openDatabase, warmPool, type Db } from '../db/connect.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import { registerIdleVideoGenerator, sweepStaleWorkDirs } from '../jobs/idle-video-generator.ts';
 import { securePrivateData } from '../security/private-files.ts';
@@ -46,6 +46,7 @@ export async function openServices(config: ServerConfig, registry: Registry, log
   securePrivateData(config, logger); // SVC_DATA_DIR, PGlite and stored objects: the server's user only (issue 32)
   const db = openDatabase({ databaseUrl: config.databaseUrl, pgliteDir: join(config.dataDir, 'pglite'), timeouts: config.database, logger });
   await migrateToLatest(db);
+  await warmPool(db); // the kept connections open before the first burst needs them
   const storage = createObjectStorage(config.storage, join(config.dataDir, 'objects'), new UrlSigner(config.signingSecret));
   const assets = new Assets(db, storage, registry, logger, config.signedUrlTtlMs);
   const services: Services = {

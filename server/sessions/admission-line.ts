@@ -3,15 +3,19 @@
  * admission transaction at a time per agent; every connect that arrives while it runs waits (holding
  * no database connection) and joins the next one, which decides all of them together: one read of
  * the agent's live sessions, as many admitted (in arrival order) as the limit leaves room for, the
- * rest refused with one computed `retry_after_seconds`. A connect is never answered from a reading
+ * rest refused with one computed `retry_after_seconds`. A batch starts one event-loop turn after
+ * the connect that opens it, so connects that arrive together start together. A connect is never answered from a reading
  * older than its own arrival, so a slot freed by another process, or a lease that lapsed, is seen
  * by the next batch.
  *
  * Why (issue 25): every admission takes the agent's row lock. 50 connects at once on one process
  * were 50 transactions holding 20 pool connections while queued on that lock (visitors got 500s
  * past the pool's acquire timeout); one at a time without batching, the tenth admission waited for
- * nine transactions before it and a burst took 100-500 ms to decide. In batches a burst is two
- * transactions (the first connect's, then everyone who arrived meanwhile). The database still
+ * nine transactions before it and a burst took 100-500 ms to decide. In batches a burst is one to a
+ * few transactions (those that arrived together, then everyone who arrived meanwhile). Started at
+ * once, the first connect went alone and the rest of a burst released together (by one shared agent
+ * lookup) waited for its transaction: the last decisions of a warm burst took 40-50 ms; with the
+ * turn's wait, 20-30 ms (bench/_admission-burst.ts). The database still
  * decides the limit exactly, across processes: the batch holds the agent's row lock.
  */
 interface Waiting<Request, Answer> {
@@ -40,7 +44,12 @@ export class AdmissionLine<Request, Answer> {
       let line = this.agents.get(agentId);
       if (!line) this.agents.set(agentId, (line = { waiting: [], running: false }));
       line.waiting.push({ request, resolve, reject });
-      if (!line.running) void this.next(agentId);
+      if (line.running) return;
+      // The batch starts after this turn of the event loop: connects that arrived together (a
+      // burst's requests read in one turn, or released together by one shared agent lookup) join
+      // the same transaction instead of the first one going alone and the rest waiting for it.
+      line.running = true;
+      setImmediate(() => void this.next(agentId));
     });
   }
 

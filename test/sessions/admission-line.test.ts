@@ -1,7 +1,7 @@
 /**
  * The admission line (server/sessions/admission-line.ts): connects for one agent are decided in
- * batches, one batch at a time per agent; a burst is two decisions (the first connect's, then all
- * who arrived meanwhile); every connect is decided by a reading that began after it arrived; agents
+ * batches, one batch at a time per agent; a burst is few decisions (the connects that arrived in one
+ * turn of the event loop together, then all who arrived meanwhile); every connect is decided by a reading that began after it arrived; agents
  * do not wait for each other; a failed decision fails its batch only.
  */
 import test from 'ava';
@@ -9,7 +9,7 @@ import { AdmissionLine } from '../../server/sessions/admission-line.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-test('a burst is decided in two batches, one at a time, in arrival order', async (t) => {
+test('a burst is decided in batches, one at a time, in arrival order: those that arrived together, then those that arrived meanwhile', async (t) => {
   let slots = 3;
   let running = 0;
   let maxRunning = 0;
@@ -22,8 +22,12 @@ test('a burst is decided in two batches, one at a time, in arrival order', async
     running--;
     return requests.map(() => (slots > 0 ? (slots--, 'admitted') : 'refused'));
   });
-  const burst = await Promise.all(Array.from({ length: 10 }, (_, i) => line.admit('agent', i)));
-  t.deepEqual(batches, [[0], [1, 2, 3, 4, 5, 6, 7, 8, 9]], 'the first connect alone, then everyone who arrived meanwhile');
+  // Six arrive in one turn of the event loop; four more while their decision runs.
+  const together = Array.from({ length: 6 }, (_, i) => line.admit('agent', i));
+  await new Promise((resolve) => setImmediate(resolve));
+  const meanwhile = Array.from({ length: 4 }, (_, i) => line.admit('agent', 6 + i));
+  const burst = await Promise.all([...together, ...meanwhile]);
+  t.deepEqual(batches, [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9]], 'the connects of one turn together (not the first alone), then everyone who arrived meanwhile');
   t.deepEqual(burst, ['admitted', 'admitted', 'admitted', ...Array(7).fill('refused')], 'admitted in arrival order');
   t.is(maxRunning, 1, 'one decision at a time per agent');
   t.is(line.busyAgents, 0, 'nothing left in line');
