@@ -826,6 +826,9 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
   }
 
   async function answerNow(conn: Connection, offer: SessionDescription): Promise<void> {
+    // An offer handled after the participant left (its socket closed, the fake closed) makes no
+    // connection: one made then was never closed, and kept the test process alive (issue 23).
+    if (conn.closed) return;
     const pc = publisherPc(conn);
     await pc.setRemoteDescription({ type: 'offer', sdp: offer.sdp });
     conn.remoteSet = true;
@@ -846,6 +849,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       return;
     }
     if (!conn.remoteSet) return void conn.pendingCandidates.push(init);
+    if (conn.closed) return;
     await publisherPc(conn).addIceCandidate(init).catch(() => undefined);
   }
 

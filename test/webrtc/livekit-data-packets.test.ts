@@ -25,6 +25,20 @@ async function join(fake: LiveKitServerFake, room: string, identity: string, ext
   return lk;
 }
 
+/**
+ * Waits until `room`'s publisher connection carries data: one reliable packet sent and seen by the
+ * fake. The first data of a participant that published nothing yet waits for its publisher
+ * connection to be made; with a CPU hog beside the test (issue 23), the fake then received a
+ * stream's header (reliable sequence 1) after its first chunk (2) and dropped it as already passed,
+ * as LiveKit drops a resent packet: the stream never arrived. Once the connection carries data,
+ * rtc-node's packets leave in order. (A participant that publishes media first is connected.)
+ */
+async function publisherCarriesData(fake: LiveKitServerFake, room: Room): Promise<void> {
+  const identity = room.localParticipant!.identity;
+  await room.localParticipant!.publishData(new Uint8Array([1]), { reliable: true, topic: 'test.publisher-ready' });
+  await until(() => fake.participants.some((p) => p.identity === identity && p.dataSent.some((d) => d.topic === 'test.publisher-ready')), { what: `${identity}'s first data packet at the fake` });
+}
+
 interface ReceivedStream {
   readonly from: string;
   readonly topic: string;
@@ -65,6 +79,7 @@ test.serial('data streams and RPC go through the fake SFU to their destination, 
   await until(() => agent.remoteParticipants.has('visitor-1'), { what: 'the visitor at the agent' });
   t.is(agent.remoteParticipants.get('visitor-1')!.kind, ParticipantKind.STANDARD);
 
+  await publisherCarriesData(fake, agent);
   const atAvatar = collectStreams(avatar, 'lk.audio_stream');
   const atVisitor = collectStreams(visitor, 'lk.audio_stream');
   // A stream addressed to the avatar: several chunks (the SDK cuts at 15 KiB), attributes kept.
@@ -142,6 +157,7 @@ test.serial('a participant without canPublishData reaches nobody; the refusal is
   await refusedWriter.write(pattern(10));
   await refusedWriter.close().catch(() => undefined);
   await until(() => fake.participants.find((p) => p.identity === 'mute')!.refusals.some((r) => r.includes('canPublishData')), { what: 'the fake refuses the packets' });
+  await publisherCarriesData(fake, talker);
   const okWriter = await talker.localParticipant!.streamBytes({ name: 'yes', topic: 'topic-x', destinationIdentities: ['listener'] });
   await okWriter.write(pattern(10));
   await okWriter.close();
