@@ -54,6 +54,9 @@ export class CallMeter {
   private readonly audioNodes: AudioNode[] = [];
   private readonly levelBuffer = new Float32Array(1024);
   private sampler: ReturnType<typeof setInterval> | null = null;
+  /** The loudest levels sampled since the last `userVolume` / `botVolume`. */
+  private loudestUser = 0;
+  private loudestBot = 0;
   private ticks = 0;
   private loudTicks = 0;
   private userSpeaking = false;
@@ -183,9 +186,16 @@ export class CallMeter {
         this.emitLatency(waiting.message, round(now - turn.stopAt));
       }
     }
+    // The volumes report the loudest sample since the last report, not the last sample alone: a
+    // page whose timers run late (a busy machine, a background tab) samples seldom, and a short
+    // word between two reports still shows.
+    this.loudestUser = Math.max(this.loudestUser, user);
+    this.loudestBot = Math.max(this.loudestBot, bot);
     if (live && ++this.ticks % METER_DEFAULTS.volumeEveryTicks === 0) {
-      this.host.dispatch('userVolume', { volume: Math.round(user * 1000) / 1000 });
-      this.host.dispatch('botVolume', { volume: Math.round(bot * 1000) / 1000 });
+      this.host.dispatch('userVolume', { volume: this.host.muted ? 0 : Math.round(this.loudestUser * 1000) / 1000 });
+      this.host.dispatch('botVolume', { volume: Math.round(this.loudestBot * 1000) / 1000 });
+      this.loudestUser = 0;
+      this.loudestBot = 0;
     }
   }
 }

@@ -234,7 +234,11 @@ test.serial('a full conversation in a LiveKit room: the SDK loaded on demand, gr
     t.true(['client_hung_up', 'client_released'].includes(record.termination_reason), record.termination_reason);
     t.is(record.metadata.room_provider, 'livekit');
     await until(async () => fake.inRoom(room).length === 0, { timeoutMs: 10_000, intervalMs: 100, what: 'the room to empty' });
-    t.is(visitor!.leftBy, 'leave', 'the page left the room with a LeaveRequest');
+    // The page sends its hang-up, waits until it is sent, then leaves (livekit-transport.ts); the
+    // bot ends the session on the hang-up and the server deletes the room. Which reaches the SFU
+    // first is a race both ways correct: on a quiet machine the page's LeaveRequest, with a CPU hog
+    // beside the test (issue 23) sometimes the deletion.
+    t.true(visitor!.leftBy === 'leave' || visitor!.leftBy === 'room_deleted', `the page left the room or the room ended under it (${visitor!.leftBy})`);
   });
 });
 
