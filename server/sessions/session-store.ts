@@ -200,8 +200,10 @@ export class SessionStore {
         answers.push({ admitted: true, sessionId, callId, organizationId: agent.organization_id, appliedLimitSeconds, ...(placed ? { placement: placed } : {}) });
       }
       if (sessions.length) {
-        await trx('agent_sessions').insert(sessions);
-        await trx('agent_calls').insert(calls);
+        // Both inserts in one statement (one round trip): the sessions in a data-modifying WITH.
+        const first = trx('agent_sessions').insert(sessions).toSQL();
+        const second = trx('agent_calls').insert(calls).toSQL();
+        await trx.raw(`with admitted_sessions as (${first.sql}) ${second.sql}`, [...first.bindings, ...second.bindings]);
       }
       return answers;
     });
@@ -214,22 +216,21 @@ export class SessionStore {
    * overdue). Clamped to 1..maxRetryAfterSeconds.
    */
   private async retryAfter(trx: Db, agentId: string): Promise<number> {
-    const live = (await trx.raw(
-      `select extract(epoch from (min(started_at + make_interval(secs => applied_session_limit_seconds)) - now())) as hard_end_s,
-              extract(epoch from (now() - min(started_at))) as oldest_age_s
-         from agent_sessions where agent_id = ? and lease_expires_at > now()`,
-      [agentId],
+    // One statement (one round trip inside the admission's transaction): two aggregates, one row each.
+    const row = (await trx.raw(
+      `select live.hard_end_s, live.oldest_age_s, history.p50_s
+         from (select extract(epoch from (min(started_at + make_interval(secs => applied_session_limit_seconds)) - now())) as hard_end_s,
+                      extract(epoch from (now() - min(started_at))) as oldest_age_s
+                 from agent_sessions where agent_id = ? and lease_expires_at > now()) live,
+              (select percentile_cont(0.5) within group (order by extract(epoch from (ended_at - started_at))) as p50_s
+                 from (select started_at, ended_at from agent_calls
+                        where agent_id = ? and status = 'completed' and ended_at is not null
+                        order by started_at desc limit ?) recent) history`,
+      [agentId, agentId, SESSION_LEASE.durationSampleSize],
     )).rows[0];
-    const history = (await trx.raw(
-      `select percentile_cont(0.5) within group (order by extract(epoch from (ended_at - started_at))) as p50_s
-         from (select started_at, ended_at from agent_calls
-                where agent_id = ? and status = 'completed' and ended_at is not null
-                order by started_at desc limit ?) recent`,
-      [agentId, SESSION_LEASE.durationSampleSize],
-    )).rows[0];
-    const hardEnd = num(live?.hard_end_s) ?? SESSION_LEASE.maxRetryAfterSeconds;
-    const p50 = num(history?.p50_s);
-    const oldestAge = num(live?.oldest_age_s) ?? 0;
+    const hardEnd = num(row?.hard_end_s) ?? SESSION_LEASE.maxRetryAfterSeconds;
+    const p50 = num(row?.p50_s);
+    const oldestAge = num(row?.oldest_age_s) ?? 0;
     const typical = p50 === null ? hardEnd : Math.max(p50 - oldestAge, 5);
     return Math.min(SESSION_LEASE.maxRetryAfterSeconds, Math.max(1, Math.ceil(Math.min(hardEnd, typical))));
   }

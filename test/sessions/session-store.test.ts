@@ -3,6 +3,7 @@
  * server process runs): two connection pools stand for two server processes sharing one database.
  */
 import test from 'ava';
+import { randomUUID } from 'node:crypto';
 import knexFactory from 'knex';
 import { SESSION_LEASE, SessionStore } from '../../server/sessions/session-store.ts';
 import { until } from '../../testing/until.ts';
@@ -112,6 +113,31 @@ test('retry_after_seconds follows the live sessions: the soonest hard end when t
   const refused = await store.admit(request(agentId, 2));
   if (refused.admitted || refused.reason !== 'concurrency_limit') return t.fail('expected a refusal');
   t.true(refused.retryAfterSeconds >= 38 && refused.retryAfterSeconds <= 40, String(refused.retryAfterSeconds));
+});
+
+test('retry_after_seconds with history: the median length of the recent completed calls, less the oldest live session\'s age; a batch admits and writes both rows in one statement', async (t) => {
+  const agentId = await publishedAgent({ max_concurrency: 2, session_limit_seconds: 300 });
+  const organizationId = (await s.server.db('agents').where('agent_id', agentId).first('organization_id')).organization_id as string;
+  // Three completed calls of 20, 30 and 40 s (median 30), ended a while ago.
+  await s.server.db('agent_calls').insert([20, 30, 40].map((seconds, i) => ({
+    call_id: randomUUID(), agent_id: agentId, organization_id: organizationId, session_id: randomUUID(), applied_session_limit_seconds: 300,
+    started_at: s.server.db.raw(`now() - make_interval(secs => ?)`, [600 + i + seconds]), ended_at: s.server.db.raw(`now() - make_interval(secs => ?)`, [600 + i]),
+    status: 'completed', participant_count: 1, metadata: '{}',
+  })));
+  const store = new SessionStore(s.server.db, 'history-process');
+  // Three at once: one batch (admission-line.ts), two admitted, one refused.
+  const answers = await Promise.all([1, 2, 3].map((n) => store.admit(request(agentId, 100 + n))));
+  const admitted = answers.filter((a) => a.admitted);
+  t.is(admitted.length, 2);
+  for (const a of admitted) {
+    if (!a.admitted) continue;
+    t.like(await s.server.db('agent_sessions').where('session_id', a.sessionId).first(), { call_id: a.callId, agent_id: agentId, status: 'starting', runner_id: 'history-process' });
+    t.like(await s.server.db('agent_calls').where('call_id', a.callId).first(), { session_id: a.sessionId, agent_id: agentId, status: 'active', applied_session_limit_seconds: 300 });
+  }
+  const refused = answers.find((a) => !a.admitted);
+  if (!refused || refused.admitted || refused.reason !== 'concurrency_limit') return t.fail('expected a refusal');
+  // min(the soonest hard end, ~300 s; max(30 s median - the oldest live session's age (about 0), 5)).
+  t.true(refused.retryAfterSeconds >= 29 && refused.retryAfterSeconds <= 30, String(refused.retryAfterSeconds));
 });
 
 test("a started session's `active` write that fails (a lock held past lock_timeout) is tried again until it lands; close() stops the tries", async (t) => {
