@@ -28,8 +28,9 @@ export const DATABASE_DEFAULTS = {
    * Connections kept open when idle (PostgreSQL), opened at start by `warmPool`. A burst of
    * connects uses several at once (the agent lookup, the admission transaction, the bot starts'
    * reads): opened on demand, each new one cost the first burst a connection set-up and a cold
-   * database backend (issue 25: its decisions p99 in the 200 ms bucket in 4 of 4 quiet runs with
-   * none kept, 75-100 in 3 of 4 with 4 kept). Small, so that a fleet of processes and the test
+   * database backend (issue 25, quiet runs of bench/_admission-burst.ts: the first burst's p99
+   * in the 200 ms bucket in 4 of 4 with none kept, in the 75-100 ms buckets in 2 of 4 with 4 kept
+   * and in 3 of 4 with 10; docs/operations.md). Small, so that a fleet of processes and the test
    * suite's many servers stay far below PostgreSQL's default 100 connections.
    */
   poolMin: 4,
