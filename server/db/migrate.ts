@@ -3,6 +3,7 @@ import * as initial from './migrations/001_initial.ts';
 import * as liveSessions from './migrations/002_live_sessions.ts';
 import * as durableJobs from './migrations/003_durable_jobs.ts';
 import * as sessionRunners from './migrations/004_session_runners.ts';
+import * as admissionBatch from './migrations/005_admission_batch.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -15,6 +16,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '002_live_sessions': liveSessions,
   '003_durable_jobs': durableJobs,
   '004_session_runners': sessionRunners,
+  '005_admission_batch': admissionBatch,
 };
 
 const source: Knex.MigrationSource<string> = {

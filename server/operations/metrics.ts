@@ -34,7 +34,7 @@ export const METRICS = {
    * a whole frame (the client sees a stutter), 5 ms is the arrival-gap target (docs/face-models.md).
    */
   frameLatenessBuckets: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 1],
-  admissionDecisionBuckets: [0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 5],
+  admissionDecisionBuckets: [0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 5],
   /** Job statuses whose count is the queue's depth. */
   jobQueueStatuses: ['queued', 'running'],
   /** A scrape waits this long for the job queue's count; past it the depth series are left out. */

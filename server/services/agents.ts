@@ -39,6 +39,8 @@ const LIST_SQL = `select (select count(*) from agents where organization_id = ?)
       from agents a where a.organization_id = ? order by a.created_at desc, a.agent_id limit ? offset ?) page), '[]') as data`;
 const GET_SQL = `select a.*, coalesce((select json_agg(t order by t.position) from agent_tools t where t.agent_id = a.agent_id), '[]'::json) as tool_rows
   from agents a where a.agent_id = ? and a.organization_id = ?`;
+/** Every connect reads its agent first (the Session API's hot path): a prepared statement. */
+const FIND_BY_ID_SQL = 'select * from agents where agent_id = ? limit 1';
 
 const JSON_COLUMNS = ['behaviour', 'advanced', 'provider_config', 'allowed_hostnames'] as const;
 
@@ -173,7 +175,8 @@ export class Agents {
 
   /** Agent row by id without organization scope (public and Session API reads). */
   async findById(agentId: string): Promise<any | undefined> {
-    return this.db('agents').where({ agent_id: agentId }).first();
+    const [row] = await preparedQuery(this.db, 'agents.findById', FIND_BY_ID_SQL, [agentId]);
+    return row;
   }
 
   private async row(principal: Principal, agentId: string): Promise<any> {

@@ -112,14 +112,26 @@ export const SESSION_START = {
    * p99 1 s with the starts interleaved). A steady stream of connects cannot hold a start longer.
    */
   maxDecisionsFirstMs: 1_000,
+  /**
+   * ... and until no connect arrived for this long: a burst's requests reach the process spread
+   * over tens of ms (new connections, 2-10 ms apart in the first burst after a start), so the line
+   * goes empty between them; a start-up in such a gap delayed the decisions of the connects behind
+   * it (bench/_admission-burst.ts). A connect alone pays at most this, minus its own decision time.
+   */
+  quietAfterArrivalMs: 20,
 } as const;
 
-/** Connects being decided now; `quiet()` resolves once there are none (or after `maxMs`). */
-class PendingDecisions {
+/**
+ * Connects being decided now; `quiet()` resolves once there are none and none arrived for
+ * `SESSION_START.quietAfterArrivalMs` (or after `maxMs` whatever happens).
+ */
+export class PendingDecisions {
   private count = 0;
+  private lastArrival = Number.NEGATIVE_INFINITY;
   private readonly waiters: (() => void)[] = [];
   begin(): () => void {
     this.count++;
+    this.lastArrival = performance.now();
     let done = false;
     return () => {
       if (done) return;
@@ -128,13 +140,30 @@ class PendingDecisions {
     };
   }
   quiet(maxMs: number): Promise<void> {
-    if (this.count === 0) return Promise.resolve();
+    const until = performance.now() + maxMs;
+    const settled = async (): Promise<void> => {
+      for (;;) {
+        const now = performance.now();
+        if (now >= until) return;
+        if (this.count > 0) {
+          await this.wake(until - now);
+          continue;
+        }
+        const sinceArrival = now - this.lastArrival;
+        if (sinceArrival >= SESSION_START.quietAfterArrivalMs) return;
+        await sleep(Math.min(SESSION_START.quietAfterArrivalMs - sinceArrival, until - now));
+      }
+    };
+    return settled();
+  }
+  /** Resolves when the count falls to 0, or after `ms`. */
+  private wake(ms: number): Promise<void> {
     return new Promise<void>((resolve) => {
       const timer = setTimeout(() => {
         const i = this.waiters.indexOf(wake);
         if (i >= 0) this.waiters.splice(i, 1);
         resolve();
-      }, maxMs);
+      }, ms);
       timer.unref();
       const wake = () => {
         clearTimeout(timer);
@@ -143,6 +172,10 @@ class PendingDecisions {
       this.waiters.push(wake);
     });
   }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
 /** At most `limit` starts at once, in arrival order, each after the connects being decided (PendingDecisions). */
@@ -279,6 +312,9 @@ export class LiveSessions {
     const { sessionId, callId } = admission;
     admitted();
     const admittedAt = Date.now();
+    // Decisions first: the rest of a burst is decided before this start-up (its room, its agent's
+    // configuration, then its bot through the pacer) takes the event loop.
+    await this.decisions.quiet(SESSION_START.maxDecisionsFirstMs);
     // Shutdown began while the database admitted it: rolled back, recorded, and refused.
     if (this.closing) {
       await this.store.finish(sessionId, callId, { terminationReason: 'server_shutdown', failureReason: null, participantCount: 0, metadata: {} });

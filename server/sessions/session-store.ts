@@ -13,6 +13,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/connect.ts';
+import { preparedQuery } from '../db/prepared-query.ts';
 import { AdmissionLine } from './admission-line.ts';
 import { FAILED_TERMINATIONS, type TerminationReason } from '../../agent/session-contract.ts';
 
@@ -83,6 +84,18 @@ const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
 
 type ConcurrencyRefusal = Extract<Admission, { reason: 'concurrency_limit' }>;
 
+/** One batch decided in one statement (migration 005). */
+const ADMIT_BATCH_SQL = 'select * from svc_admit_batch(?, ?::jsonb, ?, ?, ?)';
+
+/** `retry_after_seconds` from its readings (SessionStore.retryAfter, `svc_admit_batch`). */
+function retryAfterFrom(row: { hard_end_s?: unknown; oldest_age_s?: unknown; p50_s?: unknown } | undefined): number {
+  const hardEnd = num(row?.hard_end_s) ?? SESSION_LEASE.maxRetryAfterSeconds;
+  const p50 = num(row?.p50_s);
+  const oldestAge = num(row?.oldest_age_s) ?? 0;
+  const typical = p50 === null ? hardEnd : Math.max(p50 - oldestAge, 5);
+  return Math.min(SESSION_LEASE.maxRetryAfterSeconds, Math.max(1, Math.ceil(Math.min(hardEnd, typical))));
+}
+
 export class SessionStore {
   private readonly leaseSeconds: number;
   private readonly retries = new Set<NodeJS.Timeout>();
@@ -99,17 +112,12 @@ export class SessionStore {
   }
 
   /**
-   * Checks and reserves a slot in one transaction (row lock on the agent). `reserve`, when given,
-   * runs after the agent's own limit passed and before anything is written: it takes this
-   * process's capacity (synchronously); false refuses with `server_busy` and writes nothing. So
-   * the agent's limit answers first (429), and a process without capacity never records a call.
-   */
-  /**
    * Checks and reserves a slot: the agent exists and is published, its live sessions are under its
-   * `max_concurrency`, and this process takes it (`reserve`: the capacity gate's lease). Connects
-   * for one agent are decided in batches, one transaction at a time per agent (admission-line.ts):
-   * a burst holds no pool connections queued on the agent's row lock, and is decided in two
-   * transactions instead of one per connect.
+   * `max_concurrency` (row lock on the agent), and this process takes it (`reserve`: the capacity
+   * gate's lease, synchronous; false means `server_busy`, and nothing is written for it). The
+   * agent's limit answers first (429), and a process without capacity never records a call.
+   * Connects for one agent are decided in batches, one at a time per agent (admission-line.ts),
+   * each batch one statement (`decideHere`) or, when placing on a fleet, one transaction.
    */
   admit<Target = never>(request: AdmissionRequest, hooks: AdmissionHooks<Target> | (() => boolean) = {}): Promise<Admission<Target>> {
     const given: AdmissionHooks<Target> = typeof hooks === 'function' ? { reserve: hooks } : hooks;
@@ -123,6 +131,7 @@ export class SessionStore {
    */
   async warmUp(): Promise<void> {
     const nobody = '00000000-0000-4000-8000-000000000000';
+    await preparedQuery(this.db, 'svc_admit_batch', ADMIT_BATCH_SQL, [nobody, '[]', 0, this.leaseSeconds, SESSION_LEASE.durationSampleSize]);
     await this.db
       .transaction(async (trx) => {
         await trx('agents').where('agent_id', nobody).forUpdate().first('agent_id', 'organization_id', 'status', 'max_concurrency', 'session_limit_seconds');
@@ -141,7 +150,58 @@ export class SessionStore {
     }
   }
 
-  private async decide(agentId: string, batch: readonly { readonly request: AdmissionRequest; readonly hooks: AdmissionHooks<unknown> }[]): Promise<Admission<unknown>[]> {
+  private decide(agentId: string, batch: readonly { readonly request: AdmissionRequest; readonly hooks: AdmissionHooks<unknown> }[]): Promise<Admission<unknown>[]> {
+    // Placement on a fleet reads and locks runners per connect: a transaction of its own.
+    return batch.some((b) => b.hooks.place) ? this.decideWithPlacement(agentId, batch) : this.decideHere(agentId, batch);
+  }
+
+  /**
+   * A batch whose bots run on this process, in one statement (`svc_admit_batch`, migration 005):
+   * the agent's row locked, its live sessions counted, the admitted rows written, and the inputs of
+   * `retry_after_seconds` read, in one round trip, where the same steps as single statements took
+   * five or six, each waiting for its answer behind the rest of the burst on the event loop.
+   *
+   * The process's capacity is taken first, in arrival order (`reserve`, each connect's own lease),
+   * because the statement decides in the database: a connect that then falls past the agent's
+   * limit gives its lease back with its refusal (live-sessions.ts). Meanwhile, for one round
+   * trip, those leases are not free for other agents' connects. The outcome per connect is the
+   * same as deciding them one by one: in arrival order, admitted while the agent's limit and the
+   * process's capacity leave room; once the capacity is out, the rest are `server_busy`; once the
+   * limit is reached, the rest are `concurrency_limit`.
+   */
+  private async decideHere(agentId: string, batch: readonly { readonly request: AdmissionRequest; readonly hooks: AdmissionHooks<unknown> }[]): Promise<Admission<unknown>[]> {
+    let capacity = 0;
+    for (const { hooks } of batch) {
+      if (hooks.reserve && !hooks.reserve()) break;
+      capacity++;
+    }
+    const candidates = batch.map(({ request }) => ({
+      session_id: randomUUID(),
+      call_id: randomUUID(),
+      room: request.room,
+      client_user_ref: request.clientUserRef,
+      origin: request.origin,
+      room_provider: request.roomProvider,
+      runner_id: this.runnerId,
+      metadata: { origin: request.origin, room_provider: request.roomProvider, runner_id: this.runnerId },
+    }));
+    const [row] = await preparedQuery(this.db, 'svc_admit_batch', ADMIT_BATCH_SQL, [
+      agentId, JSON.stringify(candidates), capacity, this.leaseSeconds, SESSION_LEASE.durationSampleSize,
+    ]);
+    if (row.outcome === 'agent_not_found' || row.outcome === 'agent_unpublished') return batch.map(() => ({ admitted: false, reason: row.outcome }) as const);
+    const admitted = Number(row.admitted);
+    const withinLimit = Number(row.within_limit);
+    const limit = Number(row.max_concurrency);
+    const live = Number(row.live) + admitted;
+    const retryAfterSeconds = withinLimit < batch.length ? retryAfterFrom(row) : 0;
+    return candidates.map((c, i): Admission<unknown> => {
+      if (i < admitted) return { admitted: true, sessionId: c.session_id, callId: c.call_id, organizationId: row.organization_id, appliedLimitSeconds: Number(row.session_limit_seconds) };
+      if (admitted < withinLimit) return { admitted: false, reason: 'server_busy' };
+      return { admitted: false, reason: 'concurrency_limit', live, limit, retryAfterSeconds };
+    });
+  }
+
+  private async decideWithPlacement(agentId: string, batch: readonly { readonly request: AdmissionRequest; readonly hooks: AdmissionHooks<unknown> }[]): Promise<Admission<unknown>[]> {
     return this.db.transaction(async (trx) => {
       const agent = await trx('agents').where('agent_id', agentId).forUpdate().first('agent_id', 'organization_id', 'status', 'max_concurrency', 'session_limit_seconds');
       if (!agent) return batch.map(() => ({ admitted: false, reason: 'agent_not_found' }) as const);
@@ -228,11 +288,7 @@ export class SessionStore {
                         order by started_at desc limit ?) recent) history`,
       [agentId, agentId, SESSION_LEASE.durationSampleSize],
     )).rows[0];
-    const hardEnd = num(row?.hard_end_s) ?? SESSION_LEASE.maxRetryAfterSeconds;
-    const p50 = num(row?.p50_s);
-    const oldestAge = num(row?.oldest_age_s) ?? 0;
-    const typical = p50 === null ? hardEnd : Math.max(p50 - oldestAge, 5);
-    return Math.min(SESSION_LEASE.maxRetryAfterSeconds, Math.max(1, Math.ceil(Math.min(hardEnd, typical))));
+    return retryAfterFrom(row);
   }
 
   /**

@@ -180,3 +180,41 @@ test("a started session's `active` write that fails (a lock held past lock_timeo
     await locker.destroy();
   }
 });
+
+test("one batch with the process's capacity: in arrival order, admitted while both the agent's limit and the capacity leave room; then server_busy while the limit has room, concurrency_limit once it has none; rows only for the admitted", async (t) => {
+  const agentId = await publishedAgent({ max_concurrency: 5 });
+  const store = new SessionStore(s.server.db, 'p-capacity');
+  const first = await store.admit(request(agentId, 0));
+  t.true(first.admitted, 'one live session before the batch');
+
+  // Capacity for 2: the limit leaves room for 4, so 2 admitted and the other 6 are server_busy.
+  const calls: number[] = [];
+  const capacity = (free: number) => {
+    let left = free;
+    return (i: number) => () => {
+      calls.push(i);
+      return left-- > 0;
+    };
+  };
+  const twoFree = capacity(2);
+  const short = await Promise.all(Array.from({ length: 8 }, (_, i) => store.admit(request(agentId, 10 + i), twoFree(i))));
+  t.deepEqual(short.map((r) => (r.admitted ? 'admitted' : r.reason)), ['admitted', 'admitted', ...Array(6).fill('server_busy')]);
+  t.deepEqual(calls, [0, 1, 2], 'the capacity is asked in arrival order, up to its first refusal');
+
+  // Capacity for 6: the limit leaves room for 2 (3 live of 5): 2 admitted, the rest concurrency_limit.
+  calls.length = 0;
+  const sixFree = capacity(6);
+  const long = await Promise.all(Array.from({ length: 8 }, (_, i) => store.admit(request(agentId, 20 + i), sixFree(i))));
+  t.deepEqual(long.map((r) => (r.admitted ? 'admitted' : r.reason)), ['admitted', 'admitted', ...Array(6).fill('concurrency_limit')]);
+  for (const r of long) if (!r.admitted && r.reason === 'concurrency_limit') t.deepEqual([r.live, r.limit], [5, 5]);
+  t.deepEqual(calls, [0, 1, 2, 3, 4, 5, 6], 'leases taken in order until the capacity refused (the refused connects give theirs back)');
+
+  const rows = await s.server.db('agent_sessions').where({ agent_id: agentId });
+  const callRows = await s.server.db('agent_calls').where({ agent_id: agentId });
+  t.is(rows.length, 5, 'a row for each admitted session, none for a refused connect');
+  t.is(callRows.length, 5);
+  const admittedIds = new Set([first, ...short, ...long].flatMap((r) => (r.admitted ? [r.sessionId] : [])));
+  t.deepEqual(new Set(rows.map((r) => r.session_id)), admittedIds);
+  t.true(rows.every((r) => r.status === 'starting' && r.runner_id === 'p-capacity' && r.metadata.runner_id === 'p-capacity'));
+  t.true(callRows.every((c) => c.status === 'active' && admittedIds.has(c.session_id) && c.client_user_ref?.startsWith('user-')));
+});

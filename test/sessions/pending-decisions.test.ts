@@ -1,0 +1,51 @@
+/**
+ * Decisions before start-ups (server/sessions/live-sessions.ts, PendingDecisions): an admitted
+ * connect's start-up waits while connects are being decided and until none arrived for
+ * SESSION_START.quietAfterArrivalMs, never longer than its bound.
+ */
+import anyTest, { type TestFn } from 'ava';
+import { PendingDecisions, SESSION_START } from '../../server/sessions/live-sessions.ts';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Its timers are unref'd (a start-up's wait never holds a process open by itself); a server
+// process always has other handles open, and so does this file while a test runs.
+const test = anyTest as TestFn<{ alive: NodeJS.Timeout }>;
+test.beforeEach((t) => {
+  t.context.alive = setInterval(() => undefined, 1_000);
+});
+test.afterEach.always((t) => clearInterval(t.context.alive));
+
+test('quiet at once when no connect ever arrived', async (t) => {
+  const pending = new PendingDecisions();
+  const started = performance.now();
+  await pending.quiet(10_000);
+  t.true(performance.now() - started < SESSION_START.quietAfterArrivalMs, 'no quiet period to wait for');
+});
+
+test('waits for the connects being decided, then for the quiet period after the last arrival', async (t) => {
+  const pending = new PendingDecisions();
+  const first = pending.begin();
+  const second = pending.begin();
+  let quiet = false;
+  const waiting = pending.quiet(10_000).then(() => (quiet = true));
+  first();
+  await sleep(5);
+  t.false(quiet, 'one connect is still being decided');
+  // A connect arrives in the gap and is decided at once: the wait goes on past the last arrival.
+  pending.begin()();
+  const lastArrival = performance.now();
+  second();
+  await waiting;
+  t.true(quiet);
+  t.true(performance.now() - lastArrival >= SESSION_START.quietAfterArrivalMs - 1, 'not before the quiet period after the last arrival');
+});
+
+test('a decision that never ends holds a start-up no longer than the bound', async (t) => {
+  const pending = new PendingDecisions();
+  pending.begin();
+  const started = performance.now();
+  await pending.quiet(40);
+  const waited = performance.now() - started;
+  t.true(waited >= 39, `waited ${waited.toFixed(1)} ms for its bound`);
+});
