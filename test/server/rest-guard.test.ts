@@ -191,3 +191,30 @@ test('settings: SVC_RATE_LIMIT (off or rate/burst) and SVC_REST_SHED_LAG_MS (off
   for (const bad of ['20', '0/10', '5/0', 'fast', '-1/3']) t.throws(() => restGuardFromEnv({ SVC_RATE_LIMIT: bad }), { instanceOf: ConfigError, message: /SVC_RATE_LIMIT must be/ }, bad);
   for (const bad of ['0', '-3', 'soon']) t.throws(() => restGuardFromEnv({ SVC_REST_SHED_LAG_MS: bad }), { instanceOf: ConfigError, message: /SVC_REST_SHED_LAG_MS must be/ }, bad);
 });
+
+test.serial('a client that went on past its refusals is shed while the loop lags, however few requests arrive; a client within its limits is served meanwhile', async (t) => {
+  const { guard, get } = await serve(t, { liveSessions: () => 1, rateLimit: { ratePerSecond: 2, burst: 1 }, hold: { refusalsBeforeHold: 2, holdMs: 20 } });
+  // The flooding client: one served, then refused past its bucket until its refusals are held.
+  const refusals = [];
+  for (let i = 0; i < 6; i++) refusals.push((await get('/v1/agents', 'svc_key_flood')).status);
+  t.deepEqual(refusals, [200, 429, 429, 429, 429, 429]);
+  // The loop stalls (its lag past the bound) while a few requests a second arrive, far under
+  // REST_LIMITS.shedMinRate: the flooding client, with a token again, is shed ...
+  const stall = async () => {
+    for (let i = 0; i < 4; i++) {
+      burn(30);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  };
+  const shed = await until(async () => {
+    await stall();
+    const answer = await get('/v1/agents', 'svc_key_flood');
+    return answer.status === 503 && answer;
+  }, { timeoutMs: 15_000, intervalMs: 500, what: 'the flooding client shed while the loop lags' });
+  t.like(shed.body, { code: 'server_busy' });
+  t.is(shed.headers.get('retry-after'), String(REST_LIMITS.shedRetryAfterSeconds));
+  // ... and another client, within its limits, is served under the same lag.
+  await stall();
+  t.is((await get('/v1/agents', 'svc_key_other')).status, 200, 'a client within its limits is not shed at this request rate');
+  t.true(guard.stats().shed >= 1);
+});
