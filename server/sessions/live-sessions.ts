@@ -119,11 +119,18 @@ export const SESSION_START = {
    * it (bench/_admission-burst.ts). A connect alone pays at most this, minus its own decision time.
    */
   quietAfterArrivalMs: 20,
+  /**
+   * ... for at most this long (ms, from the start of the wait): under a steady stream of connects
+   * (a popular agent at its limit, widgets retrying) a gap of quietAfterArrivalMs may never come,
+   * and a start-up then waits no more than this for one.
+   */
+  quietWaitMaxMs: 150,
 } as const;
 
 /**
  * Connects being decided now; `quiet()` resolves once there are none and none arrived for
- * `SESSION_START.quietAfterArrivalMs` (or after `maxMs` whatever happens).
+ * `SESSION_START.quietAfterArrivalMs` (that second condition waited for at most
+ * `SESSION_START.quietWaitMaxMs`), or after `maxMs` whatever happens.
  */
 export class PendingDecisions {
   private count = 0;
@@ -140,7 +147,9 @@ export class PendingDecisions {
     };
   }
   quiet(maxMs: number): Promise<void> {
-    const until = performance.now() + maxMs;
+    const started = performance.now();
+    const until = started + maxMs;
+    const quietUntil = started + Math.min(maxMs, SESSION_START.quietWaitMaxMs);
     const settled = async (): Promise<void> => {
       for (;;) {
         const now = performance.now();
@@ -150,8 +159,8 @@ export class PendingDecisions {
           continue;
         }
         const sinceArrival = now - this.lastArrival;
-        if (sinceArrival >= SESSION_START.quietAfterArrivalMs) return;
-        await sleep(Math.min(SESSION_START.quietAfterArrivalMs - sinceArrival, until - now));
+        if (sinceArrival >= SESSION_START.quietAfterArrivalMs || now >= quietUntil) return;
+        await sleep(Math.min(SESSION_START.quietAfterArrivalMs - sinceArrival, quietUntil - now));
       }
     };
     return settled();

@@ -49,3 +49,21 @@ test('a decision that never ends holds a start-up no longer than the bound', asy
   const waited = performance.now() - started;
   t.true(waited >= 39, `waited ${waited.toFixed(1)} ms for its bound`);
 });
+
+test('a steady stream of connects, each decided at once, holds a start-up no longer than quietWaitMaxMs', async (t) => {
+  const pending = new PendingDecisions();
+  let streaming = true;
+  const stream = (async () => {
+    while (streaming) {
+      pending.begin()();
+      await sleep(5);
+    }
+  })();
+  const started = performance.now();
+  await pending.quiet(10_000);
+  const waited = performance.now() - started;
+  streaming = false;
+  await stream;
+  t.true(waited >= SESSION_START.quietWaitMaxMs - 1, `waited ${waited.toFixed(1)} ms: a gap never came, the bound ended the wait`);
+  t.true(waited < 5_000, `waited ${waited.toFixed(1)} ms: not the decisions' own bound (10 s here)`);
+});
