@@ -224,7 +224,8 @@ export class SessionMessageEmitter implements FrameObserver {
         if (held) held.thinking = true;
         else if (this.botState === 'listening') this.setState('thinking');
       } else if (f.type === 'metrics') {
-        for (const m of f.data) if (m.kind === 'ttfb' && this.pending && this.pending.llmTtfbMs === null) this.pending.llmTtfbMs = m.valueMs;
+        // Its own: metrics frames of the processors before it (the STT's ttfb) pass it too.
+        for (const m of f.data) if (m.kind === 'ttfb' && m.processor === taps.llm && this.pending && this.pending.llmTtfbMs === null) this.pending.llmTtfbMs = m.valueMs;
       }
       return;
     }
@@ -232,7 +233,8 @@ export class SessionMessageEmitter implements FrameObserver {
       if (f.type === 'tts-audio') {
         if (f.pcm.length > 0 && this.pending && this.pending.firstTtsAudioAt === null) this.pending.firstTtsAudioAt = at;
       } else if (f.type === 'metrics') {
-        for (const m of f.data) if (m.kind === 'ttfb' && this.pending && this.pending.ttsTtfbMs === null) this.pending.ttsTtfbMs = m.valueMs;
+        // Its own: the LLM's (and the STT's) metrics frames pass the TTS, and come first.
+        for (const m of f.data) if (m.kind === 'ttfb' && m.processor === taps.tts && this.pending && this.pending.ttsTtfbMs === null) this.pending.ttsTtfbMs = m.valueMs;
       }
       return;
     }

@@ -14,10 +14,11 @@
  * p50/p99 on complete utterances; cut-off rate on open utterances by pause (a turn ended inside the
  * pause); backchannels resumed; real interruptions cut, and cut within 100 ms at the visitor (the
  * bot's pause or barge-in message -> its last loud audio); preemptive replies (from the call
- * records); `ours_ms`: the bot's own report, without the transport: the VAD's stop -> the first
- * audio written to the room, minus the engines' stages (STT, LLM, TTS first byte), so the
- * end-of-turn wait, the pipeline and the face; `pipeline_ms`: the same without the end-of-turn
- * wait. A complete utterance during which bot audio was heard is not a reply sample
+ * records); `ours_ms`: the bot's own report, without the transport: the end of the turn
+ * (`user-stopped-speaking`, after the end-of-turn wait, which is `end_of_turn_ms` apart) -> the
+ * first audio written to the room, minus the engines' stages (the STT's final past the turn's
+ * end, the LLM's and the TTS's first byte), so the pipeline and the face. A complete utterance
+ * during which bot audio was heard is not a reply sample
  * (`replies_not_measured`). Each open utterance cut off is printed with the turn's decision.
  * `TURNS_BENCH_REPEAT` (default 1) repeats the corpus; `TURNS_BENCH_VERBOSE` prints each interruption's timeline; `TURNS_BENCH_PARTS` (complete,open,over)
  * and `TURNS_BENCH_RULES` (ours,old) run a part.
@@ -83,8 +84,6 @@ interface Figures {
   replyMs: number[];
   oursMs: number[];
   endOfTurnMs: number[];
-  /** `ours` without the end-of-turn wait: the pipeline and the face alone. */
-  pipelineMs: number[];
   /** Complete utterances not measured: the bot was heard while the visitor spoke. */
   notQuiet: number;
   cutOffs: Record<number, { n: number; cut: number }>;
@@ -138,7 +137,7 @@ export async function run(): Promise<void> {
       const v = await RoomVisitor.join(session.room_url, session.token);
       v.sendMessage({ type: 'client-ready', version: '1.0.0' });
       await holdsWithin(() => v.ofType('bot-state').some((m) => m.state === 'listening'), { timeoutMs: 20_000, intervalMs: 20 });
-      const f: Figures = { replyMs: [], oursMs: [], endOfTurnMs: [], pipelineMs: [], notQuiet: 0, cutOffs: {}, cutCauses: [], stallMs: { all: [], cut: [] }, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
+      const f: Figures = { replyMs: [], oursMs: [], endOfTurnMs: [], notQuiet: 0, cutOffs: {}, cutCauses: [], stallMs: { all: [], cut: [] }, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
       const quiet = async () => {
         // Until the bot has been silent for a second.
         await holdsWithin(() => !v.speaking && !v.audioLevels.some((a) => a.at > Date.now() - 1000 && a.rms > LOUD), { timeoutMs: 30_000, intervalMs: 20 });
@@ -168,10 +167,7 @@ export async function run(): Promise<void> {
           const ours = Math.max(0, report.user_stopped_to_bot_audio_ms - engines);
           f.oursMs.push(ours);
           f.endOfTurnMs.push(report.stages.end_of_turn_ms ?? 0);
-          // The end-of-turn wait and the STT's final run side by side from the VAD's stop: the longer counts once.
-          const eot = report.stages.end_of_turn_ms ?? 0;
-          const stt = report.stages.stt_ms ?? 0;
-          f.pipelineMs.push(Math.max(0, ours + stt - Math.max(eot, stt)));
+          if (process.env.TURNS_BENCH_VERBOSE) console.log(`reply (${name}): ${f.replyMs.at(-1)} ms at the visitor, ours ${ours} ms; report ${report.user_stopped_to_bot_audio_ms} ms, stages ${JSON.stringify(report.stages)}, ${String((report as { turn_decision?: unknown }).turn_decision)}`);
         }
         // 2. Open utterances: was the turn ended inside the pause?
         for (const pauseMs of PARTS.has('open') ? PAUSES : []) {
@@ -253,7 +249,7 @@ export async function run(): Promise<void> {
     }
 
     const row = (name: string) => {
-      const f = results[name] ?? { replyMs: [], oursMs: [], endOfTurnMs: [], pipelineMs: [], notQuiet: 0, cutOffs: {}, cutCauses: [], stallMs: { all: [], cut: [] }, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
+      const f = results[name] ?? { replyMs: [], oursMs: [], endOfTurnMs: [], notQuiet: 0, cutOffs: {}, cutCauses: [], stallMs: { all: [], cut: [] }, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
       const rate = (a: number, n: number) => (n ? Math.round((a / n) * 1000) / 10 : null);
       return {
         reply_p50_ms: percentile(f.replyMs, 50),
@@ -263,8 +259,6 @@ export async function run(): Promise<void> {
         end_of_turn_p50_ms: percentile(f.endOfTurnMs, 50),
         ours_p50_ms: percentile(f.oursMs, 50),
         ours_p99_ms: percentile(f.oursMs, 99),
-        pipeline_p50_ms: percentile(f.pipelineMs, 50),
-        pipeline_p99_ms: percentile(f.pipelineMs, 99),
         ...Object.fromEntries(PAUSES.map((p) => [`cut_off_${p}ms_pct`, rate(f.cutOffs[p]?.cut ?? 0, f.cutOffs[p]?.n ?? 0)])),
         open_utterances: Object.values(f.cutOffs).reduce((n, c) => n + c.n, 0),
         backchannels_resumed_pct: rate(f.backchannels.resumed, f.backchannels.n),
