@@ -212,7 +212,15 @@ export class TTSProcessor extends FrameProcessor {
           // Word timings may arrive after the audio they describe: hold audio until we have them
           // or until the stream ends (a provider with no timings), then chunk.
           if (!words && hold) pending.push(pcm);
-          else for (const c of chunker.push(pcm)) emit(c);
+          else {
+            for (const c of chunker.push(pcm)) emit(c);
+            // Let timers and I/O run before the next piece: a provider faster than real time
+            // (eSpeak) has the rest of the sentence queued already, read without a pause, and the
+            // burst of chunks (to the avatar, its face) would hold the event loop for tens of ms
+            // (more on a loaded machine), so the face's frame due meanwhile, the first to carry
+            // the answer, went out that late.
+            await yieldToEventLoop();
+          }
           break;
         }
         case 'words':
@@ -238,6 +246,11 @@ export class TTSProcessor extends FrameProcessor {
       this.push(frame('tts-audio', { pcm: new Int16Array(0), sampleRate: rate, channels: 1, words: estimated.map((w) => ({ ...w, startMs: w.startMs - totalMs, endMs: w.endMs - totalMs })) }));
     }
   }
+}
+
+/** Resolves after the event loop's pending timers and I/O callbacks have had their turn. */
+function yieldToEventLoop(): Promise<void> {
+  return new Promise<void>((resolve) => setImmediate(resolve));
 }
 
 function estimateDurationMs(text: string): number {
