@@ -213,13 +213,18 @@ export class TTSProcessor extends FrameProcessor {
           // or until the stream ends (a provider with no timings), then chunk.
           if (!words && hold) pending.push(pcm);
           else {
-            for (const c of chunker.push(pcm)) emit(c);
+            let emitted = 0;
+            for (const c of chunker.push(pcm)) {
+              emit(c);
+              emitted++;
+            }
             // Let timers and I/O run before the next piece: a provider faster than real time
             // (eSpeak) has the rest of the sentence queued already, read without a pause, and the
             // burst of chunks (to the avatar, its face) would hold the event loop for tens of ms
             // (more on a loaded machine), so the face's frame due meanwhile, the first to carry
-            // the answer, went out that late.
-            await yieldToEventLoop();
+            // the answer, went out that late. Not after a piece shorter than a chunk (eSpeak's
+            // first is ~11 ms): nothing went down, and the first chunk is not to wait a loop turn.
+            if (emitted > 0) await yieldToEventLoop();
           }
           break;
         }
