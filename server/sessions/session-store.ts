@@ -87,6 +87,11 @@ type ConcurrencyRefusal = Extract<Admission, { reason: 'concurrency_limit' }>;
 /** One batch decided in one statement (migration 005). */
 const ADMIT_BATCH_SQL = 'select * from svc_admit_batch(?, ?::jsonb, ?, ?, ?)';
 
+/** What an admitted session's row and call record carry in `metadata` (both admission paths). */
+function sessionMetadata(request: AdmissionRequest, runnerId: string): Record<string, unknown> {
+  return { origin: request.origin, room_provider: request.roomProvider, runner_id: runnerId };
+}
+
 /** `retry_after_seconds` from its readings (SessionStore.retryAfter, `svc_admit_batch`). */
 function retryAfterFrom(row: { hard_end_s?: unknown; oldest_age_s?: unknown; p50_s?: unknown } | undefined): number {
   const hardEnd = num(row?.hard_end_s) ?? SESSION_LEASE.maxRetryAfterSeconds;
@@ -183,7 +188,7 @@ export class SessionStore {
       origin: request.origin,
       room_provider: request.roomProvider,
       runner_id: this.runnerId,
-      metadata: { origin: request.origin, room_provider: request.roomProvider, runner_id: this.runnerId },
+      metadata: sessionMetadata(request, this.runnerId),
     }));
     const [row] = await preparedQuery(this.db, 'svc_admit_batch', ADMIT_BATCH_SQL, [
       agentId, JSON.stringify(candidates), capacity, this.leaseSeconds, SESSION_LEASE.durationSampleSize,
@@ -238,7 +243,7 @@ export class SessionStore {
         const sessionId = randomUUID();
         const callId = randomUUID();
         const runnerId = placed ? placed.runnerId : this.runnerId;
-        const metadata = JSON.stringify({ origin: request.origin, room_provider: request.roomProvider, runner_id: runnerId });
+        const metadata = JSON.stringify(sessionMetadata(request, runnerId));
         const session = {
           session_id: sessionId, agent_id: agentId, organization_id: agent.organization_id, room: request.room,
           client_user_ref: request.clientUserRef, applied_session_limit_seconds: appliedLimitSeconds, call_id: callId,
@@ -276,18 +281,9 @@ export class SessionStore {
    * overdue). Clamped to 1..maxRetryAfterSeconds.
    */
   private async retryAfter(trx: Db, agentId: string): Promise<number> {
-    // One statement (one round trip inside the admission's transaction): two aggregates, one row each.
-    const row = (await trx.raw(
-      `select live.hard_end_s, live.oldest_age_s, history.p50_s
-         from (select extract(epoch from (min(started_at + make_interval(secs => applied_session_limit_seconds)) - now())) as hard_end_s,
-                      extract(epoch from (now() - min(started_at))) as oldest_age_s
-                 from agent_sessions where agent_id = ? and lease_expires_at > now()) live,
-              (select percentile_cont(0.5) within group (order by extract(epoch from (ended_at - started_at))) as p50_s
-                 from (select started_at, ended_at from agent_calls
-                        where agent_id = ? and status = 'completed' and ended_at is not null
-                        order by started_at desc limit ?) recent) history`,
-      [agentId, agentId, SESSION_LEASE.durationSampleSize],
-    )).rows[0];
+    // One statement (one round trip inside the admission's transaction), the same readings as
+    // `svc_admit_batch` takes (migration 005).
+    const row = (await trx.raw('select * from svc_retry_after_inputs(?, ?)', [agentId, SESSION_LEASE.durationSampleSize])).rows[0];
     return retryAfterFrom(row);
   }
 

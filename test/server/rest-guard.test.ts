@@ -194,10 +194,13 @@ test('settings: SVC_RATE_LIMIT (off or rate/burst) and SVC_REST_SHED_LAG_MS (off
 
 test.serial('a client that went on past its refusals is shed while the loop lags, however few requests arrive; a client within its limits is served meanwhile', async (t) => {
   const { guard, get } = await serve(t, { liveSessions: () => 1, rateLimit: { ratePerSecond: 2, burst: 1 }, hold: { refusalsBeforeHold: 2, holdMs: 20 } });
-  // The flooding client: one served, then refused past its bucket until its refusals are held.
-  const refusals = [];
-  for (let i = 0; i < 6; i++) refusals.push((await get('/v1/agents', 'svc_key_flood')).status);
-  t.deepEqual(refusals, [200, 429, 429, 429, 429, 429]);
+  // The flooding client: refused past its bucket until its refusals are held. (Its first request
+  // may itself be shed, 503, on a loaded machine: the meter's first reading of the request rate
+  // covers only a few ms; a refusal either way.)
+  const answers: number[] = [];
+  for (let i = 0; i < 6; i++) answers.push((await get('/v1/agents', 'svc_key_flood')).status);
+  t.true(answers.slice(1).every((status) => status === 429 || status === 503), `past its one token, every request refused: ${answers.join(', ')}`);
+  t.true([200, 503].includes(answers[0]!), `its first: served, or shed: ${answers[0]}`);
   // The loop stalls (its lag past the bound) while a few requests a second arrive, far under
   // REST_LIMITS.shedMinRate: the flooding client, with a token again, is shed ...
   const stall = async () => {

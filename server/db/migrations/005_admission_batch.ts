@@ -18,7 +18,26 @@ import type { Knex } from 'knex';
  * or `decided`; `admitted` candidates were written (the first ones); `within_limit` of them passed
  * the agent's limit (those between `admitted` and it had no capacity: `server_busy`; the rest:
  * `concurrency_limit`).
+ *
+ * `svc_retry_after_inputs`: what `retry_after_seconds` is computed from (SessionStore's
+ * `retryAfterFrom`), read by this function and by the fleet's admission transaction: the soonest
+ * hard end and the oldest age among the agent's live sessions, and the median length of its
+ * recent completed calls.
  */
+const RETRY_AFTER_INPUTS = `
+create or replace function svc_retry_after_inputs(p_agent uuid, p_sample integer)
+returns table (hard_end_s double precision, oldest_age_s double precision, p50_s double precision)
+language sql volatile as $fn$
+  select live.hard_end_s, live.oldest_age_s, history.p50_s
+    from (select extract(epoch from (min(s.started_at + make_interval(secs => s.applied_session_limit_seconds)) - now()))::float8 as hard_end_s,
+                 extract(epoch from (now() - min(s.started_at)))::float8 as oldest_age_s
+            from agent_sessions s where s.agent_id = p_agent and s.lease_expires_at > now()) live,
+         (select percentile_cont(0.5) within group (order by extract(epoch from (r.ended_at - r.started_at))) as p50_s
+            from (select ac.started_at, ac.ended_at from agent_calls ac
+                   where ac.agent_id = p_agent and ac.status = 'completed' and ac.ended_at is not null
+                   order by ac.started_at desc limit p_sample) r) history
+$fn$`;
+
 const FUNCTION = `
 create or replace function svc_admit_batch(
   p_agent uuid,
@@ -81,23 +100,18 @@ begin
        where c.ord <= v_admitted;
   end if;
   if v_within < n then
-    select extract(epoch from (min(s.started_at + make_interval(secs => s.applied_session_limit_seconds)) - now())),
-           extract(epoch from (now() - min(s.started_at)))
-      into v_hard_end, v_oldest
-      from agent_sessions s where s.agent_id = p_agent and s.lease_expires_at > now();
-    select percentile_cont(0.5) within group (order by extract(epoch from (r.ended_at - r.started_at))) into v_p50
-      from (select ac.started_at, ac.ended_at from agent_calls ac
-             where ac.agent_id = p_agent and ac.status = 'completed' and ac.ended_at is not null
-             order by ac.started_at desc limit p_sample) r;
+    select r.hard_end_s, r.oldest_age_s, r.p50_s into v_hard_end, v_oldest, v_p50 from svc_retry_after_inputs(p_agent, p_sample) r;
   end if;
   return query select 'decided'::text, a.organization_id, a.max_concurrency, a.session_limit_seconds, v_live, v_within, v_admitted, v_hard_end, v_oldest, v_p50;
 end
 $fn$`;
 
 export async function up(db: Knex): Promise<void> {
+  await db.raw(RETRY_AFTER_INPUTS);
   await db.raw(FUNCTION);
 }
 
 export async function down(db: Knex): Promise<void> {
   await db.raw('drop function if exists svc_admit_batch(uuid, jsonb, integer, double precision, integer)');
+  await db.raw('drop function if exists svc_retry_after_inputs(uuid, integer)');
 }
