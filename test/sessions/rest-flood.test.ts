@@ -4,23 +4,33 @@
  * asks for an agent as fast as it is answered, over 20 connections, with one API key. The flood is answered 429
  * `rate_limited` (and 503 `server_busy` where the REST guard sheds) in part, with the RateLimit
  * headers; a visitor who connects meanwhile is admitted (slots are free); and the live bots'
- * frames stay on time as the capacity gate judges them (the share later than 10 ms under its bound,
- * and within 3 points of the same sessions' share without the flood, measured right after), read
- * from the server's own /metrics, over the flood but for the start-up and end of the visitor
- * admitted during it (which the gate does not judge either).
+ * frames stay on time as the capacity gate judges them: the share later than 10 ms under its
+ * bound, and within 3 points of the same sessions' share without the flood, read from the
+ * server's own /metrics.
+ *
+ * The flood and its control are interleaved (issue 23): after the first flood (the one the
+ * visitor connects during), the same two sessions are measured over FLOOD_SLICES pairs of a flood
+ * slice and a quiet slice of the same length, one after the other. Measured one after the other
+ * in two long windows, a CI run's other test files starting or ending made the difference: a
+ * loaded run read 27 of 594 late with the flood against 2 of 500 in the window after it, while
+ * two runs under a steady `stress-ng --cpu 1` read 2/591 against 6/529 and 0/592 against 0/528.
+ * Interleaved, both conditions share whatever the machine is doing.
  */
 import test from 'ava';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FACE_CAPACITY, LOAD_WINDOW } from '../../server/capacity/index.ts';
+import { FACE_CAPACITY, LOAD_WINDOW, REST_LIMITS } from '../../server/capacity/index.ts';
 import { until } from '../../testing/until.ts';
 import { RoomVisitor } from '../agent/room-visitor.ts';
 import { createTestDatabase } from '../server/harness.ts';
 import { startServerProcess, type ServerProcess } from './server-process.ts';
 
 const FLOOD_SECONDS = 15;
+/** Flood and quiet slices measured alternately, and each slice's length (s). */
+const FLOOD_SLICES = 3;
+const SLICE_SECONDS = 4;
 let server: ServerProcess | undefined;
 let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
 const visitors: RoomVisitor[] = [];
@@ -90,7 +100,6 @@ test('a REST flood from another process while sessions run: answered 429/503 in 
   }
   await until(() => visitors.every((v) => v.videoFrames > 25), { timeoutMs: 30_000, what: 'both visitors to receive their faces' });
 
-  const before = await botFrames(server.url);
   const wrk = runWrk(['-t1', '-c20', `-d${FLOOD_SECONDS}s`, '-H', `X-API-Key: ${key}`, `${server.url}/v1/agents/${agentId}`]);
   t.teardown(() => wrk.kill());
   // Inside the flood: the flooding key is limited, with the headers that say so ...
@@ -107,7 +116,6 @@ test('a REST flood from another process while sessions run: answered 429/503 in 
     t.like(limited.body, { code: 'rate_limited' });
   }
   // ... and a visitor is admitted: slots are free.
-  const startingAt = await botFrames(server.url);
   const third = await connect();
   t.is(third.status, 200, JSON.stringify(third.body));
   visitors.push(await RoomVisitor.join(third.body.room_url, third.body.token));
@@ -116,43 +124,55 @@ test('a REST flood from another process while sessions run: answered 429/503 in 
   // visitor's decoder in this process put the machine itself at its bound: ~1 % of frames late
   // with no flood at all). Its bot's start-up and end (its own first frames, its neighbours'
   // meanwhile) are not the flood's doing, nor judged by the capacity gate
-  // (LOAD_WINDOW.startupSettleMs): the frames are counted before the connect and once it has settled.
+  // (LOAD_WINDOW.startupSettleMs): the judged slices begin once it has settled.
   visitors[2]!.close();
   t.deepEqual((await fetch(`${server.url}/v1/public/agents/connect/${encodeURIComponent(new URL(third.body.room_url).searchParams.get('room')!)}`, { method: 'POST' }).then((r) => r.json())), { released: 1 });
-  await new Promise((resolve) => setTimeout(resolve, LOAD_WINDOW.startupSettleMs));
-  const settledAt = await botFrames(server.url);
-  const settledAtMs = Date.now();
   const report = await wrk.done;
-  const after = await botFrames(server.url);
-  // The control: the same two sessions, as long again, without the flood.
-  await new Promise((resolve) => setTimeout(resolve, Date.now() - settledAtMs));
-  const control = await botFrames(server.url);
+  await new Promise((resolve) => setTimeout(resolve, LOAD_WINDOW.startupSettleMs));
 
   const requests = Number(/(\d+) requests in/.exec(report)?.[1]);
   const refused = Number(/Non-2xx or 3xx responses: (\d+)/.exec(report)?.[1] ?? 0);
   t.log(`wrk: ${requests} requests answered in ${FLOOD_SECONDS} s, ${refused} of them 429/503`);
-  const held = (await metrics(server.url))('svc_rest_held_total');
-  t.log(`refusals held by the guard: ${held}`);
   // The flood was refused in part (429 past its key's bucket, 503 while the guard shed) and slowed:
   // past its first refusals each one was held before it was sent, so a generator that never waits
   // got a few answers per connection per second instead of thousands (docs/operations.md: 9,700/s
-  // against the guard alone without the hold; 50-60/s here with it), and no longer took the API's core.
+  // against the guard alone without the hold; 50-100/s here with it), and no longer took the API's core.
   t.true(requests > 0, report);
   t.true(refused > 0, report);
-  t.true(held > 0, 'the flooding client was slowed');
+  t.true((await metrics(server.url))('svc_rest_held_total') > 0, 'the flooding client was slowed');
   t.true(requests / FLOOD_SECONDS < 1000, `the flood was answered ${Math.round(requests / FLOOD_SECONDS)} times a second: not slowed`);
-  const frames = startingAt.total - before.total + (after.total - settledAt.total);
-  const late = frames - (startingAt.onTime - before.onTime + (after.onTime - settledAt.onTime));
-  const controlFrames = control.total - after.total;
-  const controlLate = controlFrames - (control.onTime - after.onTime);
-  t.log(`bot frames during the flood (the third bot's start-up aside): ${frames}, ${late} later than 10 ms; without the flood: ${controlFrames}, ${controlLate} late`);
-  t.true(after.total - settledAt.total > 5 * 25 * 2, 'the flood went on well past the start-up, the two bots sending frames');
+
+  // The judged slices: flood, quiet, flood, quiet ... each SLICE_SECONDS long.
+  const flooded = { frames: 0, late: 0 };
+  const quiet = { frames: 0, late: 0 };
+  const add = (into: { frames: number; late: number }, from: { total: number; onTime: number }, to: { total: number; onTime: number }) => {
+    into.frames += to.total - from.total;
+    into.late += to.total - from.total - (to.onTime - from.onTime);
+  };
+  for (let slice = 0; slice < FLOOD_SLICES; slice++) {
+    const floodFrom = await botFrames(server.url);
+    const sliceWrk = runWrk(['-t1', '-c20', `-d${SLICE_SECONDS}s`, '-H', `X-API-Key: ${key}`, `${server.url}/v1/agents/${agentId}`]);
+    t.teardown(() => sliceWrk.kill());
+    const sliceReport = await sliceWrk.done;
+    t.true(Number(/(\d+) requests in/.exec(sliceReport)?.[1]) > 0, sliceReport);
+    const quietFrom = await botFrames(server.url);
+    add(flooded, floodFrom, quietFrom);
+    // wrk's last held answers may still be on their way: the quiet slice starts once they are sent
+    // (at most REST_LIMITS.holdMs), so it holds no part of the flood.
+    await new Promise((resolve) => setTimeout(resolve, REST_LIMITS.holdMs));
+    const quietStart = await botFrames(server.url);
+    await new Promise((resolve) => setTimeout(resolve, SLICE_SECONDS * 1000));
+    add(quiet, quietStart, await botFrames(server.url));
+  }
+  t.log(`bot frames in ${FLOOD_SLICES} flood slices: ${flooded.frames}, ${flooded.late} later than 10 ms; in the quiet slices between them: ${quiet.frames}, ${quiet.late} late`);
+  t.true(flooded.frames > FLOOD_SLICES * SLICE_SECONDS * 25 * 2 * 0.8, 'the two bots sent frames through the flood slices');
+  t.true(quiet.frames > FLOOD_SLICES * SLICE_SECONDS * 25 * 2 * 0.8, 'the two bots sent frames through the quiet slices');
   // On time, as the capacity gate judges it: under its bound, so no visitor is ever refused
   // late_frames because of the flood; and the flood adds at most 3 points to the share of late
   // frames the same sessions show without it. Measured (issue 25's note): 0-2.9 % late with the flood
   // against 0-0.8 % without, over six runs; the late ones come in bursts with the server's major
   // GC pauses (6-26 ms read from nodejs_gc_duration_seconds), which the flood's allocations bring
   // sooner. Before the REST guard's hold, pacing and turns: 8-10 %, and the visitor was refused.
-  t.true(late / frames < FACE_CAPACITY.maxLateFrameShare, `${late} of ${frames} frames late`);
-  t.true(late / frames <= controlLate / controlFrames + 0.03, `${late} of ${frames} frames late with the flood, ${controlLate} of ${controlFrames} without`);
+  t.true(flooded.late / flooded.frames < FACE_CAPACITY.maxLateFrameShare, `${flooded.late} of ${flooded.frames} frames late`);
+  t.true(flooded.late / flooded.frames <= quiet.late / quiet.frames + 0.03, `${flooded.late} of ${flooded.frames} frames late with the flood, ${quiet.late} of ${quiet.frames} without`);
 });
