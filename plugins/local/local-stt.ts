@@ -10,16 +10,20 @@
  *
  * It recognises what the offline TTS says, which is what end-to-end tests feed it; a human voice
  * rarely matches. Only final transcripts are produced (no interim hypotheses).
+ *
+ * The beginning of a phrase said on its own (a visitor who pauses mid-question) is transcribed as
+ * its words and an ellipsis (`What can you…`: an open ending for the turn analyzer), and the next
+ * utterance is recognised joined to it, transcribed as the words that follow (`do?`).
  */
 import { Subject, type Observable } from 'rxjs';
-import { Resampler } from '../../core/audio.ts';
+import { concat, Resampler } from '../../core/audio.ts';
 import { abortError } from '../../core/clock.ts';
 import type { STTService, STTStream, STTStreamOptions, TranscriptEvent } from '../../processors/services.ts';
 import type { EspeakEngine } from './espeak-engine.ts';
 import { LocalEngineError } from './local-engine-error.ts';
 import { LocalTTSService } from './local-tts.ts';
-import { PhraseRecogniser } from './phrase-recogniser.ts';
-import { FEATURE_SAMPLE_RATE } from './speech-features.ts';
+import { normalised, PhraseRecogniser } from './phrase-recogniser.ts';
+import { FEATURE_SAMPLE_RATE, trimSilence } from './speech-features.ts';
 import { UNRECOGNISED_SPEECH } from './unrecognised-speech.ts';
 import { WebRtcVADAnalyzer } from './webrtc-vad.ts';
 
@@ -48,6 +52,13 @@ export const LOCAL_STT_DEFAULTS = {
   preRollMs: 200,
   /** What to do with speech that matches no phrase. */
   unrecognised: 'placeholder' as 'placeholder' | 'ignore',
+  /**
+   * The beginning of a phrase ("What can you", transcribed `What can you…`) is kept this long (ms
+   * of audio from its end to the next utterance's start) for the rest of it: the next utterance is
+   * recognised joined to it, and transcribed as the words that follow ("do?"). Longer than the turn
+   * processor's longest wait (TURN_DEFAULTS.incompleteMs, 2.5 s).
+   */
+  prefixHoldMs: 3000,
 } as const;
 
 export interface LocalSTTOptions {
@@ -59,6 +70,7 @@ export interface LocalSTTOptions {
   readonly maxUtteranceMs?: number;
   readonly preRollMs?: number;
   readonly unrecognised?: 'placeholder' | 'ignore';
+  readonly prefixHoldMs?: number;
   readonly engine?: EspeakEngine;
 }
 
@@ -77,6 +89,7 @@ export class LocalPhraseSTT implements STTService {
       throw new LocalEngineError('invalid_options', 'phrases must be non-empty strings');
     }
     if (!(this.settings.maxDistance > 0)) throw new LocalEngineError('invalid_options', 'maxDistance must be positive');
+    if (!(this.settings.prefixHoldMs >= 0)) throw new LocalEngineError('invalid_options', 'prefixHoldMs must be 0 or more');
   }
 
   /** The recogniser for a language (templates are built once, in the background). */
@@ -128,6 +141,8 @@ class PhraseSTTStream implements STTStream {
   private utteranceStartMs = 0;
   private recognitions: Promise<void> = Promise.resolve();
   private closed = false;
+  /** The beginning of a phrase last recognised, waiting for the rest (its trimmed audio, its words, its end). */
+  private held: { pcm: Int16Array; words: string; endMs: number } | undefined;
 
   constructor(
     private readonly recogniser: PhraseRecogniser,
@@ -203,21 +218,47 @@ class PhraseSTTStream implements STTStream {
 
   private async recognise(pcm: Int16Array, startMs: number, endMs: number): Promise<void> {
     try {
+      const emit = (text: string, confidence: number) =>
+        this.subject.next({ text, final: true, endOfUtterance: true, language: this.options.language, confidence, startMs, endMs });
+      const held = this.held && startMs - this.held.endMs <= this.settings.prefixHoldMs ? this.held : undefined;
+      this.held = undefined;
+      if (held) {
+        // The rest of a phrase begun in the last utterance?
+        const joined = concat([held.pcm, trimSilence(pcm)]);
+        const match = await this.recogniser.recognise(joined);
+        const rest = match ? wordsAfter(match.phrase, held.words) : undefined;
+        if (match && rest) {
+          if (match.partial) this.held = { pcm: joined, words: match.phrase, endMs };
+          return emit(match.partial ? `${rest}…` : rest, match.confidence);
+        }
+      }
       const match = await this.recogniser.recognise(pcm);
       if (!match && this.settings.unrecognised === 'ignore') return;
-      this.subject.next({
-        text: match?.phrase ?? UNRECOGNISED_SPEECH,
-        final: true,
-        endOfUtterance: true,
-        language: this.options.language,
-        confidence: match?.confidence ?? 0,
-        startMs,
-        endMs,
-      });
+      if (match?.partial) this.held = { pcm: trimSilence(pcm), words: match.phrase, endMs };
+      emit(match ? (match.partial ? `${match.phrase}…` : match.phrase) : UNRECOGNISED_SPEECH, match?.confidence ?? 0);
     } catch (err) {
       // The templates could not be made (e.g. no voice for the language): the stream is unusable.
       this.closed = true;
       this.subject.error(err);
     }
   }
+}
+
+/**
+ * The words of `phrase` after its beginning `words` (as `phrase` writes them, punctuation kept), or
+ * undefined when `phrase` does not begin with them or has nothing after them.
+ */
+export function wordsAfter(phrase: string, words: string): string | undefined {
+  const tokens = phrase.trim().split(/\s+/);
+  const begun = normalised(words).split(' ');
+  let at = 0;
+  const seen: string[] = [];
+  while (at < tokens.length && seen.length < begun.length) {
+    const word = normalised(tokens[at]!);
+    at++;
+    if (word) seen.push(word);
+  }
+  if (seen.join(' ') !== begun.join(' ')) return undefined;
+  const rest = tokens.slice(at).join(' ');
+  return normalised(rest) ? rest : undefined;
 }

@@ -144,8 +144,17 @@ export class UserTurnAggregator extends FrameProcessor {
     this.push(f, direction);
   }
 
+  /**
+   * The turn's words. A final that trails off (`What can you…`, as the offline STT writes the
+   * beginning of a phrase, or a provider's `...`) and is followed by more words loses its
+   * ellipsis: the words go on (`What can you do?`).
+   */
   private text(): string {
-    return this.parts.filter(Boolean).join(' ').trim();
+    const parts = this.parts.filter(Boolean);
+    return parts
+      .map((part, i) => (i < parts.length - 1 ? part.replace(/\s*(?:\.\.\.|…)$/u, '') : part))
+      .join(' ')
+      .trim();
   }
 
   private close(): void {

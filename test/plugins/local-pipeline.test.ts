@@ -57,15 +57,19 @@ async function offlineConversation(language: string, behaviours: BehaviourOption
     }
     return quietMs >= silentForMs;
   };
-  const say = async (text: string) => {
+  const say = async (text: string, pauseMs = 1200) => {
     const parts: Int16Array[] = [];
     for await (const e of tts.synthesize({ text, language, sampleRate: RATE })) if (e.type === 'audio') parts.push(e.pcm);
-    await c.say(concat([...parts, silence(1200, RATE)]));
+    await c.say(concat([...parts, silence(pauseMs, RATE)]));
   };
   const turns = () => voice.context.messages().filter((m) => m.role === 'user' || m.role === 'assistant').map((m) => `${m.role}: ${m.content}`);
   /** Frames of a type as the TTS processor pushed them (the observer sees every hop). */
   const fromTts = (type: Frame['type']) => c.recorder.events.filter((e) => e.frame.type === type && e.source === voice.tts.name).map((e) => e.frame);
-  return { clock, sink, voice, worker, until, say, turns, fromTts };
+  /** The STT's final transcripts, in order. */
+  const finals = () => c.recorder.events.filter((e) => e.frame.type === 'transcription' && e.source === voice.stt.name && e.frame.final).map((e) => (e.frame as Extract<Frame, { type: 'transcription' }>).text);
+  /** Each end of the user's turn (downstream, once however many links it crossed): its decision and delay. */
+  const decisions = () => [...new Set(c.recorder.events.filter((e) => e.frame.type === 'user-stopped-speaking' && e.direction === 'downstream').map((e) => e.frame))].map((f) => `${(f as Extract<Frame, { type: 'user-stopped-speaking' }>).decision} after ${(f as Extract<Frame, { type: 'user-stopped-speaking' }>).endOfTurnMs} ms`);
+  return { clock, sink, voice, worker, until, say, turns, fromTts, finals, decisions };
 }
 
 test('an English conversation runs end to end on the offline engines', async (t) => {
@@ -113,4 +117,24 @@ test('barge-in on the offline engines: the answer stops, the context keeps what 
   t.deepEqual([thanks, welcome], ['user: Thank you', 'assistant: You are welcome.']);
   t.true(c.fromTts('tts-audio').length > 0);
   await c.worker.cancel();
+});
+
+test('a visitor who stops mid-question is heard out: "What is your," a 1.2 s pause, "name?" is one turn, answered as the whole question', async (t) => {
+  // Before the offline STT knew the beginnings of its phrases, both pieces were `[unrecognised
+  // speech]`: the turn waited the incomplete bound for words that never came and was answered "I
+  // did not understand". Now the first is `What is your…` (an open ending: the turn waits), the
+  // second is recognised joined to it (`name?`, a closed ending: the turn ends at once).
+  const c = await offlineConversation('en', { startsConversation: false });
+  await c.say('What is your,', 1200);
+  t.deepEqual(c.decisions(), [], 'the turn did not end in the pause');
+  // The words so far are open: a preemptive reply may start on them, and must not be heard.
+  t.false(c.voice.output.botSpeaking);
+  await c.say('name?');
+  t.true(await c.until(() => c.turns().some((m) => m.startsWith('assistant:')), 30_000), `${c.turns().join(' | ')}; finals ${JSON.stringify(c.finals())}; turns ended: ${c.decisions().join(', ')}`);
+  t.deepEqual(c.finals(), ['What is your…', 'name?']);
+  t.is(c.decisions().length, 1, c.decisions().join(', '));
+  t.regex(c.decisions()[0]!, /^complete \(text:closed\)/);
+  t.deepEqual(c.turns().filter((m) => m.startsWith('user:')), ['user: What is your name?']);
+  t.regex(c.turns().find((m) => m.startsWith('assistant:'))!, /Ada/);
+  t.log(`preemptive replies: ${JSON.stringify(c.voice.user.preemptive)}; turn ${c.decisions()[0]}`);
 });

@@ -3,6 +3,8 @@ import { chunkAudio, concat, silence } from '../../core/audio.ts';
 import type { LLMEvent, STTStreamOptions, TranscriptEvent } from '../../processors/services.ts';
 import { LocalPhraseSTT, LocalResponder, LocalTTSService, UNRECOGNISED_SPEECH, type LocalSTTOptions } from '../../plugins/local/index.ts';
 import type { LocalEngineError } from '../../plugins/local/local-engine-error.ts';
+import { wordsAfter } from '../../plugins/local/local-stt.ts';
+import { phraseBeginnings } from '../../plugins/local/phrase-recogniser.ts';
 
 const tts = new LocalTTSService();
 
@@ -94,4 +96,29 @@ test('offline round trip: TTS speech -> STT stand-in -> responder', async (t) =>
   const answer: LLMEvent[] = [];
   for await (const e of new LocalResponder().stream({ messages: [{ role: 'system', content: 'You are Ada.' }, { role: 'user', content: heard!.text }] })) answer.push(e);
   t.regex(answer.map((e) => (e.type === 'text' ? e.text : '')).join(''), /^I am Ada, an offline stand-in/);
+});
+
+test('the beginning of a phrase is its words and an ellipsis; the rest after a pause is recognised joined to it', async (t) => {
+  const [whatCanYou, doIt, tellMeA, joke, hello] = await Promise.all(['What can you', 'do?', 'Tell me a', 'joke', 'Hello'].map((p) => say(p, 16000)));
+  // Matched against the whole phrases only, "What can you" was "What can you do?" (a cut-off: the
+  // turn closed on its question mark).
+  t.deepEqual((await transcribe([whatCanYou!, doIt!])).map((e) => e.text), ['What can you…', 'do?']);
+  t.deepEqual((await transcribe([tellMeA!, joke!])).map((e) => e.text), ['Tell me a…', 'joke']);
+  // Something else after a beginning is recognised on its own.
+  t.deepEqual((await transcribe([whatCanYou!, hello!])).map((e) => e.text), ['What can you…', 'Hello']);
+  // The rest comes too late (the utterances are 600 ms apart here): on its own, "do?" is no phrase.
+  t.deepEqual((await transcribe([whatCanYou!, doIt!], { stt: { prefixHoldMs: 100 } })).map((e) => e.text), ['What can you…', UNRECOGNISED_SPEECH]);
+  // Whole phrases stay whole.
+  t.deepEqual((await transcribe([await say('What can you do?', 16000), await say('Tell me a joke', 16000)])).map((e) => e.text), ['What can you do?', 'Tell me a joke']);
+});
+
+test('wordsAfter: the words of a phrase after its beginning, punctuation kept', (t) => {
+  t.is(wordsAfter('What can you do?', 'What can you'), 'do?');
+  t.is(wordsAfter('What is your name?', 'what is'), 'your name?');
+  t.is(wordsAfter('¿Qué puedes hacer?', 'Qué puedes'), 'hacer?');
+  t.is(wordsAfter('What can you do?', 'What can you do'), undefined, 'nothing after');
+  t.is(wordsAfter('Tell me a joke', 'What can'), undefined, 'another beginning');
+  t.deepEqual(phraseBeginnings('What is your name?'), ['What is', 'What is your']);
+  t.deepEqual(phraseBeginnings('Hang up'), []);
+  t.deepEqual(phraseBeginnings('Comment allez-vous ?'), []);
 });
