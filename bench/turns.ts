@@ -21,7 +21,9 @@
  * during which bot audio was heard is not a reply sample
  * (`replies_not_measured`). Each open utterance cut off is printed with the turn's decision.
  * `TURNS_BENCH_REPEAT` (default 1) repeats the corpus; `TURNS_BENCH_VERBOSE` prints each interruption's timeline; `TURNS_BENCH_PARTS` (complete,open,over)
- * and `TURNS_BENCH_RULES` (ours,old) run a part.
+ * and `TURNS_BENCH_RULES` (ours,old) run a part. `TURNS_BENCH_OPEN=beginnings` takes as open utterances
+ * beginnings of the offline STT's own phrases ("What is your," ... "name?") instead, in the first two
+ * voices, without the human recordings.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -51,6 +53,14 @@ const OPEN: Array<[string, string]> = [
   ['My name is,', 'Alex.'],
   ['Could you tell me about the,', 'weather tomorrow?'],
 ];
+/** Beginnings of `stt:local`'s phrases and their rests (TURNS_BENCH_OPEN=beginnings). */
+const BEGINNINGS: Array<[string, string]> = [
+  ['What is your,', 'name?'],
+  ['What can you,', 'do?'],
+  ['Tell me a,', 'joke.'],
+  ['How are,', 'you?'],
+];
+const OPEN_CORPUS = process.env.TURNS_BENCH_OPEN === 'beginnings' ? BEGINNINGS : OPEN;
 const PAUSES = [500, 800, 1200, 2000];
 const BACKCHANNELS = ['uh-huh', 'mm-hm', 'yeah', 'right', 'okay'];
 const INTERRUPTIONS = ['What is your name?', 'Who are you?'];
@@ -123,8 +133,8 @@ export async function run(): Promise<void> {
     const complete: Int16Array[] = [];
     for (const [voice, wpm] of VOICES) for (const text of COMPLETE) complete.push(await speak(text, voice, wpm));
     const open: Array<[Int16Array, Int16Array, string]> = [];
-    for (const [voice, wpm] of VOICES.slice(0, 2)) for (const [a, b] of OPEN) open.push([await speak(a, voice, wpm), await speak(b, voice, wpm), `${voice}@${wpm} "${a}"`]);
-    open.push(...humanOpen().map(([a, b], i) => [a, b, `human ${i + 1}`] as [Int16Array, Int16Array, string]));
+    for (const [voice, wpm] of VOICES.slice(0, 2)) for (const [a, b] of OPEN_CORPUS) open.push([await speak(a, voice, wpm), await speak(b, voice, wpm), `${voice}@${wpm} "${a}"`]);
+    if (OPEN_CORPUS === OPEN) open.push(...humanOpen().map(([a, b], i) => [a, b, `human ${i + 1}`] as [Int16Array, Int16Array, string]));
     const backchannels = await Promise.all(BACKCHANNELS.map((t) => speak(t, 'en-us', 190)));
     const interruptions = await Promise.all(INTERRUPTIONS.map((t) => speak(t, 'en-us', 175)));
     const storyPrompt = await speak('Tell me a joke', 'en-us', 175);
