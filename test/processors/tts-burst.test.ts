@@ -26,7 +26,15 @@ class Listener extends FrameProcessor {
   chunks = 0;
   chunksWhenTimerRan: number | undefined;
   protected override process(f: Frame, direction: 'downstream' | 'upstream'): void {
-    if (f.type === 'tts-audio' && f.pcm.length > 0 && ++this.chunks === 1) setTimeout(() => (this.chunksWhenTimerRan = this.chunks), 0);
+    if (f.type === 'tts-audio' && f.pcm.length > 0 && ++this.chunks === 1) {
+      setTimeout(() => (this.chunksWhenTimerRan = this.chunks), 0);
+      // The timer is due 1 ms from now. On a fast machine the whole sentence went down in less
+      // than that (local CI run H: "the timer ran after 50 of 50 chunks" although the TTS had
+      // yielded nine times), so the timer was not due yet at any of those turns of the loop. Make it
+      // due before the first piece has gone: the test is whether the loop gets a turn, not how fast.
+      const dueAt = performance.now() + 2;
+      while (performance.now() < dueAt);
+    }
     this.push(f, direction);
   }
 }
