@@ -1,11 +1,8 @@
 #!/usr/bin/env node
-// Runs the TypeScript CLI (server/cli/svc.ts) through tsx, forwarding arguments and exit code.
-import { spawnSync } from 'node:child_process';
-import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
+// Runs the TypeScript CLI (server/cli/svc.ts) in this process: tsx's loader is registered here
+// (no second Node.js process, as `tsx` itself would start), then the CLI's exit code is ours.
+import { register } from 'tsx/esm/api';
 
-const require = createRequire(import.meta.url);
-const tsxCli = require.resolve('tsx/cli');
-const entry = fileURLToPath(new URL('../server/cli/svc.ts', import.meta.url));
-const result = spawnSync(process.execPath, [tsxCli, entry, ...process.argv.slice(2)], { stdio: 'inherit' });
-process.exit(result.status ?? 1);
+register();
+const { runCli } = await import('../server/cli/svc.ts');
+process.exitCode = await runCli(process.argv.slice(2));

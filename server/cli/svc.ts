@@ -2,11 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { describeDatabase } from '../config/env.ts';
-import { closeDatabase, openDatabase, openEmbeddedClient, type Db } from '../db/connect.ts';
-import { migrateToLatest } from '../db/migrate.ts';
-import { ApiKeys } from '../services/api-keys.ts';
-import { FleetStore } from '../fleet/fleet-store.ts';
-import { SESSION_LEASE } from '../sessions/session-store.ts';
+import type { Db } from '../db/connect.ts';
 
 const DATABASE_NOTE = `Database: DATABASE_URL (PostgreSQL) when set, else the embedded database in
 $SVC_DATA_DIR/pglite (SVC_DATA_DIR defaults to .data, relative to the current folder). Every command
@@ -161,6 +157,15 @@ export async function runCli(
     }
     note(`svc: creating a new embedded database in ${where.pgliteDir}`);
   }
+  // The database's modules (knex, PGlite, the stores) load only for a command that opens it: help
+  // and usage errors answer without them, at once.
+  const [{ closeDatabase, openDatabase, openEmbeddedClient }, { migrateToLatest }, { ApiKeys }, { FleetStore }, { SESSION_LEASE }] = await Promise.all([
+    import('../db/connect.ts'),
+    import('../db/migrate.ts'),
+    import('../services/api-keys.ts'),
+    import('../fleet/fleet-store.ts'),
+    import('../sessions/session-store.ts'),
+  ]);
   let db: Db;
   try {
     // knex's own warnings (a failed connection, with its stack) are left out: the CLI reports the error itself, in one line.

@@ -76,7 +76,7 @@ function tempDir(t: { teardown(fn: () => void): void }): string {
 }
 
 test('npx svc --help and every command\'s --help print usage and exit 0, without a stack trace', async (t) => {
-  t.timeout(180_000); // 42 s on a quiet 2-core machine; bounded at about four times that
+  t.timeout(180_000); // 19 s (42 s before the CLI ran in one process) on a quiet 2-core machine; bounded at about four times that
   const dataDir = tempDir(t);
   const cases: [string[], RegExp][] = [
     [['--help'], /^usage: svc <command>/],
@@ -99,7 +99,7 @@ test('npx svc --help and every command\'s --help print usage and exit 0, without
 });
 
 test('unknown commands and options: one clear line, usage, exit 2, no stack trace', async (t) => {
-  t.timeout(150_000); // 30 s on a quiet 2-core machine; bounded at about four times that
+  t.timeout(150_000); // 13 s on a quiet 2-core machine; bounded at about four times that
   const dataDir = tempDir(t);
   for (const args of [['--bogus'], ['keys', 'create', '--org', 'a', '--name', 'b', '--nmae', 'c'], ['keys', 'rotate'], ['frobnicate'], ['keys', 'create', '--org']]) {
     const r = await svc(args, { SVC_DATA_DIR: dataDir });
@@ -111,7 +111,7 @@ test('unknown commands and options: one clear line, usage, exit 2, no stack trac
 });
 
 test('a forgotten SVC_DATA_DIR: the CLI names its database and refuses to create one unless --create', async (t) => {
-  t.timeout(180_000); // 44 s on a quiet 2-core machine; bounded at about four times that
+  t.timeout(180_000); // 26 s on a quiet 2-core machine; bounded at about four times that
   const dataDir = tempDir(t);
   const pglite = join(dataDir, 'pglite');
   const refused = await svc(['keys', 'create', '--org', 'acme', '--name', 'ci'], { SVC_DATA_DIR: dataDir });
@@ -147,7 +147,7 @@ test('an unreachable PostgreSQL: one line naming the database and the cause, exi
 });
 
 test('PostgreSQL: the CLI names the database without its password', async (t) => {
-  t.timeout(90_000); // 17 s on a quiet 2-core machine; bounded at about four times that
+  t.timeout(90_000); // 12 s on a quiet 2-core machine; bounded at about four times that
   const db = await createTestDatabase('cli_pg');
   try {
     const url = new URL(db.url);
@@ -163,7 +163,7 @@ test('PostgreSQL: the CLI names the database without its password', async (t) =>
 });
 
 test('with npm start running on the embedded database: the CLI goes through its socket and the key it prints is accepted; another SVC_DATA_DIR is refused; after kill -9 the CLI opens the directory itself', async (t) => {
-  t.timeout(240_000); // 55 s on a quiet 2-core machine; bounded at about four times that
+  t.timeout(240_000); // 35 s on a quiet 2-core machine; bounded at about four times that
   const serverDir = tempDir(t);
   const otherDir = tempDir(t);
   const pglite = join(serverDir, 'pglite');

@@ -8,11 +8,13 @@ import pg from 'pg';
 import { closeDatabase, openDatabase, openEmbeddedClient, type Db } from '../../server/db/connect.ts';
 import { migrateToLatest, pendingMigrations } from '../../server/db/migrate.ts';
 import { pgliteSocketDir, servePgliteSocket, type PgliteSocketServer } from '../../server/db/pglite-socket.ts';
+import { seedPgliteDir } from '../support/pglite-template.ts';
 
 /** A PGlite directory opened and served the way `npm start` does, removed when the test ends. */
 async function served(t: ExecutionContext, options: { idleInTransactionMs?: number } = {}): Promise<{ db: Db; dir: string; socket: PgliteSocketServer }> {
   const root = mkdtempSync(join(tmpdir(), 'svc-sock-'));
   const dir = join(root, 'pglite');
+  await seedPgliteDir(dir); // an empty database, as initdb makes it (the creation is not what these tests are about)
   const db = openDatabase({ pgliteDir: dir });
   const socket = await servePgliteSocket(db, dir, options);
   t.teardown(async () => {
@@ -161,6 +163,7 @@ test.serial('a socket left by a killed server is passed over: the client opens t
   const root = mkdtempSync(join(tmpdir(), 'svc-sock-'));
   t.teardown(() => rmSync(root, { recursive: true, force: true }));
   const dir = join(root, 'pglite');
+  await seedPgliteDir(dir);
   const db = openDatabase({ pgliteDir: dir });
   await migrateToLatest(db);
   await closeDatabase(db);

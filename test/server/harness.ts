@@ -6,6 +6,7 @@ import pg from 'pg';
 import { Registry, type Plugin } from '../../core/registry.ts';
 import { buildServer, type AppServer, type ServerInput, type ServerParts } from '../../server/build-server.ts';
 import { REST_ONLY, type Surfaces } from '../../server/config/surfaces.ts';
+import { seedPgliteDir } from '../support/pglite-template.ts';
 
 export const POSTGRES_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -100,6 +101,7 @@ export async function startTestServer(options: TestServerOptions): Promise<TestS
   // SVC_TEST_DATABASE=pglite runs the whole suite on the embedded database instead.
   const pglite = options.pglite ?? process.env.SVC_TEST_DATABASE === 'pglite';
   const database = pglite ? undefined : await createTestDatabase(options.label);
+  if (pglite) await seedPgliteDir(join(dataDir, 'pglite')); // an empty database without initdb's seconds
   const boot = async (keys?: { keyA: string; keyB: string }): Promise<TestServer> => {
     const registry = new Registry();
     for (const plugin of [testFacePlugin, ...(options.plugins ?? [])]) registry.use(plugin);

@@ -3,6 +3,9 @@
  * the whole group can be killed. For tests and benchmarks that need real server processes.
  */
 import type { ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { seedPgliteDir } from '../support/pglite-template.ts';
 import { spawnEntryPoint } from '../support/process-group.ts';
 
 export interface ServerProcess {
@@ -17,7 +20,14 @@ export interface ServerProcess {
   kill(signal: NodeJS.Signals): void;
 }
 
-export async function startServerProcess(env: Record<string, string>): Promise<ServerProcess> {
+/**
+ * On the embedded database (`DATABASE_URL: ''` with an `SVC_DATA_DIR` holding none yet), the
+ * folder gets an empty database copied from a template (test/support/pglite-template.ts), not
+ * initdb's seconds; `freshInitdb` makes the server create it itself, as a first `npm start` does.
+ */
+export async function startServerProcess(env: Record<string, string>, options: { freshInitdb?: boolean } = {}): Promise<ServerProcess> {
+  const pgliteDir = env.SVC_DATA_DIR ? join(env.SVC_DATA_DIR, 'pglite') : undefined;
+  if (env.DATABASE_URL === '' && pgliteDir && !options.freshInitdb && !existsSync(pgliteDir)) await seedPgliteDir(pgliteDir);
   const listening = (output: string) => /svc server listening on (http:\/\/\S+)/.exec(output)?.[1];
   // The first-start key lines follow the listening lines: wait for the end of the banner.
   const { process: p, ready } = spawnEntryPoint(

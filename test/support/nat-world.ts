@@ -28,6 +28,7 @@ import { startCoturn, type Coturn, type CoturnOptions } from './coturn.ts';
 import { TestNetwork, type Host, type Segment } from './netns.ts';
 import type { GroupProcess } from './process-group.ts';
 import { events, RECORD_EVENTS, videoSnapshot, waitForEvent, type RecordedEvent } from '../widget/browser.ts';
+import { seedPgliteDir } from './pglite-template.ts';
 
 export const SERVER_PUBLIC = '198.51.100.21';
 export const HOME_PUBLIC = '198.51.100.10';
@@ -113,6 +114,7 @@ export class NatWorld {
   async startServer(env: Record<string, string> = {}, readyTimeoutMs = 60_000): Promise<SvcServer> {
     if (this.server) throw new Error('a server is already running in this world');
     const dataDir = mkdtempSync(join(this.scratch, 'data-'));
+    await seedPgliteDir(join(dataDir, 'pglite')); // the embedded database without initdb's seconds
     const started = this.network.spawnEntryPoint(
       this.hosts.server,
       'server/main.ts',
