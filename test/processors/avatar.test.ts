@@ -18,6 +18,14 @@ import { ToneTTS } from './scripted-services.ts';
 const registry = new Registry().use(facePlugin);
 const face = registry.create<FaceModel>('face', 'human-portrait');
 
+// The first session of a process loads the face engine (6 s measured with CI beside it, more under a
+// hog): opened once here, so that the tests' bounds are about frames, not loading (local CI run K:
+// 'ten idle frames' timed out after 10 s while the first test paid for it).
+test.before(async () => {
+  const warm = await face.openSession({ configuration: { width: 256, height: 192 }, imageFormat: 'rgb' }, new RealClock());
+  warm.close();
+});
+
 async function avatarSession(t: ExecutionContext) {
   const clock = new RealClock();
   const sink = new MemoryMediaSink();
