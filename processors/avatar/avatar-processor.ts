@@ -97,22 +97,33 @@ export class AvatarProcessor extends FrameProcessor {
   /** Speech frames whose audio did not match what was fed (a face that alters audio); counted as played. */
   unmatchedFrames = 0;
 
+  /** The pipeline ended or was cancelled: a session that opens afterwards is closed at once. */
+  private finished = false;
+
   constructor(private readonly openSession: FaceSessionFactory, options: ProcessorOptions = {}) {
     super(options);
   }
 
   protected override async onStart(): Promise<void> {
     const session = await this.openSession(this.clock);
+    if (this.finished) {
+      // Cancelled (or ended) while the session was opening: nothing will ever close it otherwise,
+      // and its frame timer would keep the process alive (local CI run K: 'Failed to exit').
+      session.close();
+      return;
+    }
     this.session = session;
     this.subscription = session.frames.subscribe((f) => this.emitFrame(f));
   }
 
   protected override async onEnd(): Promise<void> {
+    this.finished = true;
     await this.session?.end();
     this.release();
   }
 
   protected override onCancel(): void {
+    this.finished = true;
     this.session?.close();
     this.release();
   }

@@ -7,7 +7,7 @@ import test, { type ExecutionContext } from 'ava';
 import { holdsWithin, until } from '../../testing/until.ts';
 import { frame, PipelineWorker, Pipeline, RealClock, Registry, type Frame } from '../../core/index.ts';
 import { AvatarProcessor } from '../../processors/avatar/avatar-processor.ts';
-import type { FaceModel } from '../../processors/avatar/face-model.ts';
+import type { FaceModel, FaceSession } from '../../processors/avatar/face-model.ts';
 import { TTSProcessor } from '../../processors/tts/tts-processor.ts';
 import { OutputTransport } from '../../transports/output-transport.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
@@ -98,4 +98,29 @@ test.serial('an interruption cancels the face: speech frames stop and the face r
   t.false(after.slice(after.indexOf('idle')).some((x) => x === 'speech'), 'no speech after returning to idle');
   t.false(s.output.botSpeaking);
   await s.worker.cancel();
+});
+
+test.serial('a pipeline cancelled while its face session is still opening closes that session when it comes (nothing left running)', async (t) => {
+  let letOpen!: () => void;
+  const gate = new Promise<void>((resolve) => (letOpen = resolve));
+  let asked = false;
+  let opened: FaceSession | undefined;
+  const avatar = new AvatarProcessor(async (clock) => {
+    asked = true;
+    await gate;
+    opened = await face.openSession({ configuration: { width: 256, height: 192 }, imageFormat: 'rgb' }, clock);
+    return opened;
+  });
+  const worker = new PipelineWorker(new Pipeline([avatar]), { clock: new RealClock(), heartbeatMs: null, idleTimeoutMs: null });
+  const running = worker.run();
+  t.teardown(() => opened?.close());
+  await until(() => asked, { timeoutMs: 10_000, what: 'the processor to open its face session' });
+  await worker.cancel();
+  letOpen();
+  await until(() => opened !== undefined, { timeoutMs: 10_000, what: 'the session to open' });
+  let frames = 0;
+  const completed = new Promise<void>((resolve) => opened!.frames.subscribe({ next: () => frames++, complete: resolve }));
+  await until(async () => (await Promise.race([completed.then(() => true), wait(0).then(() => false)])), { timeoutMs: 5_000, what: 'the late session to be closed' });
+  t.is(frames, 0, 'it never produced a frame for a pipeline that was gone');
+  await running.catch(() => undefined);
 });
