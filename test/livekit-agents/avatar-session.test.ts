@@ -27,7 +27,7 @@ import { createCapacityGate, type CapacityGate } from '../../server/capacity/ind
 import { LiveKitVisitor } from '../agent/livekit-visitor.ts';
 import { startLiveKitServerFake, type LiveKitServerFake } from '../fakes/livekit-server.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
-import { recognise, regionMotion, speech } from '../sessions/conversation-audio.ts';
+import { recognise, regionMotion, speech, tailHeard } from '../sessions/conversation-audio.ts';
 import { until } from '../../testing/until.ts';
 import { EnergyVAD } from './energy-vad.ts';
 
@@ -149,7 +149,7 @@ test.serial('a LiveKit Agents AgentSession speaks through our avatar; interrupti
   await until(() => finished.length >= 1, { what: 'playback_finished at the agent' });
   t.false(finished[0]!.interrupted);
   t.true(Math.abs(finished[0]!.playbackPosition - durationS) <= 0.05, `played position ${finished[0]!.playbackPosition} s of ${durationS.toFixed(2)} s sent`);
-  await until(() => Date.now() - (visitor.audioLevels.findLast((l) => l.rms > 0.01)?.at ?? 0) > 400, { what: 'the phrase played out at the visitor' });
+  await tailHeard(visitor, { timeoutMs: 30_000 });
   const heardAudio = audio.filter((a) => a.at >= saidAt);
   t.deepEqual(await recognise(concat(heardAudio.map((a) => a.pcm)), heardAudio[0]!.rate, [PHRASE, 'What is your name?', 'Goodbye']), [PHRASE], 'the agent\'s speech, from the avatar');
   const idle = motion.filter((m) => m.at < saidAt);

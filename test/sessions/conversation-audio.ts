@@ -6,6 +6,33 @@
 import { concat, silence } from '../../core/audio.ts';
 import { LocalPhraseSTT, type LocalTTSService } from '../../plugins/local/index.ts';
 import type { TranscriptEvent } from '../../processors/services.ts';
+import { holdsWithin } from '../../testing/until.ts';
+
+/** What a test visitor (RoomVisitor, LiveKitVisitor) records of the audio it receives: 10 ms levels. */
+export interface HeardLevels {
+  readonly audioLevels: ReadonlyArray<{ readonly at: number; readonly rms: number }>;
+}
+
+/**
+ * Waits until nothing loud has reached the visitor for `quietMs` (at most `timeoutMs`): a bot's
+ * turn ends when its audio left the bot, and its tail is still on its way (the network, the
+ * receiver's jitter buffer; longer on a loaded machine). A greeting cut there was read as its
+ * beginning ('Welcome to the space station…') or as nothing (local CI run K).
+ */
+export async function tailHeard(visitor: HeardLevels, options: { quietMs?: number; timeoutMs?: number } = {}): Promise<void> {
+  const quietMs = options.quietMs ?? 400;
+  const lastLoud = () => visitor.audioLevels.findLast((l) => l.rms > 0.01)?.at ?? 0;
+  await holdsWithin(() => Date.now() - lastLoud() > quietMs, { timeoutMs: options.timeoutMs ?? 5_000, intervalMs: 20 });
+}
+
+/** The longest quiet stretch (ms) between loud 10 ms levels since `since`: a dropout splits an utterance in two. */
+export function longestQuietStretchMs(visitor: HeardLevels, since: number): number {
+  const levels = visitor.audioLevels.filter((l) => l.at >= since);
+  const loud = levels.flatMap((l, i) => (l.rms > 0.01 ? [i] : []));
+  let gap = 0;
+  for (let i = 1; i < loud.length; i++) gap = Math.max(gap, loud[i]! - loud[i - 1]! - 1);
+  return gap * 10;
+}
 
 /** `text` spoken by the offline voice at 16 kHz, with 300 ms of silence after it. */
 export async function speech(voice: LocalTTSService, text: string): Promise<Int16Array> {

@@ -7,7 +7,7 @@ import { concat } from '../../core/audio.ts';
 import type { LocalTTSService } from '../../plugins/local/index.ts';
 import { RoomVisitor } from '../agent/room-visitor.ts';
 import { holdsWithin, until } from '../../testing/until.ts';
-import { recognise, regionMotion, speech } from './conversation-audio.ts';
+import { longestQuietStretchMs, recognise, regionMotion, speech, tailHeard } from './conversation-audio.ts';
 import { roomOf, type SessionTestServer } from './session-harness.ts';
 
 export const GREETING = 'Welcome to the space station tour.';
@@ -39,8 +39,9 @@ export async function converse(t: any, s: SessionTestServer, voice: LocalTTSServ
       return;
     }
     t.is(botTurns()[0]!.text, GREETING);
+    await tailHeard(visitor);
     const greeting = received.filter((a) => a.at >= readyAt);
-    t.deepEqual(await recognise(concat(greeting.map((a) => a.pcm)), greeting[0]!.rate, [GREETING, QUESTION, 'Tell me a joke', 'Goodbye']), [GREETING], `the greeting, spoken by ${ttsProvider}, is heard`);
+    t.deepEqual(await recognise(concat(greeting.map((a) => a.pcm)), greeting[0]!.rate, [GREETING, QUESTION, 'Tell me a joke', 'Goodbye']), [GREETING], `the greeting, spoken by ${ttsProvider}, is heard (longest quiet stretch inside it: ${longestQuietStretchMs(visitor, readyAt)} ms)`);
     const idle = motion.filter((m) => m.at < readyAt);
     const speaking = motion.filter((m) => visitor.audioLevels.some((l) => Math.abs(l.at - m.at) < 40 && l.rms > 0.02));
     const mean = (xs: { mouth: number }[]) => xs.reduce((a, b) => a + b.mouth, 0) / Math.max(1, xs.length);

@@ -18,7 +18,7 @@ import { startServerProcess } from './server-process.ts';
 import { RoomVisitor } from '../agent/room-visitor.ts';
 import { until } from '../../testing/until.ts';
 import { concat } from '../../core/audio.ts';
-import { recognise, speech } from './conversation-audio.ts';
+import { longestQuietStretchMs, recognise, speech, tailHeard } from './conversation-audio.ts';
 import { roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
 
 const GREETING = 'Welcome to the space station tour.';
@@ -84,8 +84,9 @@ test.serial('a conversation runs with its bot in the bot host process', async (t
   const botTurns = () => visitor.ofType('transcript-turn').filter((m) => m.owner === 'bot');
   await until(() => botTurns().length >= 1, { timeoutMs: 30_000, intervalMs: 20, what: 'the greeting turn to end' });
   t.is(botTurns()[0]!.text, GREETING);
+  await tailHeard(visitor);
   const greeting = audio.filter((a) => a.at >= readyAt);
-  t.deepEqual(await recognise(concat(greeting.map((a) => a.pcm)), greeting[0]!.rate, [GREETING, 'What is your name?', 'Goodbye']), [GREETING]);
+  t.deepEqual(await recognise(concat(greeting.map((a) => a.pcm)), greeting[0]!.rate, [GREETING, 'What is your name?', 'Goodbye']), [GREETING], `longest quiet stretch inside the greeting: ${longestQuietStretchMs(visitor, readyAt)} ms`);
 
   visitor.say(await speech(voice, 'What is your name?'));
   await until(() => botTurns().length >= 2, { timeoutMs: 30_000, intervalMs: 20, what: 'the answer turn to end' });

@@ -17,7 +17,7 @@ import { LiveKitVisitor } from '../agent/livekit-visitor.ts';
 import { holdsWithin, until } from '../../testing/until.ts';
 import { startLiveKitServerFake, type LiveKitServerFake } from '../fakes/livekit-server.ts';
 import { concat } from '../../core/audio.ts';
-import { recognise, regionMotion, speech } from './conversation-audio.ts';
+import { longestQuietStretchMs, recognise, regionMotion, speech, tailHeard } from './conversation-audio.ts';
 import { startSessionServer, type SessionTestServer } from './session-harness.ts';
 
 const GREETING = 'Welcome to the space station tour.';
@@ -99,18 +99,12 @@ test.serial('a visitor talks to a published agent in a LiveKit room through the 
     t.is(botTurns()[0]!.text, GREETING);
     // The turn ends when its audio left the bot; through the SFU (two jitter buffers) the tail is
     // still on its way: wait until the visitor has heard nothing loud for 400 ms.
-    const lastLoud = () => visitor.audioLevels.findLast((l) => l.rms > 0.01)?.at ?? 0;
-    await holdsWithin(() => Date.now() - lastLoud() > 400, { timeoutMs: 5_000, intervalMs: 20 });
+    await tailHeard(visitor);
     const media = () => `SFU got ${bot.media.audioChunks} audio chunks of the bot (${bot.media.audibleChunks} audible), the visitor ${visitor.audioLevels.length} (${visitor.audibleMs(0)} ms audible); forwarded to the visitor: ${visitor.trackOwners.size} owners`;
     t.true(visitor.audibleMs(readyAt) > 800, `greeting audible at the client: ${visitor.audibleMs(readyAt)} ms; ${media()}`);
     const greetingAudio = audio.filter((a) => a.at >= readyAt);
     const heard = await recognise(concat(greetingAudio.map((a) => a.pcm)), greetingAudio[0]!.rate, [GREETING, 'What is your name?', 'Tell me a joke', 'Goodbye']);
-    // Diagnostics for a failure: the longest quiet stretch inside the greeting (a dropout splits the utterance).
-    const levels = visitor.audioLevels.filter((l) => l.at >= readyAt);
-    const loudIdx = levels.flatMap((l, i) => (l.rms > 0.01 ? [i] : []));
-    let gap = 0;
-    for (let i = 1; i < loudIdx.length; i++) gap = Math.max(gap, loudIdx[i]! - loudIdx[i - 1]! - 1);
-    t.deepEqual(heard, [GREETING], `the offline recogniser finds the greeting in the audio the client received (longest quiet stretch inside it: ${gap * 10} ms)`);
+    t.deepEqual(heard, [GREETING], `the offline recogniser finds the greeting in the audio the client received (longest quiet stretch inside it: ${longestQuietStretchMs(visitor, readyAt)} ms)`);
 
     // The mouth moves with speech: more picture change in the mouth region while the bot is audible than in the idle before.
     const idle = motion.filter((m) => m.at < readyAt);
