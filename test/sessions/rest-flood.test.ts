@@ -117,6 +117,11 @@ test('a REST flood from another process while sessions run: answered 429/503 in 
   }
   // ... and a visitor is admitted: slots are free.
   const third = await connect();
+  if (third.status !== 200) {
+    // Why the gate refused (late frames, the count, ...): its metrics.
+    const metrics = await (await fetch(`${server.url}/metrics`)).text().catch(() => '');
+    t.log(metrics.split('\n').filter((l) => /^svc_capacity/.test(l)).join('\n'));
+  }
   t.is(third.status, 200, JSON.stringify(third.body));
   visitors.push(await RoomVisitor.join(third.body.room_url, third.body.token));
   await until(() => visitors[2]!.videoFrames > 0, { timeoutMs: 30_000, what: 'the visitor admitted during the flood to receive its face' });
