@@ -17,12 +17,13 @@ import { ToneTTS } from './scripted-services.ts';
 
 const registry = new Registry().use(facePlugin);
 const face = registry.create<FaceModel>('face', 'human-portrait');
+const SMALL_RGB = { configuration: { width: 256, height: 192 }, imageFormat: 'rgb' } as const;
 
 // The first session of a process loads the face engine (6 s measured with CI beside it, more under a
 // hog): opened once here, so that the tests' bounds are about frames, not loading (local CI run K:
 // 'ten idle frames' timed out after 10 s while the first test paid for it).
 test.before(async () => {
-  const warm = await face.openSession({ configuration: { width: 256, height: 192 }, imageFormat: 'rgb' }, new RealClock());
+  const warm = await face.openSession(SMALL_RGB, new RealClock());
   warm.close();
 });
 
@@ -30,7 +31,7 @@ async function avatarSession(t: ExecutionContext) {
   const clock = new RealClock();
   const sink = new MemoryMediaSink();
   const tts = new ToneTTS(clock, 20);
-  const avatar = new AvatarProcessor((c) => face.openSession({ configuration: { width: 256, height: 192 }, imageFormat: 'rgb' }, c));
+  const avatar = new AvatarProcessor((c) => face.openSession(SMALL_RGB, c));
   const output = new OutputTransport(sink, { sampleRate: 16_000 });
   const observer = new RecordingObserver();
   const worker = new PipelineWorker(new Pipeline([new TTSProcessor(tts, { sampleRate: 16_000 }), avatar, output]), {
@@ -108,7 +109,7 @@ test.serial('a pipeline cancelled while its face session is still opening closes
   const avatar = new AvatarProcessor(async (clock) => {
     asked = true;
     await gate;
-    opened = await face.openSession({ configuration: { width: 256, height: 192 }, imageFormat: 'rgb' }, clock);
+    opened = await face.openSession(SMALL_RGB, clock);
     return opened;
   });
   const worker = new PipelineWorker(new Pipeline([avatar]), { clock: new RealClock(), heartbeatMs: null, idleTimeoutMs: null });
@@ -119,8 +120,9 @@ test.serial('a pipeline cancelled while its face session is still opening closes
   letOpen();
   await until(() => opened !== undefined, { timeoutMs: 10_000, what: 'the session to open' });
   let frames = 0;
-  const completed = new Promise<void>((resolve) => opened!.frames.subscribe({ next: () => frames++, complete: resolve }));
-  await until(async () => (await Promise.race([completed.then(() => true), wait(0).then(() => false)])), { timeoutMs: 5_000, what: 'the late session to be closed' });
+  let closed = false;
+  opened!.frames.subscribe({ next: () => frames++, complete: () => (closed = true) });
+  await until(() => closed, { timeoutMs: 5_000, what: 'the late session to be closed' });
   t.is(frames, 0, 'it never produced a frame for a pipeline that was gone');
   await running.catch(() => undefined);
 });

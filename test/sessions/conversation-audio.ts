@@ -8,6 +8,9 @@ import { LocalPhraseSTT, type LocalTTSService } from '../../plugins/local/index.
 import type { TranscriptEvent } from '../../processors/services.ts';
 import { holdsWithin } from '../../testing/until.ts';
 
+/** A 10 ms level above this RMS (of full scale) is loud: what the visitors' `audibleMs` counts by default. */
+const LOUD_RMS = 0.01;
+
 /** What a test visitor (RoomVisitor, LiveKitVisitor) records of the audio it receives: 10 ms levels. */
 export interface HeardLevels {
   readonly audioLevels: ReadonlyArray<{ readonly at: number; readonly rms: number }>;
@@ -21,14 +24,14 @@ export interface HeardLevels {
  */
 export async function tailHeard(visitor: HeardLevels, options: { quietMs?: number; timeoutMs?: number } = {}): Promise<void> {
   const quietMs = options.quietMs ?? 400;
-  const lastLoud = () => visitor.audioLevels.findLast((l) => l.rms > 0.01)?.at ?? 0;
+  const lastLoud = () => visitor.audioLevels.findLast((l) => l.rms > LOUD_RMS)?.at ?? 0;
   await holdsWithin(() => Date.now() - lastLoud() > quietMs, { timeoutMs: options.timeoutMs ?? 5_000, intervalMs: 20 });
 }
 
 /** The longest quiet stretch (ms) between loud 10 ms levels since `since`: a dropout splits an utterance in two. */
 export function longestQuietStretchMs(visitor: HeardLevels, since: number): number {
   const levels = visitor.audioLevels.filter((l) => l.at >= since);
-  const loud = levels.flatMap((l, i) => (l.rms > 0.01 ? [i] : []));
+  const loud = levels.flatMap((l, i) => (l.rms > LOUD_RMS ? [i] : []));
   let gap = 0;
   for (let i = 1; i < loud.length; i++) gap = Math.max(gap, loud[i]! - loud[i - 1]! - 1);
   return gap * 10;

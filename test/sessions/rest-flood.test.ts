@@ -119,7 +119,7 @@ test('a REST flood from another process while sessions run: answered 429/503 in 
   const third = await connect();
   if (third.status !== 200) {
     // Why the gate refused (late frames, the count, ...): its metrics.
-    const metrics = await (await fetch(`${server.url}/metrics`)).text().catch(() => '');
+    const metrics = await fetch(`${server.url}/metrics`).then((r) => r.text()).catch(() => '');
     t.log(metrics.split('\n').filter((l) => /^svc_capacity/.test(l)).join('\n'));
   }
   t.is(third.status, 200, JSON.stringify(third.body));

@@ -23,11 +23,11 @@ export interface ServerProcess {
 /**
  * On the embedded database (`DATABASE_URL: ''` with an `SVC_DATA_DIR` holding none yet), the
  * folder gets an empty database copied from a template (test/support/pglite-template.ts), not
- * initdb's seconds; `freshInitdb` makes the server create it itself, as a first `npm start` does.
+ * initdb's seconds. The first `npm start` itself is test/server/main.test.ts's, which spawns it directly.
  */
-export async function startServerProcess(env: Record<string, string>, options: { freshInitdb?: boolean } = {}): Promise<ServerProcess> {
+export async function startServerProcess(env: Record<string, string>): Promise<ServerProcess> {
   const pgliteDir = env.SVC_DATA_DIR ? join(env.SVC_DATA_DIR, 'pglite') : undefined;
-  if (env.DATABASE_URL === '' && pgliteDir && !options.freshInitdb && !existsSync(pgliteDir)) await seedPgliteDir(pgliteDir);
+  if (env.DATABASE_URL === '' && pgliteDir && !existsSync(pgliteDir)) await seedPgliteDir(pgliteDir);
   const listening = (output: string) => /svc server listening on (http:\/\/\S+)/.exec(output)?.[1];
   // The first-start key lines follow the listening lines: wait for the end of the banner.
   const { process: p, ready } = spawnEntryPoint(

@@ -43,6 +43,8 @@ export function pgliteTemplate(): Promise<string> {
     }
     return TEMPLATE;
   })();
+  // A failed attempt (a full disk, say) is not remembered: the next test tries again.
+  making.catch(() => (making = undefined));
   return making;
 }
 
