@@ -34,6 +34,8 @@ const DECISIONS = Number(process.env.FLEET_BENCH_DECISIONS ?? 200);
 const SESSIONS = Number(process.env.FLEET_BENCH_SESSIONS ?? 3);
 const WINDOW_MS = Number(process.env.FLEET_BENCH_WINDOW_MS ?? 10_000);
 const DRAIN_HOLD_MS = Number(process.env.FLEET_BENCH_DRAIN_HOLD_MS ?? 2_000);
+/** SVC_HEAP_GROWING_PERCENT for the runners (unset: the product's default; `v8`: V8's own heuristic). */
+const HEAP_GROWTH = process.env.FLEET_BENCH_HEAP_GROWTH;
 const TICKS_PER_SECOND = 100;
 
 /** CPU ticks (user + system) of each thread of `pid`, by thread name. */
@@ -76,6 +78,19 @@ async function cpuOver(pid: number, ms: number): Promise<{ total: number; groups
 
 const round = (n: number, digits = 1) => Number(n.toFixed(digits));
 
+/** The runner's full (mark-compact) collections so far and their main-thread seconds, from its own /metrics. */
+async function fullCollections(runner: FleetRunner): Promise<{ count: number; seconds: number }> {
+  const text = await (await fetch(`${runner.url}/metrics`)).text();
+  const lines = text.split('\n');
+  if (!lines.some((l) => l.startsWith('# TYPE nodejs_gc_duration_seconds '))) throw new Error(`runner ${runner.name}'s /metrics has no nodejs_gc_duration_seconds`);
+  // A kind with no collection yet has no series.
+  const value = (series: string) => Number(lines.find((l) => l.startsWith(`${series} `))?.slice(series.length + 1) ?? 0);
+  return { count: value('nodejs_gc_duration_seconds_count{kind="major"}'), seconds: value('nodejs_gc_duration_seconds_sum{kind="major"}') };
+}
+
+/** Resident memory of `pid` (MB). */
+const residentMb = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
+
 export async function run(): Promise<void> {
   if (!(await available())) {
     console.error('bench fleet needs root and iproute2 (ip netns)');
@@ -83,7 +98,9 @@ export async function run(): Promise<void> {
     return;
   }
   const loadStart = loadavg()[0]!;
-  const world = await FleetWorld.create({ label: 'bench_fleet', apiEnv: { SVC_RUNNER_START_TIMEOUT_MS: '20000' } });
+  // The runners' /metrics are read for their garbage collections (the bench is on their network).
+  const runnerEnv = { SVC_METRICS: 'public', ...(HEAP_GROWTH ? { SVC_HEAP_GROWING_PERCENT: HEAP_GROWTH } : {}) };
+  const world = await FleetWorld.create({ label: 'bench_fleet', apiEnv: { SVC_RUNNER_START_TIMEOUT_MS: '20000' }, runners: { r1: runnerEnv, r2: runnerEnv } });
   try {
     const agent = await world.makeAgent(40, null);
 
@@ -138,7 +155,11 @@ export async function run(): Promise<void> {
     await until(() => visitors.every((v) => v.videoFrames > 25), { timeoutMs: 30_000, what: 'every visitor to receive frames' });
     await new Promise((resolve) => setTimeout(resolve, 3_000)); // past the start-ups
     const framesBefore = visitors.map((v) => v.videoFrames);
+    const gcBefore = await fullCollections(r1);
     const busy = await cpuOver(r1.proc.pid, WINDOW_MS);
+    const gcAfter = await fullCollections(r1);
+    const fullGcs = { count: gcAfter.count - gcBefore.count, mainMs: (gcAfter.seconds - gcBefore.seconds) * 1000 };
+    const rssMb = residentMb(r1.proc.pid);
     const fps = visitors.map((v, i) => (v.videoFrames - framesBefore[i]!) / (WINDOW_MS / 1000));
     const perSession = (busy.total - idle.total) / SESSIONS;
     const size = visitors[0]!.videoSize;
@@ -170,6 +191,8 @@ export async function run(): Promise<void> {
       { figure: 'runner CPU idle', value: round(idle.total, 3), unit: 'cores', note: `${WINDOW_MS / 1000} s` },
       { figure: `runner CPU, ${SESSIONS} live sessions`, value: round(busy.total, 3), unit: 'cores', note: `visitors' fps ${fps.map((f) => round(f)).join(', ')}` },
       { figure: 'runner CPU per live session', value: round(perSession, 3), unit: 'cores', note: `goal <= 0.15; ${round(1 / perSession)} sessions per core` },
+      { figure: 'runner full GCs in the window', value: fullGcs.count, unit: '', note: `${round(fullGcs.mainMs)} ms of main-thread pauses; heap growth ${HEAP_GROWTH ?? 'default'} (SVC_HEAP_GROWING_PERCENT)` },
+      { figure: 'runner resident memory', value: round(rssMb), unit: 'MB', note: `${SESSIONS} live sessions` },
       { figure: 'drain, no session', value: round(drainEmpty.exitMs), unit: 'ms', note: 'SIGTERM -> exit 0' },
       { figure: 'drain, one live session', value: round(drainLive.exitMs), unit: 'ms', note: `released ${DRAIN_HOLD_MS} ms after SIGTERM; exit ${round(drainLive.afterReleaseMs ?? NaN)} ms after the release` },
       { figure: 'loadavg 1 min (start / end)', value: `${round(loadStart, 2)} / ${round(loadEnd, 2)}`, unit: '', note: 'the machine may be shared' },
@@ -192,6 +215,10 @@ export async function run(): Promise<void> {
       runner_cores_per_session: round(perSession, 3),
       sessions_per_core: round(1 / perSession),
       visitor_fps: fps.map((f) => round(f)),
+      runner_full_gcs: fullGcs.count,
+      runner_full_gc_main_ms: round(fullGcs.mainMs),
+      runner_rss_mb: round(rssMb),
+      heap_growth: HEAP_GROWTH ?? 'default',
       runner_threads: Object.fromEntries(groups.map((g) => [g.name, round(g.cores, 3)])),
       drain_empty_ms: round(drainEmpty.exitMs),
       drain_one_live_ms: round(drainLive.exitMs),

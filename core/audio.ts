@@ -320,6 +320,14 @@ export class Resampler {
   /** Input samples dropped from the front of `buffer` so far (excluding the initial padding). */
   private dropped = 0;
   private produced = 0;
+  /**
+   * One call's outputs before they are rounded to 16 bits, kept between calls: a growing `number[]`
+   * per call was 46 % of everything a runner's main thread allocated with three live sessions
+   * (the frame pump's 16 -> 48 kHz, 1,920 outputs per face frame), and its garbage what made
+   * the young generation collect.
+   */
+  private scratch = new Float64Array(0);
+  private outputs = 0;
 
   constructor(readonly fromRate: number, readonly toRate: number) {
     if (!(fromRate > 0 && toRate > 0)) throw new RangeError(`invalid sample rates ${fromRate} -> ${toRate}`);
@@ -359,11 +367,15 @@ export class Resampler {
     const { halfWidth } = this.kernel;
     const pad = halfWidth;
     const buf = this.buffer;
-    const out: number[] = [];
+    // At most one output per `step` input samples held, plus one: the scratch never grows mid-call.
+    const most = Math.ceil(this.length / this.step) + 2;
+    if (this.scratch.length < most) this.scratch = new Float64Array(Math.max(most, this.scratch.length * 2));
+    this.outputs = 0;
     // Sample positions are computed from counters (not accumulated) so long streams never drift.
     const totalInput = this.dropped + this.length - pad - (final ? halfWidth + 1 : 0);
-    if (this.phases) this.producePolyphase(this.phases, out, final, totalInput);
-    else this.produceInterpolated(out, final, totalInput);
+    if (this.phases) this.producePolyphase(this.phases, final, totalInput);
+    else this.produceInterpolated(final, totalInput);
+    const out = this.scratch;
     // Keep only the history the next output still needs.
     const nextT = this.produced * this.step - this.dropped + pad;
     const keepFrom = Math.max(0, Math.floor(nextT - halfWidth) - 1);
@@ -372,8 +384,8 @@ export class Resampler {
       this.length -= keepFrom;
       this.dropped += keepFrom;
     }
-    const pcm = new Int16Array(out.length);
-    for (let i = 0; i < out.length; i++) {
+    const pcm = new Int16Array(this.outputs);
+    for (let i = 0; i < pcm.length; i++) {
       const v = Math.round(out[i]! * 32768);
       pcm[i] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
     }
@@ -381,8 +393,9 @@ export class Resampler {
   }
 
   /** Rational ratio: output n sits at input n*m/l exactly, its taps' weights precomputed per phase. */
-  private producePolyphase({ l, m, taps, weights }: PolyphaseWeights, out: number[], final: boolean, totalInput: number): void {
+  private producePolyphase({ l, m, taps, weights }: PolyphaseWeights, final: boolean, totalInput: number): void {
     const buf = this.buffer;
+    const out = this.scratch;
     const offset = this.kernel.halfWidth * 2 - this.dropped; // pad + halfWidth - dropped
     for (;;) {
       const num = this.produced * m;
@@ -393,14 +406,15 @@ export class Resampler {
       let acc = 0;
       let w = phase * taps;
       for (let k = last - taps + 1; k <= last; k++) acc += buf[k]! * weights[w++]!;
-      out.push(acc);
+      out[this.outputs++] = acc;
       this.produced++;
     }
   }
 
   /** Any ratio: each tap's weight interpolated from the kernel table at its distance. */
-  private produceInterpolated(out: number[], final: boolean, totalInput: number): void {
+  private produceInterpolated(final: boolean, totalInput: number): void {
     const { table, halfWidth } = this.kernel;
+    const out = this.scratch;
     const res = RESAMPLER_DEFAULTS.tableResolution;
     const buf = this.buffer;
     for (;;) {
@@ -417,7 +431,7 @@ export class Resampler {
         const frac = x - i;
         acc += buf[k]! * (table[i]! + (table[i + 1]! - table[i]!) * frac);
       }
-      out.push(acc);
+      out[this.outputs++] = acc;
       this.produced++;
     }
   }

@@ -8,6 +8,7 @@ import { bootstrapDemo, ensureDemoAgent } from './bootstrap-demo.ts';
 import { buildServer, warmEngines } from './build-server.ts';
 import { loadConfigFromEnv } from './config/env.ts';
 import { loadDefaultPlugins } from './default-plugins.ts';
+import { applyHeapGrowth, heapGrowthFromEnv } from './operations/heap-growth.ts';
 import { createLogDestination } from './operations/log-destination.ts';
 import { speechProvidersReport } from './speech-providers.ts';
 
@@ -16,7 +17,10 @@ const SHUTDOWN_BACKSTOP_MS = 10_000;
 
 const config = (() => {
   try {
-    return loadConfigFromEnv();
+    const loaded = loadConfigFromEnv();
+    // Before the first session: the old generation's growth (server/operations/heap-growth.ts).
+    applyHeapGrowth(heapGrowthFromEnv());
+    return loaded;
   } catch (err) {
     process.stderr.write(`svc server configuration error: ${(err as Error).message}\n`);
     process.exit(1);

@@ -31,6 +31,7 @@ import { createRunnerMetrics } from './fleet/runner-metrics.ts';
 import { mountRunnerRoutes } from './fleet/runner-routes.ts';
 import { RunnerSessions } from './fleet/runner-sessions.ts';
 import { burnCpu } from './fleet/test-burn.ts';
+import { applyHeapGrowth, heapGrowthFromEnv } from './operations/heap-growth.ts';
 import { createLogDestination } from './operations/log-destination.ts';
 import { createInlineBotRunner } from './sessions/embedded-sessions.ts';
 import { SESSION_LEASE, SessionStore } from './sessions/session-store.ts';
@@ -41,7 +42,10 @@ const SHUTDOWN_BACKSTOP_MS = 10_000;
 
 const { config, settings, loadBound, burnShare } = (() => {
   try {
-    return { config: loadConfigFromEnv(), settings: runnerSettingsFromEnv(), loadBound: runnerLoadBoundFromEnv(), burnShare: runnerTestBurnFromEnv() };
+    const loaded = { config: loadConfigFromEnv(), settings: runnerSettingsFromEnv(), loadBound: runnerLoadBoundFromEnv(), burnShare: runnerTestBurnFromEnv() };
+    // Before the engines warm: the old generation's growth (server/operations/heap-growth.ts).
+    applyHeapGrowth(heapGrowthFromEnv());
+    return loaded;
   } catch (err) {
     process.stderr.write(`svc runner configuration error: ${(err as Error).message}\n`);
     process.exit(1);

@@ -24,6 +24,7 @@ import type { FaceModel } from '../../processors/avatar/face-model.ts';
 import { WebhookClient } from '../../processors/tools/index.ts';
 import { RoomRegistry } from '../../transports/webrtc/room-registry.ts';
 import { loadDefaultPlugins } from '../default-plugins.ts';
+import { applyHeapGrowth, heapGrowthFromEnv } from '../operations/heap-growth.ts';
 import { createRoomSignallingHandler } from '../rooms/room-signalling.ts';
 import { createResolvedFaceOpener, type ResolvedSessionFace } from './agent-face.ts';
 import type { BotHostInit, FromHost, HostReplyValue, HostRequest, ToHost } from './bot-host-protocol.ts';
@@ -38,6 +39,9 @@ const ROOM_SWEEP_MS = 30_000;
 let host: Awaited<ReturnType<typeof startHost>> | undefined;
 let starting: Promise<void> | undefined;
 const early: Array<{ message: ToHost; handle: unknown }> = [];
+
+// The server checked SVC_HEAP_GROWING_PERCENT before it forked this process (same environment).
+applyHeapGrowth(heapGrowthFromEnv());
 
 process.on('SIGTERM', () => undefined);
 process.on('SIGINT', () => undefined);
