@@ -367,7 +367,8 @@ export class Resampler {
     const { halfWidth } = this.kernel;
     const pad = halfWidth;
     const buf = this.buffer;
-    // At most one output per `step` input samples held, plus one: the scratch never grows mid-call.
+    // At most one output per `step` input samples held, plus one (and one to spare): the scratch
+    // never needs to grow inside the producing loops, which write it without a bounds check.
     const most = Math.ceil(this.length / this.step) + 2;
     if (this.scratch.length < most) this.scratch = new Float64Array(Math.max(most, this.scratch.length * 2));
     this.outputs = 0;

@@ -74,6 +74,27 @@ test('streaming resampling in 20 ms chunks equals one-shot resampling', (t) => {
   t.deepEqual(Array.from(concat(parts)), Array.from(resample(input, 44_100, 16_000)));
 });
 
+test('streaming in chunks of any size, from 1 sample to 3 s, loses and adds nothing, up and down, at integer and other ratios', (t) => {
+  // The resampler writes each call's outputs into a buffer it keeps, sized from the input it holds:
+  // a size too small there would drop samples silently, so every path is fed odd chunk sizes here.
+  const sizes = [1, 2, 7, 160, 441, 1920, 3001, 48_000, 144_000];
+  for (const [from, to] of [[16_000, 48_000], [48_000, 16_000], [22_050, 16_000], [16_000, 44_100], [24_000, 24_001]] as const) {
+    const input = tone(523, from, 3500);
+    const whole = resample(input, from, to);
+    const r = new Resampler(from, to);
+    const parts: Int16Array[] = [];
+    for (let at = 0, i = 0; at < input.length; i++) {
+      const size = sizes[i % sizes.length]!;
+      parts.push(r.process(input.subarray(at, at + size)));
+      at += size;
+    }
+    parts.push(r.flush());
+    const streamed = concat(parts);
+    t.is(streamed.length, whole.length, `${from} -> ${to}`);
+    t.deepEqual(Array.from(streamed), Array.from(whole), `${from} -> ${to}`);
+  }
+});
+
 test('a resampler refuses nonsensical rates', (t) => {
   t.throws(() => new Resampler(0, 16_000), { instanceOf: RangeError });
 });
