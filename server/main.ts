@@ -6,9 +6,9 @@ import { pino } from 'pino';
 import { Registry } from '../core/registry.ts';
 import { bootstrapDemo, ensureDemoAgent } from './bootstrap-demo.ts';
 import { buildServer, warmEngines } from './build-server.ts';
-import { loadConfigFromEnv } from './config/env.ts';
+import { heapGrowthFromEnv, loadConfigFromEnv } from './config/env.ts';
 import { loadDefaultPlugins } from './default-plugins.ts';
-import { applyHeapGrowth, heapGrowthFromEnv } from './operations/heap-growth.ts';
+import { applyHeapGrowth } from './operations/heap-growth.ts';
 import { createLogDestination } from './operations/log-destination.ts';
 import { speechProvidersReport } from './speech-providers.ts';
 

@@ -23,7 +23,7 @@ import { LiveKitRoomProvider } from '../transports/livekit/livekit-room-provider
 import { EmbeddedRoomProvider } from '../transports/webrtc/room-provider.ts';
 import { buildServer, warmEngines, warmFaceEngine } from './build-server.ts';
 import { createCapacityGate } from './capacity/capacity-gate.ts';
-import { loadConfigFromEnv, runnerLoadBoundFromEnv, runnerSettingsFromEnv, runnerTestBurnFromEnv } from './config/env.ts';
+import { heapGrowthFromEnv, loadConfigFromEnv, runnerLoadBoundFromEnv, runnerSettingsFromEnv, runnerTestBurnFromEnv } from './config/env.ts';
 import { RUNNER } from './config/surfaces.ts';
 import { loadDefaultPlugins } from './default-plugins.ts';
 import { FleetStore } from './fleet/fleet-store.ts';
@@ -31,7 +31,7 @@ import { createRunnerMetrics } from './fleet/runner-metrics.ts';
 import { mountRunnerRoutes } from './fleet/runner-routes.ts';
 import { RunnerSessions } from './fleet/runner-sessions.ts';
 import { burnCpu } from './fleet/test-burn.ts';
-import { applyHeapGrowth, heapGrowthFromEnv } from './operations/heap-growth.ts';
+import { applyHeapGrowth } from './operations/heap-growth.ts';
 import { createLogDestination } from './operations/log-destination.ts';
 import { createInlineBotRunner } from './sessions/embedded-sessions.ts';
 import { SESSION_LEASE, SessionStore } from './sessions/session-store.ts';

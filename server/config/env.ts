@@ -19,6 +19,7 @@ import { rtcNetworkFromStrings } from '../../transports/webrtc/rtc-network.ts';
 import { resolveJobSettings, type JobSettings } from '../jobs/job-settings.ts';
 import { defaultFaceSessionLimit } from '../capacity/capacity-gate.ts';
 import { FLEET, type RunnerLoadBound } from '../fleet/fleet-store.ts';
+import { HEAP_GROWTH_DEFAULTS, type HeapGrowthSetting } from '../operations/heap-growth.ts';
 import { resolveConfig, SERVER_DEFAULTS, type BotHostSettings, type FleetApiSettings, type LiveKitSessionSettings, type MetricsAccess, type RunnerSettings, type ServerConfig, type StorageConfig } from './server-config.ts';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -276,6 +277,19 @@ export function fleetFromEnv(env: Env): FleetApiSettings | null {
 }
 
 /** `npm run runner`'s own settings (docs/deployment.md); the rest of its configuration is loadConfigFromEnv's. */
+/** SVC_HEAP_GROWING_PERCENT (server/operations/heap-growth.ts): a whole percent, or `v8` for V8's own heuristic; and NODE_OPTIONS, where an operator's own flag wins. */
+export function heapGrowthFromEnv(env: Env = process.env): HeapGrowthSetting {
+  const raw = env.SVC_HEAP_GROWING_PERCENT?.trim();
+  const nodeOptions = env.NODE_OPTIONS ?? '';
+  if (!raw) return { percent: HEAP_GROWTH_DEFAULTS.percent, nodeOptions };
+  if (raw === 'v8') return { percent: null, nodeOptions };
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < HEAP_GROWTH_DEFAULTS.minPercent || n > HEAP_GROWTH_DEFAULTS.maxPercent) {
+    throw new ConfigError(`SVC_HEAP_GROWING_PERCENT must be v8 or a whole percent from ${HEAP_GROWTH_DEFAULTS.minPercent} to ${HEAP_GROWTH_DEFAULTS.maxPercent}, got ${JSON.stringify(raw)}`);
+  }
+  return { percent: n, nodeOptions };
+}
+
 export function runnerSettingsFromEnv(env: Env = process.env): RunnerSettings {
   const publicUrl = (env.SVC_RUNNER_PUBLIC_URL ?? '').trim().replace(/\/+$/, '');
   if (!/^https?:\/\/[^/]+$/i.test(publicUrl)) throw new ConfigError(`SVC_RUNNER_PUBLIC_URL must be this runner's http(s)://host:port as API processes and visitors reach it, got ${JSON.stringify(env.SVC_RUNNER_PUBLIC_URL ?? '')}`);

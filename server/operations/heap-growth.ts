@@ -17,7 +17,6 @@
  * in NODE_OPTIONS) keeps it: the operator's choice wins.
  */
 import v8 from 'node:v8';
-import { ConfigError } from '../config/env.ts';
 
 export const HEAP_GROWTH_DEFAULTS = {
   /** The old generation may grow to (1 + percent / 100) times its live size before a full collection. */
@@ -27,19 +26,15 @@ export const HEAP_GROWTH_DEFAULTS = {
   maxPercent: 400,
 } as const;
 
-const FLAG = '--heap-growing-percent';
-
-/** The growth SVC_HEAP_GROWING_PERCENT asks for: a percent, or `null` for V8's own heuristic. */
-export function heapGrowthFromEnv(env: Readonly<Record<string, string | undefined>> = process.env): number | null {
-  const raw = env.SVC_HEAP_GROWING_PERCENT?.trim();
-  if (!raw) return HEAP_GROWTH_DEFAULTS.percent;
-  if (raw === 'v8') return null;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < HEAP_GROWTH_DEFAULTS.minPercent || n > HEAP_GROWTH_DEFAULTS.maxPercent) {
-    throw new ConfigError(`SVC_HEAP_GROWING_PERCENT must be v8 or a whole percent from ${HEAP_GROWTH_DEFAULTS.minPercent} to ${HEAP_GROWTH_DEFAULTS.maxPercent}, got ${JSON.stringify(raw)}`);
-  }
-  return n;
+/** What the environment asks for (server/config/env.ts, `heapGrowthFromEnv`). */
+export interface HeapGrowthSetting {
+  /** A percent, or `null` for V8's own heuristic. */
+  readonly percent: number | null;
+  /** NODE_OPTIONS, where an operator's own flag may be. */
+  readonly nodeOptions: string;
 }
+
+const FLAG = '--heap-growing-percent';
 
 export type HeapGrowthOutcome =
   | { readonly applied: true; readonly percent: number }
@@ -47,14 +42,13 @@ export type HeapGrowthOutcome =
 
 /**
  * Sets the growth for this process (V8 reads it after every full collection, so setting it at
- * start-up is enough). `execArgv` and `nodeOptions` are where an operator's own flag would be.
+ * start-up is enough), unless V8's own is asked for or the operator gave the flag on the command
+ * line (`execArgv`) or in NODE_OPTIONS.
  */
-export function applyHeapGrowth(percent: number | null, where: { readonly execArgv?: readonly string[]; readonly nodeOptions?: string } = {}): HeapGrowthOutcome {
-  if (percent === null) return { applied: false, reason: 'v8' };
-  const execArgv = where.execArgv ?? process.execArgv;
-  const nodeOptions = where.nodeOptions ?? process.env.NODE_OPTIONS ?? '';
+export function applyHeapGrowth(setting: HeapGrowthSetting, execArgv: readonly string[] = process.execArgv): HeapGrowthOutcome {
+  if (setting.percent === null) return { applied: false, reason: 'v8' };
   const named = (arg: string) => arg === FLAG || arg.startsWith(`${FLAG}=`) || arg === '--heap_growing_percent' || arg.startsWith('--heap_growing_percent=');
-  if (execArgv.some(named) || nodeOptions.split(/\s+/).some(named)) return { applied: false, reason: 'operator' };
-  v8.setFlagsFromString(`${FLAG}=${percent}`);
-  return { applied: true, percent };
+  if (execArgv.some(named) || setting.nodeOptions.split(/\s+/).some(named)) return { applied: false, reason: 'operator' };
+  v8.setFlagsFromString(`${FLAG}=${setting.percent}`);
+  return { applied: true, percent: setting.percent };
 }

@@ -4,6 +4,7 @@
  * test/server/heap-growth.test.ts. (Its effect on a runner, full collections and CPU per
  * session, is measured by `npm run bench -- fleet`, with FLEET_BENCH_HEAP_GROWTH=v8 for V8's own.)
  */
-import { applyHeapGrowth, heapGrowthFromEnv } from '../../server/operations/heap-growth.ts';
+import { heapGrowthFromEnv } from '../../server/config/env.ts';
+import { applyHeapGrowth } from '../../server/operations/heap-growth.ts';
 
 process.stdout.write(`${JSON.stringify(applyHeapGrowth(heapGrowthFromEnv()))}\n`);

@@ -1,18 +1,20 @@
 import test from 'ava';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { ConfigError } from '../../server/config/env.ts';
-import { applyHeapGrowth, HEAP_GROWTH_DEFAULTS, heapGrowthFromEnv } from '../../server/operations/heap-growth.ts';
+import { ConfigError, heapGrowthFromEnv } from '../../server/config/env.ts';
+import { applyHeapGrowth, HEAP_GROWTH_DEFAULTS } from '../../server/operations/heap-growth.ts';
 
 const run = promisify(execFile);
 
-test('SVC_HEAP_GROWING_PERCENT: the default, v8, and whole percents within the bounds', (t) => {
-  t.is(heapGrowthFromEnv({}), HEAP_GROWTH_DEFAULTS.percent);
-  t.is(heapGrowthFromEnv({ SVC_HEAP_GROWING_PERCENT: ' ' }), HEAP_GROWTH_DEFAULTS.percent);
-  t.is(heapGrowthFromEnv({ SVC_HEAP_GROWING_PERCENT: 'v8' }), null);
-  t.is(heapGrowthFromEnv({ SVC_HEAP_GROWING_PERCENT: '1' }), 1);
-  t.is(heapGrowthFromEnv({ SVC_HEAP_GROWING_PERCENT: '250' }), 250);
-  t.is(heapGrowthFromEnv({ SVC_HEAP_GROWING_PERCENT: '400' }), 400);
+test('SVC_HEAP_GROWING_PERCENT: the default, v8, and whole percents within the bounds; NODE_OPTIONS kept for the check', (t) => {
+  const percent = (env: Record<string, string>) => heapGrowthFromEnv(env).percent;
+  t.is(percent({}), HEAP_GROWTH_DEFAULTS.percent);
+  t.is(percent({ SVC_HEAP_GROWING_PERCENT: ' ' }), HEAP_GROWTH_DEFAULTS.percent);
+  t.is(percent({ SVC_HEAP_GROWING_PERCENT: 'v8' }), null);
+  t.is(percent({ SVC_HEAP_GROWING_PERCENT: '1' }), 1);
+  t.is(percent({ SVC_HEAP_GROWING_PERCENT: '250' }), 250);
+  t.is(percent({ SVC_HEAP_GROWING_PERCENT: '400' }), 400);
+  t.deepEqual(heapGrowthFromEnv({ NODE_OPTIONS: '--max-old-space-size=512' }), { percent: 100, nodeOptions: '--max-old-space-size=512' });
   for (const bad of ['0', '401', '-5', '1.5', 'fast', '100%']) {
     const err = t.throws(() => heapGrowthFromEnv({ SVC_HEAP_GROWING_PERCENT: bad }), { instanceOf: ConfigError });
     t.regex(err!.message, /^SVC_HEAP_GROWING_PERCENT must be v8 or a whole percent from 1 to 400, got "/, bad);
@@ -20,12 +22,12 @@ test('SVC_HEAP_GROWING_PERCENT: the default, v8, and whole percents within the b
 });
 
 test("an operator's own --heap-growing-percent wins, on the command line or in NODE_OPTIONS; v8 sets nothing", (t) => {
-  t.deepEqual(applyHeapGrowth(null, { execArgv: [], nodeOptions: '' }), { applied: false, reason: 'v8' });
-  t.deepEqual(applyHeapGrowth(100, { execArgv: ['--heap-growing-percent=30'], nodeOptions: '' }), { applied: false, reason: 'operator' });
-  t.deepEqual(applyHeapGrowth(100, { execArgv: ['--heap_growing_percent', '30'], nodeOptions: '' }), { applied: false, reason: 'operator' });
-  t.deepEqual(applyHeapGrowth(100, { execArgv: [], nodeOptions: '--import=x.mjs  --heap-growing-percent=30' }), { applied: false, reason: 'operator' });
+  t.deepEqual(applyHeapGrowth({ percent: null, nodeOptions: '' }, []), { applied: false, reason: 'v8' });
+  t.deepEqual(applyHeapGrowth({ percent: 100, nodeOptions: '' }, ['--heap-growing-percent=30']), { applied: false, reason: 'operator' });
+  t.deepEqual(applyHeapGrowth({ percent: 100, nodeOptions: '' }, ['--heap_growing_percent', '30']), { applied: false, reason: 'operator' });
+  t.deepEqual(applyHeapGrowth({ percent: 100, nodeOptions: '--import=x.mjs  --heap-growing-percent=30' }, []), { applied: false, reason: 'operator' });
   // A flag that only starts alike is not the operator's growth.
-  t.deepEqual(applyHeapGrowth(100, { execArgv: ['--heap-growing-percentage-x'], nodeOptions: '' }), { applied: true, percent: 100 });
+  t.deepEqual(applyHeapGrowth({ percent: 100, nodeOptions: '' }, ['--heap-growing-percentage-x']), { applied: true, percent: 100 });
 });
 
 /** The child applies the growth from its environment as the entry points do; its outcome. */
