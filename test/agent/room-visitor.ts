@@ -153,7 +153,9 @@ export class RoomVisitor {
     }
     const answer = await pc.createAnswer();
     await pc.setLocalDescription(answer);
-    this.send({ type: 'answer', pc_id: pcId, sdp: pc.localDescription!.sdp });
+    // As created (its candidates are trickled): reading pc.localDescription back races libwebrtc's
+    // signalling thread adding candidates to it (see transports/webrtc/subscriber-peer.ts).
+    this.send({ type: 'answer', pc_id: pcId, sdp: answer.sdp });
   }
 
   private endPeer(): void {

@@ -835,7 +835,11 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     for (const c of conn.pendingCandidates.splice(0)) await pc.addIceCandidate(c).catch(() => undefined);
     const local = await pc.createAnswer();
     await pc.setLocalDescription(local);
-    send(conn, { case: 'answer', value: new SessionDescription({ type: 'answer', sdp: pc.localDescription?.sdp ?? local.sdp ?? '', id: offer.id }) });
+    if (conn.closed) return;
+    // The answer as created, its candidates trickled (as LiveKit's server does; the SDKs hold early
+    // ones). Never `pc.localDescription`: wrtc serialises it on this thread while libwebrtc's
+    // signalling thread adds gathered candidates to it (SIGSEGV in webrtc::SdpSerialize, local CI run N).
+    send(conn, { case: 'answer', value: new SessionDescription({ type: 'answer', sdp: local.sdp ?? '', id: offer.id }) });
   }
 
   async function trickle(conn: Connection, req: TrickleRequest): Promise<void> {
@@ -901,7 +905,8 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       const offer = await sub.pc.createOffer();
       await sub.pc.setLocalDescription(offer);
       if (conn.closed) return;
-      send(conn, { case: 'offer', value: new SessionDescription({ type: 'offer', sdp: sub.pc.localDescription?.sdp ?? offer.sdp ?? '', id: ++sub.offerId }) });
+      // As created, never read back (see answerNow).
+      send(conn, { case: 'offer', value: new SessionDescription({ type: 'offer', sdp: offer.sdp ?? '', id: ++sub.offerId }) });
     } catch (error) {
       sub.offering = false;
       conn.participant.refusals.push(`internal: subscriber offer failed: ${error instanceof Error ? error.message : String(error)}`);

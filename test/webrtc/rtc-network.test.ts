@@ -215,8 +215,10 @@ test('an ICE restart asked by the visitor: a new offer on the same peer connecti
   };
   const answer = async (sdp: string) => {
     await pc.setRemoteDescription({ type: 'offer', sdp });
-    await pc.setLocalDescription(await pc.createAnswer());
-    v.send({ type: 'answer', pc_id: offer.pc_id, sdp: pc.localDescription!.sdp });
+    const created = await pc.createAnswer();
+    await pc.setLocalDescription(created);
+    // As created, its candidates trickled (never read back: see transports/webrtc/subscriber-peer.ts).
+    v.send({ type: 'answer', pc_id: offer.pc_id, sdp: created.sdp });
   };
   await answer(offer.sdp);
   const serverState = () => rooms.get(created.room)!.subscribers()[0]!.peerState;

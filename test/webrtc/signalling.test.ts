@@ -236,6 +236,11 @@ test('with a publisher, a joined client gets an offer and candidates; bad SDP an
   const candidate = (await client.next('candidate')) as Extract<SignallingServerMessage, { type: 'candidate' }>;
   t.is(candidate.pc_id, offer.pc_id);
   t.regex(candidate.candidate?.candidate ?? 'end', /typ host|end/);
+  // The offer goes out as created and every candidate of its peer after it (a client drops
+  // candidates for an offer it has not seen): none in the SDP, none before it.
+  const ofPeer = client.messages.filter((m) => (m.type === 'offer' || m.type === 'candidate') && m.pc_id === offer.pc_id);
+  t.is(ofPeer[0]?.type, 'offer');
+  t.notRegex(offer.sdp, /^a=candidate:/m);
   client.send({ type: 'candidate', pc_id: offer.pc_id, candidate: { candidate: 'candidate:garbage', sdpMid: '0', sdpMLineIndex: 0 } });
   client.send({ type: 'answer', pc_id: offer.pc_id, sdp: 'v=0\r\nthis is not sdp\r\n' });
   t.like(await client.next('error'), { code: 'negotiation_failed', fatal: false });

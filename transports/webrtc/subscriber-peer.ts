@@ -58,6 +58,8 @@ export class SubscriberPeer {
   private readonly announced = new Set<string>();
   private udpCandidates = 0;
   private lastRestartAt = 0;
+  /** Candidates gathered while an offer is being made (sent after it; null: none is being made). */
+  private heldCandidates: SignallingServerMessage[] | null = null;
   /** The restart offer waits for this (a restart asked for while the first offer is still out). */
   private negotiating: Promise<void> = Promise.resolve();
   /** How many ICE restarts the visitor asked for and got (diagnostics). */
@@ -102,14 +104,14 @@ export class SubscriberPeer {
       if (this.closed) return;
       const c = event.candidate;
       if (!c) {
-        this.send({ type: 'candidate', pc_id: this.pcId, candidate: null });
+        this.sendCandidate({ type: 'candidate', pc_id: this.pcId, candidate: null });
         if (this.udpCandidates === 0) onGatheringFailed?.(this.gatheringFailure());
         return;
       }
       if (/ udp /i.test(c.candidate)) this.udpCandidates++;
       const candidate = announceCandidate(c.candidate, this.network.announcedAddress, this.announced);
       if (candidate === null) return;
-      this.send({ type: 'candidate', pc_id: this.pcId, candidate: { candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment ?? null } });
+      this.sendCandidate({ type: 'candidate', pc_id: this.pcId, candidate: { candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment ?? null } });
     };
   }
 
@@ -129,17 +131,36 @@ export class SubscriberPeer {
     return started;
   }
 
+  /** A candidate, or the end of them: held while an offer is being made, sent at once otherwise. */
+  private sendCandidate(message: SignallingServerMessage): void {
+    if (this.heldCandidates) this.heldCandidates.push(message);
+    else this.send(message);
+  }
+
+  /**
+   * Makes and sends an offer. The offer goes out as created, its candidates after it: gathering
+   * starts with setLocalDescription, and candidates found before the offer is sent are held and
+   * sent right after it (a client drops candidates for an offer it has not seen). The local
+   * description is never read back: wrtc serialises it on the JavaScript thread while libwebrtc's
+   * signalling thread adds the candidates being gathered to it, and a test run crashed there
+   * (SIGSEGV in webrtc::SdpSerialize from RTCPeerConnection::GetLocalDescription, local CI run N).
+   */
   private async offer(iceRestart: boolean): Promise<void> {
-    const created = await this.pc.createOffer(iceRestart ? { iceRestart: true } : {});
-    if (this.closed) return;
-    // 10 ms Opus packets from the visitor (see sdp.ts): the offer's a=ptime shapes what they send.
-    const offer = { type: 'offer' as const, sdp: preferShortAudioPackets(created.sdp ?? '') };
-    await this.pc.setLocalDescription(offer);
-    if (this.closed) return;
-    this.answered = false;
-    // Candidates gathered before the description was read are in it: announced like the trickled ones.
-    const sdp = announceInSdp(this.pc.localDescription?.sdp ?? offer.sdp ?? '', this.network.announcedAddress);
-    this.send({ type: 'offer', pc_id: this.pcId, publisher_id: this.publisherId, sdp });
+    this.heldCandidates ??= [];
+    try {
+      const created = await this.pc.createOffer(iceRestart ? { iceRestart: true } : {});
+      if (this.closed) return;
+      // 10 ms Opus packets from the visitor (see sdp.ts): the offer's a=ptime shapes what they send.
+      const offer = { type: 'offer' as const, sdp: preferShortAudioPackets(created.sdp ?? '') };
+      await this.pc.setLocalDescription(offer);
+      if (this.closed) return;
+      this.answered = false;
+      this.send({ type: 'offer', pc_id: this.pcId, publisher_id: this.publisherId, sdp: announceInSdp(offer.sdp, this.network.announcedAddress) });
+    } finally {
+      const held = this.heldCandidates ?? [];
+      this.heldCandidates = null;
+      if (!this.closed) for (const message of held) this.send(message);
+    }
   }
 
   /**
