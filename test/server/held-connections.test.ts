@@ -60,7 +60,17 @@ test('30 statements through one held connection all complete, in order of arriva
 
 test('200 statements through 3 held connections of a pool of 6: all complete, never more than 3 connections, the other half free for other queries', async (t) => {
   const db = open(label('many'), 6); // 3 held
+  // The held connections' first statements wait on an advisory lock the test holds, so the queue
+  // cannot drain while the other query runs: on a fast machine 200 trivial statements finished
+  // before a transaction had opened its connection, and "the other query did not wait for the
+  // queue" could not be seen (local CI run P).
+  const blocker = new pg.Client({ connectionString: DATABASE_URL });
+  await blocker.connect();
+  const key = Math.floor(Math.random() * 2 ** 31);
+  await blocker.query('select pg_advisory_lock($1::bigint)', [key]);
+  let locked = true;
   try {
+    const gates = Array.from({ length: 3 }, () => preparedQuery(db, 'held_test.gate', 'select pg_advisory_lock_shared(?::bigint), pg_advisory_unlock_shared(?::bigint)', [key, key]));
     const pids = new Set<number>();
     const all = Array.from({ length: 200 }, (_, i) =>
       numbered(db, i).then((rows) => {
@@ -68,14 +78,18 @@ test('200 statements through 3 held connections of a pool of 6: all complete, ne
         pids.add(rows[0].pid);
       }),
     );
-    t.true(HeldConnections.of(db)!.queued >= 190);
+    t.true(HeldConnections.of(db)!.queued >= 200);
     // Transactions and ordinary queries take the pool's other half meanwhile.
     const other = await db.transaction(async (trx) => (await trx.raw('select 7 as n')).rows[0].n);
     t.is(other, 7);
-    t.true(HeldConnections.of(db)!.queued > 0, 'the other query did not wait for the queue');
-    await Promise.all(all);
+    t.true(HeldConnections.of(db)!.queued >= 200, 'the other query did not wait for the queue');
+    await blocker.query('select pg_advisory_unlock($1::bigint)', [key]);
+    locked = false;
+    await Promise.all([...gates, ...all]);
     t.true(pids.size <= 3, `${pids.size} connections`);
   } finally {
+    if (locked) await blocker.query('select pg_advisory_unlock($1::bigint)', [key]).catch(() => undefined);
+    await blocker.end();
     await db.destroy();
   }
 });
