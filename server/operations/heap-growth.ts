@@ -8,11 +8,12 @@
  * on its helper threads, so it saw no reason to grow; but those threads spent about 100 ms of CPU
  * per collection (`--trace-gc-nvp`: background.mark 98-117 ms), about 0.1 core on two cores for
  * nothing. With the old generation allowed to reach twice its live size, the same runner made no
- * full collection in a 10 s window and its CPU per live session fell from 0.14-0.17 to about 0.11
- * core (bench `fleet`, docs/deployment.md "GC"). The price is memory: up to twice the live heap
+ * full collection in a 10 s window and its CPU per live session fell from 0.159-0.167 to 0.125-0.135
+ * core (bench `fleet`, alternating runs; docs/deployment.md "Garbage collection"). The price is memory: up to twice the live heap
  * (about 50 MB more for that runner) before a collection.
  *
- * `SVC_HEAP_GROWING_PERCENT` (1-400, default 100: twice the live size) sets it; `v8` leaves V8's
+ * `SVC_HEAP_GROWING_PERCENT` (1-400, default 100: twice the live size; read by
+ * server/config/env.ts's `heapGrowthFromEnv`) sets it; `v8` leaves V8's
  * own heuristic. A process started with its own `--heap-growing-percent` (on the command line or
  * in NODE_OPTIONS) keeps it: the operator's choice wins.
  */
