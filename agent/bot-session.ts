@@ -194,7 +194,10 @@ export class BotSession implements RunningSession {
 
     this.face = await this.options.openFace(agent, this.clock, { maxDimension: agent.advanced.max_video_source_dimension, imageFormat: 'rgb' });
     try {
-      this.subscriptions.push(this.face.frames.subscribe({ next: () => (this.firstFrameAt ??= this.clock.now()) }));
+      // A face that fails errors its frames: the pipeline's avatar processor ends the bot for it
+      // (`face_failed`, fatal). This subscriber only needs not to leave the error unhandled, which
+      // rxjs would rethrow from a timer and so take the whole process down.
+      this.subscriptions.push(this.face.frames.subscribe({ next: () => (this.firstFrameAt ??= this.clock.now()), error: () => undefined }));
       this.publication = await room.publishAvatar(this.face.frames, { ...tuning.publish });
     } catch (error) {
       this.face.close();

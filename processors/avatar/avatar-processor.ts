@@ -113,7 +113,26 @@ export class AvatarProcessor extends FrameProcessor {
       return;
     }
     this.session = session;
-    this.subscription = session.frames.subscribe((f) => this.emitFrame(f));
+    this.subscription = session.frames.subscribe({
+      next: (f) => this.emitFrame(f),
+      // A face that stops rendering (its render worker died, a remote face lost its connection)
+      // ends its frames with an error. Without this handler rxjs rethrows it from a timer, an
+      // uncaught exception that took the whole process down, every session on it.
+      error: (err: unknown) => this.onFaceFailed(err),
+    });
+  }
+
+  /** The face's frames ended in an error: this pipeline cannot go on without its face, so it ends (fatal). */
+  private onFaceFailed(err: unknown): void {
+    this.subscription = undefined;
+    this.session = undefined;
+    if (this.finished) return;
+    // The turn that was playing never finishes now: the output stops speaking with it.
+    const stop = this.heldStop;
+    this.heldStop = undefined;
+    this.playout.length = 0;
+    if (stop) this.push(stop);
+    this.pushError(`the face stopped rendering: ${err instanceof Error ? err.message : String(err)}`, { fatal: true, code: 'face_failed', cause: err });
   }
 
   protected override async onEnd(): Promise<void> {

@@ -11,7 +11,7 @@ import type { FaceModel, FaceSession } from '../../processors/avatar/face-model.
 import { TTSProcessor } from '../../processors/tts/tts-processor.ts';
 import { OutputTransport } from '../../transports/output-transport.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
-import { facePlugin } from '../../plugins/face/index.ts';
+import { FaceRenderPool, facePlugin, HumanFaceModel } from '../../plugins/face/index.ts';
 import { RecordingObserver } from '../../core/observer.ts';
 import { ToneTTS } from './scripted-services.ts';
 
@@ -125,4 +125,39 @@ test.serial('a pipeline cancelled while its face session is still opening closes
   await until(() => closed, { timeoutMs: 5_000, what: 'the late session to be closed' });
   t.is(frames, 0, 'it never produced a frame for a pipeline that was gone');
   await running.catch(() => undefined);
+});
+
+test.serial('a face that stops rendering (its render worker killed mid-speech) ends the pipeline with a fatal face_failed error, and the process goes on', async (t) => {
+  // Its own pool, so the worker killed is this session's only.
+  const pool = new FaceRenderPool({ threads: 1, idleShutdownMs: 60_000 });
+  t.teardown(() => pool.close());
+  const pooled = new HumanFaceModel('human-portrait', { renderPool: pool });
+  const clock = new RealClock();
+  const sink = new MemoryMediaSink();
+  const avatar = new AvatarProcessor((c) => pooled.openSession(SMALL_RGB, c));
+  const output = new OutputTransport(sink, { sampleRate: 16_000 });
+  const observer = new RecordingObserver();
+  const worker = new PipelineWorker(new Pipeline([new TTSProcessor(new ToneTTS(clock, 20), { sampleRate: 16_000 }), avatar, output]), {
+    clock,
+    audioOutSampleRate: 16_000,
+    heartbeatMs: null,
+    idleTimeoutMs: null,
+    observers: [observer],
+  });
+  const running = worker.run();
+  t.teardown(() => worker.cancel());
+  await until(() => sink.images.length >= 3, { timeoutMs: 20_000, what: 'three frames' });
+  worker.queueFrame(frame('tts-speak', { text: Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ') }));
+  await until(() => output.botSpeaking, { timeoutMs: 10_000, what: 'the bot speaking' });
+  const [only] = pool.describe();
+  await pool.killWorker(only!.threadId);
+  const outcome = await running;
+  t.is(outcome.how, 'cancelled');
+  t.regex(outcome.reason ?? '', /^fatal error: the face stopped rendering: /);
+  const errors = observer.events.map((e) => e.frame).filter((f): f is Extract<Frame, { type: 'error' }> => f.type === 'error');
+  t.like(errors.at(-1), { fatal: true, code: 'face_failed', processor: avatar.name });
+  t.false(output.botSpeaking, 'the output stopped speaking with the face');
+  // An uncaught exception (what rxjs does with an unhandled error, from a timer) would fail this
+  // file; give such a timer its turn before the test ends.
+  await new Promise((r) => setTimeout(r, 50));
 });
