@@ -143,6 +143,21 @@ test.serial('inside a session: bad streams and strangers get errors, the session
   // The agent's own clear works (nothing playing: no playback_finished owed).
   t.is(await agent.localParticipant!.performRpc({ destinationIdentity: 'svc-avatar', method: 'lk.clear_buffer', payload: '' }), 'ok');
   t.is((await metrics()).clears, 1);
+
+  // A stranger's stream while the agent's segment is still open: refused at once. Before, it
+  // waited behind the agent's stream (buffered in full by the SDK meanwhile, without bound) and
+  // was refused only when that ended.
+  const open = await agent.localParticipant!.streamBytes({ name: 'AUDIO_open', topic: 'lk.audio_stream', destinationIdentities: ['svc-avatar'], attributes: { sample_rate: '16000', num_channels: '1' } });
+  await open.write(new Uint8Array(3200));
+  const refusedBefore = (await metrics()).streams_refused;
+  const early = await stranger.localParticipant!.streamBytes({ name: 'AUDIO_early', topic: 'lk.audio_stream', destinationIdentities: ['svc-avatar'], attributes: { sample_rate: '16000', num_channels: '1' } });
+  await early.write(new Uint8Array(3200));
+  await until(async () => (await metrics()).streams_refused === refusedBefore + 1, { what: "the stranger's stream refused while the agent's is still open" });
+  t.is((await metrics()).last_stream_error.code, 'not_the_agent');
+  await early.close().catch(() => undefined);
+  await open.close();
+  await until(() => finished.length >= 4, { what: 'the open segment played and finished' });
+  t.false(JSON.parse(finished[3]!).interrupted);
   t.is((await ts.call('GET', `/v1/avatar-sessions/${id}`)).body.status, 'active', 'still running after every fault');
 
   // Another organization cannot see or end it; DELETE ends it and frees the slot.

@@ -172,7 +172,18 @@ export class LiveKitAvatarWorker {
     // Handlers first: an interruption or a segment may come as soon as the agent sees us.
     participant.registerRpcMethod(AVATAR_PROTOCOL.clearBufferMethod, (data) => this.onClearBuffer(data));
     room.registerByteStreamHandler(AVATAR_PROTOCOL.audioStreamTopic, (reader, from) => {
-      this.streams = this.streams.then(() => this.readStream(reader, from.identity));
+      // A stream that will be refused is refused now, not queued behind the agent's open segment:
+      // the SDK buffers a stream's chunks until it is read or closed, without bound.
+      if (this.ending) return void reader.close();
+      if (from.identity !== this.options.agentIdentity) return this.refuseStranger(reader, from.identity);
+      this.streams = this.streams
+        .then(() => this.readStream(reader, from.identity))
+        .catch((error: unknown) => {
+          // readStream handles its own faults; were one to escape, the next segments must still
+          // be read (a rejected chain skips them all, and the agent waits for their playout).
+          this.refuseStream('stream_failed', error instanceof Error ? error.message : String(error));
+          void reader.close();
+        });
     });
     room
       .on(RoomEvent.ParticipantDisconnected, (p: RemoteParticipant) => {
@@ -185,6 +196,13 @@ export class LiveKitAvatarWorker {
     const frames = this.options.face.frames.pipe(map((frame) => this.onFrame(frame)));
     const face = this.options.face;
     this.publication = await publishFramesToRoom(room, frames, { simulcast: false, audioQueueMs: this.settings.audioQueueMs, videoDelayFrames: this.settings.videoDelayFrames, videoSize: { width: face.width - (face.width % 2), height: face.height - (face.height % 2) } });
+    if (this.ending) {
+      // Ended while publishing started (the agent left, the room closed): `finish` found no
+      // publication to stop, and no timer may be set now (the time limit would hold the worker
+      // for its full hour).
+      await this.publication.stop().catch(() => undefined);
+      return;
+    }
     void this.publication.ended.then(() => this.finish('face_ended'));
     this.timers.push(setTimeout(() => void this.finish('time_limit'), this.settings.maxDurationMs));
     if (!room.remoteParticipants.has(this.options.agentIdentity)) {
@@ -219,13 +237,14 @@ export class LiveKitAvatarWorker {
     return out;
   }
 
+  /** Only the agent speaks through its avatar; a stranger's stream is not a segment of the agent's. */
+  private refuseStranger(reader: ByteStreamReader, from: string): void {
+    this.refuseStream('not_the_agent', `an lk.audio_stream from ${from}, who is not the agent ${this.options.agentIdentity}`);
+    void reader.close();
+  }
+
   private async readStream(reader: ByteStreamReader, from: string): Promise<void> {
     if (this.ending) return void reader.close();
-    if (from !== this.options.agentIdentity) {
-      // Only the agent speaks through its avatar; a stranger's stream is not a segment of the agent's.
-      this.refuseStream('not_the_agent', `an lk.audio_stream from ${from}, who is not the agent ${this.options.agentIdentity}`);
-      return void reader.close();
-    }
     const face = this.options.face;
     const segment = this.playback.openSegment();
     this.stats.segments++;
@@ -280,6 +299,8 @@ export class LiveKitAvatarWorker {
     if (data.callerIdentity !== this.options.agentIdentity) {
       throw new RpcError(AVATAR_RPC_ERRORS.notTheAgent, `only ${this.options.agentIdentity} may clear this avatar's buffer`);
     }
+    // Ending: nothing plays any more, and the audio source may be closed already.
+    if (this.ending) return 'ok';
     const at = performance.now();
     this.stats.clears++;
     this.stats.lastClearAtMs = Date.now();
@@ -316,14 +337,15 @@ export class LiveKitAvatarWorker {
   private finish(reason: AvatarWorkerEndReason): Promise<void> {
     this.ending ??= (async () => {
       for (const timer of this.timers.splice(0)) clearTimeout(timer);
-      this.options.face.close();
-      if (this.publication) await this.publication.stop().catch(() => undefined);
+      // No new segment or clear from here on (the handlers would reach a closed audio source).
       try {
         this.joined.room.unregisterByteStreamHandler(AVATAR_PROTOCOL.audioStreamTopic);
         this.joined.participant.unregisterRpcMethod(AVATAR_PROTOCOL.clearBufferMethod);
       } catch {
         // the room is gone already
       }
+      this.options.face.close();
+      if (this.publication) await this.publication.stop().catch(() => undefined);
       await this.joined.leave();
       this.resolveEnded(reason);
     })();
