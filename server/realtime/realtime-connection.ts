@@ -96,6 +96,8 @@ export class RealtimeConnection {
   private readonly openedAt: number;
   /** Set once frames go to a WebRTC room instead of this socket. */
   private publication: { close(): void | Promise<void> } | undefined;
+  /** A `webrtc` request is being published (set before its first await). */
+  private publishing = false;
   /** This session's share of the process's capacity. */
   private lease: Lease | undefined;
   private stopWatchingKey: (() => void) | undefined;
@@ -332,8 +334,12 @@ export class RealtimeConnection {
   }
 
   private async startWebRTC(session: FaceSession, settings: WebRTCSettings): Promise<void> {
-    if (this.publication) return this.error('webrtc_failed', 'this session already publishes to a room', false);
+    // Publishing counts from the request, not from its answer: a second `webrtc` sent while the
+    // first still joins (a LiveKit join takes a while) would otherwise start a second
+    // publication, with its own encoders, that nothing closes.
+    if (this.publication || this.publishing) return this.error('webrtc_failed', 'this session already publishes to a room', false);
     if (!this.deps.publishAvatar) return this.error('webrtc_failed', 'direct WebRTC is not available on this server', false);
+    this.publishing = true;
     try {
       const published = await this.deps.publishAvatar(session.frames, settings, { livekitAllowedRanges: this.deps.livekitAllowedRanges });
       if (this.closed) return void published.close();
@@ -344,6 +350,8 @@ export class RealtimeConnection {
       const cause = err instanceof Error && err.cause !== undefined ? err.cause : undefined;
       this.deps.log('realtime.webrtc_failed', { session_id: this.sessionId, error: errorMessage(err), cause: cause instanceof Error ? cause.message : cause === undefined ? undefined : String(cause) });
       this.error('webrtc_failed', `could not publish to the room: ${errorMessage(err)}`, false);
+    } finally {
+      this.publishing = false;
     }
   }
 

@@ -58,6 +58,24 @@ test.serial('a session publishes into an embedded room of this server and stops 
   t.is(rooms.rooms.get(created.room)?.publisherId, null);
 });
 
+test.serial('two webrtc requests at once publish once: the second is refused while the first still joins', async (t) => {
+  const first = rooms.rooms.createRoom();
+  const second = rooms.rooms.createRoom();
+  const c = open();
+  t.teardown(() => c.ws.close());
+  await c.next(isReady);
+  // Two rooms, so that no room refuses the second itself (a room takes one publisher): the session must.
+  c.ws.send(JSON.stringify({ type: 'webrtc', settings: { provider: 'embedded', room: first.room, token: first.publisherToken } }));
+  c.ws.send(JSON.stringify({ type: 'webrtc', settings: { provider: 'embedded', room: second.room, token: second.publisherToken } }));
+  t.like(await c.next((m) => m.type === 'error'), { code: 'webrtc_failed', fatal: false, message: 'this session already publishes to a room' });
+  const connected = await c.next((m) => m.type === 'webrtc_connected');
+  t.like(connected, { room: first.room });
+  t.is(c.messages.filter((m) => m.type === 'webrtc_connected').length, 1);
+  t.is(rooms.rooms.get(second.room)?.publisherId, null, 'nothing published into the second room');
+  c.ws.close();
+  await until(() => !rooms.rooms.get(first.room)?.publisherId, { timeoutMs: 5000, intervalMs: 20, what: "the first room's publisher slot to be freed" });
+});
+
 test.serial('a wrong room token or an unknown room is webrtc_failed; the session keeps its frames on the socket', async (t) => {
   const created = rooms.rooms.createRoom();
   const c = open();
