@@ -25,6 +25,16 @@ test.after.always(async () => {
   await dispose();
 });
 
+/**
+ * Listeners on rtc-node's process-wide FFI event emitter (`FfiClient.instance`, kept on
+ * globalThis): every Room, source and stream adds one and must take it off when it ends, or the
+ * events of every later room run through it (a leak that grows with the sessions served).
+ */
+function ffiListeners(): number {
+  const client = (globalThis as { _ffiClientInstance?: { listenerCount(event: string): number } })._ffiClientInstance;
+  return client?.listenerCount('ffi_event') ?? 0;
+}
+
 async function token(fake: LiveKitServerFake, identity: string, grant: VideoGrant): Promise<string> {
   const at = new AccessToken(fake.apiKey, fake.apiSecret, { identity, ttl: 600 });
   at.addGrant(grant);
@@ -85,6 +95,7 @@ async function visitor(fake: LiveKitServerFake, room: string, identity: string) 
 }
 
 test.serial('the bot hears a visitor through the SFU as input-audio frames at the pipeline rate, and messages go both ways', async (t) => {
+  const listenersBefore = ffiListeners();
   const fake = await startLiveKitServerFake();
   t.teardown(() => fake.close());
   const room = 'room-input-1';
@@ -162,9 +173,12 @@ test.serial('the bot hears a visitor through the SFU as input-audio frames at th
   t.true(bot.closed);
   t.is(bot.sendMessage({ type: 'late' }), 0, 'nothing is sent once closed');
   await until(() => fake.inRoom(room).length === 0, { ...ROOM_WAIT, what: 'the bot left the room' });
+  // Nothing of either participant stays on the SDK's process-wide emitter.
+  await until(() => ffiListeners() <= listenersBefore, { ...ROOM_WAIT, what: () => `the FFI listeners back to ${listenersBefore} (${ffiListeners()})` });
 });
 
-test.serial('a visitor already in the room when the bot joins is reported and heard', async (t) => {
+test.serial('a visitor already in the room when the bot joins is reported and heard; the bot leaving first ends its streams', async (t) => {
+  const listenersBefore = ffiListeners();
   const fake = await startLiveKitServerFake();
   t.teardown(() => fake.close());
   const room = 'room-input-2';
@@ -186,6 +200,14 @@ test.serial('a visitor already in the room when the bot joins is reported and he
   await until(() => heard.length > 20, { ...ROOM_WAIT, what: 'audio of the visitor who was there first' });
   t.true(heard.every((rate) => rate === 16_000), 'read at the default 16 kHz');
   await until(() => bot.subscribers()[0]?.peerState === 'connected', { ...ROOM_WAIT, what: 'connected once its microphone is subscribed' });
+
+  // The bot leaves first (a session limit, say), then the visitor: every FFI listener of theirs
+  // goes, the bot's microphone stream's included (its native side ends it with the room; the
+  // bot also cancels it through its reader).
+  const listenersWithBoth = ffiListeners();
+  await bot.close();
+  await v.leave();
+  await until(() => ffiListeners() <= listenersBefore, { ...ROOM_WAIT, what: () => `the FFI listeners back to ${listenersBefore} (${ffiListeners()}, ${listenersWithBoth} with both in the room)` });
 });
 
 test.serial('the bot leaves on close and its room being deleted ends it', async (t) => {

@@ -159,6 +159,11 @@ export async function startPinnedRelay(target: LiveKitTarget, options: PinnedRel
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
   });
+  // Listening: the one-shot listener above is spent on nothing, and a later server error (an
+  // accept failing when the process is out of file descriptors) without a listener would be an
+  // uncaught exception. That connection is lost; the relay and the process go on.
+  server.removeAllListeners('error');
+  server.on('error', () => undefined);
   const { port } = server.address() as { port: number };
   return {
     url: `ws://127.0.0.1:${port}${target.url.pathname === '/' ? '' : target.url.pathname}${target.url.search}`,

@@ -24,6 +24,7 @@ import { resolveOptions } from '../../core/options.ts';
 import { Subject, type Observable } from 'rxjs';
 import {
   AudioStream,
+  type AudioFrame,
   RoomEvent,
   TrackKind,
   TrackSource,
@@ -95,7 +96,12 @@ export function parseLiveKitClientMessage(payload: Uint8Array): { message: Reado
 interface Visitor {
   readonly identity: string;
   state: RTCPeerConnectionState | 'none';
-  readonly streams: Set<AudioStream>;
+  /**
+   * The readers of its microphone streams. A stream is cancelled through its reader: `cancel()` on
+   * the locked stream itself only rejects (the Streams standard), so it never reached the SDK's
+   * teardown (its FFI listener, its native handle); the native side's end of stream did.
+   */
+  readonly readers: Set<ReadableStreamDefaultReader<AudioFrame>>;
   windowStart: number;
   windowCount: number;
 }
@@ -253,7 +259,7 @@ export class LiveKitBotRoom {
 
   private onJoined(p: RemoteParticipant): void {
     if (this.visitors.has(p.identity) || this.shut) return;
-    this.visitors.set(p.identity, { identity: p.identity, state: 'none', streams: new Set(), windowStart: 0, windowCount: 0 });
+    this.visitors.set(p.identity, { identity: p.identity, state: 'none', readers: new Set(), windowStart: 0, windowCount: 0 });
     this.presence.next({ type: 'joined', participantId: p.identity });
   }
 
@@ -268,7 +274,7 @@ export class LiveKitBotRoom {
     const v = this.visitors.get(identity);
     if (!v) return;
     this.visitors.delete(identity);
-    for (const stream of v.streams) void stream.cancel().catch(() => undefined);
+    for (const reader of v.readers) void reader.cancel().catch(() => undefined);
     this.presence.next({ type: 'left', participantId: identity, reason });
   }
 
@@ -278,13 +284,13 @@ export class LiveKitBotRoom {
     this.onJoined(p);
     const visitor = this.visitors.get(p.identity)!;
     const stream = new AudioStream(track, { sampleRate: this.settings.audioSampleRate, numChannels: 1 });
-    visitor.streams.add(stream);
+    const reader = stream.getReader();
+    visitor.readers.add(reader);
     this.reached(p.identity);
-    void this.read(p.identity, stream).finally(() => visitor.streams.delete(stream));
+    void this.read(p.identity, reader).finally(() => visitor.readers.delete(reader));
   }
 
-  private async read(identity: string, stream: AudioStream): Promise<void> {
-    const reader = stream.getReader();
+  private async read(identity: string, reader: ReadableStreamDefaultReader<AudioFrame>): Promise<void> {
     try {
       for (;;) {
         const { done, value } = await reader.read();
@@ -295,6 +301,9 @@ export class LiveKitBotRoom {
     } catch {
       // the track ended under the reader (participant gone, room closed)
     } finally {
+      // Ended early (the bot closing) or by the track: cancelling detaches the stream from the
+      // SDK's event emitter and frees its native handle (a no-op on a stream already done).
+      await reader.cancel().catch(() => undefined);
       reader.releaseLock();
     }
   }
