@@ -92,13 +92,16 @@ function jwtClaims(token: string): Record<string, unknown> | null {
 }
 
 /**
- * The room to release (`POST /v1/public/agents/connect/{room}`): an embedded room_url's `room`
- * parameter; for LiveKit the `video.room` grant of the join token.
+ * The room to release (`POST /v1/public/agents/connect/{room}`): the room_url's `room` parameter
+ * (embedded rooms, and LiveKit rooms from this server since 2026-11-29); for a LiveKit room_url
+ * without one (an older server), the `video.room` grant of the join token.
  */
 export function roomNameOf(grant: { readonly room_url: string; readonly token: string }): string | null {
   const kind = roomKind(grant.room_url);
   if (kind === 'embedded') return new URL(grant.room_url).searchParams.get('room');
   if (kind === 'livekit') {
+    const named = new URL(grant.room_url).searchParams.get('room');
+    if (named) return named;
     const video = jwtClaims(grant.token)?.video as { room?: unknown } | undefined;
     return typeof video?.room === 'string' && video.room ? video.room : null;
   }

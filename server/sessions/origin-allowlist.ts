@@ -2,14 +2,28 @@
  * The Session API's hostname allowlist (spec "Authentication" 4). The request's `Origin` is
  * parsed as a browser sends it (`scheme://host[:port]`, nothing else) and its hostname compared
  * with the agent's `allowed_hostnames` exactly, case-insensitively: no subdomain, prefix or
- * suffix inference. `*` admits every origin and requests without one; an empty or absent list
- * admits nobody. Anything that is not a plain origin (`null`, userinfo, a path, a query, a
- * fragment, a non-web scheme, several values) is refused.
+ * suffix inference. `*` admits every origin, as the spec says (the opaque `null` of sandboxed
+ * frames and `file:` pages, and other schemes' origins such as a browser extension's, included),
+ * and requests without one; an empty or absent list admits nobody. A list of hostnames admits
+ * only plain web origins. Anything that is not an origin at all (userinfo, a path, a query, a
+ * fragment, several values, a non-canonical host) is refused, even by `*`.
  */
 
 export type OriginDecision = { readonly allowed: true; readonly hostname: string | null } | { readonly allowed: false; readonly reason: string };
 
 const ORIGIN_SHAPE = /^(https?):\/\/([^/?#@\s\\]+)$/i;
+/** The serialisation of a tuple origin of any scheme (`chrome-extension://<id>`): scheme, `://`, a bare host[:port]. */
+const ANY_SCHEME_ORIGIN = /^[a-z][a-z0-9+.-]*:\/\/[a-z0-9.-]+(?::\d{1,5})?$/i;
+
+/**
+ * Whether `origin` is an origin a browser may send that `*` admits: the opaque `null`, a plain
+ * web origin, or another scheme's origin (a browser extension's). Not a list, path or userinfo.
+ */
+function isAnyOrigin(origin: string): boolean {
+  if (origin === 'null') return true;
+  if (/^https?:/i.test(origin)) return originHostname(origin) !== null;
+  return ANY_SCHEME_ORIGIN.test(origin);
+}
 
 /** The hostname of a well-formed web origin (lower case, IPv6 without brackets), or null. */
 export function originHostname(origin: string): string | null {
@@ -37,9 +51,11 @@ export function checkOrigin(allowedHostnames: readonly string[] | null | undefin
   if (origin === undefined) {
     return wildcard ? { allowed: true, hostname: null } : { allowed: false, reason: 'requests without an Origin header are admitted only by `*`' };
   }
+  if (wildcard) {
+    return isAnyOrigin(origin) ? { allowed: true, hostname: originHostname(origin) } : { allowed: false, reason: 'the Origin header is not an origin' };
+  }
   const hostname = originHostname(origin);
   if (hostname === null) return { allowed: false, reason: 'the Origin header is not a plain web origin' };
-  if (wildcard) return { allowed: true, hostname };
   const bare = (h: string) => h.replace(/^\[(.*)\]$/, '$1');
   return allowed.some((h) => bare(h) === hostname)
     ? { allowed: true, hostname }

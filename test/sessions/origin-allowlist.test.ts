@@ -35,11 +35,11 @@ test('`*` admits any well-formed origin and requests without Origin; nothing els
   t.false(allow(['example.com'], undefined));
 });
 
-test('null, userinfo, paths, queries, fragments, other schemes and lists of origins are refused', (t) => {
+test('userinfo, paths, queries, fragments, lists and non-canonical hosts are not origins: refused, even by `*`', (t) => {
   const tricks = [
-    'null', '', ' ', 'https://example.com/', 'https://example.com/path', 'https://example.com?x=1', 'https://example.com#f',
+    '', ' ', 'https://example.com/', 'https://example.com/path', 'https://example.com?x=1', 'https://example.com#f',
     'https://user@example.com', 'https://user:pw@example.com', 'https://evil.net@example.com', 'https://example.com@evil.net',
-    'ftp://example.com', 'file://example.com', 'javascript://example.com', 'example.com', '//example.com',
+    'example.com', '//example.com', 'chrome-extension://abc/page', 'chrome-extension://a@b', 'Null', 'null, null',
     'https://example.com, https://evil.net', 'https://example.com https://evil.net', 'https://exam ple.com',
     'https://example.com\\@evil.net', 'https://%65xample.com', 'https://example.com:99999',
   ];
@@ -47,6 +47,14 @@ test('null, userinfo, paths, queries, fragments, other schemes and lists of orig
     t.false(allow(['example.com'], origin), origin);
     // `*` admits any origin, but not something that is not an origin at all.
     t.false(allow(['*'], origin), `* ${origin}`);
+  }
+});
+
+test('`*` admits every origin, as the spec says: the opaque null (sandboxed frames, file: pages) and other schemes; a hostname list admits none of them', (t) => {
+  for (const origin of ['null', 'chrome-extension://abcdefghijklmnop', 'moz-extension://4b1f0c2e-1d2a-4f5b-9c3d-7e8f9a0b1c2d', 'ftp://example.com', 'file://example.com']) {
+    t.true(allow(['*'], origin), `* ${origin}`);
+    t.deepEqual(checkOrigin(['*'], origin), { allowed: true, hostname: null }, origin);
+    t.false(allow(['example.com'], origin), origin);
   }
 });
 

@@ -194,7 +194,9 @@ test.serial('the allowlist through real Origin headers: exact hostnames, *, none
   }
   await expect(open, 'https://anything.example', 200);
   await expect(open, undefined, 200);
-  await expect(open, 'null', 403);
+  // `*` admits every origin (spec, Authentication 4): the opaque null of a sandboxed frame too; not a non-origin.
+  await expect(open, 'null', 200);
+  await expect(open, 'https://anything.example/path', 403);
   for (const agentId of [privateEmpty, privateNull]) {
     await expect(agentId, 'https://shop.example.com', 403);
     await expect(agentId, undefined, 403);

@@ -18,7 +18,7 @@ import { holdsWithin, until } from '../../testing/until.ts';
 import { startLiveKitServerFake, type LiveKitServerFake } from '../fakes/livekit-server.ts';
 import { concat } from '../../core/audio.ts';
 import { longestQuietStretchMs, recognise, regionMotion, speech, tailHeard } from './conversation-audio.ts';
-import { startSessionServer, type SessionTestServer } from './session-harness.ts';
+import { roomOf, startSessionServer, type SessionTestServer } from './session-harness.ts';
 
 const GREETING = 'Welcome to the space station tour.';
 const voice = new LocalTTSService();
@@ -63,7 +63,9 @@ test.serial('a visitor talks to a published agent in a LiveKit room through the 
   });
   const res = await s.connect({ agent_id: agentId, client_user_ref: 'visitor-42' }, { origin: 'https://tour.example.org' });
   t.is(res.status, 200, `${res.text}: ${await failureOf(agentId)}`);
-  t.is(res.body.room_url, fake.url, 'the room is on the deployment LiveKit server');
+  const roomUrl = new URL(res.body.room_url);
+  t.is(`${roomUrl.protocol}//${roomUrl.host}`, fake.url, 'the room is on the deployment LiveKit server');
+  t.regex(roomOf(res.body.room_url), /^s_/, 'the room to release is named in the room_url (spec: "the room name taken from the room_url")');
   t.true(fake.roomApiRequests.includes('CreateRoom'), 'created through the room API');
   const visitor = await LiveKitVisitor.join(res.body.room_url, res.body.token);
   const audio: { at: number; pcm: Int16Array; rate: number }[] = [];
@@ -131,6 +133,7 @@ test.serial('a visitor talks to a published agent in a LiveKit room through the 
 
     t.log(`picture at the end of the conversation: ${visitor.videoSize?.width}x${visitor.videoSize?.height} after ${visitor.videoFrames} frames`);
     // The visitor releases (the widget's hang-up); the session ends and is recorded, the room deleted.
+    t.is(roomOf(res.body.room_url), visitor.roomName, 'the room_url names the room the visitor joined');
     const released = await s.release(visitor.roomName);
     t.deepEqual(released.body, { released: 1 });
     await until(() => visitor.ofType('session-ended').length === 1, { timeoutMs: 10_000, intervalMs: 20, what: 'session-ended at the visitor (before the bot leaves)' });

@@ -167,9 +167,9 @@ test.serial('a full conversation in a LiveKit room: the SDK loaded on demand, gr
     t.like(connected.detail, { outcome: 'success', phase: 'connect', faultDomain: 'unknown', agentId, httpStatus: 200, widgetVersion: WIDGET_VERSION });
     const sessionId = connected.detail.sessionId as string;
     t.truthy(grant);
-    t.is(grant!.room_url, fake.url, 'the Session API named the LiveKit server');
-    t.deepEqual(requests.filter((u) => u.includes('livekit-client.js')), [`${server.url}${MODULE_PATH}`], 'the LiveKit module, once, from beside the widget script');
     const room = roomOfToken(grant!.token);
+    t.is(grant!.room_url, `${fake.url}/?room=${room}`, 'the Session API named the LiveKit server, and the room in its room_url');
+    t.deepEqual(requests.filter((u) => u.includes('livekit-client.js')), [`${server.url}${MODULE_PATH}`], 'the LiveKit module, once, from beside the widget script');
     const visitor = fake.inRoom(room).find((p) => p.identity.startsWith('user-'));
     t.truthy(visitor, 'the page joined the LiveKit room');
     t.is(visitor!.query.sdk, 'js', 'with LiveKit\'s JavaScript SDK');
@@ -221,7 +221,7 @@ test.serial('a full conversation in a LiveKit room: the SDK loaded on demand, gr
     t.true(visitor!.dataSent.some((d) => d.topic === LIVEKIT_SESSION_TOPIC && d.kind === 'reliable'), 'the page sent session messages as reliable data packets');
     t.true(visitor!.tracks.some((tr) => tr.type === 'audio' && tr.received), 'the microphone track reached the SFU');
 
-    // Hang-up: ended_by_visitor, the session released with the room of the token.
+    // Hang-up: ended_by_visitor, the session released with the room the room_url names.
     const before = server.releases.length;
     await clickButton(page, 'Hang up');
     const ended = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'session outcome');
@@ -229,7 +229,7 @@ test.serial('a full conversation in a LiveKit room: the SDK loaded on demand, gr
     t.deepEqual((await events(page)).filter((e: RecordedEvent) => e.name === 'SvcSessionOutcome').map((e) => `${e.detail.phase}:${e.detail.outcome}`), ['connect:success', 'session:ended_by_visitor']);
     t.like(await widgetView(page), { view: 'ended', video: 'off' });
     await until(async () => server.releases.length > before, { timeoutMs: 10_000, intervalMs: 100, what: 'the release request' });
-    t.is(server.releases.at(-1)!.room, room, 'released with the room of the token\'s video.room grant');
+    t.is(server.releases.at(-1)!.room, room, 'released with the room the room_url names');
     const record = await callEnded(agentId, sessionId);
     t.true(['client_hung_up', 'client_released'].includes(record.termination_reason), record.termination_reason);
     t.is(record.metadata.room_provider, 'livekit');

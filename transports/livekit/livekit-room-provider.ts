@@ -71,7 +71,7 @@ export class LiveKitRoomProvider implements RoomProvider {
     return {
       provider: 'livekit',
       room,
-      roomUrl: this.options.url,
+      roomUrl: roomUrlOf(this.options.url, room),
       subscriberToken,
       publisherSettings: { provider: 'livekit', url: this.options.url, token: publisherToken },
       expiresAtMs: this.clock.now() + ttlMs,
@@ -93,4 +93,17 @@ export class LiveKitRoomProvider implements RoomProvider {
     token.addGrant({ roomJoin: true, room, ...grant });
     return token.toJwt();
   }
+}
+
+/**
+ * The Session's `room_url` for a LiveKit room: the server's URL with the room's name as its `room`
+ * parameter, as an embedded room's URL carries it, so that a client finds the room to release
+ * (`POST /v1/public/agents/connect/{room}`, "the room name taken from the room_url") in the URL,
+ * as the spec says. LiveKit's SDKs keep a URL's parameters when they add their own (`/rtc?...`),
+ * and the server ignores parameters it does not know.
+ */
+export function roomUrlOf(serverUrl: string, room: string): string {
+  const url = new URL(serverUrl);
+  url.searchParams.set('room', room);
+  return url.toString();
 }

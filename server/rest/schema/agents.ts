@@ -72,7 +72,7 @@ const AGENT_FIELD = {
   max_concurrency: '-1 (unbounded) or 1 to 100 simultaneous sessions.',
   auth_enabled: 'Whether sessions need the agent auth secret.',
   auth_secret_set: 'Whether an auth secret is stored.',
-  allowed_hostnames: 'Hostnames whose pages may start sessions (exact match on the Origin hostname, `*` for any), or null: private, API key only.',
+  allowed_hostnames: 'Hostnames whose pages may start sessions (exact match on the Origin hostname, `*` for any), null or an empty list: private, no session can be started.',
   tools: 'Functions the language model may call (at most 64).',
   created_at: 'Creation time.',
   updated_at: 'Last modification time.',
