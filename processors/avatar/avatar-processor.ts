@@ -127,11 +127,9 @@ export class AvatarProcessor extends FrameProcessor {
     this.subscription = undefined;
     this.session = undefined;
     if (this.finished) return;
-    // The turn that was playing never finishes now: the output stops speaking with it.
-    const stop = this.heldStop;
+    // Its turns will never play out now: the fatal error ends the pipeline (the worker cancels it).
     this.heldStop = undefined;
     this.playout.length = 0;
-    if (stop) this.push(stop);
     this.pushError(`the face stopped rendering: ${err instanceof Error ? err.message : String(err)}`, { fatal: true, code: 'face_failed', cause: err });
   }
 
