@@ -7,7 +7,7 @@
  * relay on the root link for its signalling and room API (its media goes straight to the fake's
  * address on that link), as a deployment's LiveKit server is reached over its network.
  *
- * One session, end to end: connect through the API process, room_url is the LiveKit server and
+ * One session, end to end: connect through the API process, room_url is the LiveKit server (naming the room) and
  * the room was made through its room API, the bot is the runner's (its participant in the room),
  * the visitor (the real rtc-node SDK) gets the face and hears the greeting, and release through
  * the API ends the call `client_released` and takes the bot out of the room.
@@ -59,7 +59,8 @@ test.serial('a runner with LiveKit settings: the session room is on the LiveKit 
     t.fail(`connect ${connected.status} ${JSON.stringify(connected.body)}; the call: ${JSON.stringify(failed)}; LiveKit API requests ${JSON.stringify(fake.roomApiRequests)}, participants ${JSON.stringify(fake.participants.map((p) => p.identity))}; the runner: ${f.runners.get('lk1')!.proc.output.split('\n').slice(-12).join(' | ')}; API: ${f.apis[0]!.proc.output.split('\n').filter((l) => /error|fail|warn/i.test(l)).slice(-5).join(' | ')}`);
     return;
   }
-  t.is(connected.body.room_url, livekitUrl, 'room_url is the LiveKit server');
+  const roomUrl = new URL(connected.body.room_url);
+  t.is(`${roomUrl.origin}${roomUrl.pathname}`, livekitUrl, 'room_url is the LiveKit server');
   t.true(fake.roomApiRequests.includes('CreateRoom'), 'the room was made through the LiveKit room API');
   const visitor = await LiveKitVisitor.join(connected.body.room_url, connected.body.token);
   try {
@@ -74,7 +75,8 @@ test.serial('a runner with LiveKit settings: the session room is on the LiveKit 
     const heard = await holdsWithin(() => visitor.audibleMs(0) > 500, { timeoutMs: 30_000, intervalMs: 50 });
     t.true(heard, `the greeting is heard (${visitor.audibleMs(0)} ms audible)`);
 
-    // Released through the API process by its room (the LiveKit room_url names no room: the visitor's SDK knows it).
+    // Released through the API process by its room, the one the room_url names (spec: "taken from the room_url").
+    t.is(roomUrl.searchParams.get('room'), visitor.roomName, 'the room_url names the room the visitor joined');
     const res = await fetch(`${f.apis[0]!.url}/v1/public/agents/connect/${encodeURIComponent(visitor.roomName)}`, { method: 'POST' });
     f.started.delete(connected.body.room_url);
     t.like(await res.json(), { released: 1 });

@@ -33,8 +33,8 @@ test('livekit: creates the room through the API and mints tokens with the right 
   const provider = new LiveKitRoomProvider({ url: api.url, apiKey: KEY, apiSecret: SECRET, tokenTtlMs: 120_000 });
   const room = await provider.createRoom();
   t.deepEqual(api.createdRooms.get(room.room), { name: room.room, emptyTimeout: 60, maxParticipants: 4 });
-  t.is(room.roomUrl, api.url);
-  t.is(room.publisherSettings.provider, 'livekit');
+  t.is(room.roomUrl, `${api.url}/?room=${room.room}`, 'the server, naming the room (the spec takes the room to release from the room_url)');
+  t.like(room.publisherSettings, { provider: 'livekit', url: api.url }, 'the bot joins the server itself');
   const verifier = new TokenVerifier(KEY, SECRET);
   const avatar = await verifier.verify(room.publisherSettings.token);
   t.is(avatar.sub, `avatar-${room.room}`);
