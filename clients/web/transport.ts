@@ -98,12 +98,9 @@ function jwtClaims(token: string): Record<string, unknown> | null {
  */
 export function roomNameOf(grant: { readonly room_url: string; readonly token: string }): string | null {
   const kind = roomKind(grant.room_url);
-  if (kind === 'embedded') return new URL(grant.room_url).searchParams.get('room');
-  if (kind === 'livekit') {
-    const named = new URL(grant.room_url).searchParams.get('room');
-    if (named) return named;
-    const video = jwtClaims(grant.token)?.video as { room?: unknown } | undefined;
-    return typeof video?.room === 'string' && video.room ? video.room : null;
-  }
-  return null;
+  if (kind === null) return null;
+  const named = new URL(grant.room_url).searchParams.get('room');
+  if (named || kind === 'embedded') return named;
+  const video = jwtClaims(grant.token)?.video as { room?: unknown } | undefined;
+  return typeof video?.room === 'string' && video.room ? video.room : null;
 }

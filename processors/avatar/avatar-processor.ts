@@ -38,6 +38,7 @@ import { StreamResampler, concat } from '../../core/audio.ts';
 import { frame, type Direction, type Frame, type PhonemeTiming, type WordTiming } from '../../core/frames.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
 import type { Clock } from '../../core/clock.ts';
+import { errorMessage } from '../../core/error-message.ts';
 import { FACE_TIMING, type FaceFrame, type FaceSession } from './face-model.ts';
 
 /** Opens a face session on the pipeline's clock (in-process model or remote client). */
@@ -124,13 +125,12 @@ export class AvatarProcessor extends FrameProcessor {
 
   /** The face's frames ended in an error: this pipeline cannot go on without its face, so it ends (fatal). */
   private onFaceFailed(err: unknown): void {
-    this.subscription = undefined;
-    this.session = undefined;
+    this.release();
     if (this.finished) return;
     // Its turns will never play out now: the fatal error ends the pipeline (the worker cancels it).
     this.heldStop = undefined;
     this.playout.length = 0;
-    this.pushError(`the face stopped rendering: ${err instanceof Error ? err.message : String(err)}`, { fatal: true, code: 'face_failed', cause: err });
+    this.pushError(`the face stopped rendering: ${errorMessage(err)}`, { fatal: true, code: 'face_failed', cause: err });
   }
 
   protected override async onEnd(): Promise<void> {

@@ -11,41 +11,29 @@
  * this session's). Time bounds only catch hangs.
  */
 import test from 'ava';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { RealClock, type Clock } from '../../core/clock.ts';
 import { Registry } from '../../core/registry.ts';
 import { BotRunner } from '../../agent/bot-runner.ts';
 import type { AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import { AGENT_DEFAULTS } from '../../server/services/agent-defaults.ts';
-import { attachRoomSignalling, type RoomSignalling } from '../../server/rooms/room-signalling.ts';
 import { FaceRenderPool, HumanFaceModel } from '../../plugins/face/index.ts';
 import { localPlugin } from '../../plugins/local/index.ts';
-import { EmbeddedRoomProvider, RoomRegistry } from '../../transports/webrtc/index.ts';
 import { RoomVisitor } from '../agent/room-visitor.ts';
 import { holdsWithin, until } from '../../testing/until.ts';
+import { startEmbeddedSignalling, type EmbeddedSignalling } from '../support/embedded-signalling.ts';
 
 const registry = new Registry().use(localPlugin);
 const pool = new FaceRenderPool({ threads: 1, idleShutdownMs: 60_000 });
 const faceModel = new HumanFaceModel('human-portrait', { renderPool: pool });
-const rooms = new RoomRegistry();
-let http: Server;
-let signalling: RoomSignalling;
-let provider: EmbeddedRoomProvider;
+let world: EmbeddedSignalling;
 
 test.before(async () => {
-  http = createServer((_req, res) => res.writeHead(404).end());
-  signalling = attachRoomSignalling(http, { rooms });
-  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
-  provider = new EmbeddedRoomProvider(rooms, { signalUrl: `ws://127.0.0.1:${(http.address() as AddressInfo).port}/v1/rooms/signal` });
+  world = await startEmbeddedSignalling();
 });
 
 test.after.always(async () => {
-  rooms.closeAll();
+  await world?.close();
   await pool.close();
-  await signalling?.close();
-  http?.closeAllConnections();
-  await new Promise<void>((resolve) => http?.close(() => resolve()));
 });
 
 const record = {
@@ -63,17 +51,17 @@ test('a session whose face stops rendering ends with pipeline_error (face_failed
     registry,
     providers: { stt: 'local', llm: 'local', vad: 'local' },
     openFace: (_agent, c: Clock, limits) => faceModel.openSession({ configuration: { width: 256, height: 144 }, imageFormat: limits.imageFormat }, c),
-    rooms,
+    rooms: world.rooms,
     logger: { info: () => undefined, warn: () => undefined },
     timeouts: { joinDeadlineMs: 20_000, departureGraceMs: 20_000, subscribeWaitMs: 5_000, clientReadyWaitMs: 60_000, stopTimeoutMs: 5_000 },
     tuning: { clock },
   });
-  const room = await provider.createRoom();
+  const room = await world.provider.createRoom();
   const running = await bot.start({ sessionId: `s_${room.room}`, callId: 'c1', agent: record, clientUserRef: null, room });
   const visitor = await RoomVisitor.join(room.roomUrl, room.subscriberToken);
   t.teardown(() => {
     visitor.close();
-    rooms.closeRoom(room.room);
+    world.rooms.closeRoom(room.room);
   });
   await until(() => visitor.connectionState === 'connected', { timeoutMs: 15_000, intervalMs: 20, what: 'the visitor to connect' });
   visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });

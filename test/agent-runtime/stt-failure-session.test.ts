@@ -9,46 +9,34 @@
  * against its wire fake. Time bounds only catch hangs.
  */
 import test from 'ava';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { RealClock, type Clock } from '../../core/clock.ts';
 import { Registry } from '../../core/registry.ts';
 import type { FaceModel } from '../../processors/avatar/face-model.ts';
 import { BotRunner } from '../../agent/bot-runner.ts';
 import type { AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import { AGENT_DEFAULTS } from '../../server/services/agent-defaults.ts';
-import { attachRoomSignalling, type RoomSignalling } from '../../server/rooms/room-signalling.ts';
 import { deepgramPlugin } from '../../plugins/deepgram/index.ts';
 import { facePlugin } from '../../plugins/face/index.ts';
 import { localPlugin } from '../../plugins/local/index.ts';
-import { EmbeddedRoomProvider, RoomRegistry } from '../../transports/webrtc/index.ts';
 import { RoomVisitor } from '../agent/room-visitor.ts';
 import { holdsWithin, until } from '../../testing/until.ts';
+import { startEmbeddedSignalling, type EmbeddedSignalling } from '../support/embedded-signalling.ts';
 import { startDeepgramFake, type DeepgramFake } from '../fakes/deepgram.ts';
 
 const registry = new Registry().use(localPlugin).use(facePlugin).use(deepgramPlugin);
 const faceModel = registry.create<FaceModel>('face', 'human-portrait', {});
-const rooms = new RoomRegistry();
-let http: Server;
-let signalling: RoomSignalling;
-let provider: EmbeddedRoomProvider;
+let world: EmbeddedSignalling;
 let deepgram: DeepgramFake;
 
 test.before(async () => {
-  http = createServer((_req, res) => res.writeHead(404).end());
-  signalling = attachRoomSignalling(http, { rooms });
-  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
-  provider = new EmbeddedRoomProvider(rooms, { signalUrl: `ws://127.0.0.1:${(http.address() as AddressInfo).port}/v1/rooms/signal` });
+  world = await startEmbeddedSignalling();
   // Every connection is cut once 100 ms of audio reached it.
   deepgram = await startDeepgramFake({ dropAfterAudioMs: 100 });
 });
 
 test.after.always(async () => {
-  rooms.closeAll();
-  await signalling?.close();
+  await world?.close();
   await deepgram?.close();
-  http?.closeAllConnections();
-  await new Promise<void>((resolve) => http?.close(() => resolve()));
 });
 
 const record = {
@@ -66,17 +54,17 @@ test('a session whose STT connection keeps closing ends with pipeline_error and 
     registry,
     providers: { stt: 'deepgram', llm: 'local', vad: 'local', options: { 'stt:deepgram': { apiKey: deepgram.apiKey, baseUrl: deepgram.url } } },
     openFace: (_agent, c: Clock, limits) => faceModel.openSession({ configuration: { width: 256, height: 144 }, imageFormat: limits.imageFormat }, c),
-    rooms,
+    rooms: world.rooms,
     logger: { info: () => undefined, warn: () => undefined },
     timeouts: { joinDeadlineMs: 20_000, departureGraceMs: 20_000, subscribeWaitMs: 5_000, clientReadyWaitMs: 60_000, stopTimeoutMs: 5_000 },
     tuning: { clock, sttOptions: { reconnectBaseMs: 20, reconnectMaxMs: 40, reconnectAttempts: 2 } },
   });
-  const room = await provider.createRoom();
+  const room = await world.provider.createRoom();
   const running = await bot.start({ sessionId: `s_${room.room}`, callId: 'c1', agent: record, clientUserRef: null, room });
   const visitor = await RoomVisitor.join(room.roomUrl, room.subscriberToken);
   t.teardown(() => {
     visitor.close();
-    rooms.closeRoom(room.room);
+    world.rooms.closeRoom(room.room);
   });
   await until(() => visitor.connectionState === 'connected', { timeoutMs: 15_000, intervalMs: 20, what: 'the visitor to connect' });
   visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });

@@ -6,8 +6,6 @@
  * runner's options; time bounds only catch hangs.
  */
 import test from 'ava';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { chunkAudio, concat, rms, silence } from '../../core/audio.ts';
 import { RealClock, type Clock } from '../../core/clock.ts';
 import { Registry } from '../../core/registry.ts';
@@ -16,10 +14,10 @@ import { BotRunner, type BotRunnerOptions } from '../../agent/bot-runner.ts';
 import type { AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import type { SessionOutcome } from '../../agent/session-contract.ts';
 import { AGENT_DEFAULTS } from '../../server/services/agent-defaults.ts';
-import { attachRoomSignalling, type RoomSignalling } from '../../server/rooms/room-signalling.ts';
 import { facePlugin } from '../../plugins/face/index.ts';
 import { localPlugin, LocalTTSService } from '../../plugins/local/index.ts';
 import { EmbeddedRoomProvider, RoomRegistry, type AvatarRoom } from '../../transports/webrtc/index.ts';
+import { startEmbeddedSignalling, type EmbeddedSignalling } from '../support/embedded-signalling.ts';
 import { RoomVisitor } from './room-visitor.ts';
 import { holdsWithin, until } from '../../testing/until.ts';
 import { AppendedContextBudget, APPENDED_CONTEXT_LIMITS } from '../../agent/appended-context.ts';
@@ -31,23 +29,17 @@ const registry = new Registry().use(localPlugin).use(facePlugin);
 const faceModel = registry.create<FaceModel>('face', 'human-portrait', {});
 const voice = new LocalTTSService();
 const rooms = new RoomRegistry();
-let http: Server;
-let signalling: RoomSignalling;
+let world: EmbeddedSignalling;
 let provider: EmbeddedRoomProvider;
 
 test.before(async () => {
-  http = createServer((_req, res) => res.writeHead(404).end());
-  signalling = attachRoomSignalling(http, { rooms });
-  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
-  provider = new EmbeddedRoomProvider(rooms, { signalUrl: `ws://127.0.0.1:${(http.address() as AddressInfo).port}/v1/rooms/signal` });
+  world = await startEmbeddedSignalling(rooms);
+  provider = world.provider;
   await voice.warmUp();
 });
 
 test.after.always(async () => {
-  rooms.closeAll();
-  await signalling?.close();
-  http?.closeAllConnections();
-  await new Promise<void>((resolve) => http?.close(() => resolve()));
+  await world?.close();
 });
 
 function agent(overrides: Partial<AgentRuntimeRecord> = {}): AgentRuntimeRecord {

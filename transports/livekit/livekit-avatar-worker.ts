@@ -15,6 +15,7 @@
  */
 import { map } from 'rxjs';
 import { RoomEvent, RpcError, type ByteStreamReader, type RemoteParticipant, type RpcInvocationData } from '@livekit/rtc-node';
+import { errorMessage } from '../../core/error-message.ts';
 import { resolveOptions } from '../../core/options.ts';
 import type { FaceSession } from '../../processors/avatar/face-model.ts';
 import { RoomError } from '../webrtc/room-errors.ts';
@@ -181,7 +182,7 @@ export class LiveKitAvatarWorker {
         .catch((error: unknown) => {
           // readStream handles its own faults; were one to escape, the next segments must still
           // be read (a rejected chain skips them all, and the agent waits for their playout).
-          this.refuseStream('stream_failed', error instanceof Error ? error.message : String(error));
+          this.refuseStream('stream_failed', errorMessage(error));
           void reader.close();
         });
     });
