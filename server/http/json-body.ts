@@ -1,5 +1,6 @@
 import type Router from '@koa/router';
 import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Context, Middleware } from 'koa';
 import { ApiError } from './api-error.ts';
 
@@ -126,7 +127,37 @@ export async function readJsonBody(ctx: Context, maxBytes: number, policy: BodyP
  */
 function tooLarge(ctx: Context, maxBytes: number): ApiError {
   ctx.set('Connection', 'close');
+  lingerOnClose(ctx.req.socket);
   return new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`, { max_bytes: maxBytes });
+}
+
+export const BODY_LIMIT_DEFAULTS = {
+  /**
+   * How long a connection closed after a 413 stays open for reading, its answer and FIN sent,
+   * before its socket is closed. What Apache's and nginx's
+   * lingering close do, for the same reason.
+   */
+  lingerMs: 2_000,
+} as const;
+
+/**
+ * Makes the close that follows the answer (Node calls `destroySoon` on a `Connection: close`
+ * response) a lingering one: the answer and a FIN are sent at once, the socket is closed only
+ * `lingerMs` later (sooner if it fails). Closing a socket whose unread body is still
+ * in the kernel's buffer sends a reset instead of a FIN, and a reset makes the client's kernel
+ * discard what it received and its application had not read yet: the 413 itself (a client
+ * streaming a body saw the connection reset, `no complete response head`, in a loaded CI run).
+ * Nothing more of the body is read meanwhile: the client's sending stops on a full window.
+ */
+function lingerOnClose(socket: Socket | null): void {
+  if (!socket || socket.destroyed) return;
+  socket.destroySoon = function lingering(this: Socket) {
+    if (this.writable) this.end();
+    if (this.destroyed) return;
+    const timer = setTimeout(() => this.destroy(), BODY_LIMIT_DEFAULTS.lingerMs);
+    timer.unref();
+    this.once('close', () => clearTimeout(timer));
+  };
 }
 
 /**

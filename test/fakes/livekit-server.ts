@@ -185,6 +185,12 @@ export interface FakeParticipant {
   readonly forwarded: string[];
   /** Data packets this participant sent (`user` packets: topic, size, how many it reached). */
   readonly dataSent: FakeDataPacket[];
+  /**
+   * What the fake could not hand to this participant because its subscriber connection was
+   * closing under the call (libwebrtc's state changes on its own threads, so a channel or a
+   * connection the fake saw open can refuse the next call): dropped, as a real SFU drops it.
+   */
+  readonly dropped: string[];
 }
 
 export interface FakeDataPacket {
@@ -609,6 +615,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       subscriberState: 'none',
       forwarded: [],
       dataSent: [],
+      dropped: [],
     };
     participants.push(participant);
     const permission = permissionOf(grant);
@@ -937,8 +944,12 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
         const sender = conn.sub?.senders.get(sid);
         if (sender && conn.sub) {
           conn.sub.senders.delete(sid);
-          conn.sub.pc.removeTrack(sender);
-          changed = true;
+          try {
+            conn.sub.pc.removeTrack(sender);
+            changed = true;
+          } catch (error) {
+            conn.participant.dropped.push(`unsubscribing ${sid}: ${describe(error)}`);
+          }
         }
       }
     }
@@ -957,7 +968,13 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     if (!to.autoSubscribe && !to.wanted.has(trackSid)) return false;
     const { MediaStream } = wrtcWithSources();
     const stream = new (MediaStream as unknown as new (init: { id: string }) => MediaStream)({ id: `${from.participant.sid}|${trackSid}` });
-    const sender = sub.pc.addTrack(track, stream);
+    let sender: RTCRtpSender;
+    try {
+      sender = sub.pc.addTrack(track, stream);
+    } catch (error) {
+      to.participant.dropped.push(`track ${trackSid}: ${describe(error)}`);
+      return false;
+    }
     sub.senders.set(trackSid, sender);
     // libwebrtc re-encodes what it forwards (a real SFU forwards the packets): keep the
     // publisher's picture size rather than let the encoder scale it down to its start bitrate.
@@ -1014,7 +1031,13 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       if (channel.readyState === 'connecting') sub.queued.push({ kind, bytes });
       return;
     }
-    channel.send(bytes as Uint8Array<ArrayBuffer>);
+    try {
+      channel.send(bytes as Uint8Array<ArrayBuffer>);
+    } catch (error) {
+      // Closing under the send (wrtc throws InvalidStateError from inside an event handler: an
+      // uncaught exception in the test process, issue 23).
+      to.participant.dropped.push(`${kind} data packet: ${describe(error)}`);
+    }
   }
 
   function disconnect(conn: Connection, by: NonNullable<FakeParticipant['leftBy']>): void {
@@ -1122,4 +1145,10 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** A thrown value as `Name: message` (wrtc's DOMExceptions say what failed in their name). */
+function describe(error: unknown): string {
+  const e = error as { name?: unknown; message?: unknown } | null;
+  return typeof e?.name === 'string' && typeof e.message === 'string' ? `${e.name}: ${e.message}` : String(error);
 }

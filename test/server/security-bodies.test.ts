@@ -6,6 +6,7 @@
  */
 import test from 'ava';
 import net from 'node:net';
+import { until } from '../../testing/until.ts';
 import { SESSION_API_LIMITS } from '../../server/sessions/session-routes.ts';
 import { startSessionServer, type SessionTestServer } from '../sessions/session-harness.ts';
 import { firstResponse } from './security-helpers.ts';
@@ -118,4 +119,46 @@ test('after a refused body the server goes on serving (a fresh connection)', asy
   await streamChunked(chunkedHead('/v1/agents', { 'X-API-Key': s.keyA }));
   const res = await s.call('GET', '/v1/agents');
   t.is(res.status, 200);
+});
+
+test('a 413 reaches a client that reads it late: the connection is closed with a FIN after the answer, not reset under it (lingering close)', async (t) => {
+  // The client keeps writing its body and reads nothing until the server has answered and closed
+  // its side. A socket closed with unread data in its buffer sends a reset, and a reset makes the
+  // client's kernel drop what it received and had not read: the client saw the connection reset
+  // and no answer (a loaded CI run, issue 23). The answer is read only after the server is done.
+  const { hostname, port } = new URL(s.url);
+  let serverSide: net.Socket | undefined;
+  const client = net.connect(Number(port), hostname);
+  client.pause();
+  const onConnection = (socket: net.Socket) => {
+    if (socket.remotePort === client.localPort) serverSide = socket;
+  };
+  s.server.httpServer.on('connection', onConnection);
+  t.teardown(() => {
+    s.server.httpServer.off('connection', onConnection);
+    client.destroy();
+  });
+  const errors: string[] = [];
+  client.on('error', (e: NodeJS.ErrnoException) => errors.push(e.code ?? e.message));
+  // A reset fails the client's pending writes: Node destroys its socket, and what it had not read is lost.
+  const closed = new Promise<void>((resolve) => client.once('close', () => resolve()));
+  await new Promise<void>((resolve) => client.once('connect', () => resolve()));
+  client.write(chunkedHead('/v1/agents', { 'X-API-Key': s.keyA }));
+  const chunk = Buffer.concat([Buffer.from('10000\r\n'), Buffer.alloc(0x10000, 0x20), Buffer.from('\r\n')]);
+  // Over the cap (1 MiB), well short of what the socket buffers hold: every byte is written
+  // without waiting, and the server has the whole excess unread when it answers.
+  for (let i = 0; i < 200; i++) client.write(chunk);
+  // The server answered and sent its FIN (old code: and closed the socket, in the same step).
+  await until(async () => serverSide?.writableFinished === true || serverSide?.destroyed === true, { timeoutMs: 15_000, intervalMs: 20, what: 'the server to answer and end its side' });
+  // (Node destroys a socket closed after a `Connection: close` answer in that same 'finish' step.)
+  let text = '';
+  client.on('data', (d) => (text += d.toString('latin1')));
+  client.once('end', () => client.destroy());
+  client.resume();
+  await closed;
+  t.true(text.includes('\r\n\r\n'), `an answer arrives (received ${JSON.stringify(text.slice(0, 120))}; client errors: ${errors.join(', ') || 'none'})`);
+  const answer = firstResponse(text);
+  t.is(answer.status, 413, `received ${JSON.stringify(text.slice(0, 200))}, errors ${errors.join(', ')}`);
+  t.is(answer.body.code, 'payload_too_large');
+  t.is(answer.headers.connection, 'close');
 });
