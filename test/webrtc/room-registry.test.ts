@@ -73,3 +73,29 @@ test('rooms left empty past the timeout are closed by the next sweep; rooms in u
   t.is(rooms.get(used.room), undefined);
   t.is(rooms.size, 1);
 });
+
+test('a publication that cannot give a visitor its media: the visitor is told and stays a member that can leave; neither join nor publish throws', (t) => {
+  const rooms = new RoomRegistry();
+  const room = rooms.get(rooms.createRoom().room)!;
+  const channel = () => {
+    const sent: Array<Record<string, unknown>> = [];
+    return { sent, send: (m: object) => void sent.push(m as Record<string, unknown>), close: () => undefined };
+  };
+  // The publisher's sources closed under it: making a visitor's tracks throws.
+  const publication = { participantId: 'bot', tracks: [], createTracks: (): MediaStreamTrack[] => { throw new Error('the sources are closed'); }, onRoomClosed: () => undefined };
+  const early = channel();
+  const first = room.join('grant-1', early);
+  t.notThrows(() => room.publish(publication), 'publish, with a member there');
+  t.like(early.sent.find((m) => m.type === 'error'), { code: 'internal_error', fatal: false });
+  t.regex(String(early.sent.find((m) => m.type === 'error')?.message), /the sources are closed/);
+  const late = channel();
+  let second: ReturnType<typeof room.join> | undefined;
+  t.notThrows(() => void (second = room.join('grant-2', late)), 'join, with the publication there');
+  t.like(late.sent.find((m) => m.type === 'error'), { code: 'internal_error', fatal: false });
+  t.is(room.subscriberCount, 2);
+  first.leave();
+  second?.leave();
+  t.is(room.subscriberCount, 0, 'both members could leave');
+  room.unpublish(publication);
+  t.is(room.publisherId, null);
+});

@@ -6,6 +6,7 @@
  * room directly.
  */
 import { randomUUID } from 'node:crypto';
+import { errorMessage } from '../../core/error-message.ts';
 import { Subject, type Observable } from 'rxjs';
 import { RoomError } from './room-errors.ts';
 import {
@@ -16,7 +17,7 @@ import {
   type SignallingErrorCode,
   type SignallingServerMessage,
 } from '../../protocol/room-signalling.ts';
-import { iceServersFor, RTC_NETWORK_DEFAULTS } from './rtc-network.ts';
+import { iceServersFor, RTC_NETWORK_DEFAULTS, type RtcNetworkSettings } from './rtc-network.ts';
 import { SubscriberPeer, type PeerGatheringFailure, type SubscriberAudio, type SubscriberPeerOptions } from './subscriber-peer.ts';
 
 /** A subscriber's microphone, 10 ms at a time, tagged with who spoke. */
@@ -294,6 +295,26 @@ export class Room {
     const pub = this.publication;
     if (!pub || subscriber.peer) return;
     const network = this.options.network ?? RTC_NETWORK_DEFAULTS;
+    let peer: SubscriberPeer;
+    try {
+      peer = this.createPeer(subscriber, pub, network);
+    } catch (error) {
+      // Never thrown out of join() or publish(): the member was added (or the publication set)
+      // before, and the caller, seeing a throw, would hold no handle to remove it with. This
+      // visitor gets no peer and is told; the others and the room go on.
+      subscriber.channel.send({ type: 'error', code: 'internal_error', message: `could not set up the media connection: ${errorMessage(error)}`, fatal: false });
+      return;
+    }
+    subscriber.peer = peer;
+    peer.start().catch((error: unknown) => {
+      if (subscriber.peer !== peer) return;
+      peer.close();
+      subscriber.peer = null;
+      subscriber.channel.send({ type: 'error', code: 'internal_error', message: `could not create an offer: ${errorMessage(error)}`, fatal: false });
+    });
+  }
+
+  private createPeer(subscriber: Subscriber, pub: RoomPublication, network: RtcNetworkSettings): SubscriberPeer {
     const peer: SubscriberPeer = new SubscriberPeer(
       pub.createTracks(),
       (m) => subscriber.channel.send(m),
@@ -314,13 +335,7 @@ export class Room {
         this.presence.next({ type: 'peer-state', participantId: subscriber.participantId, state: 'failed', reason: failure });
       },
     );
-    subscriber.peer = peer;
-    peer.start().catch((error: unknown) => {
-      if (subscriber.peer !== peer) return;
-      peer.close();
-      subscriber.peer = null;
-      subscriber.channel.send({ type: 'error', code: 'internal_error', message: `could not create an offer: ${error instanceof Error ? error.message : String(error)}`, fatal: false });
-    });
+    return peer;
   }
 
   private remove(participantId: string, reason: string): void {
