@@ -3,7 +3,9 @@
  * default configuration holds live sessions while a load generator in another process (wrk)
  * asks for an agent as fast as it is answered, over 20 connections, with one API key. The flood is answered 429
  * `rate_limited` (and 503 `server_busy` where the REST guard sheds) in part, with the RateLimit
- * headers; a visitor who connects meanwhile is admitted (slots are free); and the live bots'
+ * headers; a visitor who connects meanwhile is admitted (slots are free: at once, or after at most
+ * two `server_busy` answers queued as the widget queues them, each logged with the gate's reading;
+ * the machine is checked under the gate's bound before the flood); and the live bots'
  * frames stay on time as the capacity gate judges them: the share later than 10 ms under its
  * bound, and within 3 points of the same sessions' share without the flood, read from the
  * server's own /metrics.
@@ -76,7 +78,7 @@ function runWrk(args: string[]): { done: Promise<string>; kill(): void } {
   };
 }
 
-test('a REST flood from another process while sessions run: answered 429/503 in part with RateLimit headers, no visitor refused, live frames on time', async (t) => {
+test('a REST flood from another process while sessions run: answered 429/503 in part with RateLimit headers, a visitor admitted (queued at most twice, as the widget queues), live frames on time', async (t) => {
   t.timeout(120_000);
   database = await createTestDatabase('rest_flood');
   server = await startServerProcess({ DATABASE_URL: database.url, SVC_DATA_DIR: dataDir, SVC_METRICS: 'public' });
@@ -100,6 +102,15 @@ test('a REST flood from another process while sessions run: answered 429/503 in 
   }
   await until(() => visitors.every((v) => v.videoFrames > 25), { timeoutMs: 30_000, what: 'both visitors to receive their faces' });
 
+  // The machine itself is under the gate's bound before the flood begins (a loaded CI run's other
+  // files, a CPU hog beside it, can put it over the bound with no flood at all: the gate then
+  // rightly refuses, and the test would judge the machine rather than the flood).
+  const before = await until(async () => {
+    const value = await metrics(server!.url);
+    return value('svc_capacity_overloaded') === 0 && { share: value('svc_capacity_late_frame_share') };
+  }, { timeoutMs: 30_000, intervalMs: 250, what: 'the capacity gate to read the machine under its bound before the flood' });
+  t.log(`before the flood: the gate's late-frame share ${before.share.toFixed(3)}`);
+
   const wrk = runWrk(['-t1', '-c20', `-d${FLOOD_SECONDS}s`, '-H', `X-API-Key: ${key}`, `${server.url}/v1/agents/${agentId}`]);
   t.teardown(() => wrk.kill());
   // Inside the flood: the flooding key is limited, with the headers that say so ...
@@ -115,14 +126,20 @@ test('a REST flood from another process while sessions run: answered 429/503 in 
     t.is(limited.headers.get('ratelimit-remaining'), '0');
     t.like(limited.body, { code: 'rate_limited' });
   }
-  // ... and a visitor is admitted: slots are free.
-  const third = await connect();
-  if (third.status !== 200) {
-    // Why the gate refused (late frames, the count, ...): its metrics.
-    const metrics = await fetch(`${server.url}/metrics`).then((r) => r.text()).catch(() => '');
-    t.log(metrics.split('\n').filter((l) => /^svc_capacity/.test(l)).join('\n'));
+  // ... and a visitor is admitted: slots are free. At once, as a rule; a `server_busy` is
+  // queued as the widget queues it (docs/widget.md: wait what the server names, ask again), and
+  // the visitor must be in before the flood ends. Every refusal is logged with the gate's reading.
+  let third = await connect();
+  const refusals: string[] = [];
+  while (third.status === 503 && third.body?.error_code === 'server_busy' && refusals.length < FLOOD_SECONDS - 2) {
+    const gate = await metrics(server.url);
+    refusals.push(`server_busy (late-frame share ${gate('svc_capacity_late_frame_share').toFixed(3)}, in use ${gate('svc_capacity_in_use')} of ${gate('svc_capacity_limit')})`);
+    await new Promise((resolve) => setTimeout(resolve, 1000 * Math.max(1, Number(third.body.retry_after_seconds) || 1)));
+    third = await connect();
   }
+  t.log(`the visitor during the flood: admitted after ${refusals.length} refusals${refusals.length ? `: ${refusals.join('; ')}` : ''}`);
   t.is(third.status, 200, JSON.stringify(third.body));
+  t.true(refusals.length <= 2, `queued ${refusals.length} times: a visitor waits seconds, not the flood out`);
   visitors.push(await RoomVisitor.join(third.body.room_url, third.body.token));
   await until(() => visitors[2]!.videoFrames > 0, { timeoutMs: 30_000, what: 'the visitor admitted during the flood to receive its face' });
   // It hangs up: the flood is judged against the two sessions it began with (a third bot and its
