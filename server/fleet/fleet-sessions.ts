@@ -156,7 +156,9 @@ export class FleetSessions {
         return { session_id: sessionId, room_url: answer.roomUrl, token: answer.token };
       }
       if (answer.kind === 'failed') {
-        // The runner claimed it, could not start the bot, and recorded the call (bot_start_failed).
+        // The runner claimed it, could not start it, and recorded the call: its room could not be
+        // created (room_creation_failed, as a single process answers it) or its bot not started.
+        if (answer.code === 'room_creation_failed') throw new SessionError('room_creation_failed', 'the room could not be created');
         throw new SessionError('orchestrator_error', 'the agent could not be started');
       }
       this.counts.skipped[target.runnerId] = (this.counts.skipped[target.runnerId] ?? 0) + 1;

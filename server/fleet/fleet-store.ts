@@ -239,6 +239,10 @@ export class FleetStore {
       if ('why' in choice) return choice;
       await trx('agent_sessions').where({ session_id: sessionId }).update({
         runner_id: choice.runnerId,
+        // A fresh lease for the next runner: the admission's had been running through the start
+        // deadline of the runner that did not answer, and a second such runner (or a deadline
+        // over the lease) let the reaper end a session a healthy runner was about to take.
+        lease_expires_at: trx.raw(`now() + make_interval(secs => ?)`, [this.leaseSeconds]),
         metadata: trx.raw(`metadata || ?::jsonb`, [JSON.stringify({ runner_id: choice.runnerId })]),
       });
       await trx('agent_calls').where({ call_id: row.call_id }).update({ metadata: trx.raw(`metadata || ?::jsonb`, [JSON.stringify({ runner_id: choice.runnerId })]) });

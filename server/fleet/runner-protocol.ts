@@ -7,7 +7,8 @@
  *   database and decrypts a third-party key itself, so neither the agent's data nor a provider key
  *   crosses the network. Answers 200 `{room_url, token}`; 503 `{error_code: runner_draining |
  *   runner_starting | runner_full}` (try another runner); 409 `not_placed_here`; 502
- *   `bot_start_failed` (the runner claimed the session, could not start it, and recorded the call).
+ *   `bot_start_failed` or `room_creation_failed` (the runner claimed the session, could not start
+ *   its bot or create its room, and recorded the call).
  * - `POST {runner}/internal/runner/v1/sessions/{session_id}/release`: the session's release was
  *   requested in the database; look now instead of at the next heartbeat. 200 `{}` whatever.
  *

@@ -35,7 +35,13 @@ export class RunnerRefusal extends Error {
 
 /** A session this runner claimed and could not start (502): the call is recorded `bot_start_failed`. */
 export class RunnerStartFailure extends Error {
-  readonly code = 'bot_start_failed';
+  constructor(
+    message: string,
+    /** What the visitor is told: the room could not be created, or the bot could not start. */
+    readonly code: 'bot_start_failed' | 'room_creation_failed' = 'bot_start_failed',
+  ) {
+    super(message);
+  }
 }
 
 export interface RunnerIdentity {
@@ -99,6 +105,10 @@ export class RunnerSessions {
   private readonly counts = { started: 0, refused: {} as Record<string, number>, ended: {} as Record<string, number>, startFailures: 0, drains: 0 };
   private lastLoad: ReportedLoad | null = null;
   private beating: Promise<void> | null = null;
+  /** Starts accepted and not yet settled: a shutdown waits for them (bounded) before it ends what runs. */
+  private readonly starting = new Set<Promise<unknown>>();
+  /** `close()` began: no heartbeat writes the registry row again. */
+  private closed = false;
 
   constructor(private readonly options: RunnerSessionsOptions) {
     this.log = options.logger.child({ component: 'runner', runnerId: options.identity.runnerId });
@@ -147,11 +157,32 @@ export class RunnerSessions {
     // A heartbeat in flight read `starting` and would write it after us: the next one says `ready`
     // (before this, placement skipped a runner that had just said ready for up to one heartbeat).
     await this.beating?.catch(() => undefined);
-    await this.heartbeat();
+    // Not fatal (the runner's entry point awaits this at top level): the next heartbeat says ready.
+    await this.heartbeat().catch((err) => this.log.warn({ err }, 'could not say ready in the registry; the next heartbeat will'));
   }
 
   /** Starts the bot of a session placed here; resolves with the visitor's `room_url` and token. */
-  async start(sessionId: string): Promise<{ readonly room_url: string; readonly token: string }> {
+  start(sessionId: string): Promise<{ readonly room_url: string; readonly token: string }> {
+    const started = this.startNow(sessionId);
+    const tracked = started.catch(() => undefined);
+    this.starting.add(tracked);
+    void tracked.finally(() => this.starting.delete(tracked));
+    return started;
+  }
+
+  /**
+   * Waits (at most `timeoutMs`) for the starts already accepted: a shutdown that looked only at
+   * the live sessions missed a start under way, whose bot then ran on after the runner closed
+   * (no heartbeat, the registry row gone: its call ended `runner_lost`).
+   */
+  private async settleStarts(timeoutMs: number): Promise<void> {
+    if (this.starting.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.allSettled([...this.starting]), new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+    clearTimeout(timer);
+  }
+
+  private async startNow(sessionId: string): Promise<{ readonly room_url: string; readonly token: string }> {
     if (this.stateNow !== 'ready') throw this.refuse(this.stateNow === 'draining' ? 'runner_draining' : 'runner_starting', 503, `this runner is ${this.stateNow}`);
     const lease = this.options.capacity.tryAcquire();
     if (!lease) throw this.refuse('runner_full', 503, 'this runner has no capacity for another session right now');
@@ -173,8 +204,12 @@ export class RunnerSessions {
       lease.release();
       this.log.warn({ err, sessionId }, 'room creation failed');
       this.counts.startFailures++;
-      await this.options.store.finish(sessionId, claimed.callId, { terminationReason: 'room_creation_failed', failureReason: 'room_creation_failed', participantCount: 0, metadata: { failure_detail: (err as Error).message } });
-      throw new RunnerStartFailure('the room could not be created');
+      // A failed write is logged, not answered 500: the API process would take this runner, which
+      // answered, for an unreachable one and avoid it. The reaper ends the row if this did not.
+      await this.options.store
+        .finish(sessionId, claimed.callId, { terminationReason: 'room_creation_failed', failureReason: 'room_creation_failed', participantCount: 0, metadata: { failure_detail: (err as Error).message } })
+        .catch((error) => this.log.error({ err: error, sessionId }, 'could not record a session whose room could not be created'));
+      throw new RunnerStartFailure('the room could not be created', 'room_creation_failed');
     }
     const local: RunnerSession = { sessionId, callId: claimed.callId, room, capacity: lease, running: null, finished: null };
     this.local.set(sessionId, local);
@@ -224,7 +259,10 @@ export class RunnerSessions {
     this.stateNow = 'draining';
     await this.beating?.catch(() => undefined); // (as in `ready`: a beat in flight read the old state)
     await this.heartbeat().catch((err) => this.log.warn({ err }, 'could not say draining in the registry'));
+    const drainStarted = Date.now();
+    await this.settleStarts(timeoutMs);
     this.log.info({ live: this.local.size, timeoutMs }, 'draining: no new sessions; waiting for the live ones to end');
+    timeoutMs = Math.max(0, timeoutMs - (Date.now() - drainStarted));
     if (this.local.size > 0) {
       let timer: NodeJS.Timeout | undefined;
       const empty = new Promise<void>((resolve) => this.emptied.push(resolve));
@@ -240,8 +278,10 @@ export class RunnerSessions {
   /** Ends whatever is still live (`reason`), stops the timers and removes the registry row. */
   async close(reason: TerminationReason = 'server_shutdown'): Promise<void> {
     this.stateNow = 'draining';
+    await this.settleStarts(FLEET.startTimeoutMs);
     await Promise.allSettled([...this.local.values()].map((s) => this.stop(s, reason)));
     for (const timer of this.timers) clearInterval(timer);
+    this.closed = true;
     await this.beating?.catch(() => undefined);
     this.options.store.close();
     await this.options.fleet.deregister(this.options.identity.runnerId).catch((err) => this.log.warn({ err }, 'could not remove the registry row'));
@@ -291,15 +331,21 @@ export class RunnerSessions {
 
   /** The registry row, then the leases of the sessions this runner runs (and their release requests). */
   private heartbeat(): Promise<void> {
+    // Closed: a release nudge or a late timer must not write the registry row back (it would
+    // stand for a runner that is gone, placeable for a heartbeat's staleness).
+    if (this.closed) return Promise.resolve();
     this.beating ??= (async () => {
       try {
         const { identity } = this.options;
         await this.options.fleet.heartbeat({ ...identity, state: this.stateNow, live: this.local.size, load: this.load() });
-        const running = [...this.local.values()].filter((s) => s.running && !s.finished);
-        if (running.length === 0) return;
-        const held = await this.options.fleet.renew(identity.runnerId, running.map((s) => s.sessionId));
+        // Sessions still starting are renewed too: a bot start longer than the lease let the
+        // reaper end a session part-way, and it stopped counting against the slots meanwhile.
+        const held = [...this.local.values()].filter((s) => !s.finished);
+        if (held.length === 0) return;
+        const rows = await this.options.fleet.renew(identity.runnerId, held.map((s) => s.sessionId));
+        const running = held.filter((s) => s.running);
         for (const local of running) {
-          const row = held.get(local.sessionId);
+          const row = rows.get(local.sessionId);
           // Our row is gone: a reaper took the session while this runner stalled. Stop the bot.
           if (!row) void this.stop(local, 'runner_lost');
           else if (row.releaseRequested) void this.stop(local, 'client_released');

@@ -5,6 +5,7 @@
 import test from 'ava';
 import { randomUUID } from 'node:crypto';
 import knexFactory from 'knex';
+import { FleetStore } from '../../server/fleet/fleet-store.ts';
 import { SESSION_LEASE, SessionStore } from '../../server/sessions/session-store.ts';
 import { until } from '../../testing/until.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
@@ -218,4 +219,27 @@ test("one batch with the process's capacity: in arrival order, admitted while bo
   t.deepEqual(rows.map((r) => r.session_id).sort(), [...admittedIds].sort());
   t.true(rows.every((r) => r.status === 'starting' && r.runner_id === 'p-capacity' && r.metadata.runner_id === 'p-capacity'));
   t.true(callRows.every((c) => c.status === 'active' && admittedIds.has(c.session_id) && c.client_user_ref?.startsWith('user-')));
+});
+
+test('fleet: a placement moved to another runner gets a fresh lease (the first runner\'s start deadline had used the admission\'s)', async (t) => {
+  const agentId = await publishedAgent({ max_concurrency: 2 });
+  const suffix = randomUUID().slice(0, 8);
+  const runners = [`lease-a-${suffix}`, `lease-b-${suffix}`];
+  for (const [i, id] of runners.entries()) {
+    await s.server.db.raw(`insert into session_runners (runner_id, url, slots, live_sessions, load, state, started_at, heartbeat_at) values (?, ?, ?, 0, '{}'::jsonb, 'ready', now(), now())`, [id, `http://10.9.9.${i + 1}:8090`, 100 - i]);
+  }
+  t.teardown(() => s.server.db('session_runners').whereIn('runner_id', runners).delete());
+  const sessions = new SessionStore(s.server.db, 'api-lease');
+  const fleet = new FleetStore(s.server.db, { leaseMs: SESSION_LEASE.leaseMs });
+  const admitted = await fleet.admitAndPlace(sessions, request(agentId, 1));
+  if (!admitted.admitted || !admitted.placement) return t.fail('not admitted and placed');
+  const first = admitted.placement.target.runnerId;
+  t.true(runners.includes(first));
+  // The first runner's start deadline has run: one second of the lease is left.
+  await s.server.db('agent_sessions').where('session_id', admitted.sessionId).update({ lease_expires_at: s.server.db.raw(`now() + interval '1 second'`) });
+  const moved = await fleet.movePlacement(admitted.sessionId, first, [first]);
+  if ('why' in moved) return t.fail(`not moved: ${moved.why}`);
+  t.not(moved.runnerId, first);
+  const left = (await s.server.db.raw(`select extract(epoch from (lease_expires_at - now()))::float as s from agent_sessions where session_id = ?`, [admitted.sessionId])).rows[0].s as number;
+  t.true(left > SESSION_LEASE.leaseMs / 1000 - 5, `the lease left after the move: ${left.toFixed(1)} s of ${SESSION_LEASE.leaseMs / 1000}`);
 });
