@@ -172,6 +172,8 @@ export class ModelConfigs {
    */
   async delete(principal: Principal, id: string, referencedBy?: string): Promise<void> {
     await this.owned(principal, id, 'deleted');
+    // PostgreSQL gives uuids in lower case; a client may write them in upper case (path ids work either way).
+    referencedBy = referencedBy?.toLowerCase();
     await this.db.transaction(async (trx) => {
       const users: string[] = (await trx('agents').where('face_id', id).forUpdate().select('agent_id')).map((r) => r.agent_id);
       const blocking = users.filter((agentId) => agentId !== referencedBy);

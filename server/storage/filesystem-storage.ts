@@ -103,22 +103,27 @@ export class FilesystemStorage implements ObjectStorage {
     let sizeBytes = 0;
     try {
       for (const [index, part] of parts.entries()) {
-        let data: Buffer;
-        try {
-          data = await readFile(join(dir, String(part.part_number)));
-        } catch {
-          throw new StorageError('part_missing', `part ${part.part_number} was never uploaded`, { part_number: part.part_number });
+        // Streamed through the digest into the object: a part is never held whole in memory (parts
+        // go up to 5 GiB; readFile refuses files over 2 GiB, which read as "never uploaded").
+        const path = join(dir, String(part.part_number));
+        const partBytes = await stat(path).then((st) => st.size, () => null);
+        if (partBytes === null) throw new StorageError('part_missing', `part ${part.part_number} was never uploaded`, { part_number: part.part_number });
+        if (index < parts.length - 1 && partBytes < MULTIPART_RULES.minPartBytes) {
+          throw new StorageError('part_too_small', `part ${part.part_number} is ${partBytes} bytes; every part but the last must be at least ${MULTIPART_RULES.minPartBytes} bytes`, { part_number: part.part_number, size_bytes: partBytes });
         }
-        const digest = createHash('md5').update(data).digest();
+        const hash = createHash('md5');
+        let read = 0;
+        for await (const chunk of createReadStream(path)) {
+          hash.update(chunk as Buffer);
+          await out.write(chunk as Buffer);
+          read += (chunk as Buffer).length;
+        }
+        const digest = hash.digest();
         if (digest.toString('hex') !== normaliseEtag(part.etag)) {
           throw new StorageError('etag_mismatch', `ETag of part ${part.part_number} does not match the stored part`, { part_number: part.part_number });
         }
-        if (index < parts.length - 1 && data.length < MULTIPART_RULES.minPartBytes) {
-          throw new StorageError('part_too_small', `part ${part.part_number} is ${data.length} bytes; every part but the last must be at least ${MULTIPART_RULES.minPartBytes} bytes`, { part_number: part.part_number, size_bytes: data.length });
-        }
         partDigests.push(digest);
-        await out.write(data);
-        sizeBytes += data.length;
+        sizeBytes += read;
       }
       if (expectedSizeBytes !== undefined && sizeBytes !== expectedSizeBytes) {
         throw new StorageError('size_mismatch', `stored object would be ${sizeBytes} bytes, size_bytes says ${expectedSizeBytes}`, { stored_size_bytes: sizeBytes });

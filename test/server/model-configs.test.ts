@@ -132,7 +132,8 @@ test('DELETE is 204 and then 404; 409 while an agent references it unless refere
   const wrongRef = await s.call('DELETE', `/v1/model-configs/${used.model_config_id}?referenced_by=${randomUUID()}`);
   t.is(wrongRef.status, 409);
   t.is((await s.call('DELETE', `/v1/model-configs/${used.model_config_id}?referenced_by=not-uuid`)).status, 400);
-  const ok = await s.call('DELETE', `/v1/model-configs/${used.model_config_id}?referenced_by=${agent.agent_id}`);
+  // A uuid in upper case names the same agent (PostgreSQL answers it in lower case).
+  const ok = await s.call('DELETE', `/v1/model-configs/${used.model_config_id}?referenced_by=${String(agent.agent_id).toUpperCase()}`);
   t.is(ok.status, 204);
   t.is((await s.call('GET', `/v1/agents/${agent.agent_id}`)).body.face_id, null);
 });
