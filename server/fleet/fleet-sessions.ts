@@ -179,9 +179,17 @@ export class FleetSessions {
         throw new SessionError('orchestrator_error', 'the agent could not be started');
       }
       const failureReason = answered ? 'no_runner' : 'runner_unreachable';
-      await this.store
-        .finish(sessionId, callId, { terminationReason: 'bot_start_failed', failureReason, participantCount: 0, metadata: { failure_detail: `runners tried: ${tried.length}; ${answered ? 'every one refused or could not be reached' : 'none answered'}` } })
-        .catch((err) => this.log.error({ err, sessionId }, 'could not record a session no runner started'));
+      const ended = await this.store
+        .finish(sessionId, callId, { terminationReason: 'bot_start_failed', failureReason, participantCount: 0, metadata: { failure_detail: `runners tried: ${tried.length}; ${answered ? 'every one refused or could not be reached' : 'none answered'}` } }, { placedOn: target.runnerId })
+        .catch((err) => {
+          this.log.error({ err, sessionId }, 'could not record a session no runner started');
+          return true;
+        });
+      if (!ended) {
+        // The last runner claimed it after all (its answer lost or late): as above, it must not run unseen.
+        await this.store.requestRelease(room).catch(() => null);
+        throw new SessionError('orchestrator_error', 'the agent could not be started');
+      }
       if (answered) throw new SessionError('server_busy', 'every runner is full right now', SESSION_RETRY.serverBusySeconds);
       throw new SessionError('orchestrator_error', 'no runner could be reached to start the agent');
     }

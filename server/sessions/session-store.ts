@@ -324,9 +324,14 @@ export class SessionStore {
    * Ends a session: frees its slot and ends its call, once. Returns false when it had already
    * ended (e.g. the reaper failed it while this process stalled).
    */
-  async finish(sessionId: string, callId: string, end: CallEnd): Promise<boolean> {
+  async finish(sessionId: string, callId: string, end: CallEnd, guard?: { readonly placedOn: string }): Promise<boolean> {
     return this.db.transaction(async (trx) => {
-      await trx('agent_sessions').where('session_id', sessionId).delete();
+      if (guard) {
+        // Only while it still waits on that runner: a runner that claimed it meanwhile owns it
+        // (its bot runs, it records the call), and nothing is ended under it.
+        const deleted = await trx('agent_sessions').where({ session_id: sessionId, status: 'placed', runner_id: guard.placedOn }).delete();
+        if (Number(deleted) === 0) return false;
+      } else await trx('agent_sessions').where('session_id', sessionId).delete();
       const failed = FAILED_TERMINATIONS.has(end.terminationReason);
       const updated = await trx('agent_calls')
         .where({ call_id: callId, status: 'active' })

@@ -243,3 +243,26 @@ test('fleet: a placement moved to another runner gets a fresh lease (the first r
   const left = (await s.server.db.raw(`select extract(epoch from (lease_expires_at - now()))::float as s from agent_sessions where session_id = ?`, [admitted.sessionId])).rows[0].s as number;
   t.true(left > SESSION_LEASE.leaseMs / 1000 - 5, `the lease left after the move: ${left.toFixed(1)} s of ${SESSION_LEASE.leaseMs / 1000}`);
 });
+
+test('fleet: a failed placement is recorded only while the session still waits on its runner (a runner that claimed it meanwhile owns it)', async (t) => {
+  const agentId = await publishedAgent({ max_concurrency: 2 });
+  const runner = `claim-late-${randomUUID().slice(0, 8)}`;
+  await s.server.db.raw(`insert into session_runners (runner_id, url, slots, live_sessions, load, state, started_at, heartbeat_at) values (?, 'http://10.9.9.9:8090', 4, 0, '{}'::jsonb, 'ready', now(), now())`, [runner]);
+  t.teardown(() => s.server.db('session_runners').where('runner_id', runner).delete());
+  const sessions = new SessionStore(s.server.db, 'api-claim');
+  const fleet = new FleetStore(s.server.db, { leaseMs: SESSION_LEASE.leaseMs });
+  const end = { terminationReason: 'bot_start_failed', failureReason: 'runner_unreachable', participantCount: 0, metadata: {} } as const;
+  // Claimed by the runner whose answer the API process gave up on: not ended under it.
+  const late = await fleet.admitAndPlace(sessions, request(agentId, 1));
+  if (!late.admitted || !late.placement) return t.fail('not placed');
+  const placedOn = late.placement.target.runnerId; // this runner, or another test's there at the same time
+  t.truthy(await fleet.claim(late.sessionId, placedOn, 'embedded'));
+  t.false(await sessions.finish(late.sessionId, late.callId, end, { placedOn }));
+  t.truthy(await s.server.db('agent_sessions').where('session_id', late.sessionId).first(), 'the runner\'s session row stays');
+  t.is((await s.server.db('agent_calls').where('call_id', late.callId).first()).status, 'active');
+  // Never claimed: recorded as failed.
+  const unclaimed = await fleet.admitAndPlace(sessions, request(agentId, 2));
+  if (!unclaimed.admitted || !unclaimed.placement) return t.fail('not placed');
+  t.true(await sessions.finish(unclaimed.sessionId, unclaimed.callId, end, { placedOn: unclaimed.placement.target.runnerId }));
+  t.like(await s.server.db('agent_calls').where('call_id', unclaimed.callId).first(), { status: 'failed', termination_reason: 'bot_start_failed' });
+});
