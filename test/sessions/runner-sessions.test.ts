@@ -1,0 +1,92 @@
+/**
+ * A fleet runner's session lifecycle in one process (server/fleet/runner-sessions.ts, what
+ * server/runner.ts runs): its own registry row, its real inline bot runner and embedded rooms, on
+ * real PostgreSQL. The fleet across hosts is fleet*.test.ts; these are the shutdown edges found by
+ * a read-only review, each failing on the code before the fix.
+ */
+import test from 'ava';
+import { randomUUID } from 'node:crypto';
+import pino from 'pino';
+import { createCapacityGate } from '../../server/capacity/index.ts';
+import { FleetStore } from '../../server/fleet/fleet-store.ts';
+import { RunnerSessions } from '../../server/fleet/runner-sessions.ts';
+import { createInlineBotRunner } from '../../server/sessions/embedded-sessions.ts';
+import { SESSION_LEASE, SessionStore } from '../../server/sessions/session-store.ts';
+import { EmbeddedRoomProvider } from '../../transports/webrtc/room-provider.ts';
+import { facePlugin } from '../../plugins/face/index.ts';
+import { localPlugin } from '../../plugins/local/index.ts';
+import { until } from '../../testing/until.ts';
+import { startTestServer, type TestServer } from '../server/harness.ts';
+
+let s: TestServer;
+test.before(async () => {
+  s = await startTestServer({ label: 'runner_sessions', pglite: false, plugins: [localPlugin, facePlugin], surfaces: { rooms: true } });
+});
+test.after.always(async () => {
+  await s?.stop();
+});
+
+async function publishedAgent(): Promise<string> {
+  const created = await s.call('POST', '/v1/agents', { body: { title: `agent ${randomUUID()}` } });
+  const id = created.body.agent_id as string;
+  await s.call('PATCH', `/v1/agents/${id}`, { body: { allowed_hostnames: ['*'], max_concurrency: 4 } });
+  await s.call('PATCH', `/v1/agents/${id}/status`, { body: { status: 'published' } });
+  return id;
+}
+
+/** A runner of this process, registered; the caller says ready and closes it. */
+function runner(): { sessions: RunnerSessions; runnerId: string; fleet: FleetStore } {
+  const runnerId = `runner-test-${randomUUID().slice(0, 8)}`;
+  const fleet = new FleetStore(s.server.db, { leaseMs: SESSION_LEASE.leaseMs });
+  // Not the late-frame check switched off to pass: these sessions have no visitor, and nothing here is about load.
+  const capacity = createCapacityGate({ limit: 2, loadCheck: false });
+  const sessions = new RunnerSessions({
+    identity: { runnerId, url: 'http://127.0.0.1:9', slots: 2 },
+    store: new SessionStore(s.server.db, runnerId),
+    fleet,
+    agents: s.server.services.agents,
+    rooms: new EmbeddedRoomProvider(s.server.rooms!.rooms, { signalUrl: `${s.url.replace(/^http/, 'ws')}/v1/rooms/signal` }),
+    runner: createInlineBotRunner(s.server, s.server.rooms!),
+    capacity,
+    logger: pino({ level: 'silent' }),
+  });
+  return { sessions, runnerId, fleet };
+}
+
+const registryRow = (runnerId: string) => s.server.db('session_runners').where('runner_id', runnerId).first();
+
+test.serial('a closed runner writes no registry row back: a release nudge after close() leaves it gone', async (t) => {
+  const { sessions, runnerId } = runner();
+  await sessions.register();
+  await sessions.ready();
+  t.truthy(await registryRow(runnerId));
+  await sessions.close();
+  t.falsy(await registryRow(runnerId), 'deregistered');
+  await sessions.nudge();
+  t.falsy(await registryRow(runnerId), 'still gone after a nudge');
+});
+
+test.serial('a start under way when the runner closes is waited for, then ended server_shutdown: no bot runs on after close()', async (t) => {
+  t.timeout(60_000);
+  const agentId = await publishedAgent();
+  const { sessions, runnerId, fleet } = runner();
+  await sessions.register();
+  await sessions.ready();
+  const admitted = await fleet.admitAndPlace(new SessionStore(s.server.db, 'api-test'), { agentId, room: `s_runner_${randomUUID().slice(0, 8)}`, roomProvider: 'embedded', clientUserRef: 'visitor', origin: null });
+  if (!admitted.admitted || !admitted.placement) return t.fail('not admitted');
+  // Other tests' runners may be registered at the same time: this one must be the one chosen.
+  if (admitted.placement.target.runnerId !== runnerId) return t.fail(`placed on ${admitted.placement.target.runnerId}`);
+  const started = sessions.start(admitted.sessionId).then(
+    () => 'started',
+    (err: Error) => `failed: ${err.message}`,
+  );
+  await sessions.close(); // at once: the start has not reached its bot yet
+  const outcome = await started;
+  t.is(sessions.size, 0, `nothing runs after close() (the start: ${outcome})`);
+  const call = await until(async () => {
+    const row = await s.server.db('agent_calls').where('call_id', admitted.callId).first();
+    return row.status !== 'active' && row;
+  }, { timeoutMs: 15_000, intervalMs: 100, what: 'the call to end' });
+  t.is(call.termination_reason, outcome === 'started' ? 'server_shutdown' : 'bot_start_failed', outcome);
+  t.falsy(await s.server.db('agent_sessions').where('session_id', admitted.sessionId).first(), 'its session row is gone');
+});
