@@ -51,11 +51,12 @@ function runner(): { sessions: RunnerSessions; runnerId: string; fleet: FleetSto
     runner: createInlineBotRunner(s.server, s.server.rooms!),
     capacity,
     logger: pino({ level: 'silent' }),
-    // What the runner reports as its load is this whole test process's (the server, the first
-    // bot's engines loading on worker threads): it read over the default CPU bound (0.9 of the
-    // machine) in a quiet CI run, and placement skipped the runner. These tests are about shutdown;
-    // placement by load is tested across hosts (fleet-load.test.ts).
-    loadBound: { cpu_share: 1, late_frame_share: 1, event_loop_lag_ms: 60_000 },
+    // What the runner reports as its load is this whole test process's (the server, the face
+    // engine loading on worker threads): it read 1.02-1.13 of the machine (over the default 0.9,
+    // and over 1) while this file started, in a quiet CI run and in 2 of 5 runs here, and placement
+    // skipped the runner as full. These tests are about shutdown; placement by load is tested
+    // across hosts (fleet-load.test.ts). A bound no reading reaches:
+    loadBound: { cpu_share: 1e6, late_frame_share: 1e6, event_loop_lag_ms: 1e9 },
   });
   return { sessions, runnerId, fleet };
 }
