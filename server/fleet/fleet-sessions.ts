@@ -173,20 +173,17 @@ export class FleetSessions {
         target = next;
         continue;
       }
-      if (next.why === 'not_placed') {
-        // The runner claimed it after all (its answer was lost or late): it must not run unseen.
-        await this.store.requestRelease(room).catch(() => null);
-        throw new SessionError('orchestrator_error', 'the agent could not be started');
-      }
       const failureReason = answered ? 'no_runner' : 'runner_unreachable';
-      const ended = await this.store
+      // Recorded only while it still waits on its last runner; `not_placed`, or a finish that
+      // finds it claimed: that runner took it after all (its answer lost or late), and it must
+      // not run unseen.
+      const ended = next.why !== 'not_placed' && await this.store
         .finish(sessionId, callId, { terminationReason: 'bot_start_failed', failureReason, participantCount: 0, metadata: { failure_detail: `runners tried: ${tried.length}; ${answered ? 'every one refused or could not be reached' : 'none answered'}` } }, { placedOn: target.runnerId })
         .catch((err) => {
           this.log.error({ err, sessionId }, 'could not record a session no runner started');
           return true;
         });
       if (!ended) {
-        // The last runner claimed it after all (its answer lost or late): as above, it must not run unseen.
         await this.store.requestRelease(room).catch(() => null);
         throw new SessionError('orchestrator_error', 'the agent could not be started');
       }

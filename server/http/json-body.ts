@@ -133,9 +133,9 @@ function tooLarge(ctx: Context, maxBytes: number): ApiError {
 
 export const BODY_LIMIT_DEFAULTS = {
   /**
-   * How long a connection closed after a 413 stays open for reading, its answer and FIN sent,
-   * before its socket is closed. What Apache's and nginx's
-   * lingering close do, for the same reason.
+   * How long a connection closed after a 413 stays open, its answer and FIN sent, before its
+   * socket is closed (nothing more of the body is read). What Apache's and nginx's lingering
+   * close do, for the same reason.
    */
   lingerMs: 2_000,
 } as const;
