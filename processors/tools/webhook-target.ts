@@ -18,10 +18,67 @@ export interface ResolvedAddress {
 /** Resolves a host name to every address it has. Injectable so tests need no real DNS. */
 export type HostResolver = (hostname: string) => Promise<readonly ResolvedAddress[]>;
 
-export const systemResolver: HostResolver = async (hostname) => {
-  const answers = await dnsLookup(hostname, { all: true, verbatim: true });
-  return answers.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }));
-};
+export const SYSTEM_RESOLVER_DEFAULTS = {
+  /**
+   * System lookups (`getaddrinfo`) in flight at once, per process. Each holds one of libuv's
+   * threads (4 unless UV_THREADPOOL_SIZE says otherwise) until the system's resolver gives up,
+   * whatever a caller's timeout says: an organization whose tool hosts' nameserver never answers
+   * could otherwise hold every thread, and every file read, hash and lookup of every session in
+   * the process would wait behind it.
+   */
+  maxInFlight: 2,
+  /** Names waiting for a free lookup; past it a lookup is refused at once (`EBUSY`). */
+  maxQueued: 256,
+} as const;
+
+type SystemLookup = (hostname: string) => Promise<ReadonlyArray<{ address: string; family: number }>>;
+
+/**
+ * A resolver on the system's (hosts file, then DNS, as the machine is set up) with at most
+ * `maxInFlight` lookups running, a queue in arrival order behind them, and one lookup per name
+ * however many callers ask for it meanwhile.
+ */
+export function createSystemResolver(options: { readonly lookup?: SystemLookup; readonly maxInFlight?: number; readonly maxQueued?: number } = {}): HostResolver {
+  const lookup: SystemLookup = options.lookup ?? ((hostname) => dnsLookup(hostname, { all: true, verbatim: true }));
+  const maxInFlight = options.maxInFlight ?? SYSTEM_RESOLVER_DEFAULTS.maxInFlight;
+  const maxQueued = options.maxQueued ?? SYSTEM_RESOLVER_DEFAULTS.maxQueued;
+  const byName = new Map<string, Promise<readonly ResolvedAddress[]>>();
+  const queue: Array<() => void> = [];
+  let running = 0;
+  const release = () => {
+    running--;
+    queue.shift()?.();
+  };
+  const slot = (): Promise<void> => {
+    if (running < maxInFlight) {
+      running++;
+      return Promise.resolve();
+    }
+    if (queue.length >= maxQueued) return Promise.reject(Object.assign(new Error('too many host lookups waiting'), { code: 'EBUSY' }));
+    return new Promise((resolve) => queue.push(() => (running++, resolve())));
+  };
+  return (hostname) => {
+    const pending = byName.get(hostname);
+    if (pending) return pending;
+    const answer = slot().then(async () => {
+      try {
+        const answers = await lookup(hostname);
+        return answers.map((a): ResolvedAddress => ({ address: a.address, family: a.family === 6 ? 6 : 4 }));
+      } finally {
+        release();
+      }
+    });
+    const settled = () => {
+      if (byName.get(hostname) === answer) byName.delete(hostname);
+    };
+    answer.then(settled, settled);
+    byName.set(hostname, answer);
+    return answer;
+  };
+}
+
+/** The process's one system resolver: its bound on lookups in flight is the process's. */
+export const systemResolver: HostResolver = createSystemResolver();
 
 export type WebhookRefusalCode = 'invalid_url' | 'unsupported_scheme' | 'unresolvable_host' | 'forbidden_address';
 
