@@ -410,6 +410,55 @@ test.serial('connection timeout: ConnectionTimeout with its detail, the widget r
   });
 });
 
+test.serial("the room's server cannot set up the visitor's media (a non-fatal internal_error): connection_failed at once, the service's fault (ojin), not ice_failed after the setup timeout", async (t) => {
+  const agentId = await server.agent({});
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
+    const page = await open(browser, customerPage(agentId), t);
+    // Between the page and the server's signalling (as a proxy would sit): the server's offer is
+    // replaced by the error the server sends when it cannot make this visitor's peer connection.
+    await page.routeWebSocket(/\/v1\/rooms\/signal/, (ws) => {
+      const upstream = ws.connectToServer();
+      ws.onMessage((m) => upstream.send(m));
+      upstream.onMessage((m) => {
+        const type = JSON.parse(String(m)).type;
+        if (type === 'offer') ws.send(JSON.stringify({ type: 'error', code: 'internal_error', message: 'could not set up the media connection: the sources are closed', fatal: false }));
+        else if (type !== 'candidate') ws.send(m);
+      });
+    });
+    const before = server.releases.length;
+    await clickButton(page, 'Start conversation');
+    const outcome = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 60_000, 'outcome');
+    t.like(outcome.detail, { outcome: 'connection_failed', phase: 'connect', faultDomain: 'ojin' });
+    assertOutcomeShape(t, outcome.detail, true);
+    await until(async () => server.releases.length > before, { timeoutMs: 15_000, intervalMs: 100, what: 'the session to be released' });
+  });
+});
+
+test.serial('a call given up while its room join is still unanswered closes the join\'s signalling socket', async (t) => {
+  const agentId = await server.agent({});
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
+    const page = await open(browser, customerPage(agentId, { extra: 'connect-timeout="4"' }), t);
+    let opened = 0;
+    let closedByPage = 0;
+    // The room never answers the join (its `joined` is held back): the call's setup timeout ends it.
+    await page.routeWebSocket(/\/v1\/rooms\/signal/, (ws) => {
+      opened++;
+      const upstream = ws.connectToServer();
+      ws.onMessage((m) => upstream.send(m));
+      upstream.onMessage(() => undefined);
+      ws.onClose(() => {
+        closedByPage++;
+        upstream.close();
+      });
+    });
+    await clickButton(page, 'Start conversation');
+    const outcome = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 60_000, 'outcome');
+    t.like(outcome.detail, { outcome: 'connection_timeout', phase: 'connect' });
+    t.is(opened, 1);
+    await until(async () => closedByPage === 1, { timeoutMs: 15_000, intervalMs: 50, what: 'the page to close the join\'s socket' });
+  });
+});
+
 test.serial('client tools: a client-mode tool call arrives as svcToolCall on window with parsed arguments; appendSystemContext sends while connected', async (t) => {
   const agentId = await server.agent({
     behaviour: { greeting: 'Hi.' },
