@@ -55,18 +55,24 @@ export class JobQueue {
     return this.db.transaction(async (trx) => {
       await trx.raw('SELECT pg_advisory_xact_lock(hashtext(?))', [CLAIM_LOCK_KEY]);
       const { rows } = await trx.raw(
-        `UPDATE ${TABLE} SET status = 'running', attempts = attempts + 1, runner_id = ?,
+        // The organizations running their share are found once (from the running rows), not per
+        // queued row: a backlog of one organization at its share is passed over by a hash lookup
+        // per row, not a count per row (and it is bounded: SVC_JOB_MAX_QUEUED).
+        `WITH full_orgs AS (
+           SELECT r.organization_id FROM ${TABLE} r
+           WHERE r.status = 'running' AND r.lease_expires_at > clock_timestamp()
+           GROUP BY r.organization_id HAVING count(*) >= ?)
+         UPDATE ${TABLE} SET status = 'running', attempts = attempts + 1, runner_id = ?,
            lease_expires_at = clock_timestamp() + make_interval(secs => ?), updated_at = clock_timestamp()
          WHERE job_id = (
            SELECT j.job_id FROM ${TABLE} j
            WHERE j.status = 'queued' AND j.run_after <= clock_timestamp()
-             AND (SELECT count(*) FROM ${TABLE} r
-                  WHERE r.status = 'running' AND r.organization_id = j.organization_id AND r.lease_expires_at > clock_timestamp()) < ?
+             AND NOT EXISTS (SELECT 1 FROM full_orgs f WHERE f.organization_id = j.organization_id)
            ORDER BY j.run_after, j.created_at, j.job_id
            LIMIT 1
            FOR UPDATE SKIP LOCKED)
          RETURNING *`,
-        [runnerId, this.settings.leaseMs / 1000, this.settings.organizationConcurrency],
+        [this.settings.organizationConcurrency, runnerId, this.settings.leaseMs / 1000],
       );
       return (rows[0] as ClaimedJob | undefined) ?? null;
     });
