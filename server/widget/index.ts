@@ -57,6 +57,9 @@ export const WIDGET_ARCHIVE = {
 export type WidgetArchive = Pick<ObjectStorage, 'putObject' | 'getObject' | 'headObject'>;
 type WidgetFile = (typeof WIDGET_ARCHIVE.files)[number];
 
+/** The ETag of a bundle's gzip representation: its content ETag with `-gz` inside the quotes. */
+export const gzipEtag = (etag: string): string => etag.replace(/"$/, '-gz"');
+
 const archiveKey = (version: string, file: WidgetFile) => `${WIDGET_ARCHIVE.prefix}/${version}/${file}`;
 
 /** Stores a built file under its version unless that version's file is stored already. */
@@ -156,9 +159,13 @@ export function mountWidget(host: Pick<HttpHost, 'api' | 'rootRouter'> & { reado
     } catch {
       throw new ApiError('internal_error', `${what} could not be built`);
     }
+    // Each encoding is its own representation with its own strong ETag (RFC 9110 8.8.3): a cache
+    // holding the gzip bytes must not have them confirmed for a client that takes identity.
+    const gzip = /\bgzip\b/i.test(ctx.get('accept-encoding'));
+    const etag = gzip ? gzipEtag(b.etag) : b.etag;
     const headers: Record<string, string> = {
       'Cache-Control': cache,
-      ETag: b.etag,
+      ETag: etag,
       Vary: 'Accept-Encoding',
       'Access-Control-Allow-Origin': '*',
       'Cross-Origin-Resource-Policy': 'cross-origin',
@@ -167,8 +174,7 @@ export function mountWidget(host: Pick<HttpHost, 'api' | 'rootRouter'> & { reado
       'X-Widget-Version': b.version,
     };
     const match = ctx.get('if-none-match');
-    if (match && match.split(',').some((t) => t.trim().replace(/^W\//, '') === b.etag)) return { status: 304, headers };
-    const gzip = /\bgzip\b/i.test(ctx.get('accept-encoding'));
+    if (match && match.split(',').some((t) => t.trim().replace(/^W\//, '') === etag)) return { status: 304, headers };
     if (gzip) headers['Content-Encoding'] = 'gzip';
     ctx.type = 'text/javascript; charset=utf-8';
     return { status: 200, body: gzip ? b.gzip : b.code, headers };

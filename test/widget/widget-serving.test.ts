@@ -35,7 +35,7 @@ test('the latest script: short cache revalidated by ETag, CORS, gzip when accept
   t.is(res.headers.get('vary'), 'Accept-Encoding');
   t.is(res.headers.get('x-widget-version'), WIDGET_VERSION);
   const etag = res.headers.get('etag')!;
-  t.regex(etag, /^"[A-Za-z0-9_-]{22}"$/);
+  t.regex(etag, /^"[A-Za-z0-9_-]{22}-gz"$/, 'the gzip representation has its own strong ETag');
   const script = Buffer.from(await res.arrayBuffer()).toString();
   t.true(script.startsWith(`/* svc-agent ${WIDGET_VERSION}`), 'fetch decoded the gzip body');
   t.true(script.includes('svc-agent'));
@@ -44,6 +44,11 @@ test('the latest script: short cache revalidated by ETag, CORS, gzip when accept
   t.is(again.status, 304, 'revalidation with the ETag');
   t.is(again.headers.get('cache-control'), WIDGET_CACHE.latest);
   t.is(await again.text(), '');
+  const identity = await fetch(`${ts.url}/widget/latest/svc-agent.js`, { headers: { 'accept-encoding': 'identity', 'if-none-match': etag } });
+  t.is(identity.status, 200, "the gzip ETag does not confirm the identity representation");
+  t.is(identity.headers.get('etag'), etag.replace('-gz"', '"'));
+  t.is(identity.headers.get('content-encoding'), null);
+  t.is((await fetch(`${ts.url}/widget/latest/svc-agent.js`, { headers: { 'accept-encoding': 'identity', 'if-none-match': identity.headers.get('etag')! } })).status, 304);
 });
 
 test('the versioned script is immutable and identical to latest; other versions are not served', async (t) => {
@@ -81,7 +86,7 @@ test('every version is kept in the object storage and served after a deploy: an 
     t.is(res.headers.get('content-encoding'), 'gzip');
     t.true(Buffer.from(await res.arrayBuffer()).equals(code), `${file}: the bytes that version served`);
     const etag = res.headers.get('etag')!;
-    t.not(etag, current.etag);
+    t.not(etag.replace('-gz"', '"'), current.etag);
     t.is((await fetch(`${ts.url}/widget/1.1.9/${file}`, { headers: { 'if-none-match': etag } })).status, 304);
   }
   const again = await archiveWidgetFile(ts.server.storage, '1.1.9', 'svc-agent.js', Buffer.from('other bytes')).then(() => ts.server.storage.getObject('widget/1.1.9/svc-agent.js'));
