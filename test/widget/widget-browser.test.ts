@@ -598,7 +598,7 @@ test.serial('the connection drops during a call: transport_lost; the widget rele
   });
 });
 
-test.serial('Session API refusals become outcomes in plain words: unknown agent, unpublished agent, hostname not allowed', async (t) => {
+test.serial('Session API refusals become outcomes in plain words: unknown agent, unpublished agent, hostname not allowed, a page attribute refused', async (t) => {
   const unpublished = await server.agent({});
   await server.call('PATCH', `/v1/agents/${unpublished}/status`, { body: { status: 'unpublished' } });
   const foreign = await server.agent({ allowed_hostnames: ['shop.example.com'] });
@@ -607,10 +607,12 @@ test.serial('Session API refusals become outcomes in plain words: unknown agent,
     { agentId: unknown, outcome: 'agent_unavailable', httpStatus: 404, text: 'This agent is not available right now.', record: 'This agent is not available.' },
     { agentId: unpublished, outcome: 'agent_unavailable', httpStatus: 403, text: 'This agent is not available right now.', record: 'This agent is not available.' },
     { agentId: foreign, outcome: 'not_allowed', httpStatus: 403, text: 'This agent cannot be used on this website.', record: '' },
+    // The page's own attribute refused (the spec's 256-character bound): the site's to fix.
+    { agentId: await server.agent({}), extra: `client-user-ref="${'u'.repeat(257)}"`, outcome: 'invalid_settings', httpStatus: 400, text: 'This conversation is not set up correctly on this website.', record: '' },
   ];
   await withBrowser({ microphone: wavs.silent }, async (browser) => {
     for (const c of cases) {
-      const page = await open(browser, customerPage(c.agentId), t);
+      const page = await open(browser, customerPage(c.agentId, c.extra ? { extra: c.extra } : {}), t);
       await page.waitForFunction(() => ['loaded', 'unavailable'].includes((document.querySelector('svc-agent') as HTMLElement).dataset.record ?? ''));
       t.is((await widgetView(page)).status, c.record, `before the call (${c.outcome} ${c.httpStatus})`);
       await clickButton(page, 'Start conversation');
