@@ -202,11 +202,14 @@ export class JobWorker {
   private startJob(job: ClaimedJob): void {
     const abort = new AbortController();
     const context: JobContext = { signal: abort.signal, stillHeld: () => this.queue.holds(job) };
-    const done = this.run(job, context).finally(() => {
-      this.running.delete(job.job_id);
+    const entry: { job: ClaimedJob; abort: AbortController; done: Promise<void> } = { job, abort, done: Promise.resolve() };
+    entry.done = this.run(job, context).finally(() => {
+      // Only its own entry: a lost earlier run of the same job, still stopping when this worker
+      // claimed the job again, must not drop the new run (its renewals, its exclusion from reaping).
+      if (this.running.get(job.job_id) === entry) this.running.delete(job.job_id);
       this.wake(); // a slot is free
     });
-    this.running.set(job.job_id, { job, abort, done });
+    this.running.set(job.job_id, entry);
   }
 
   private async run(job: ClaimedJob, context: JobContext): Promise<void> {

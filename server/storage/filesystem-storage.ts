@@ -193,7 +193,16 @@ export class FilesystemStorage implements ObjectStorage {
   async putObject(key: string, data: Buffer): Promise<StoredObject> {
     const target = this.objectPath(key);
     await mkdir(dirname(target), { recursive: true, mode: PRIVATE_MODES.directory });
-    await writeFile(target, data, { mode: PRIVATE_MODES.file });
+    // Written beside it and renamed into place: a reader (another server on the same directory)
+    // sees the whole object or none, never a part of it.
+    const temp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
+    try {
+      await writeFile(temp, data, { mode: PRIVATE_MODES.file });
+      await rename(temp, target);
+    } catch (err) {
+      await rm(temp, { force: true });
+      throw err;
+    }
     const etag = `"${createHash('md5').update(data).digest('hex')}"`;
     await writeFile(`${target}.etag`, etag, { mode: PRIVATE_MODES.file });
     return { etag, sizeBytes: data.length };

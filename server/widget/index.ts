@@ -52,6 +52,10 @@ export const WIDGET_ARCHIVE = {
   files: ['svc-agent.js', 'livekit-client.js'],
   /** Versions as WIDGET_VERSION writes them: anything else is not looked up. */
   version: /^\d{1,4}\.\d{1,4}\.\d{1,4}$/,
+  /** Earlier versions' files kept in memory once read (a LiveKit module is about 0.7 MB with its gzip). */
+  memoryEntries: 8,
+  /** A version found not kept is not looked up again for this long (ms); another server may keep it by then. */
+  missTtlMs: 60_000,
 } as const;
 
 export type WidgetArchive = Pick<ObjectStorage, 'putObject' | 'getObject' | 'headObject'>;
@@ -115,8 +119,9 @@ export function mountWidget(host: Pick<HttpHost, 'api' | 'rootRouter'> & { reado
   const liveKitBundle = memo('widget LiveKit module', async () => {
     const b = await buildLiveKitModule();
     host.logger.info({ version: b.version, bytes: b.code.length, gzip_bytes: b.gzip.length }, 'widget LiveKit module built');
+    // Kept in the background: a slow or hanging object storage never holds up the module.
     if (options.archive) {
-      await archiveWidgetFile(options.archive, b.version, 'livekit-client.js', b.code).catch((err: unknown) =>
+      void archiveWidgetFile(options.archive, b.version, 'livekit-client.js', b.code).catch((err: unknown) =>
         host.logger.warn({ err }, 'widget: could not keep the LiveKit module of this version in the object storage'),
       );
     }
@@ -135,20 +140,35 @@ export function mountWidget(host: Pick<HttpHost, 'api' | 'rootRouter'> & { reado
     })
     .catch((err: unknown) => host.logger.warn({ err }, 'widget: could not keep this version in the object storage; pages of it may not load after the next deploy'));
 
-  /** An earlier version's file from the archive (kept in memory once read); null when none is kept. */
-  const earlier = new Map<string, Promise<WidgetBundle | null>>();
+  /**
+   * An earlier version's file from the archive; null when none is kept. The last few read are
+   * kept in memory (most recently used first out of `WIDGET_ARCHIVE.memoryEntries`), and a miss
+   * for `missTtlMs`: these routes are public, and a request for each of many version strings
+   * must not make as many storage requests.
+   */
+  const earlier = new Map<string, { readonly found: Promise<WidgetBundle | null>; readonly until: number }>();
   const archived = (version: string, file: WidgetFile): Promise<WidgetBundle | null> => {
     const key = archiveKey(version, file);
-    let found = earlier.get(key);
-    if (!found) {
-      found = (async () => {
-        if (!archive || !(await archive.headObject(key))) return null;
-        return bundleOf(await archive.getObject(key), version);
-      })();
-      // Only what was found is kept: a version not kept yet may be written by another server.
-      void found.then((b) => b ?? earlier.delete(key), () => earlier.delete(key));
-      earlier.set(key, found);
+    const kept = earlier.get(key);
+    if (kept && kept.until > Date.now()) {
+      earlier.delete(key);
+      earlier.set(key, kept); // most recently used last
+      return kept.found;
     }
+    const found = (async () => {
+      if (!archive || !(await archive.headObject(key))) return null;
+      return bundleOf(await archive.getObject(key), version);
+    })();
+    earlier.set(key, { found, until: Number.POSITIVE_INFINITY });
+    void found.then(
+      (b) => {
+        if (!b && earlier.get(key)?.found === found) earlier.set(key, { found, until: Date.now() + WIDGET_ARCHIVE.missTtlMs });
+      },
+      () => {
+        if (earlier.get(key)?.found === found) earlier.delete(key); // a failed read is tried again
+      },
+    );
+    while (earlier.size > WIDGET_ARCHIVE.memoryEntries) earlier.delete(earlier.keys().next().value!);
     return found;
   };
 

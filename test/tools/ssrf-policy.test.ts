@@ -164,14 +164,18 @@ test('an invalid operator range fails at construction', (t) => {
   t.is(err!.code, 'invalid_allowed_range');
 });
 
-test('system lookups: at most two in flight (the rest queue in order), one lookup per name, a full queue refused at once, a stuck name holding no more than its own slot', async (t) => {
+test('system lookups (names DNS does not know): at most two in flight (the rest queue in order), one lookup per name, a full queue refused at once, a stuck name holding no more than its own slot', async (t) => {
   const started: string[] = [];
   const answer = new Map<string, (value: Array<{ address: string; family: number }>) => void>();
   const lookup = (hostname: string) => {
     started.push(hostname);
     return new Promise<Array<{ address: string; family: number }>>((resolve) => answer.set(hostname, resolve));
   };
-  const resolve = createSystemResolver({ lookup, maxInFlight: 2, maxQueued: 2 });
+  // DNS does not know these names (as with hosts-file names): the system's lookup answers.
+  const query = async () => {
+    throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' });
+  };
+  const resolve = createSystemResolver({ query, lookup, maxInFlight: 2, maxQueued: 2 });
   const stuck = resolve('stuck.example'); // its nameserver never answers
   const a = resolve('a.example');
   const b = resolve('b.example');
@@ -196,4 +200,28 @@ test('system lookups: at most two in flight (the rest queue in order), one looku
   t.deepEqual(await later, [{ address: '93.184.216.35', family: 4 }]);
   answer.get('stuck.example')!([]);
   await stuck;
+});
+
+test('host lookups go to DNS first: its answer is used, a nameserver that does not answer is not asked again through the system lookup, localhost goes to the system lookup', async (t) => {
+  const systemAsked: string[] = [];
+  const lookup = async (hostname: string) => {
+    systemAsked.push(hostname);
+    return [{ address: '127.0.0.1', family: 4 }];
+  };
+  const query = async (hostname: string): Promise<ResolvedAddress[]> => {
+    if (hostname === 'dead.example') throw Object.assign(new Error('timeout'), { code: 'ETIMEOUT' });
+    if (hostname === 'hosts-file.example') throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' });
+    return [{ address: '93.184.216.34', family: 4 }, { address: '2606:2800:220:1::1', family: 6 }];
+  };
+  const resolve = createSystemResolver({ query, lookup });
+  t.deepEqual(await resolve('api.example'), [{ address: '93.184.216.34', family: 4 }, { address: '2606:2800:220:1::1', family: 6 }]);
+  await t.throwsAsync(resolve('dead.example'), { code: 'ETIMEOUT' });
+  t.deepEqual(await resolve('hosts-file.example'), [{ address: '127.0.0.1', family: 4 }]);
+  t.deepEqual(await resolve('localhost'), [{ address: '127.0.0.1', family: 4 }]);
+  t.deepEqual(systemAsked, ['hosts-file.example', 'localhost'], 'the system lookup only for names DNS does not know');
+});
+
+test('the process resolver answers localhost through the system lookup (the hosts file)', async (t) => {
+  const answers = await systemResolver('localhost');
+  t.true(answers.some((a) => a.address === '127.0.0.1' || a.address === '::1'), JSON.stringify(answers));
 });
