@@ -126,9 +126,18 @@ export async function readJsonBody(ctx: Context, maxBytes: number, policy: BodyP
  * for 45 s after its answer (issue 32).
  */
 function tooLarge(ctx: Context, maxBytes: number): ApiError {
+  return payloadTooLarge(ctx, maxBytes);
+}
+
+/**
+ * The 413 of any body over `maxBytes` (a JSON body, an upload part): the connection is closed
+ * once it is answered, lingering, and the rest of the body is never read. The request must not
+ * have been destroyed (that resets the socket, and the answer is lost): stop reading it instead.
+ */
+export function payloadTooLarge(ctx: Context, maxBytes: number, message = `request body exceeds ${maxBytes} bytes`): ApiError {
   ctx.set('Connection', 'close');
   lingerOnClose(ctx.req.socket);
-  return new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`, { max_bytes: maxBytes });
+  return new ApiError('payload_too_large', message, { max_bytes: maxBytes });
 }
 
 export const BODY_LIMIT_DEFAULTS = {

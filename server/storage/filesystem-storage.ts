@@ -79,16 +79,30 @@ export class FilesystemStorage implements ObjectStorage {
         done(null, chunk);
       },
     });
+    // The request is piped by hand, not through `pipeline`: over the bound it is only unpiped and
+    // paused, never destroyed (destroying it resets the socket, and the 413 would be lost).
+    const fromBody = (err: Error) => counter.destroy(err);
+    const aborted = () => {
+      if ((body as { complete?: boolean }).complete !== true) counter.destroy(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
+    };
+    body.once('error', fromBody).once('aborted', aborted).once('close', aborted);
+    counter.once('error', () => {
+      body.unpipe(counter);
+      body.pause();
+    });
+    body.pipe(counter);
     try {
-      await pipeline(body, counter, createWriteStream(temp, { mode: PRIVATE_MODES.file }));
+      await pipeline(counter, createWriteStream(temp, { mode: PRIVATE_MODES.file }));
       // Rename last, so a re-sent part replaces the old one atomically.
       await rename(temp, join(dir, String(partNumber)));
     } catch (err) {
+      body.off('error', fromBody).off('aborted', aborted).off('close', aborted);
       await rm(temp, { force: true });
       // The upload folder went away under the stream: finalized (parts consumed) or aborted.
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new StorageError('upload_missing', `upload ${uploadId} was finalized or aborted while this part was being sent`);
       throw err;
     }
+    body.off('error', fromBody).off('aborted', aborted).off('close', aborted);
     return `"${hash.digest('hex')}"`;
   }
 
