@@ -266,3 +266,18 @@ test('fleet: a failed placement is recorded only while the session still waits o
   t.true(await sessions.finish(unclaimed.sessionId, unclaimed.callId, end, { placedOn: unclaimed.placement.target.runnerId }));
   t.like(await s.server.db('agent_calls').where('call_id', unclaimed.callId).first(), { status: 'failed', termination_reason: 'bot_start_failed' });
 });
+
+test('fleet: a release nudge goes to the runner row\'s checked origin, never to what else its url says', async (t) => {
+  const fleet = new FleetStore(s.server.db, { leaseMs: SESSION_LEASE.leaseMs });
+  const rows: Array<[string, string]> = [
+    [`runner-url-${randomUUID()}`, 'http://10.9.9.20:8090/some/path?x=1'],
+    [`runner-url-${randomUUID()}`, 'file:///etc/passwd'],
+    [`runner-url-${randomUUID()}`, 'not a url'],
+  ];
+  for (const [id, url] of rows) {
+    await s.server.db.raw(`insert into session_runners (runner_id, url, slots, live_sessions, load, state, started_at, heartbeat_at) values (?, ?, 1, 0, '{}'::jsonb, 'ready', now(), now())`, [id, url]);
+  }
+  t.teardown(() => s.server.db('session_runners').whereIn('runner_id', rows.map(([id]) => id)).delete());
+  t.deepEqual(await Promise.all(rows.map(([id]) => fleet.runnerUrl(id))), ['http://10.9.9.20:8090', null, null]);
+  t.is(await fleet.runnerUrl('no-such-runner'), null);
+});
