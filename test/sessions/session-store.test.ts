@@ -101,10 +101,29 @@ test('a lapsed lease is reaped: the slot is free again and the call failed with 
   t.deepEqual(await alive.reap(), []);
   t.like(await s.server.db('agent_calls').where('call_id', lost.callId).first(), { status: 'failed', termination_reason: 'runner_lost', failure_reason: 'runner_lost' });
   t.like(await s.server.db('agent_calls').where('call_id', kept.callId).first(), { status: 'active' });
-  const held = await alive.heartbeat();
+  const held = await alive.heartbeat([kept.sessionId, third.admitted ? third.sessionId : '', lost.sessionId]);
   t.true(held.has(kept.sessionId));
   t.false(held.has(lost.sessionId));
-  t.is((await dead.heartbeat()).size, 0);
+  t.is((await dead.heartbeat([lost.sessionId])).size, 0);
+});
+
+test("a heartbeat renews only the sessions its process still handles: a row of its own whose end it could not record lapses and is reaped (its slot freed)", async (t) => {
+  const agentId = await publishedAgent({ max_concurrency: 2 });
+  const store = new SessionStore(s.server.db, `handles-${randomUUID()}`, { leaseMs: 60_000 });
+  const running = await store.admit(request(agentId, 1));
+  const orphan = await store.admit(request(agentId, 2));
+  if (!running.admitted || !orphan.admitted) return t.fail('not admitted');
+  // The orphan's lease close to its end (its finish failed; the process dropped it).
+  await s.server.db('agent_sessions').where('session_id', orphan.sessionId).update({ lease_expires_at: s.server.db.raw(`now() + interval '1 second'`) });
+  const held = await store.heartbeat([running.sessionId]);
+  t.deepEqual([...held.keys()], [running.sessionId]);
+  const lease = async (id: string) => new Date((await s.server.db('agent_sessions').where('session_id', id).first('lease_expires_at')).lease_expires_at).getTime();
+  t.true((await lease(orphan.sessionId)) - Date.now() < 2_000, 'the orphan was not renewed');
+  t.true((await lease(running.sessionId)) - Date.now() > 50_000, 'the running one was');
+  await until(async () => (await store.reap()).some((r) => r.sessionId === orphan.sessionId), { timeoutMs: 30_000, intervalMs: 100, what: 'the orphan to be reaped' });
+  t.like(await s.server.db('agent_calls').where('call_id', orphan.callId).first(), { status: 'failed', termination_reason: 'runner_lost' });
+  t.true((await store.admit(request(agentId, 3))).admitted, "the agent's slot is free again");
+  t.deepEqual([...(await store.heartbeat([])).keys()], [], 'nothing handled, nothing renewed (no query)');
 });
 
 test('retry_after_seconds follows the live sessions: the soonest hard end when there is no history', async (t) => {
