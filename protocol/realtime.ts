@@ -66,6 +66,7 @@ export type RealtimeErrorCode =
   | 'rate_limited'
   | 'server_busy'
   | 'idle_timeout'
+  | 'slow_consumer'
   | 'webrtc_failed'
   | 'internal_error';
 
@@ -80,6 +81,7 @@ export const CLOSE_CODES: Readonly<Partial<Record<RealtimeErrorCode, number>>> =
   config_variant_unavailable: 4404,
   server_busy: 4503,
   idle_timeout: 4408,
+  slow_consumer: 4429,
   internal_error: 1011,
 };
 

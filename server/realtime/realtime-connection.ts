@@ -35,6 +35,11 @@ const FACE_MODEL_ERROR_CODES: Readonly<Record<string, RealtimeErrorCode>> = {
   no_face_detected: 'config_no_face',
 };
 
+export const REALTIME_CONNECTION_LIMITS = {
+  /** Non-fatal error answers per second per connection; past it they are dropped (a flood of bad messages must not be answered byte for byte). */
+  maxErrorRepliesPerSecond: 10,
+} as const;
+
 /** Query parameter names that are refused whatever their value (a key under a familiar name). */
 const KEY_PARAMETER_NAMES = new Set(['api_key', 'apikey', 'key', 'token', 'access_token', 'auth', 'authorization', 'x-api-key', 'x_api_key', 'bearer']);
 /**
@@ -70,6 +75,7 @@ export interface ConnectionDeps {
   modelFor(slug: string): FaceModel;
   clock: Clock;
   maxBuffered: number;
+  hardMaxBuffered: number;
   gate: CapacityGate;
   limits: RealtimeLimits;
   setupTimeoutMs: number;
@@ -88,6 +94,8 @@ export class RealtimeConnection {
   private queuedAudioMs = 0;
   private controlWindowStart = 0;
   private controlCount = 0;
+  private errorWindowStart = 0;
+  private errorReplies = 0;
   /** The face session's turn numbering (1, 2, ...), mirrored: start_turn opens one, audio outside an open turn opens one implicitly. */
   private turnId = 0;
   private turnOpen = false;
@@ -162,6 +170,7 @@ export class RealtimeConnection {
           frameLateness?.(this.deps.clock.now() - session.startedAtMs - f.ptsMs);
           if (f.type === 'speech' || f.type === 'speech-start') this.queuedAudioMs = Math.max(0, this.queuedAudioMs - FACE_TIMING.frameDurationMs);
           if (this.ws.readyState !== this.ws.OPEN || this.publication) return;
+          if (this.overflowing()) return;
           // Audio always goes out; under backpressure the image is skipped, never the sound.
           const congested = this.ws.bufferedAmount > this.deps.maxBuffered;
           this.ws.send(
@@ -356,11 +365,36 @@ export class RealtimeConnection {
   }
 
   private send(message: ServerMessage): void {
-    if (this.ws.readyState === this.ws.OPEN) this.ws.send(JSON.stringify(message));
+    if (this.ws.readyState === this.ws.OPEN && !this.overflowing()) this.ws.send(JSON.stringify(message));
   }
 
   private error(code: RealtimeErrorCode, message: string, fatal: boolean): void {
+    if (!fatal) {
+      // A flood of bad messages is answered a few times a second, not once per message.
+      const now = this.deps.clock.now();
+      if (now - this.errorWindowStart >= 1000) {
+        this.errorWindowStart = now;
+        this.errorReplies = 0;
+      }
+      if (++this.errorReplies > REALTIME_CONNECTION_LIMITS.maxErrorRepliesPerSecond) return;
+    }
     this.send({ type: 'error', code, message, fatal });
+  }
+
+  /**
+   * The client is not reading: more than `hardMaxBuffered` bytes wait in its socket. The
+   * connection is ended at once (`slow_consumer`; nothing more can reach such a client anyway),
+   * its session closed and its slot freed. True when it was (or is now) ended for that.
+   */
+  private overflowing(): boolean {
+    if (this.ws.bufferedAmount <= this.deps.hardMaxBuffered) return false;
+    if (!this.closed) {
+      this.deps.log('realtime.slow_consumer', { session_id: this.sessionId, buffered_bytes: this.ws.bufferedAmount });
+      if (!this.ready) this.deps.refused('slow_consumer');
+      this.ws.terminate();
+      this.shutdown('slow_consumer');
+    }
+    return true;
   }
 
   private fail(code: RealtimeErrorCode, message: string): void {
