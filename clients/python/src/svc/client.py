@@ -129,6 +129,8 @@ class SvcClient:
         if not config_id:
             raise ValueError("config_id is required (see svc.resolve_credentials)")
         self._api_key = api_key
+        #: Cancels sent so far: audio being sent when one goes out stops (see send_audio).
+        self._cancels = 0
         self.config_id = config_id
         self.url = resolve_ws_url(url)
         self.connect_timeout = connect_timeout
@@ -357,8 +359,13 @@ class SvcClient:
         if ws.state is not State.OPEN:
             why = f"({ws.close_code} {ws.close_reason or ''})".replace(" )", ")") if ws.close_code else ""
             raise SvcClientError("not_connected", f"send_audio() on a closed connection {why}".rstrip())
+        # A cancel sent while these chunks go out (each send may wait on flow control) ends this
+        # audio's turn: the rest is not sent, or it would open a new turn on the server by itself.
+        cancels = self._cancels
         try:
             for message in messages:
+                if self._cancels != cancels:
+                    return
                 await ws.send(message)
         except ConnectionClosed as err:
             raise SvcClientError("not_connected", f"connection closed: {err}") from err
@@ -370,6 +377,7 @@ class SvcClient:
         return await self.send({"type": "end_turn"})
 
     async def cancel(self) -> bool:
+        self._cancels += 1
         return await self.send({"type": "cancel"})
 
     async def end(self) -> bool:

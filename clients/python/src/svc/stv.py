@@ -244,8 +244,11 @@ class SvcSTVClient:
         self._check_open("send_tts_audio")
         if self._output_rate is None:
             self._output_rate = sample_rate
+        epoch = self._epoch
         if not self._turn_open:
             await self.start_turn()
+            if epoch != self._epoch or not self._turns:
+                return  # interrupted while the turn was being started: this audio is not played
         turn = self._turns[-1]
         # The rate changed mid-utterance: the previous resamplers' tails come first.
         server_tail = local_tail = EMPTY
@@ -289,8 +292,14 @@ class SvcSTVClient:
     async def say(self, pcm: Any, sample_rate: int, num_channels: int = 1) -> None:
         """One-shot: a whole utterance (``start_turn()`` + ``send_tts_audio()`` + ``end_turn()``)."""
         to_mono(int16_samples(pcm), num_channels)  # bad input fails before a turn is opened
+        # An interrupt() during any of these awaits ends the utterance: nothing more of it is sent.
+        epoch = self._epoch
         await self.start_turn()
+        if epoch != self._epoch:
+            return
         await self.send_tts_audio(pcm, sample_rate, num_channels)
+        if epoch != self._epoch:
+            return
         await self.end_turn()
 
     async def interrupt(self) -> bool:
