@@ -351,9 +351,23 @@ export class RealtimeConnection {
     this.publishing = true;
     try {
       const published = await this.deps.publishAvatar(session.frames, settings, { livekitAllowedRanges: this.deps.livekitAllowedRanges });
-      if (this.closed) return void published.close();
+      if (this.closed) {
+        // Never a rejection left unhandled (it would take the process down).
+        await Promise.resolve().then(() => published.close()).catch((err: unknown) => this.deps.log('realtime.unpublish_failed', { session_id: this.sessionId, error: errorMessage(err) }));
+        return;
+      }
       this.publication = published;
       this.send({ type: 'webrtc_connected', participant_id: published.participantId, room: published.room });
+      // The room may end first (closed, deleted, the connection to it lost): the session then
+      // sends its frames over this socket again, and the client is told, instead of holding a
+      // session (and its slot) that shows nothing anywhere.
+      const ended = () => {
+        if (this.closed || this.publication !== published) return;
+        this.publication = undefined;
+        this.deps.log('realtime.webrtc_ended', { session_id: this.sessionId, room: published.room });
+        this.error('webrtc_failed', 'the room publication ended (the room closed, or the connection to it was lost); frames come over this socket again', false);
+      };
+      published.ended?.then(ended, ended);
     } catch (err) {
       // The client sees the publisher's message (neutral for LiveKit: no network detail); the cause goes to the log.
       const cause = err instanceof Error && err.cause !== undefined ? err.cause : undefined;
