@@ -528,3 +528,26 @@ async def test_interrupt_while_send_tts_audio_starts_its_turn_drops_that_audio()
     await h.sync()
     assert h.fake.order[-1] == "audio" and h.fake.audio[-1][1] is True
     await h.close()
+
+
+async def test_a_cancel_the_server_never_confirms_does_not_mute_later_turns() -> None:
+    h = await Harness().start()
+    first = ramp(400, 16_000, start=100)
+    await h.client.say(first, 16_000)
+    await h.sync()
+    h.push_idle(2)
+    h.push_speech(h.fake.sent, turn_id=1, count=3)
+    await h.ticks(4)
+    assert await h.client.interrupt() is True  # the server drops it (past its control message rate): no turn_cancelled
+    await h.sync()
+    await h.ticks(75)  # 3 s: past the confirmation bound
+    cut = h.client.frames_played
+    second = (-ramp(300, 16_000, start=50)).astype(np.int16)
+    before = len(h.fake.sent)
+    await h.client.say(second, 16_000)
+    await h.sync()
+    h.push_speech(h.fake.sent[before:], turn_id=2)
+    h.push_idle(2)
+    await h.ticks(20)
+    assert np.array_equal(voiced(h.audio[cut:]), second), "the next turn is heard"
+    await h.close()
