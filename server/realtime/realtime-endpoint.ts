@@ -119,6 +119,8 @@ export function createRealtimeEndpoint(options: RealtimeEndpointOptions): Realti
   const wss = new WebSocketServer({ noServer: true, maxPayload: REALTIME_ENDPOINT_DEFAULTS.hardMaxPayloadBytes });
   const models = new Map<string, FaceModel>();
   const live = new Set<RealtimeConnection>();
+  /** Every connection from its upgrade to its socket's close, those still authenticating included: shutdown ends them all. */
+  const connections = new Set<RealtimeConnection>();
   const refusals: Record<string, number> = {};
   const refused = (code: RealtimeErrorCode) => void (refusals[code] = (refusals[code] ?? 0) + 1);
 
@@ -135,6 +137,8 @@ export function createRealtimeEndpoint(options: RealtimeEndpointOptions): Realti
     const url = new URL(req.url ?? '/', 'http://localhost');
     wss.handleUpgrade(req, socket, head, (ws) => {
       const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, hardMaxBuffered: options.hardMaxBufferedBytes ?? REALTIME_ENDPOINT_DEFAULTS.hardMaxBufferedBytes, log, live, refused, gate, limits, setupTimeoutMs: options.setupTimeoutMs ?? REALTIME_ENDPOINT_DEFAULTS.setupTimeoutMs, publishAvatar: options.publishAvatar, livekitAllowedRanges: options.livekitAllowedRanges ?? [], onFrameLateness: options.onFrameLateness });
+      connections.add(connection);
+      ws.once('close', () => connections.delete(connection));
       void connection.open();
     });
   };
@@ -146,7 +150,9 @@ export function createRealtimeEndpoint(options: RealtimeEndpointOptions): Realti
     },
     refusals: () => ({ ...refusals }),
     async close() {
-      for (const c of [...live]) c.shutdown('server shutting down');
+      // Not only the live ones: a connection still authenticating or resolving its config would
+      // otherwise open its session after this, and the socket server's close would wait for it.
+      for (const c of [...connections]) c.shutdown('server shutting down');
       ownGate?.close();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },
