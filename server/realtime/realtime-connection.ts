@@ -40,7 +40,7 @@ export const REALTIME_CONNECTION_LIMITS = {
   maxErrorRepliesPerSecond: 10,
 } as const;
 
-/** Query parameter names that are refused whatever their value (a key under a familiar name). */
+/** Query parameter names that are refused whatever their value (a key under a familiar name). The Python client's `_KEY_PARAMS` and the TypeScript client's list repeat it. */
 const KEY_PARAMETER_NAMES = new Set(['api_key', 'apikey', 'key', 'token', 'access_token', 'auth', 'authorization', 'x-api-key', 'x_api_key', 'bearer']);
 /**
  * One of our keys anywhere in a string: the `svc_` scheme followed by base64url of at least 16

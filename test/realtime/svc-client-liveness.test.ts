@@ -108,3 +108,13 @@ test("the remote face fails its frame stream when its connection is lost, ends i
   await asked.end();
   t.is(await outcome, 'completed');
 });
+
+test('a URL carrying a key under any name the server refuses is refused before anything is sent', async (t) => {
+  let connections = 0;
+  const url = await server(t, () => connections++);
+  for (const name of ['api_key', 'access_token', 'X-API-Key', 'bearer']) {
+    const client = new SvcClient({ apiKey: 'k', configId: 'c1', url: `${url}?${name}=secret` });
+    await t.throwsAsync(client.connect(), { message: new RegExp(`never put an API key or token in the URL \\(query parameter ${name}\\)`) });
+  }
+  t.is(connections, 0);
+});
