@@ -7,9 +7,11 @@
 import test from 'ava';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { AddressInfo } from 'node:net';
-import { RealClock } from '../../core/clock.ts';
-import { REALTIME_LIMITS, type SessionReadyMessage } from '../../protocol/realtime.ts';
+import { RealClock, VirtualClock } from '../../core/clock.ts';
+import { encodeFrameOut, REALTIME_LIMITS, type SessionReadyMessage } from '../../protocol/realtime.ts';
+import { until } from '../../testing/until.ts';
 import { openRemoteFaceSession } from '../../transports/realtime/remote-face-session.ts';
+import { STV_DEFAULTS, SvcSTVClient } from '../../transports/realtime/stv-client.ts';
 import { SvcClient, type RealtimeMessage } from '../../transports/realtime/svc-client.ts';
 
 const READY: SessionReadyMessage = {
@@ -117,4 +119,35 @@ test('a URL carrying a key under any name the server refuses is refused before a
     await t.throwsAsync(client.connect(), { message: new RegExp(`never put an API key or token in the URL \\(query parameter ${name}\\)`) });
   }
   t.is(connections, 0);
+});
+
+test('SvcSTVClient: a cancel the server never confirms stops muting speech after STV_DEFAULTS.cancelConfirmMs (the server dropped it)', async (t) => {
+  let serverSocket: WebSocket | undefined;
+  const received: string[] = [];
+  const url = await server(t, (ws) => {
+    serverSocket = ws;
+    ws.on('message', (data, isBinary) => received.push(isBinary ? 'audio' : JSON.parse(String(data)).type));
+  });
+  const clock = new VirtualClock();
+  const client = new SvcSTVClient({ apiKey: 'k', configId: 'c1', url, keepAliveMs: 0, clock });
+  t.teardown(() => client.close());
+  await client.connect();
+  const speech = (index: number, turnId: number) => encodeFrameOut({ type: index === 0 ? 'speech-start' : 'speech', final: false, index, ptsMs: index * 40, turnId, width: 4, height: 2, imageFormat: 'rgb', image: new Uint8Array(24), audio: new Int16Array(640).fill(1000) });
+  client.say(new Int16Array(3200).fill(500), 16_000);
+  t.true(client.interrupt(), 'a cancel went out');
+  await until(async () => received.includes('cancel'), { timeoutMs: 10_000, intervalMs: 5, what: 'the cancel to reach the server' });
+  // The server dropped it (its control message rate): no turn_cancelled ever comes.
+  client.say(new Int16Array(3200).fill(700), 16_000);
+  const sendFrames = async (from: number) => {
+    for (let i = from; i < from + 3; i++) serverSocket!.send(speech(i, 2));
+    serverSocket!.send(JSON.stringify({ type: 'pong', t: from })); // a marker: everything before it arrived
+    await until(async () => seen.has(from), { timeoutMs: 10_000, intervalMs: 5, what: 'the frames to arrive' });
+  };
+  const seen = new Set<number>();
+  client.client.messages$.subscribe((m) => m.type === 'pong' && seen.add(m.t));
+  await sendFrames(0);
+  t.is(client.bufferedFrames, 0, 'speech frames are held as those of the cancelled turn while the cancel may still be confirmed');
+  await clock.advance(STV_DEFAULTS.cancelConfirmMs + 100);
+  await sendFrames(3);
+  t.true(client.bufferedFrames > 0, 'after the bound, speech plays again');
 });
