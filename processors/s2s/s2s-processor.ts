@@ -162,7 +162,8 @@ export class S2SProcessor extends FrameProcessor {
   }
 
   protected override onCancel(): void {
-    void this.close();
+    // The runner waits for it: the provider socket is closed before the bot is reported finished.
+    this.releasing(this.close());
   }
 
   protected override process(f: Frame, direction: Direction): void {
