@@ -107,7 +107,8 @@ test('a lapsed lease is reaped: the slot is free again and the call failed with 
   t.is((await dead.heartbeat([lost.sessionId])).size, 0);
 });
 
-test("a heartbeat renews only the sessions its process still handles: a row of its own whose end it could not record lapses and is reaped (its slot freed)", async (t) => {
+// Serial: its reaper reaps every lapsed row of the database, the other tests' included.
+test.serial("a heartbeat renews only the sessions its process still handles: a row of its own whose end it could not record lapses and is reaped (its slot freed)", async (t) => {
   const agentId = await publishedAgent({ max_concurrency: 2 });
   const store = new SessionStore(s.server.db, `handles-${randomUUID()}`, { leaseMs: 60_000 });
   const running = await store.admit(request(agentId, 1));
