@@ -49,6 +49,13 @@ export const REALTIME_LIMITS: RealtimeLimits = {
   audioSampleRate: 16_000,
 };
 
+/**
+ * Query parameter names refused whatever their value (a key under a familiar name): the server
+ * answers `auth_failed`, and the clients refuse such a URL before connecting. The Python client's
+ * `_KEY_PARAMS` repeats it.
+ */
+export const URL_KEY_PARAMETER_NAMES: ReadonlySet<string> = new Set(['api_key', 'apikey', 'key', 'token', 'access_token', 'auth', 'authorization', 'x-api-key', 'x_api_key', 'bearer']);
+
 export const FRAME_TYPES = ['idle', 'speech-start', 'speech', 'fade-out'] as const;
 export type RealtimeFrameType = (typeof FRAME_TYPES)[number];
 

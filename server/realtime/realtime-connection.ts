@@ -14,6 +14,7 @@ import {
   CLOSE_CODES,
   ProtocolError,
   REALTIME_LIMITS,
+  URL_KEY_PARAMETER_NAMES,
   decodeAudioIn,
   encodeFrameOut,
   parseClientMessage,
@@ -40,8 +41,6 @@ export const REALTIME_CONNECTION_LIMITS = {
   maxErrorRepliesPerSecond: 10,
 } as const;
 
-/** Query parameter names that are refused whatever their value (a key under a familiar name). The Python client's `_KEY_PARAMS` and the TypeScript client's list repeat it. */
-const KEY_PARAMETER_NAMES = new Set(['api_key', 'apikey', 'key', 'token', 'access_token', 'auth', 'authorization', 'x-api-key', 'x_api_key', 'bearer']);
 /**
  * One of our keys anywhere in a string: the `svc_` scheme followed by base64url of at least 16
  * characters (real keys have 43). Matched inside values too (`Bearer svc_...`, `a,svc_...`).
@@ -54,7 +53,7 @@ const API_KEY_PATTERN = new RegExp(`${API_KEY_FORMAT.scheme}[A-Za-z0-9_-]{16,}`,
  */
 export function urlCarriesApiKey(url: URL): boolean {
   for (const [name, value] of url.searchParams) {
-    if (KEY_PARAMETER_NAMES.has(name.toLowerCase())) return true;
+    if (URL_KEY_PARAMETER_NAMES.has(name.toLowerCase())) return true;
     if (API_KEY_PATTERN.test(name) || API_KEY_PATTERN.test(value)) return true;
   }
   return false;

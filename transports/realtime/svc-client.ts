@@ -10,6 +10,7 @@ import {
   decodeFrameOut,
   encodeAudioIn,
   parseServerMessage,
+  URL_KEY_PARAMETER_NAMES,
   REALTIME_LIMITS,
   type ClientMessage,
   type FrameOutMessage,
@@ -33,8 +34,6 @@ export const SVC_CLIENT_DEFAULTS = {
   silentPeriods: 2.5,
 } as const;
 
-/** Query parameter names the server refuses whatever their value (its KEY_PARAMETER_NAMES). */
-const URL_KEY_PARAMETERS = new Set(['api_key', 'apikey', 'key', 'token', 'access_token', 'auth', 'authorization', 'x-api-key', 'x_api_key', 'bearer']);
 
 export type RealtimeMessage = ServerMessage | { readonly type: 'frame'; readonly frame: FrameOutMessage };
 
@@ -90,7 +89,7 @@ export class SvcClient {
     const base = this.settings.url;
     const url = new URL(base);
     // A key in the URL would reach proxies' and servers' logs (the server refuses it anyway): refused here first.
-    const carried = [...url.searchParams.keys()].find((name) => URL_KEY_PARAMETERS.has(name.toLowerCase()));
+    const carried = [...url.searchParams.keys()].find((name) => URL_KEY_PARAMETER_NAMES.has(name.toLowerCase()));
     if (carried !== undefined) return Promise.reject(new SvcClientError('auth_failed', `never put an API key or token in the URL (query parameter ${carried}); the client sends the key in the X-API-Key header`));
     url.searchParams.set('config_id', this.options.configId);
     const ws = new WebSocket(url, { headers: { 'X-API-Key': this.options.apiKey } });

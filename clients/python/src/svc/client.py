@@ -44,8 +44,8 @@ DEFAULT_CONNECT_TIMEOUT_S: Final = 15.0
 DEFAULT_KEEP_ALIVE_S: Final = 30.0
 #: Largest message accepted from the server: an RGB 1280x720 frame is 2.7 MB.
 MAX_INCOMING_BYTES: Final = 16 * 1024 * 1024
-#: Query parameter names the server refuses whatever their value (server/realtime/realtime-connection.ts
-#: KEY_PARAMETER_NAMES): refused here first, so the key never leaves this process in a URL.
+#: Query parameter names the server refuses whatever their value (protocol/realtime.ts
+#: URL_KEY_PARAMETER_NAMES): refused here first, so the key never leaves this process in a URL.
 _KEY_PARAMS: Final = frozenset(
     {"api_key", "apikey", "key", "token", "access_token", "auth", "authorization", "x-api-key", "x_api_key", "bearer"}
 )
