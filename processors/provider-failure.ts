@@ -27,7 +27,8 @@ export interface ProviderFailure {
 }
 
 /** Codes after which the processor can no longer work (see above). */
-const FATAL_CODES: ReadonlySet<string> = new Set(['auth_failed', 'invalid_response']);
+/** `quota_exceeded`: the account cannot be used now (out of credits); every later request would fail the same way. */
+const FATAL_CODES: ReadonlySet<string> = new Set(['auth_failed', 'invalid_response', 'quota_exceeded']);
 
 export function providerFailure(kind: ServiceKind, err: unknown): ProviderFailure {
   const message = errorMessage(err);

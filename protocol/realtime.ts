@@ -49,6 +49,13 @@ export const REALTIME_LIMITS: RealtimeLimits = {
   audioSampleRate: 16_000,
 };
 
+/**
+ * Query parameter names refused whatever their value (a key under a familiar name): the server
+ * answers `auth_failed`, and the clients refuse such a URL before connecting. The Python client's
+ * `_KEY_PARAMS` repeats it.
+ */
+export const URL_KEY_PARAMETER_NAMES: ReadonlySet<string> = new Set(['api_key', 'apikey', 'key', 'token', 'access_token', 'auth', 'authorization', 'x-api-key', 'x_api_key', 'bearer']);
+
 export const FRAME_TYPES = ['idle', 'speech-start', 'speech', 'fade-out'] as const;
 export type RealtimeFrameType = (typeof FRAME_TYPES)[number];
 
@@ -66,6 +73,7 @@ export type RealtimeErrorCode =
   | 'rate_limited'
   | 'server_busy'
   | 'idle_timeout'
+  | 'slow_consumer'
   | 'webrtc_failed'
   | 'internal_error';
 
@@ -80,6 +88,7 @@ export const CLOSE_CODES: Readonly<Partial<Record<RealtimeErrorCode, number>>> =
   config_variant_unavailable: 4404,
   server_busy: 4503,
   idle_timeout: 4408,
+  slow_consumer: 4429,
   internal_error: 1011,
 };
 

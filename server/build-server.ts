@@ -169,7 +169,7 @@ export async function buildServer(input: ServerConfigInput | ServerConfig, parts
   if (runner instanceof BotHost) hostCpu = () => runner.cpuUsage();
   // Our face as the avatar of LiveKit Agents: the same gate and frame metrics as /realtime.
   const avatarSessions = surfaces.avatarSessions && capacity ? mountAvatarSessions(host, { capacity, metrics: avatarMetrics!, onFrameLateness: lateness(frameTiming.realtime), ...parts.avatarSessions }) : undefined;
-  const widget = surfaces.widget ? mountWidget(host, { ...parts.widget, connectOrigins: config.sessions.livekit ? [config.sessions.livekit.url] : [] }) : undefined;
+  const widget = surfaces.widget ? mountWidget(host, { archive: core.storage, liveKitRooms: Boolean(config.sessions.livekit), ...parts.widget, connectOrigins: config.sessions.livekit ? [config.sessions.livekit.url] : [] }) : undefined;
   const readiness = new Readiness({ db: core.db, logger });
   readiness.trackFaceEngine(faceEngine);
   if (surfaces.operations) mountOperations(http, { readiness, ...(metrics ? { metrics } : {}), access: config.metrics, logger });

@@ -34,7 +34,7 @@ const config = (() => {
 const logger = pino({ level: config.logLevel });
 const registry = new Registry();
 const plugins = await loadDefaultPlugins(registry, logger);
-registerIdleVideoGenerator(registry);
+registerIdleVideoGenerator(registry, { ffmpegPath: config.ffmpegPath });
 const db = openDatabase({ databaseUrl: config.databaseUrl, pgliteDir: join(config.dataDir, 'pglite'), timeouts: config.database, logger });
 try {
   await migrateToLatest(db);

@@ -42,6 +42,8 @@ export interface SvcAvatarSessionOptions {
   readonly tokenTtlS?: number;
   /** `fetch` to reach our service (tests, proxies). */
   readonly fetch?: typeof fetch;
+  /** How long a request to our service may take before it is given up (ms, default 30 000: a start includes the avatar's join). */
+  readonly requestTimeoutMs?: number;
 }
 
 export interface SvcAvatarStartOptions {
@@ -147,6 +149,10 @@ export class AvatarSession extends AgentsAvatarSession {
     const apiKey = this.settings.apiKey ?? process.env.SVC_API_KEY;
     try {
       if (id && apiUrl && apiKey) this.session = await this.call('DELETE', `${apiUrl}/v1/avatar-sessions/${encodeURIComponent(id)}`, apiKey);
+    } catch (error) {
+      // Ended and forgotten by the service already (it keeps an ended session's record 10
+      // minutes): closed, which is what was asked. Other failures are the caller's to see.
+      if (!(error instanceof SvcAvatarError && error.status === 404)) throw error;
     } finally {
       await super.aclose();
     }
@@ -160,6 +166,7 @@ export class AvatarSession extends AgentsAvatarSession {
         method,
         headers: { 'X-API-Key': apiKey, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(this.settings.requestTimeoutMs ?? 30_000),
       });
     } catch (error) {
       throw new SvcAvatarError('unreachable', `svc avatar service unreachable at ${url}: ${error instanceof Error ? error.message : String(error)}`, null);

@@ -210,6 +210,7 @@ export class Call {
         handlers: {
           track: (track) => this.attachTrack(track),
           peerState: (state) => this.onPeerState(state),
+          serverFailed: () => this.onRoomServerFailed(),
           message: (message) => this.onBotMessage(message),
           closed: (reason) => {
             this.roomClosedReason = reason;
@@ -301,6 +302,12 @@ export class Call {
     if (this.phase === 'done') return;
     const domain: FaultDomain = offline() ? 'client_env' : (this.room?.iceFault?.() ?? 'unknown');
     this.finish('ice_failed', { faultDomain: domain, hangUp: true, hangUpReason: 'ice_failed' });
+  }
+
+  /** The room's server could not give this visitor media: at once, not after the setup timeout, and not blamed on the network. */
+  private onRoomServerFailed(): void {
+    if (this.phase === 'done') return;
+    this.finish(this.phase === 'session' ? 'transport_lost' : 'connection_failed', { faultDomain: 'ojin', hangUp: true });
   }
 
   private onTransportLost(): void {

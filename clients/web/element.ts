@@ -17,6 +17,7 @@ const ERROR_TEXT: Partial<Record<Outcome, string>> = {
   unsupported_browser: 'This browser cannot hold voice conversations. Please use a recent Chrome, Edge, Firefox or Safari.',
   agent_unavailable: 'This agent is not available right now.',
   not_allowed: 'This agent cannot be used on this website.',
+  invalid_settings: 'This conversation is not set up correctly on this website.',
   queue_timeout: 'All lines are still busy. Please try again in a few minutes.',
   service_error: 'The service could not start the conversation. Please try again.',
   network_error: 'The service could not be reached. Check your connection and try again.',

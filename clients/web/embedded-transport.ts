@@ -6,10 +6,10 @@
 import SvcRoom from 'svc:room-client';
 import { JoinFailure, type JoinRoom, type RoomTransport } from './transport.ts';
 
-export const joinEmbeddedRoom: JoinRoom = async ({ url, token, microphone, handlers }) => {
+export const joinEmbeddedRoom: JoinRoom = async ({ url, token, microphone, handlers, signal }) => {
   let room: Awaited<ReturnType<typeof SvcRoom.join>>;
   try {
-    room = await SvcRoom.join({ url, token, toolCallEvents: false, ...(microphone ? { microphone } : {}) });
+    room = await SvcRoom.join({ url, token, toolCallEvents: false, ...(microphone ? { microphone } : {}), ...(signal ? { signal } : {}) });
   } catch (err) {
     const code = (err as { code?: string })?.code ?? '';
     throw new JoinFailure(code === 'connection_closed' ? 'network' : 'refused', String((err as Error)?.message ?? err));
@@ -17,10 +17,16 @@ export const joinEmbeddedRoom: JoinRoom = async ({ url, token, microphone, handl
   let left = false;
   let serverUnavailable = false;
   room.on('error', (error) => {
-    // The server could not offer a media path at all (no free port, no relay): no use waiting.
-    if (left || error.code !== 'ice_unavailable') return;
-    serverUnavailable = true;
-    handlers.peerState('failed');
+    if (left) return;
+    if (error.code === 'ice_unavailable') {
+      // The server could not offer a media path at all (no free port, no relay): no use waiting.
+      serverUnavailable = true;
+      handlers.peerState('failed');
+    } else if (error.code === 'internal_error' && !error.fatal) {
+      // The server could not make this visitor's peer connection (or its offer): no media will
+      // come, and it is not the visitor's network.
+      handlers.serverFailed(error.message);
+    }
   });
   room.on('track', ({ track }) => !left && handlers.track(track));
   room.on('connectionstatechange', ({ state }) => {

@@ -40,6 +40,8 @@ export const OUTCOMES = {
   unsupported_browser: 'client_env',
   agent_unavailable: 'backend',
   not_allowed: 'backend',
+  /** The Session API refused the page's settings (400: an agent-id that is no uuid, a client-user-ref over 256 characters). */
+  invalid_settings: 'backend',
   queue_timeout: 'backend',
   service_error: 'ojin',
   network_error: 'unknown',

@@ -19,6 +19,8 @@ declare module 'svc:room-client' {
     readonly iceRestartIntervalMs?: number;
     readonly microphone?: MediaStreamTrack;
     readonly toolCallEvents?: boolean;
+    /** Aborted before the room is joined: the join gives up (rejects with code `aborted`) and closes its socket. */
+    readonly signal?: AbortSignal;
   }
   export interface RoomEvents {
     track: { track: MediaStreamTrack; stream: MediaStream };

@@ -108,6 +108,8 @@ export class SessionApi {
       }
       if (code === 'agent_not_found' || code === 'agent_unpublished' || response.status === 404) throw new CallFailure('agent_unavailable');
       if (code === 'auth_failed' || response.status === 403) throw new CallFailure('not_allowed');
+      // The page's own settings (its attributes) were refused: the site's to fix, not the service's.
+      if (response.status === 400) throw new CallFailure('invalid_settings');
       throw new CallFailure('service_error');
     }
   }

@@ -17,6 +17,11 @@ export interface RoomHandlers {
   peerState(state: 'connected' | 'disconnected' | 'failed'): void;
   /** A session message from the bot (a JSON object). */
   message(message: Record<string, unknown>): void;
+  /**
+   * The room's server could not set up this visitor's media (its peer connection or offer failed
+   * on the server): no media will come; the service's fault, not the network's.
+   */
+  serverFailed(message: string): void;
   /** The server closed the room on purpose (before `disconnected`); the reason in words. */
   closed(reason: string): void;
   /** The room connection is gone (after `closed` when the server closed it). */

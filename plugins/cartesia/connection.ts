@@ -57,6 +57,8 @@ const OPEN = 1;
 
 export class CartesiaConnection {
   private readonly contexts = new Map<string, ContextQueue>();
+  /** Contexts cancelled lately (an interruption): their late errors concern no sentence now. */
+  private readonly cancelled = new Set<string>();
   private closed = false;
 
   static async open(options: CartesiaConnectionOptions, signal?: AbortSignal): Promise<CartesiaConnection> {
@@ -123,7 +125,12 @@ export class CartesiaConnection {
       signal?.removeEventListener('abort', onAbort);
       this.contexts.delete(id);
       // Left before done (an interruption): Cartesia is told to stop generating it.
-      if (!finished) this.send({ context_id: id, cancel: true });
+      if (!finished) {
+        this.send({ context_id: id, cancel: true });
+        this.cancelled.add(id);
+        // The last few are enough: late messages follow their cancel within moments.
+        if (this.cancelled.size > 32) this.cancelled.delete(this.cancelled.values().next().value!);
+      }
     }
   }
 
@@ -143,6 +150,9 @@ export class CartesiaConnection {
   private route(event: Record<string, any>): void {
     const queue = typeof event.context_id === 'string' ? this.contexts.get(event.context_id) : undefined;
     if (event.type === 'error' && !queue) {
+      // The late error of a context already cancelled (an interruption) concerns nobody now: it
+      // must not fail the sentence that followed it.
+      if (typeof event.context_id === 'string' && this.cancelled.has(event.context_id)) return;
       // An error for no live context (a refused message, the connection itself): every sentence in flight fails.
       return this.failAll(generationError(event));
     }

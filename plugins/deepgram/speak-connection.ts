@@ -152,11 +152,30 @@ export class SpeakConnection {
     }
   }
 
-  private async waitForClear(): Promise<void> {
+  /**
+   * Waits for a Clear under way to be confirmed (at most `clearTimeoutMs`; sooner when `signal`
+   * aborts): true when this socket can take the next sentence, false when it cannot (not
+   * confirmed in time: it was failed, and the caller should open a fresh one).
+   */
+  async settled(signal?: AbortSignal): Promise<boolean> {
+    if (this.clearing) await this.waitForClear(signal);
+    return this.state === 'open' || this.state === 'connecting';
+  }
+
+  private async waitForClear(signal?: AbortSignal): Promise<void> {
     const clearing = this.clearing!;
     let timer: NodeJS.Timeout | undefined;
-    const cleared = await Promise.race([clearing.done.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), this.clearTimeoutMs)))]);
+    let onAbort: (() => void) | undefined;
+    const aborted = new Promise<'aborted'>((r) => {
+      onAbort = () => r('aborted');
+      if (signal?.aborted) onAbort();
+      else signal?.addEventListener('abort', onAbort, { once: true });
+    });
+    const outcome = await Promise.race([clearing.done.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), this.clearTimeoutMs))), aborted]);
     clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
+    if (outcome === 'aborted') return;
+    const cleared = outcome;
     // No Cleared in time: this socket may still carry the old sentence; a fresh one is cleaner.
     if (!cleared) this.fail(new DeepgramTTSError('timeout', `Deepgram did not confirm Clear within ${this.clearTimeoutMs} ms`));
   }

@@ -76,7 +76,11 @@ export class DeepgramTTSService implements TTSService {
     try {
       const model = request.voiceId && /^aura-/.test(request.voiceId) ? request.voiceId : this.model;
       const rate = (DEEPGRAM_SPEAK_RATES as readonly number[]).includes(request.sampleRate) ? request.sampleRate : 24_000;
-      const connection = await this.connect(model, rate, signal);
+      let connection = await this.connect(model, rate, signal);
+      // After an interruption the socket waits for Deepgram's Cleared; one not confirmed in time is
+      // dropped, and this sentence goes on a fresh socket instead of failing with it.
+      if (!(await connection.settled(signal))) connection = await this.connect(model, rate, signal);
+      if (signal?.aborted) throw abortError(ABORTED);
       const pcm = new PcmStream(rate, request.sampleRate);
       for await (const bytes of connection.speak(request.text, signal)) {
         const samples = pcm.push(bytes);

@@ -85,7 +85,9 @@ export function initiation(o: S2SConnectOptions): Record<string, unknown> {
     const agent: Record<string, unknown> = {};
     if (o.instructions?.trim()) agent.prompt = { prompt: o.instructions.trim() };
     if (o.language) agent.language = o.language.split('-')[0];
-    if (o.greeting) agent.first_message = o.greeting;
+    // A reconnect mid-call: no first message at all (the agent's own configured one included).
+    if (o.resumed) agent.first_message = '';
+    else if (o.greeting) agent.first_message = o.greeting;
     const override: Record<string, unknown> = { agent };
     if (o.voiceId) override.tts = { voice_id: o.voiceId };
     msg.conversation_config_override = override;

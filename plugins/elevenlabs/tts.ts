@@ -201,6 +201,11 @@ async function translateError(err: unknown, signal: AbortSignal | undefined): Pr
       return new ElevenLabsTTSError('connection_lost', `could not reach ElevenLabs: ${err.message}`, undefined, { cause: err });
     }
     const detail = await describeBody(err.body);
+    // ElevenLabs answers an account out of credits (or held for unusual activity) with 401 too:
+    // not a key to fix, so not `auth_failed`.
+    if (err.statusCode === 401 && /\((quota_exceeded|detected_unusual_activity)\)$/.test(detail)) {
+      return new ElevenLabsTTSError('quota_exceeded', `ElevenLabs refused to synthesise for this account (${err.statusCode}): ${detail}`, err.statusCode, { cause: err });
+    }
     return new ElevenLabsTTSError(codeForHttpStatus(err.statusCode), `ElevenLabs request failed (${err.statusCode}): ${detail}`, err.statusCode, { cause: err });
   }
   const message = errorMessage(err);

@@ -210,6 +210,7 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     let final = false;
     let turnId: number | null = null;
     let audio: Int16Array | undefined;
+    let speechSamples: number | undefined;
     let fadeRate: number | undefined;
     let articulation: ArticulationInput | undefined;
 
@@ -224,7 +225,9 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     } else if (turn && (turn.started || this.ready(turn))) {
       if (turn.queued > 0) {
         articulation = this.articulationAt(turn, turn.played);
+        const before = turn.queued;
         audio = this.take(turn);
+        speechSamples = before - turn.queued;
         turn.played += SPF;
         type = turn.started ? 'speech' : 'speech-start';
         turn.started = true;
@@ -239,6 +242,7 @@ export class HumanFaceFrameSource implements FaceFrameSource {
       } else {
         type = 'speech'; // underrun inside an open turn: keep the turn, mouth closes
         turnId = turn.id;
+        speechSamples = 0;
       }
     }
     const speaking = type === 'speech' || type === 'speech-start';
@@ -253,6 +257,7 @@ export class HumanFaceFrameSource implements FaceFrameSource {
       final,
       turnId,
       audio: audio ?? new Int16Array(SPF),
+      ...(speechSamples !== undefined ? { speechSamples } : {}),
     });
   }
 
@@ -268,10 +273,11 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     if (!turn || turn.started || turn.queued === 0 || !this.ready(turn)) return frame;
     const margin = ((SOURCE_DEFAULTS.prebufferMs + SOURCE_DEFAULTS.lateStartExtraMs) / 1000) * FACE_TIMING.audioSampleRate;
     if (!turn.ended && turn.queued < margin) return frame;
+    const before = turn.queued;
     const audio = this.take(turn);
     turn.played += SPF;
     turn.started = true;
-    return { ...frame, type: 'speech-start', final: false, turnId: turn.id, audio };
+    return { ...frame, type: 'speech-start', final: false, turnId: turn.id, audio, speechSamples: before - turn.queued };
   }
 
   private async rasterise(pose: FacePose, frame: Omit<FaceFrame, 'image'>): Promise<FaceFrame> {

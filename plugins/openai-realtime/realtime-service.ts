@@ -169,7 +169,7 @@ class OpenAIRealtimeConnection implements S2SConnection {
       const content = [{ type: h.role === 'user' ? 'input_text' : 'output_text', text: h.text }];
       this.rt.send({ type: 'conversation.item.create', item: { type: 'message', role: h.role, content } } as any);
     }
-    if (o.greeting !== undefined && o.greeting !== null) {
+    if (!o.resumed && o.greeting !== undefined && o.greeting !== null) {
       const instructions = o.greeting.trim() ? `Greet the user by saying exactly: "${o.greeting.trim()}"` : 'Greet the user to open the conversation, in one short sentence.';
       this.rt.send({ type: 'response.create', response: { instructions } } as any);
     }

@@ -3,7 +3,7 @@ import { APIConnectionError, APIError, APIUserAbortError } from 'openai';
 import { abortError } from '../../core/clock.ts';
 import { ProviderError, codeForHttpStatus } from '../../core/provider-error.ts';
 
-export type OpenAILLMErrorCode = 'key_missing' | 'auth_failed' | 'bad_request' | 'rate_limited' | 'provider_error' | 'connection_lost' | 'invalid_response';
+export type OpenAILLMErrorCode = 'key_missing' | 'auth_failed' | 'bad_request' | 'rate_limited' | 'provider_error' | 'connection_lost' | 'invalid_response' | 'timeout';
 
 export class OpenAILLMError extends ProviderError<OpenAILLMErrorCode> {
   constructor(code: OpenAILLMErrorCode, message: string, status?: number, options?: { cause?: unknown }) {

@@ -42,6 +42,12 @@ export interface FaceFrame {
   readonly image: ImagePayload;
   /** Exactly 640 samples of 16 kHz mono int16: the audio that plays with this frame. */
   readonly audio: Int16Array;
+  /**
+   * How many of `audio`'s samples are the turn's own speech (the rest is padding): 640 on a
+   * speech frame whose turn had audio queued, fewer on its last short frame, 0 while the turn
+   * waits for more audio (an underrun). Absent on sources that do not tell.
+   */
+  readonly speechSamples?: number;
 }
 
 /** Facial landmarks of one reference image: computed once, stored with the asset, reused. */

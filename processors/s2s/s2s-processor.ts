@@ -162,7 +162,8 @@ export class S2SProcessor extends FrameProcessor {
   }
 
   protected override onCancel(): void {
-    void this.close();
+    // The runner waits for it: the provider socket is closed before the bot is reported finished.
+    this.releasing(this.close());
   }
 
   protected override process(f: Frame, direction: Direction): void {
@@ -186,8 +187,12 @@ export class S2SProcessor extends FrameProcessor {
 
   private async open(): Promise<void> {
     const c = this.options.connect;
+    // Only the first connection opens the conversation: a reconnect mid-call greeting the user
+    // again ("Hello! I am Ada") would be heard as the bot starting over.
+    const resumed = this.epoch > 0;
     const connection = await this.service.connect({
       ...c,
+      ...(resumed ? { greeting: null, resumed: true } : {}),
       allowInterruptions: this.interruptionsAllowed,
       history: this.history.slice(-S2S_DEFAULTS.historyTurns),
       signal: this.abort.signal,

@@ -74,6 +74,11 @@ export interface S2SConnectOptions {
    * configured first message).
    */
   readonly greeting?: string | null;
+  /**
+   * A reconnect of a conversation under way: the provider must not open it again (no greeting,
+   * and no first message of its own where it can be overridden). `greeting` is null then.
+   */
+  readonly resumed?: boolean;
   /** Earlier turns, on a reconnect. */
   readonly history?: readonly S2SHistoryEntry[];
   readonly signal?: AbortSignal;

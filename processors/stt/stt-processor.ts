@@ -85,6 +85,8 @@ export class STTProcessor extends FrameProcessor {
   private readonly metrics = ProcessorMetrics.for(this.name, () => this.clock, (f) => this.push(f), () => this.startFrame?.enableMetrics ?? false);
   /** Reconnections performed (diagnostics, tests). */
   reconnects = 0;
+  /** Aborted when the processor ends: a connection attempt under way gives up. */
+  private readonly stopping = new AbortController();
 
   constructor(private readonly service: STTService, options: STTOptions = {}) {
     super(options);
@@ -195,7 +197,13 @@ export class STTProcessor extends FrameProcessor {
       channels: 1,
       interimResults: this.settings.interimResults,
       model: this.settings.model,
-    });
+    }, this.stopping.signal);
+    if (this.closed) {
+      // Ended while this connection was being opened (a hang-up during the first connect or a
+      // reconnect): it is closed now, never kept (its keep-alives would hold the process open).
+      await stream.close().catch(() => undefined);
+      throw new Error('the speech-to-text processor ended while connecting');
+    }
     this.stream = stream;
     this.reconnection.opened();
     this.subscription = stream.transcripts.subscribe({
@@ -277,6 +285,7 @@ export class STTProcessor extends FrameProcessor {
   private async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.stopping.abort(new Error('the speech-to-text processor ended'));
     this.subscription?.unsubscribe();
     const stream = this.stream;
     this.stream = undefined;

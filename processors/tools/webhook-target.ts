@@ -6,7 +6,7 @@
  * client is never given a name to resolve, a DNS answer that changes between check and connect
  * (DNS rebinding) cannot redirect the request.
  */
-import { lookup as dnsLookup } from 'node:dns/promises';
+import { lookup as dnsLookup, Resolver } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import type { AddressPolicy } from './address-policy.ts';
 
@@ -18,10 +18,105 @@ export interface ResolvedAddress {
 /** Resolves a host name to every address it has. Injectable so tests need no real DNS. */
 export type HostResolver = (hostname: string) => Promise<readonly ResolvedAddress[]>;
 
-export const systemResolver: HostResolver = async (hostname) => {
-  const answers = await dnsLookup(hostname, { all: true, verbatim: true });
-  return answers.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }));
-};
+export const SYSTEM_RESOLVER_DEFAULTS = {
+  /** DNS queries (c-ares, on the event loop): each try waits this long (ms) for an answer. */
+  dnsTimeoutMs: 2_000,
+  dnsTries: 2,
+  /**
+   * System lookups (`getaddrinfo`) in flight at once, per process, for the names DNS does not
+   * know (the hosts file, `localhost`, other name services). Each holds one of libuv's threads
+   * (4 unless UV_THREADPOOL_SIZE says otherwise) until the system's resolver gives up, whatever a
+   * caller's timeout says, and file reads and hashing wait for those threads.
+   */
+  maxInFlight: 2,
+  /** Names waiting for a free system lookup; past it a lookup is refused at once (`EBUSY`). */
+  maxQueued: 256,
+} as const;
+
+type SystemLookup = (hostname: string) => Promise<ReadonlyArray<{ address: string; family: number }>>;
+/** A DNS query of both families: the addresses found, or a rejection with its `code` (`ENOTFOUND`, `ETIMEOUT`...). */
+export type DnsQuery = (hostname: string) => Promise<readonly ResolvedAddress[]>;
+
+/** Codes of a DNS query that mean the nameserver did not answer: the system's lookup would wait for it too. */
+const NO_ANSWER = new Set(['ETIMEOUT', 'ETIMEDOUT']);
+
+function caresQuery(): DnsQuery {
+  let resolver: Resolver | null = null;
+  return async (hostname) => {
+    resolver ??= new Resolver({ timeout: SYSTEM_RESOLVER_DEFAULTS.dnsTimeoutMs, tries: SYSTEM_RESOLVER_DEFAULTS.dnsTries });
+    const [v4, v6] = await Promise.allSettled([resolver.resolve4(hostname), resolver.resolve6(hostname)]);
+    const found: ResolvedAddress[] = [
+      ...(v4.status === 'fulfilled' ? v4.value.map((address): ResolvedAddress => ({ address, family: 4 })) : []),
+      ...(v6.status === 'fulfilled' ? v6.value.map((address): ResolvedAddress => ({ address, family: 6 })) : []),
+    ];
+    if (found.length) return found;
+    const failures = [v4, v6].flatMap((r) => (r.status === 'rejected' ? [r.reason as NodeJS.ErrnoException] : []));
+    throw failures.find((e) => NO_ANSWER.has(e.code ?? '')) ?? failures[0] ?? Object.assign(new Error(`${hostname} has no addresses`), { code: 'ENODATA' });
+  };
+}
+
+/**
+ * The resolver of webhook and LiveKit hosts: DNS first, through c-ares (asynchronous, on the
+ * event loop: a nameserver that never answers costs a timer, not a thread), then, for names DNS
+ * does not know (`localhost`, the hosts file, other name services), the system's lookup with at
+ * most `maxInFlight` running and a queue in arrival order behind them. One lookup per name runs
+ * however many callers ask for it meanwhile. A name DNS timed out on is not looked up again by
+ * the system: its resolver would wait on the same nameserver, holding a thread.
+ */
+export function createSystemResolver(options: { readonly query?: DnsQuery; readonly lookup?: SystemLookup; readonly maxInFlight?: number; readonly maxQueued?: number } = {}): HostResolver {
+  const query = options.query ?? caresQuery();
+  const lookup: SystemLookup = options.lookup ?? ((hostname) => dnsLookup(hostname, { all: true, verbatim: true }));
+  const maxInFlight = options.maxInFlight ?? SYSTEM_RESOLVER_DEFAULTS.maxInFlight;
+  const maxQueued = options.maxQueued ?? SYSTEM_RESOLVER_DEFAULTS.maxQueued;
+  const byName = new Map<string, Promise<readonly ResolvedAddress[]>>();
+  const queue: Array<() => void> = [];
+  let running = 0;
+  const release = () => {
+    running--;
+    queue.shift()?.();
+  };
+  const slot = (): Promise<void> => {
+    if (running < maxInFlight) {
+      running++;
+      return Promise.resolve();
+    }
+    if (queue.length >= maxQueued) return Promise.reject(Object.assign(new Error('too many host lookups waiting'), { code: 'EBUSY' }));
+    return new Promise((resolve) => queue.push(() => (running++, resolve())));
+  };
+  const systemLookup = async (hostname: string): Promise<readonly ResolvedAddress[]> => {
+    await slot();
+    try {
+      const answers = await lookup(hostname);
+      return answers.map((a): ResolvedAddress => ({ address: a.address, family: a.family === 6 ? 6 : 4 }));
+    } finally {
+      release();
+    }
+  };
+  const resolve = async (hostname: string): Promise<readonly ResolvedAddress[]> => {
+    const local = hostname.toLowerCase();
+    if (local === 'localhost' || local.endsWith('.localhost')) return systemLookup(hostname);
+    try {
+      return await query(hostname);
+    } catch (err) {
+      if (NO_ANSWER.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+      return systemLookup(hostname);
+    }
+  };
+  return (hostname) => {
+    const pending = byName.get(hostname);
+    if (pending) return pending;
+    const answer = resolve(hostname);
+    const settled = () => {
+      if (byName.get(hostname) === answer) byName.delete(hostname);
+    };
+    answer.then(settled, settled);
+    byName.set(hostname, answer);
+    return answer;
+  };
+}
+
+/** The process's one system resolver: its bound on lookups in flight is the process's. */
+export const systemResolver: HostResolver = createSystemResolver();
 
 export type WebhookRefusalCode = 'invalid_url' | 'unsupported_scheme' | 'unresolvable_host' | 'forbidden_address';
 

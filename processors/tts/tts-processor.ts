@@ -10,7 +10,8 @@
  * synthesis is aborted and its remaining text skipped.
  */
 import { AudioChunker, Resampler, concat } from '../../core/audio.ts';
-import { isAbortError, linkedSignal } from '../../core/clock.ts';
+import { isAbortError, linkedSignal, type TimerHandle } from '../../core/clock.ts';
+import { ProviderError } from '../../core/provider-error.ts';
 import { frame, type Direction, type Frame, type PhonemeTiming, type WordTiming } from '../../core/frames.ts';
 import { ProcessorMetrics } from '../../core/metrics.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
@@ -28,6 +29,13 @@ export const TTS_DEFAULTS = {
   clauseAfterChars: SENTENCE_DEFAULTS.clauseAfterChars,
   /** See `TTSOptions.holdAudioForWordTimings`. */
   holdAudioForWordTimings: true,
+  /**
+   * Longest wait (ms) for a provider's next event while a piece is synthesised: past it the piece
+   * is ended as a retryable `timeout` (its audio so far stays) and the next piece goes on. A
+   * stream that stalls (a socket left open, a `Flushed` or `done` that never comes) otherwise left
+   * the bot silent until the visitor spoke.
+   */
+  streamIdleMs: 15_000,
 } as const;
 
 export interface TTSOptions extends ProcessorOptions {
@@ -37,6 +45,8 @@ export interface TTSOptions extends ProcessorOptions {
   sampleRate?: number;
   chunkMs?: number;
   clauseAfterChars?: number;
+  /** See TTS_DEFAULTS.streamIdleMs. */
+  streamIdleMs?: number;
   /**
    * Whether a piece's audio waits for the provider's word timings (default: true), so each
    * `tts-audio` chunk can carry the words that start in it: an output playing the chunks itself
@@ -56,6 +66,7 @@ export class TTSProcessor extends FrameProcessor {
   private readonly holdAudioForWordTimings: boolean;
   private speaking = false;
   private readonly metrics: ProcessorMetrics;
+  private readonly streamIdleMs: number;
   /** The preemptive reply whose frames are passing, and whether it was discarded. */
   private reply: { readonly replyId: string; readonly abort: AbortController } | null = null;
   private readonly discardedReplies = new Set<string>();
@@ -65,6 +76,7 @@ export class TTSProcessor extends FrameProcessor {
     const settings = resolveOptions(TTS_DEFAULTS, options);
     this.chunkMs = settings.chunkMs;
     this.holdAudioForWordTimings = settings.holdAudioForWordTimings;
+    this.streamIdleMs = settings.streamIdleMs;
     this.sentences = new SentenceAggregator(settings.clauseAfterChars);
     this.metrics = ProcessorMetrics.for(this.name, () => this.clock, (f) => this.push(f), () => this.startFrame?.enableMetrics ?? false);
   }
@@ -199,45 +211,65 @@ export class TTSProcessor extends FrameProcessor {
     this.metrics.startTtfb();
     const hold = this.holdAudioForWordTimings;
     const pending: Int16Array[] = [];
-    for await (const event of this.service.synthesize({ text, voiceId: this.options.voiceId, language: this.options.language, sampleRate: rate, signal })) {
-      if (signal.aborted) return;
-      switch (event.type) {
-        case 'audio': {
-          this.metrics.stopTtfb();
-          let pcm = event.pcm;
-          if (event.sampleRate !== rate) {
-            resampler ??= new Resampler(event.sampleRate, rate);
-            pcm = resampler.process(pcm);
-          }
-          // Word timings may arrive after the audio they describe: hold audio until we have them
-          // or until the stream ends (a provider with no timings), then chunk.
-          if (!words && hold) pending.push(pcm);
-          else {
-            let emitted = 0;
-            for (const c of chunker.push(pcm)) {
-              emit(c);
-              emitted++;
+    // The piece's own signal, or the provider's silence bound: whichever comes first ends it.
+    const idle = new AbortController();
+    const stalled = () =>
+      new ProviderError('timeout', `no audio from ${this.service.name} for ${this.streamIdleMs} ms while speaking "${text.slice(0, 40)}"; the rest of this piece is skipped`);
+    let idleTimer: TimerHandle | undefined;
+    const arm = () => {
+      if (idleTimer !== undefined) this.clock.clearTimeout(idleTimer);
+      idleTimer = this.clock.setTimeout(() => idle.abort(), this.streamIdleMs);
+    };
+    arm();
+    const events = this.service.synthesize({ text, voiceId: this.options.voiceId, language: this.options.language, sampleRate: rate, signal: AbortSignal.any([signal, idle.signal]) });
+    try {
+      for await (const event of events) {
+        arm();
+        if (signal.aborted) return;
+        switch (event.type) {
+          case 'audio': {
+            this.metrics.stopTtfb();
+            let pcm = event.pcm;
+            if (event.sampleRate !== rate) {
+              resampler ??= new Resampler(event.sampleRate, rate);
+              pcm = resampler.process(pcm);
             }
-            // Let timers and I/O run before the next piece: a provider faster than real time
-            // (eSpeak) has the rest of the sentence queued already, read without a pause, and the
-            // burst of chunks (to the avatar, its face) would hold the event loop for tens of ms
-            // (more on a loaded machine), so the face's frame due meanwhile, the first to carry
-            // the answer, went out that late. Not after a piece shorter than a chunk (eSpeak's
-            // first is ~11 ms): nothing went down, and the first chunk is not to wait a loop turn.
-            if (emitted > 0) await yieldToEventLoop();
+            // Word timings may arrive after the audio they describe: hold audio until we have them
+            // or until the stream ends (a provider with no timings), then chunk.
+            if (!words && hold) pending.push(pcm);
+            else {
+              let emitted = 0;
+              for (const c of chunker.push(pcm)) {
+                emit(c);
+                emitted++;
+              }
+              // Let timers and I/O run before the next piece: a provider faster than real time
+              // (eSpeak) has the rest of the sentence queued already, read without a pause, and the
+              // burst of chunks (to the avatar, its face) would hold the event loop for tens of ms
+              // (more on a loaded machine), so the face's frame due meanwhile, the first to carry
+              // the answer, went out that late. Not after a piece shorter than a chunk (eSpeak's
+              // first is ~11 ms): nothing went down, and the first chunk is not to wait a loop turn.
+              if (emitted > 0) await yieldToEventLoop();
+            }
+            break;
           }
-          break;
+          case 'words':
+            words = [...(words ?? []), ...event.words];
+            if (pending.length) for (const c of chunker.push(concat(pending.splice(0)))) emit(c);
+            break;
+          case 'phonemes':
+            phonemes = [...phonemes, ...event.phonemes];
+            break;
         }
-        case 'words':
-          words = [...(words ?? []), ...event.words];
-          if (pending.length) for (const c of chunker.push(concat(pending.splice(0)))) emit(c);
-          break;
-        case 'phonemes':
-          phonemes = [...phonemes, ...event.phonemes];
-          break;
       }
+    } catch (err) {
+      if (idle.signal.aborted && !signal.aborted) throw stalled();
+      throw err;
+    } finally {
+      if (idleTimer !== undefined) this.clock.clearTimeout(idleTimer);
     }
     if (signal.aborted) return;
+    if (idle.signal.aborted) throw stalled();
     if (resampler) pending.push(resampler.flush());
     const untimed = !words;
     if (!words && hold) words = estimateWordTimings(text, (concat(pending).length / rate) * 1000 || estimateDurationMs(text));

@@ -68,6 +68,8 @@ interface AvatarSession {
   readonly configId: string;
   readonly createdAt: Date;
   readonly receivedAtMs: number;
+  /** When the avatar was in the room (the join answered). */
+  readonly joinedAtMs: number;
   readonly worker: LiveKitAvatarWorker;
   endedAt: Date | null;
   endReason: AvatarSessionEndReason | null;
@@ -147,8 +149,9 @@ export class AvatarSessions {
       }
       throw error;
     }
-    this.options.metrics?.join((Date.now() - receivedAtMs) / 1000);
-    const session: AvatarSession = { id, organizationId: principal.organizationId, configId: resolved.configId, createdAt: new Date(receivedAtMs), receivedAtMs, worker, endedAt: null, endReason: null, deleting: null };
+    const joinedAtMs = Date.now();
+    this.options.metrics?.join((joinedAtMs - receivedAtMs) / 1000);
+    const session: AvatarSession = { id, organizationId: principal.organizationId, configId: resolved.configId, createdAt: new Date(receivedAtMs), receivedAtMs, joinedAtMs, worker, endedAt: null, endReason: null, deleting: null };
     this.sessions.set(id, session);
     void worker.ended.then((reason) => {
       lease.release();
@@ -190,7 +193,9 @@ export class AvatarSessions {
   }
 
   private async end(session: AvatarSession, reason: AvatarSessionEndReason): Promise<void> {
-    if (!session.endedAt) session.deleting ??= reason;
+    // A worker that began to end on its own (the agent left, the room closed, its time limit)
+    // keeps its reason: a DELETE during its leave does not relabel it.
+    if (!session.endedAt && session.worker.endingReason === null) session.deleting ??= reason;
     await session.worker.close();
     await session.worker.ended;
   }
@@ -216,7 +221,8 @@ export class AvatarSessions {
       ended_at: s.endedAt?.toISOString() ?? null,
       end_reason: s.endReason,
       metrics: {
-        join_ms: st.joinMs === 0 ? null : since(s.receivedAtMs + st.joinMs),
+        // From the request (config, address checks, face opening, the join), as the join histogram.
+        join_ms: s.joinedAtMs - s.receivedAtMs,
         first_frame_ms: since(st.firstFrameAtMs),
         first_audio_to_first_speech_frame_ms: st.firstAudioAtMs !== null && st.firstSpeechFrameAtMs !== null ? st.firstSpeechFrameAtMs - st.firstAudioAtMs : null,
         av_offset_ms: st.avOffsetMs,

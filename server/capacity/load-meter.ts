@@ -29,10 +29,19 @@ export const LOAD_WINDOW = {
    * (measured: 10-14 % late over the two windows after two bots started, 0 % after).
    */
   startupSettleMs: 3000,
+  /**
+   * The CPU share is measured over at least this span (ms); a reading over less (a meter younger
+   * than this) reports 0, not judged. Over a few ms the measure is noise: the kernel adds another
+   * running thread's CPU time at its ticks and switches, and a bot host reports its CPU in steps
+   * (`loadReportMs`), so a short span could read several times the machine (seen: 1.02-1.13 of a
+   * 2-core machine in a runner's first heartbeat).
+   */
+  minCpuSpanMs: 500,
 } as const;
 
 export interface LoadReading {
   readonly eventLoopUtilization: number;
+  /** CPU time over the span as a share of all cores, 0..1 (0 over a span under `minCpuSpanMs`). */
   readonly cpuShare: number;
   /** p99 of the event-loop lag (ms) over the window. */
   readonly eventLoopLagMs: number;
@@ -172,7 +181,9 @@ export class LoadMeter {
     }
     return {
       eventLoopUtilization: performance.eventLoopUtilization(now.elu, base.elu).utilization,
-      cpuShare: cpuMs / (elapsedMs * this.options.cores),
+      // At most the whole machine: a span's CPU time may include time from just before it (the
+      // accounting steps above), never more cores than there are.
+      cpuShare: elapsedMs < LOAD_WINDOW.minCpuSpanMs ? 0 : Math.min(1, Math.max(0, cpuMs / (elapsedMs * this.options.cores))),
       eventLoopLagMs: lag.count ? lag.percentile(99) / 1000 : 0,
       lateFrameShare: frames >= LOAD_WINDOW.minFramesForLateShare ? lateFrames / frames : 0,
       frames,

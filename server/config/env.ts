@@ -225,6 +225,7 @@ export function jobSettingsFromEnv(env: Env): Partial<JobSettings> {
   const numbers: Array<[keyof JobSettings, string]> = [
     ['concurrency', 'SVC_JOB_CONCURRENCY'],
     ['organizationConcurrency', 'SVC_JOB_ORG_CONCURRENCY'],
+    ['maxQueuedPerOrganization', 'SVC_JOB_MAX_QUEUED'],
     ['maxAttempts', 'SVC_JOB_MAX_ATTEMPTS'],
     ['retryBaseMs', 'SVC_JOB_RETRY_BASE_MS'],
     ['retryMaxMs', 'SVC_JOB_RETRY_MAX_MS'],

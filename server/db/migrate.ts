@@ -4,6 +4,7 @@ import * as liveSessions from './migrations/002_live_sessions.ts';
 import * as durableJobs from './migrations/003_durable_jobs.ts';
 import * as sessionRunners from './migrations/004_session_runners.ts';
 import * as admissionBatch from './migrations/005_admission_batch.ts';
+import * as jobBacklog from './migrations/006_job_backlog.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -17,6 +18,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '003_durable_jobs': durableJobs,
   '004_session_runners': sessionRunners,
   '005_admission_batch': admissionBatch,
+  '006_job_backlog': jobBacklog,
 };
 
 const source: Knex.MigrationSource<string> = {

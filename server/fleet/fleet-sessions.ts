@@ -148,7 +148,7 @@ export class FleetSessions {
     let target: RunnerTarget = admission.placement.target;
     for (;;) {
       tried.push(target.runnerId);
-      this.counts.placements[target.runnerId] = (this.counts.placements[target.runnerId] ?? 0) + 1;
+      countByRunner(this.counts.placements, target.runnerId);
       const answer = await requestStart(target.url, this.options.settings.secret, sessionId, timeoutMs);
       if (answer.ok) {
         this.unreachable.delete(target.runnerId);
@@ -161,7 +161,7 @@ export class FleetSessions {
         if (answer.code === 'room_creation_failed') throw new SessionError('room_creation_failed', 'the room could not be created');
         throw new SessionError('orchestrator_error', 'the agent could not be started');
       }
-      this.counts.skipped[target.runnerId] = (this.counts.skipped[target.runnerId] ?? 0) + 1;
+      countByRunner(this.counts.skipped, target.runnerId);
       if (answer.kind === 'refused') answered = true;
       else this.unreachable.set(target.runnerId, { startedAt: target.startedAt, until: Date.now() + FLEET.unreachableCooloffMs });
       this.log.warn({ sessionId, runnerId: target.runnerId, url: target.url, ...(answer.kind === 'refused' ? { refused: answer.code } : { unreachable: answer.detail, avoidedForMs: FLEET.unreachableCooloffMs }) }, 'runner skipped');
@@ -239,4 +239,21 @@ export function mountFleetSessions(
   mountSessionRoutes(server.api, server.router, sessions, server.logger);
   sessions.start();
   return sessions;
+}
+
+/**
+ * Runners counted at most (`/metrics` series by runner): a runner's id changes with every restart
+ * (host, pid, start), so a fleet that restarts or scales its runners would otherwise grow these
+ * counters, and the series this API process exposes, for as long as it runs. The runner counted
+ * least recently goes first.
+ */
+export const RUNNER_COUNTERS_KEPT = 256;
+
+/** Counts one for `runnerId` in `counts`, keeping the `kept` runners counted most recently. */
+export function countByRunner(counts: Record<string, number>, runnerId: string, kept: number = RUNNER_COUNTERS_KEPT): void {
+  const n = (counts[runnerId] ?? 0) + 1;
+  delete counts[runnerId]; // re-inserted last: the most recently counted
+  counts[runnerId] = n;
+  const ids = Object.keys(counts);
+  for (let i = 0; i < ids.length - kept; i++) delete counts[ids[i]!];
 }

@@ -304,9 +304,16 @@ export class FleetStore {
   }
 
   /** The advertised URL of a runner (null: not registered). */
+  /** The runner's origin as placement checks it (`checkRunnerRow`: http(s)://host:port, nothing more), or null. */
   async runnerUrl(runnerId: string): Promise<string | null> {
     const row = await this.db('session_runners').where('runner_id', runnerId).first('url');
-    return (row?.url as string | undefined) ?? null;
+    if (typeof row?.url !== 'string') return null;
+    try {
+      const url = new URL(row.url);
+      return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname ? url.origin : null;
+    } catch {
+      return null;
+    }
   }
 
   /** Every registered runner, with what placement would make of it (`svc runners list`, diagnostics). */

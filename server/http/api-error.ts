@@ -42,6 +42,8 @@ export const ERROR_STATUS = {
   livekit_url_not_allowed: 400,
   livekit_join_failed: 502,
   avatar_session_not_found: 404,
+  /** An organization has `SVC_JOB_MAX_QUEUED` generation jobs waiting already (docs/jobs.md). */
+  too_many_jobs: 429,
   internal_error: 500,
   /** The database is unreachable, saturated (no pool connection in time) or a lock/statement timed out; `Retry-After` set. */
   service_unavailable: 503,

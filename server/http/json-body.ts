@@ -101,9 +101,9 @@ export async function readJsonBody(ctx: Context, maxBytes: number, policy: BodyP
   // Refused before reading a byte: the body is left for Node to discard.
   const refused = mediaTypeError(ctx, policy);
   if (refused) throw refused;
-  if (Number(headers['content-length'] || 0) > maxBytes) throw tooLarge(ctx, maxBytes);
+  if (Number(headers['content-length'] || 0) > maxBytes) throw payloadTooLarge(ctx, maxBytes);
   const raw = await readUpTo(ctx.req, maxBytes);
-  if (raw === null) throw tooLarge(ctx, maxBytes);
+  if (raw === null) throw payloadTooLarge(ctx, maxBytes);
   if (policy === 'ignored') return undefined;
   const text = raw.toString('utf8');
   if (text.trim() === '') return undefined;
@@ -121,14 +121,16 @@ export async function readJsonBody(ctx: Context, maxBytes: number, policy: BodyP
 }
 
 /**
- * 413, and the connection closed once it is answered (`Connection: close`): the rest of the body
- * is never read. Draining it on a kept-alive socket let one client make the server read 128 MB
- * for 45 s after its answer (issue 32).
+ * The 413 of any body over `maxBytes` (a JSON body, an upload part), and the connection closed
+ * once it is answered (`Connection: close`, lingering): the rest of the body is never read.
+ * Draining it on a kept-alive socket let one client make the server read 128 MB for 45 s after
+ * its answer (issue 32). The request must not have been destroyed (that resets the socket, and
+ * the answer is lost): stop reading it instead.
  */
-function tooLarge(ctx: Context, maxBytes: number): ApiError {
+export function payloadTooLarge(ctx: Context, maxBytes: number, message = `request body exceeds ${maxBytes} bytes`): ApiError {
   ctx.set('Connection', 'close');
   lingerOnClose(ctx.req.socket);
-  return new ApiError('payload_too_large', `request body exceeds ${maxBytes} bytes`, { max_bytes: maxBytes });
+  return new ApiError('payload_too_large', message, { max_bytes: maxBytes });
 }
 
 export const BODY_LIMIT_DEFAULTS = {

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { setImmediate } from 'node:timers/promises';
@@ -46,6 +46,7 @@ export class FaceIdleVideoGenerator implements IdleVideoGenerator {
     const frames = Math.round((d.durationMs / 1000) * d.frameRate);
     const dir = await mkdtemp(join(tmpdir(), d.workDirPrefix));
     const out = join(dir, 'idle.mp4');
+    let encoder: { readonly process: ChildProcess; readonly gone: Promise<unknown> } | null = null;
     try {
       await writeFile(join(dir, 'owner'), formatIdentity(currentProcess()));
       const ffmpeg = spawn(d.ffmpegPath, [
@@ -61,12 +62,10 @@ export class FaceIdleVideoGenerator implements IdleVideoGenerator {
       });
       exited.catch(() => undefined);
       const gone = exited.then(() => 'exited' as const, () => 'exited' as const);
+      encoder = { process: ffmpeg, gone };
       ffmpeg.stdin.on('error', () => undefined);
       for (let i = 0; i < frames; i++) {
-        if (request.signal.aborted) {
-          ffmpeg.kill('SIGKILL');
-          throw new Error('generation aborted');
-        }
+        if (request.signal.aborted) throw new Error('generation aborted');
         // Yield to the event loop between frames: rendering and piping resolve without waiting,
         // and a whole video in one go would starve the process (lease heartbeats, live sessions).
         await setImmediate();
@@ -81,6 +80,12 @@ export class FaceIdleVideoGenerator implements IdleVideoGenerator {
       if (code !== 0) throw new Error(`ffmpeg failed (${code}): ${stderr.trim().slice(0, 500)}`);
       return { data: await readFile(out), contentType: 'video/mp4', name: `idle-${face}.mp4` };
     } finally {
+      // Whatever ended the rendering early (an abort, the face model throwing, a write failing):
+      // the encoder is stopped and gone before its folder is removed, never left running.
+      if (encoder && encoder.process.exitCode === null && encoder.process.signalCode === null) {
+        encoder.process.kill('SIGKILL');
+        await encoder.gone;
+      }
       source.close?.();
       await rm(dir, { recursive: true, force: true });
     }

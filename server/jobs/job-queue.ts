@@ -29,6 +29,18 @@ export type Claim = Pick<ClaimedJob, 'job_id' | 'runner_id' | 'attempts'>;
 
 export type FailOutcome = 'retrying' | 'failed' | 'lost';
 
+/** A worker's id and the jobs it runs now (`runner_id`, `job_id`). */
+export interface OwnJobs {
+  readonly runnerId: string;
+  readonly jobIds: readonly string[];
+}
+
+/** A WHERE fragment and its bindings: a running row that is not one of `mine`. */
+function notMine(mine: OwnJobs | undefined): [string, Knex.RawBinding[]] {
+  if (!mine || mine.jobIds.length === 0) return ['true', []];
+  return [`(runner_id IS NULL OR runner_id <> ? OR NOT (job_id::text = ANY(?::text[])))`, [mine.runnerId, [...mine.jobIds]]];
+}
+
 export class JobQueue {
   constructor(
     private readonly db: Db,
@@ -43,18 +55,24 @@ export class JobQueue {
     return this.db.transaction(async (trx) => {
       await trx.raw('SELECT pg_advisory_xact_lock(hashtext(?))', [CLAIM_LOCK_KEY]);
       const { rows } = await trx.raw(
-        `UPDATE ${TABLE} SET status = 'running', attempts = attempts + 1, runner_id = ?,
+        // The organizations running their share are found once (from the running rows), not per
+        // queued row: a backlog of one organization at its share is passed over by a hash lookup
+        // per row, not a count per row (and it is bounded: SVC_JOB_MAX_QUEUED).
+        `WITH full_orgs AS (
+           SELECT r.organization_id FROM ${TABLE} r
+           WHERE r.status = 'running' AND r.lease_expires_at > clock_timestamp()
+           GROUP BY r.organization_id HAVING count(*) >= ?)
+         UPDATE ${TABLE} SET status = 'running', attempts = attempts + 1, runner_id = ?,
            lease_expires_at = clock_timestamp() + make_interval(secs => ?), updated_at = clock_timestamp()
          WHERE job_id = (
            SELECT j.job_id FROM ${TABLE} j
            WHERE j.status = 'queued' AND j.run_after <= clock_timestamp()
-             AND (SELECT count(*) FROM ${TABLE} r
-                  WHERE r.status = 'running' AND r.organization_id = j.organization_id AND r.lease_expires_at > clock_timestamp()) < ?
+             AND NOT EXISTS (SELECT 1 FROM full_orgs f WHERE f.organization_id = j.organization_id)
            ORDER BY j.run_after, j.created_at, j.job_id
            LIMIT 1
            FOR UPDATE SKIP LOCKED)
          RETURNING *`,
-        [runnerId, this.settings.leaseMs / 1000, this.settings.organizationConcurrency],
+        [this.settings.organizationConcurrency, runnerId, this.settings.leaseMs / 1000],
       );
       return (rows[0] as ClaimedJob | undefined) ?? null;
     });
@@ -115,16 +133,18 @@ export class JobQueue {
   /**
    * Running jobs whose lease lapsed (their worker died, was killed, or lost the database for a
    * whole lease) count as a failed attempt: queued again with backoff, or failed. Returns them.
-   * A worker passes its own id: its own jobs are alive as long as it runs (a stalled event loop
-   * that lets the lease lapse renews it at its next heartbeat, unless another worker reaped it).
+   * A worker passes what it runs now (`mine`): those jobs are alive as long as it runs (a stalled
+   * event loop that lets a lease lapse renews it at its next heartbeat, unless another worker
+   * reaped it). Its other rows are orphans (an attempt whose end it could not record: the database
+   * failed then) and are reaped like anyone's.
    */
-  async reapLapsed(exceptRunner?: string): Promise<Array<{ job_id: string; status: string; runner_id: string | null }>> {
+  async reapLapsed(mine?: OwnJobs): Promise<Array<{ job_id: string; status: string; runner_id: string | null }>> {
     const reason = 'interrupted: the worker running this job stopped (its lease lapsed)';
     return this.db.transaction(async (trx) => {
       const lapsed = await trx(TABLE)
         .where('status', 'running')
         .where((q) => q.whereNull('lease_expires_at').orWhere('lease_expires_at', '<=', trx.raw('clock_timestamp()')))
-        .where((q) => (exceptRunner ? q.whereNull('runner_id').orWhere('runner_id', '<>', exceptRunner) : q))
+        .whereRaw(...notMine(mine))
         .forUpdate()
         .skipLocked()
         .select('job_id', 'runner_id');
@@ -140,23 +160,24 @@ export class JobQueue {
 
   /**
    * One cheap read answering whether a claim or a reap would find anything: is a queued job due,
-   * is a running job (not `exceptRunner`'s) past its lease; and when the next of either will be
+   * is a running job (not one of `mine`) past its lease; and when the next of either will be
    * (`nextAtMs`, epoch ms, null when nothing is waiting). Workers ask it before the claim and
    * reap transactions (row locks, an advisory lock, an UPDATE): on the embedded database those run
    * on the event loop, about 4 and 1.5 ms, once a second for nothing most of the time.
    */
-  async pending(exceptRunner?: string): Promise<{ due: boolean; lapsed: boolean; nextAtMs: number | null }> {
+  async pending(mine?: OwnJobs): Promise<{ due: boolean; lapsed: boolean; nextAtMs: number | null }> {
+    const [others, args] = notMine(mine);
     const { rows } = await this.db.raw(
       `SELECT EXISTS (SELECT 1 FROM ${TABLE} WHERE status = 'queued' AND run_after <= clock_timestamp()) AS due,
               EXISTS (SELECT 1 FROM ${TABLE} WHERE status = 'running'
                         AND (lease_expires_at IS NULL OR lease_expires_at <= clock_timestamp())
-                        AND (runner_id IS NULL OR runner_id <> ?)) AS lapsed,
+                        AND ${others}) AS lapsed,
               (SELECT min(t) FROM (
                  SELECT min(run_after) AS t FROM ${TABLE} WHERE status = 'queued' AND run_after > clock_timestamp()
                  UNION ALL
                  SELECT min(lease_expires_at) FROM ${TABLE} WHERE status = 'running' AND lease_expires_at > clock_timestamp()
-                   AND (runner_id IS NULL OR runner_id <> ?)) AS upcoming) AS next_at`,
-      [exceptRunner ?? '', exceptRunner ?? ''],
+                   AND ${others}) AS upcoming) AS next_at`,
+      [...args, ...args],
     );
     const row = rows[0] as { due: boolean; lapsed: boolean; next_at: Date | string | null };
     const nextAtMs = row.next_at === null ? null : new Date(row.next_at).getTime();

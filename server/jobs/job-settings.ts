@@ -14,6 +14,11 @@ export interface JobSettings {
   concurrency: number;
   /** Jobs of one organization running at once across every worker (`SVC_JOB_ORG_CONCURRENCY`). */
   organizationConcurrency: number;
+  /**
+   * Jobs one organization may have waiting (`queued`: due, or waiting for a retry) at once
+   * (`SVC_JOB_MAX_QUEUED`); a generate request past it is 429 `too_many_jobs`.
+   */
+  maxQueuedPerOrganization: number;
   /** Attempts a job gets before it ends `failed` (`SVC_JOB_MAX_ATTEMPTS`); recorded on each job at creation. */
   maxAttempts: number;
   /** Delay before the 2nd attempt; doubles per attempt (`SVC_JOB_RETRY_BASE_MS`). */
@@ -38,6 +43,11 @@ export const JOB_DEFAULTS = {
   concurrency: Math.max(1, Math.floor(availableParallelism() / 2)),
   /** Two: one organization's burst cannot take every worker slot from the others. */
   organizationConcurrency: 2,
+  /**
+   * 100: about 10 minutes of work at 2 jobs at a time (a job is 6 to 12 s here); more is a client
+   * in a loop, whose backlog would sit in every claim's path and every other organization's wait.
+   */
+  maxQueuedPerOrganization: 100,
   /** Three: a crash or a passing fault is retried twice; a job that fails every time fails within a minute. */
   maxAttempts: 3,
   /** 5 s, then 10 s, ...: long enough for a restarted process or a recovered database. */
@@ -68,6 +78,7 @@ export function resolveJobSettings(input: Partial<JobSettings> = {}): JobSetting
   };
   whole('concurrency', 1, 256);
   whole('organizationConcurrency', 1, 256);
+  whole('maxQueuedPerOrganization', 1, 100_000);
   whole('maxAttempts', 1, MAX_ATTEMPTS_LIMIT);
   whole('retryBaseMs', 0);
   whole('retryMaxMs', 0);

@@ -7,7 +7,7 @@ import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import type { ClaimedJob, JobQueue } from './job-queue.ts';
+import type { ClaimedJob, JobQueue, OwnJobs } from './job-queue.ts';
 import type { JobSettings } from './job-settings.ts';
 
 /** What a handler's successful run leaves: the job's `result`, and writes to commit with it. */
@@ -136,11 +136,23 @@ export class JobWorker {
    */
   async close(): Promise<void> {
     this.closing = true;
-    for (const t of this.timers) clearInterval(t);
+    const [poll, heartbeat] = this.timers;
+    clearInterval(poll);
     if (this.nextWake) clearTimeout(this.nextWake.timer);
     this.nextWake = null;
     for (const r of this.running.values()) r.abort.abort(new Error('the worker is shutting down'));
-    await this.idle();
+    // The heartbeat goes on until the last job stopped: a job slow to stop keeps its lease, so
+    // that no other worker starts it again while it still runs here.
+    try {
+      await this.idle();
+    } finally {
+      clearInterval(heartbeat);
+    }
+  }
+
+  /** This worker's id and the jobs it runs now (an orphan of its own is reaped like anyone's). */
+  private mine(): OwnJobs {
+    return { runnerId: this.runnerId, jobIds: [...this.running.keys()] };
   }
 
   private async pass(): Promise<void> {
@@ -148,11 +160,11 @@ export class JobWorker {
     if (!reapDue && this.running.size >= this.settings.concurrency) return;
     // Most passes find nothing to do: one cheap read first, the locking transactions only when it
     // says there is something for them.
-    const pending = await this.queue.pending(this.runnerId);
+    const pending = await this.queue.pending(this.mine());
     this.wakeAt(pending.nextAtMs);
     if (reapDue) {
       this.lastReapMs = Date.now();
-      for (const r of pending.lapsed ? await this.queue.reapLapsed(this.runnerId) : []) {
+      for (const r of pending.lapsed ? await this.queue.reapLapsed(this.mine()) : []) {
         this.countFailure('interrupted', r.status === 'failed' ? 'failed' : 'retrying');
         this.logger.warn({ job_id: r.job_id, runner_id: r.runner_id, status: r.status }, 'job worker: reclaimed a job whose worker stopped');
       }
@@ -162,6 +174,12 @@ export class JobWorker {
     while (!this.closing && this.running.size < this.settings.concurrency) {
       const job = await this.queue.claim(this.runnerId);
       if (!job) return;
+      if (this.closing) {
+        // close() came while this claim was in flight: not started (close() would not abort it),
+        // given back at once without spending its attempt.
+        await this.queue.release(job).catch((err) => this.logger.warn({ err, job_id: job.job_id }, 'job worker: could not give a job back at shutdown; it is reclaimed when its lease lapses'));
+        return;
+      }
       this.startJob(job);
     }
   }
@@ -184,11 +202,14 @@ export class JobWorker {
   private startJob(job: ClaimedJob): void {
     const abort = new AbortController();
     const context: JobContext = { signal: abort.signal, stillHeld: () => this.queue.holds(job) };
-    const done = this.run(job, context).finally(() => {
-      this.running.delete(job.job_id);
+    const entry: { job: ClaimedJob; abort: AbortController; done: Promise<void> } = { job, abort, done: Promise.resolve() };
+    entry.done = this.run(job, context).finally(() => {
+      // Only its own entry: a lost earlier run of the same job, still stopping when this worker
+      // claimed the job again, must not drop the new run (its renewals, its exclusion from reaping).
+      if (this.running.get(job.job_id) === entry) this.running.delete(job.job_id);
       this.wake(); // a slot is free
     });
-    this.running.set(job.job_id, { job, abort, done });
+    this.running.set(job.job_id, entry);
   }
 
   private async run(job: ClaimedJob, context: JobContext): Promise<void> {
@@ -216,7 +237,7 @@ export class JobWorker {
 
   private async heartbeat(): Promise<void> {
     for (const r of [...this.running.values()]) {
-      if (r.abort.signal.aborted) continue; // stopping already
+      if (r.abort.signal.aborted && !this.closing) continue; // lost: stopping already
       const held = await this.queue.renew(r.job).catch((err) => {
         this.logger.warn({ err, job_id: r.job.job_id }, 'job worker: lease renewal failed; retrying');
         return true; // the database is unreachable, not our claim lost: keep working, the lease decides

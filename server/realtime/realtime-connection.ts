@@ -14,6 +14,7 @@ import {
   CLOSE_CODES,
   ProtocolError,
   REALTIME_LIMITS,
+  URL_KEY_PARAMETER_NAMES,
   decodeAudioIn,
   encodeFrameOut,
   parseClientMessage,
@@ -35,8 +36,11 @@ const FACE_MODEL_ERROR_CODES: Readonly<Record<string, RealtimeErrorCode>> = {
   no_face_detected: 'config_no_face',
 };
 
-/** Query parameter names that are refused whatever their value (a key under a familiar name). */
-const KEY_PARAMETER_NAMES = new Set(['api_key', 'apikey', 'key', 'token', 'access_token', 'auth', 'authorization', 'x-api-key', 'x_api_key', 'bearer']);
+export const REALTIME_CONNECTION_LIMITS = {
+  /** Non-fatal error answers per second per connection; past it they are dropped (a flood of bad messages must not be answered byte for byte). */
+  maxErrorRepliesPerSecond: 10,
+} as const;
+
 /**
  * One of our keys anywhere in a string: the `svc_` scheme followed by base64url of at least 16
  * characters (real keys have 43). Matched inside values too (`Bearer svc_...`, `a,svc_...`).
@@ -49,7 +53,7 @@ const API_KEY_PATTERN = new RegExp(`${API_KEY_FORMAT.scheme}[A-Za-z0-9_-]{16,}`,
  */
 export function urlCarriesApiKey(url: URL): boolean {
   for (const [name, value] of url.searchParams) {
-    if (KEY_PARAMETER_NAMES.has(name.toLowerCase())) return true;
+    if (URL_KEY_PARAMETER_NAMES.has(name.toLowerCase())) return true;
     if (API_KEY_PATTERN.test(name) || API_KEY_PATTERN.test(value)) return true;
   }
   return false;
@@ -70,6 +74,7 @@ export interface ConnectionDeps {
   modelFor(slug: string): FaceModel;
   clock: Clock;
   maxBuffered: number;
+  hardMaxBuffered: number;
   gate: CapacityGate;
   limits: RealtimeLimits;
   setupTimeoutMs: number;
@@ -88,6 +93,8 @@ export class RealtimeConnection {
   private queuedAudioMs = 0;
   private controlWindowStart = 0;
   private controlCount = 0;
+  private errorWindowStart = 0;
+  private errorReplies = 0;
   /** The face session's turn numbering (1, 2, ...), mirrored: start_turn opens one, audio outside an open turn opens one implicitly. */
   private turnId = 0;
   private turnOpen = false;
@@ -162,6 +169,7 @@ export class RealtimeConnection {
           frameLateness?.(this.deps.clock.now() - session.startedAtMs - f.ptsMs);
           if (f.type === 'speech' || f.type === 'speech-start') this.queuedAudioMs = Math.max(0, this.queuedAudioMs - FACE_TIMING.frameDurationMs);
           if (this.ws.readyState !== this.ws.OPEN || this.publication) return;
+          if (this.overflowing()) return;
           // Audio always goes out; under backpressure the image is skipped, never the sound.
           const congested = this.ws.bufferedAmount > this.deps.maxBuffered;
           this.ws.send(
@@ -342,9 +350,23 @@ export class RealtimeConnection {
     this.publishing = true;
     try {
       const published = await this.deps.publishAvatar(session.frames, settings, { livekitAllowedRanges: this.deps.livekitAllowedRanges });
-      if (this.closed) return void published.close();
+      if (this.closed) {
+        // Never a rejection left unhandled (it would take the process down).
+        await Promise.resolve().then(() => published.close()).catch((err: unknown) => this.deps.log('realtime.unpublish_failed', { session_id: this.sessionId, error: errorMessage(err) }));
+        return;
+      }
       this.publication = published;
       this.send({ type: 'webrtc_connected', participant_id: published.participantId, room: published.room });
+      // The room may end first (closed, deleted, the connection to it lost): the session then
+      // sends its frames over this socket again, and the client is told, instead of holding a
+      // session (and its slot) that shows nothing anywhere.
+      const ended = () => {
+        if (this.closed || this.publication !== published) return;
+        this.publication = undefined;
+        this.deps.log('realtime.webrtc_ended', { session_id: this.sessionId, room: published.room });
+        this.error('webrtc_failed', 'the room publication ended (the room closed, or the connection to it was lost); frames come over this socket again', false);
+      };
+      published.ended?.then(ended, ended);
     } catch (err) {
       // The client sees the publisher's message (neutral for LiveKit: no network detail); the cause goes to the log.
       const cause = err instanceof Error && err.cause !== undefined ? err.cause : undefined;
@@ -356,11 +378,36 @@ export class RealtimeConnection {
   }
 
   private send(message: ServerMessage): void {
-    if (this.ws.readyState === this.ws.OPEN) this.ws.send(JSON.stringify(message));
+    if (this.ws.readyState === this.ws.OPEN && !this.overflowing()) this.ws.send(JSON.stringify(message));
   }
 
   private error(code: RealtimeErrorCode, message: string, fatal: boolean): void {
+    if (!fatal) {
+      // A flood of bad messages is answered a few times a second, not once per message.
+      const now = this.deps.clock.now();
+      if (now - this.errorWindowStart >= 1000) {
+        this.errorWindowStart = now;
+        this.errorReplies = 0;
+      }
+      if (++this.errorReplies > REALTIME_CONNECTION_LIMITS.maxErrorRepliesPerSecond) return;
+    }
     this.send({ type: 'error', code, message, fatal });
+  }
+
+  /**
+   * The client is not reading: more than `hardMaxBuffered` bytes wait in its socket. The
+   * connection is ended at once (`slow_consumer`; nothing more can reach such a client anyway),
+   * its session closed and its slot freed. True when it was (or is now) ended for that.
+   */
+  private overflowing(): boolean {
+    if (this.ws.bufferedAmount <= this.deps.hardMaxBuffered) return false;
+    if (!this.closed) {
+      this.deps.log('realtime.slow_consumer', { session_id: this.sessionId, buffered_bytes: this.ws.bufferedAmount });
+      if (!this.ready) this.deps.refused('slow_consumer');
+      this.ws.terminate();
+      this.shutdown('slow_consumer');
+    }
+    return true;
   }
 
   private fail(code: RealtimeErrorCode, message: string): void {

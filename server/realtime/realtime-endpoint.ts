@@ -29,6 +29,13 @@ export const REALTIME_ENDPOINT_DEFAULTS = {
   maxSessions: defaultFaceSessionLimit(),
   /** Above this many bytes waiting in a socket, frames go out without their image (audio first). */
   maxBufferedBytes: 2 * 1024 * 1024,
+  /**
+   * Above this many bytes waiting in a socket, the client is not reading (sound alone is 33 KB/s,
+   * and every refused message is answered): the connection is ended `slow_consumer`, its slot
+   * freed. Without a bound, one client that stops reading grows the process's memory until every
+   * session on it dies.
+   */
+  hardMaxBufferedBytes: 16 * 1024 * 1024,
   /** ws closes connections whose single message exceeds this (code 1009); below it we answer typed errors. */
   hardMaxPayloadBytes: 1024 * 1024,
   /**
@@ -59,6 +66,8 @@ export interface RealtimeEndpointOptions {
   /** Only without `capacityGate`: the session limit (default REALTIME_ENDPOINT_DEFAULTS.maxSessions). */
   readonly maxSessions?: number;
   readonly maxBufferedBytes?: number;
+  /** Above this many bytes waiting, the connection is ended `slow_consumer` (default REALTIME_ENDPOINT_DEFAULTS.hardMaxBufferedBytes). */
+  readonly hardMaxBufferedBytes?: number;
   /** Close a connection after this long without any client message (default REALTIME_LIMITS.idleTimeoutMs). */
   readonly idleTimeoutMs?: number;
   /** Close a connection not ready within this long (default REALTIME_ENDPOINT_DEFAULTS.setupTimeoutMs). */
@@ -110,6 +119,8 @@ export function createRealtimeEndpoint(options: RealtimeEndpointOptions): Realti
   const wss = new WebSocketServer({ noServer: true, maxPayload: REALTIME_ENDPOINT_DEFAULTS.hardMaxPayloadBytes });
   const models = new Map<string, FaceModel>();
   const live = new Set<RealtimeConnection>();
+  /** Every connection from its upgrade to its socket's close, those still authenticating included: shutdown ends them all. */
+  const connections = new Set<RealtimeConnection>();
   const refusals: Record<string, number> = {};
   const refused = (code: RealtimeErrorCode) => void (refusals[code] = (refusals[code] ?? 0) + 1);
 
@@ -125,7 +136,9 @@ export function createRealtimeEndpoint(options: RealtimeEndpointOptions): Realti
   const handleUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
     wss.handleUpgrade(req, socket, head, (ws) => {
-      const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, log, live, refused, gate, limits, setupTimeoutMs: options.setupTimeoutMs ?? REALTIME_ENDPOINT_DEFAULTS.setupTimeoutMs, publishAvatar: options.publishAvatar, livekitAllowedRanges: options.livekitAllowedRanges ?? [], onFrameLateness: options.onFrameLateness });
+      const connection = new RealtimeConnection(ws, req, url, { resolver: options.resolver, modelFor, clock, maxBuffered, hardMaxBuffered: options.hardMaxBufferedBytes ?? REALTIME_ENDPOINT_DEFAULTS.hardMaxBufferedBytes, log, live, refused, gate, limits, setupTimeoutMs: options.setupTimeoutMs ?? REALTIME_ENDPOINT_DEFAULTS.setupTimeoutMs, publishAvatar: options.publishAvatar, livekitAllowedRanges: options.livekitAllowedRanges ?? [], onFrameLateness: options.onFrameLateness });
+      connections.add(connection);
+      ws.once('close', () => connections.delete(connection));
       void connection.open();
     });
   };
@@ -137,7 +150,9 @@ export function createRealtimeEndpoint(options: RealtimeEndpointOptions): Realti
     },
     refusals: () => ({ ...refusals }),
     async close() {
-      for (const c of [...live]) c.shutdown('server shutting down');
+      // Not only the live ones: a connection still authenticating or resolving its config would
+      // otherwise open its session after this, and the socket server's close would wait for it.
+      for (const c of [...connections]) c.shutdown('server shutting down');
       ownGate?.close();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },

@@ -59,4 +59,10 @@ export type AvatarPublisher = (
   settings: WebRTCSettings,
   /** The operator's SSRF exceptions for client-given LiveKit urls (SVC_LIVEKIT_ALLOWED_RANGES). */
   extra?: { readonly livekitAllowedRanges?: readonly string[] },
-) => Promise<{ readonly participantId: string; readonly room: string; close(): void | Promise<void> }>;
+) => Promise<{
+  readonly participantId: string;
+  readonly room: string;
+  /** Settles when publishing ended on its own (the room closed, the connection to it was lost) or after `close()`. */
+  readonly ended?: Promise<void>;
+  close(): void | Promise<void>;
+}>;

@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Registry } from '../../core/registry.ts';
+import type { Knex } from 'knex';
 import type { Db } from '../db/connect.ts';
 import { preparedQuery } from '../db/prepared-query.ts';
 import { ApiError } from '../http/api-error.ts';
@@ -96,14 +97,12 @@ export class Agents {
       created_by: principal.createdBy,
       status: AGENT_DEFAULTS.status,
     };
-    // Without tools one INSERT is atomic on its own; with tools, agent and tools commit together.
-    if (tools.length === 0) await this.db('agents').insert(row);
-    else {
-      await this.db.transaction(async (trx) => {
-        await trx('agents').insert(row);
-        await replaceTools(trx, agentId, tools);
-      });
-    }
+    // Agent, face reference and tools commit together.
+    await this.db.transaction(async (trx) => {
+      if (merged.face_id != null) await lockFace(trx, principal, String(merged.face_id));
+      await trx('agents').insert(row);
+      if (tools.length) await replaceTools(trx, agentId, tools);
+    });
     return { ...(await this.get(principal, agentId)), auth_secret: authSecret };
   }
 
@@ -115,6 +114,7 @@ export class Agents {
       const current = await trx('agents').where({ agent_id: agentId, organization_id: principal.organizationId }).forUpdate().first();
       if (!current) throw notFound(agentId);
       const changes: Record<string, unknown> = this.columnsFrom(fields, current);
+      if (fields.face_id != null) await lockFace(trx, principal, fields.face_id);
       // Turning auth on without a stored secret creates one, shown once in this response.
       if (fields.auth_enabled === true && current.auth_secret_encrypted == null) {
         authSecret = newAuthSecret();
@@ -252,6 +252,21 @@ function checkTurnBounds(advanced: Record<string, unknown>): void {
 }
 
 const notFound = (agentId: string) => new ApiError('agent_not_found', `agent ${agentId} not found`, { agent_id: agentId });
+
+/**
+ * The configuration an agent is about to reference, locked (FOR SHARE) until the agent's write
+ * commits: a DELETE of it (which locks it FOR UPDATE before counting its agents) waits and then
+ * sees the reference (409), or, having deleted it first, leaves nothing to lock (400 here). Before,
+ * a PATCH checked the configuration, the DELETE ran, and the agent kept a dangling face_id.
+ */
+async function lockFace(trx: Knex.Transaction, principal: Principal, faceId: string): Promise<void> {
+  const config = await trx('model_configs')
+    .where('model_config_id', faceId)
+    .whereIn('organization_id', [principal.organizationId, TEMPLATE_ORGANIZATION.organization_id])
+    .forShare()
+    .first('model_config_id');
+  if (!config) throw fieldError('face_id', `no model configuration ${faceId} is visible to this organization`);
+}
 
 const newAuthSecret = () => `svc_as_${randomBytes(32).toString('base64url')}`;
 

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Registry } from '../../core/registry.ts';
-import type { Db } from '../db/connect.ts';
+import type { Knex } from 'knex';
+import { countOf, type Db } from '../db/connect.ts';
 import { iso, isoRequired } from '../db/row-values.ts';
 import { ApiError } from '../http/api-error.ts';
 import type { Principal } from '../http/principal.ts';
@@ -89,7 +90,22 @@ export class GenerationJobs {
       if (!target) throw new ApiError('model_config_not_found', `model configuration ${body.target_model_config_id} not found`, { model_config_id: body.target_model_config_id });
     }
     const jobId = randomUUID();
-    await this.db('generation_jobs').insert({
+    const limit = this.settings.maxQueuedPerOrganization;
+    await this.db.transaction(async (trx) => {
+      // Counted and inserted under the organization's lock: concurrent requests cannot pass the bound together.
+      await trx.raw('SELECT pg_advisory_xact_lock(hashtext(?))', [`svc.generation_jobs.queue:${principal.organizationId}`]);
+      const queued = countOf(await trx('generation_jobs').where({ organization_id: principal.organizationId, status: 'queued' }).count('* as n').first());
+      if (queued >= limit) {
+        throw new ApiError('too_many_jobs', `this organization has ${queued} generation jobs waiting, the most it may have (SVC_JOB_MAX_QUEUED); try again when some have started`, { queued, limit });
+      }
+      await this.insertJob(trx, principal, generator, body, jobId);
+    });
+    this.worker?.wake();
+    return { job_id: jobId };
+  }
+
+  private async insertJob(trx: Knex.Transaction, principal: Principal, generator: string, body: GenerateBody, jobId: string): Promise<void> {
+    await trx('generation_jobs').insert({
       job_id: jobId,
       organization_id: principal.organizationId,
       created_by: principal.createdBy,
@@ -102,8 +118,6 @@ export class GenerationJobs {
       max_attempts: this.settings.maxAttempts,
       result_asset_id: randomUUID(),
     });
-    this.worker?.wake();
-    return { job_id: jobId };
   }
 
   async get(principal: Principal, jobId: string) {

@@ -175,6 +175,9 @@ export class ModelConfigs {
     // PostgreSQL gives uuids in lower case; a client may write them in upper case (path ids work either way).
     referencedBy = referencedBy?.toLowerCase();
     await this.db.transaction(async (trx) => {
+      // Locked first: an agent write referencing it (its FOR SHARE lock) commits before the count
+      // below sees it, or waits and then finds it gone.
+      if (!(await trx('model_configs').where('model_config_id', id).forUpdate().first('model_config_id'))) return;
       const users: string[] = (await trx('agents').where('face_id', id).forUpdate().select('agent_id')).map((r) => r.agent_id);
       const blocking = users.filter((agentId) => agentId !== referencedBy);
       if (blocking.length) {

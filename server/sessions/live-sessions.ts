@@ -217,6 +217,8 @@ export class LiveSessions {
   readonly store: SessionStore;
   private readonly local = new Map<string, LocalSession>();
   private readonly byRoom = new Map<string, string>();
+  /** Sessions this process handles (admitted here, until their end was recorded or given up on): the heartbeat renews these, and only these. */
+  private readonly handled = new Set<string>();
   private readonly timers: NodeJS.Timeout[] = [];
   private closing = false;
   /** Session requests being served (body, admission, response): shutdown waits for them. */
@@ -319,6 +321,7 @@ export class LiveSessions {
       throw new SessionError(admission.reason, admission.reason === 'agent_not_found' ? `agent ${row.agent_id} not found` : `agent ${row.agent_id} is not published`);
     }
     const { sessionId, callId } = admission;
+    this.handled.add(sessionId);
     admitted();
     const admittedAt = Date.now();
     // Decisions first: the rest of a burst is decided before this start-up (its room, its agent's
@@ -326,8 +329,8 @@ export class LiveSessions {
     await this.decisions.quiet(SESSION_START.maxDecisionsFirstMs);
     // Shutdown began while the database admitted it: rolled back, recorded, and refused.
     if (this.closing) {
-      await this.store.finish(sessionId, callId, { terminationReason: 'server_shutdown', failureReason: null, participantCount: 0, metadata: {} });
       held.lease?.release();
+      await this.endBeforeRoom(sessionId, callId, { terminationReason: 'server_shutdown', failureReason: null, participantCount: 0, metadata: {} });
       this.refuseWhenClosing();
     }
 
@@ -343,8 +346,8 @@ export class LiveSessions {
       });
     } catch (err) {
       this.log.warn({ err, sessionId }, 'room creation failed');
-      await this.store.finish(sessionId, callId, { terminationReason: 'room_creation_failed', failureReason: 'room_creation_failed', participantCount: 0, metadata: { failure_detail: (err as Error).message } });
       held.lease?.release();
+      await this.endBeforeRoom(sessionId, callId, { terminationReason: 'room_creation_failed', failureReason: 'room_creation_failed', participantCount: 0, metadata: { failure_detail: (err as Error).message } });
       throw new SessionError('room_creation_failed', 'the WebRTC room could not be created');
     }
     const local: LocalSession = { sessionId, agentId: row.agent_id, callId, room, capacity: held.lease, running: null, finished: null };
@@ -450,6 +453,9 @@ export class LiveSessions {
     local.finished ??= (async () => {
       this.counts.ended[outcome.terminationReason] = (this.counts.ended[outcome.terminationReason] ?? 0) + 1;
       await endSession({ rooms: this.options.rooms, store: this.store, log: this.log }, local, outcome);
+      // Not renewed any more: when its end could not be recorded, its lease lapses and a reaper
+      // ends the call and frees the agent's slot.
+      this.handled.delete(local.sessionId);
       this.local.delete(local.sessionId);
       this.byRoom.delete(local.room.room);
       this.log.info({ sessionId: local.sessionId, reason: outcome.terminationReason }, 'session ended');
@@ -457,9 +463,24 @@ export class LiveSessions {
     return local.finished;
   }
 
+  /**
+   * Records the end of a session that never got its room. A failure to record it is logged, not
+   * thrown (the visitor's answer stays the refusal it is), and the session is no longer renewed:
+   * its lease lapses and a reaper ends the call.
+   */
+  private async endBeforeRoom(sessionId: string, callId: string, end: Parameters<SessionStore['finish']>[2]): Promise<void> {
+    try {
+      await this.store.finish(sessionId, callId, end);
+    } catch (err) {
+      this.log.error({ err, sessionId }, 'could not record the end of a session; its lease lapses and a reaper ends the call');
+    } finally {
+      this.handled.delete(sessionId);
+    }
+  }
+
   private async heartbeat(): Promise<void> {
-    if (this.local.size === 0) return;
-    const held = await this.store.heartbeat();
+    if (this.handled.size === 0) return;
+    const held = await this.store.heartbeat([...this.handled]);
     for (const local of [...this.local.values()]) {
       if (!local.running || local.finished) continue;
       const row = held.get(local.sessionId);

@@ -31,7 +31,8 @@ export async function endSession(
       metadata: { ...outcome.metadata, ...(outcome.failureDetail ? { failure_detail: outcome.failureDetail } : {}) },
     });
   } catch (err) {
-    // The lease lapses and a reaper ends the call; the slot is not lost.
+    // Its process stops renewing it (it renews only the sessions it still handles): the lease
+    // lapses and a reaper ends the call, so the agent's slot is not lost.
     parts.log.error({ err, sessionId: session.sessionId }, 'could not record the end of a session');
   }
 }

@@ -112,11 +112,34 @@ export function mountSessionRoutes(api: ApiRoutes, router: Router, sessions: Ses
     respond(ctx, async () => {
       const { agent_id: agentId, client_user_ref: clientUserRef, auth_token: authToken } = body as { agent_id: string; client_user_ref?: string | null; auth_token?: string };
       if (agentId.length > SESSION_API_LIMITS.maxAgentIdLength) throw new SessionError('agent_not_found', 'agent not found');
-      return sessions.connect({ agentId, clientUserRef: clientUserRef ?? null, authToken, origin: ctx.get('origin') || undefined, baseUrl });
+      // A client that hangs up while its session is admitted and started (a page closed or
+      // reloaded) never learns its room, so it cannot release it: released here as soon as it is
+      // granted, instead of holding the agent's slot, a room and a bot until the join timeout.
+      let gone = false;
+      ctx.res.once('close', () => {
+        if (!ctx.res.writableFinished) gone = true;
+      });
+      const grant = await sessions.connect({ agentId, clientUserRef: clientUserRef ?? null, authToken, origin: ctx.get('origin') || undefined, baseUrl });
+      if (gone) {
+        const room = roomOfGrant(grant.room_url);
+        logger.info({ session_id: grant.session_id }, 'the client left before its session was granted: released');
+        if (room) await sessions.release(room).catch((err: unknown) => logger.warn({ err, session_id: grant.session_id }, 'could not release a session its client left'));
+      }
+      return grant;
     }),
   );
 
   api.add(router, release, ({ ctx, params }) =>
     respond(ctx, async () => ({ released: ROOM_NAME.test(params.room) ? await sessions.release(params.room) : 0 })),
   );
+}
+
+/** The room a granted `room_url` names (its `room` parameter), or null. */
+function roomOfGrant(roomUrl: string): string | null {
+  try {
+    const room = new URL(roomUrl).searchParams.get('room');
+    return room && ROOM_NAME.test(room) ? room : null;
+  } catch {
+    return null;
+  }
 }

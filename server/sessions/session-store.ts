@@ -362,10 +362,17 @@ export class SessionStore {
     return row ? { sessionId: row.session_id, runnerId: row.runner_id } : null;
   }
 
-  /** Renews this process's leases; returns the sessions still held and whether a release waits. */
-  async heartbeat(): Promise<Map<string, { readonly releaseRequested: boolean }>> {
+  /**
+   * Renews the leases of `sessionIds`, the sessions this process runs (or is starting), and only
+   * those: a row of this process's that it no longer handles (its end could not be recorded) must
+   * lapse so that a reaper ends its call and frees its slot. Returns the sessions still held and
+   * whether a release waits.
+   */
+  async heartbeat(sessionIds: readonly string[]): Promise<Map<string, { readonly releaseRequested: boolean }>> {
+    if (sessionIds.length === 0) return new Map();
     const rows = await this.db('agent_sessions')
       .where('runner_id', this.runnerId)
+      .whereIn('session_id', [...sessionIds])
       .update({ lease_expires_at: this.db.raw(`now() + make_interval(secs => ?)`, [this.leaseSeconds]) })
       .returning(['session_id', 'release_requested_at']);
     return new Map(rows.map((r: { session_id: string; release_requested_at: unknown }) => [r.session_id, { releaseRequested: r.release_requested_at != null }]));

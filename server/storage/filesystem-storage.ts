@@ -79,16 +79,30 @@ export class FilesystemStorage implements ObjectStorage {
         done(null, chunk);
       },
     });
+    // The request is piped by hand, not through `pipeline`: over the bound it is only unpiped and
+    // paused, never destroyed (destroying it resets the socket, and the 413 would be lost).
+    const fromBody = (err: Error) => counter.destroy(err);
+    const aborted = () => {
+      if ((body as { complete?: boolean }).complete !== true) counter.destroy(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
+    };
+    body.once('error', fromBody).once('aborted', aborted).once('close', aborted);
+    counter.once('error', () => {
+      body.unpipe(counter);
+      body.pause();
+    });
+    body.pipe(counter);
     try {
-      await pipeline(body, counter, createWriteStream(temp, { mode: PRIVATE_MODES.file }));
+      await pipeline(counter, createWriteStream(temp, { mode: PRIVATE_MODES.file }));
       // Rename last, so a re-sent part replaces the old one atomically.
       await rename(temp, join(dir, String(partNumber)));
     } catch (err) {
+      body.off('error', fromBody).off('aborted', aborted).off('close', aborted);
       await rm(temp, { force: true });
       // The upload folder went away under the stream: finalized (parts consumed) or aborted.
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new StorageError('upload_missing', `upload ${uploadId} was finalized or aborted while this part was being sent`);
       throw err;
     }
+    body.off('error', fromBody).off('aborted', aborted).off('close', aborted);
     return `"${hash.digest('hex')}"`;
   }
 
@@ -193,7 +207,16 @@ export class FilesystemStorage implements ObjectStorage {
   async putObject(key: string, data: Buffer): Promise<StoredObject> {
     const target = this.objectPath(key);
     await mkdir(dirname(target), { recursive: true, mode: PRIVATE_MODES.directory });
-    await writeFile(target, data, { mode: PRIVATE_MODES.file });
+    // Written beside it and renamed into place: a reader (another server on the same directory)
+    // sees the whole object or none, never a part of it.
+    const temp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
+    try {
+      await writeFile(temp, data, { mode: PRIVATE_MODES.file });
+      await rename(temp, target);
+    } catch (err) {
+      await rm(temp, { force: true });
+      throw err;
+    }
     const etag = `"${createHash('md5').update(data).digest('hex')}"`;
     await writeFile(`${target}.etag`, etag, { mode: PRIVATE_MODES.file });
     return { etag, sizeBytes: data.length };

@@ -7,6 +7,7 @@ import {
   HeadObjectCommand,
   ListPartsCommand,
   PutObjectCommand,
+  type Part,
   S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
@@ -66,12 +67,21 @@ export class S3Storage implements ObjectStorage {
 
   async completeMultipartUpload(key: string, uploadId: string, parts: CompletedPart[]): Promise<StoredObject> {
     // Check parts first so the client gets our precise error codes instead of S3's.
-    const listed = await this.client
-      .send(new ListPartsCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, MaxParts: MULTIPART_RULES.maxPartNumber }))
-      .catch(() => {
-        throw new StorageError('upload_missing', `upload ${uploadId} does not exist`);
-      });
-    const stored = new Map((listed.Parts ?? []).map((p) => [p.PartNumber!, p]));
+    // Every page: S3 answers at most 1,000 parts a request whatever MaxParts asks, and an upload
+    // may have up to 10,000.
+    const stored = new Map<number, Part>();
+    let marker: string | undefined;
+    for (;;) {
+      const page = await this.client
+        .send(new ListPartsCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, MaxParts: 1000, ...(marker ? { PartNumberMarker: marker } : {}) }))
+        .catch(() => {
+          throw new StorageError('upload_missing', `upload ${uploadId} does not exist`);
+        });
+      for (const p of page.Parts ?? []) stored.set(p.PartNumber!, p);
+      const next = page.NextPartNumberMarker;
+      if (!page.IsTruncated || !next || next === marker || stored.size > MULTIPART_RULES.maxPartNumber) break;
+      marker = next;
+    }
     for (const [index, part] of parts.entries()) {
       const found = stored.get(part.part_number);
       if (!found) throw new StorageError('part_missing', `part ${part.part_number} was never uploaded`, { part_number: part.part_number });

@@ -87,9 +87,10 @@ async function bundle(what: string, entry: string, format: 'iife' | 'esm', banne
   return bundleOf(Buffer.from(file.contents));
 }
 
-function bundleOf(code: Buffer): WidgetBundle {
+/** A bundle of built code: its gzip and its strong ETag (an earlier version's too, read back from the archive). */
+export function bundleOf(code: Buffer, version: string = WIDGET_VERSION): WidgetBundle {
   return {
-    version: WIDGET_VERSION,
+    version,
     code,
     gzip: gzipSync(code, { level: 9 }),
     etag: `"${createHash('sha256').update(code).digest('base64url').slice(0, 22)}"`,

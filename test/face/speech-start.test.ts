@@ -52,6 +52,29 @@ test('speech that becomes ready after frame 5 was decided (and before it is due)
   // Every sample of the turn is played once.
   const played = frames.filter((x) => x.type === 'speech' || x.type === 'speech-start').reduce((n, x) => n + x.audio.length, 0);
   t.is(played, Math.ceil(speech.length / 640) * 640);
+  // Each frame says how many of the turn's samples it carried: all of them once, the padding of the last frame not counted.
+  const carried = frames.filter((x) => x.type === 'speech' || x.type === 'speech-start').map((x) => x.speechSamples);
+  t.true(carried.every((n) => n !== undefined), 'every speech frame tells');
+  t.is(carried.reduce((n: number, c) => n + c!, 0), speech.length);
+});
+
+test('a turn waiting for more audio (the TTS slower than real time) shows speech frames that carry none of its samples', async (t) => {
+  const clock = new VirtualClock();
+  const session = await portrait.openSession({ configuration: SMALL, imageFormat: 'rgb' }, clock);
+  const frames: FaceFrame[] = [];
+  session.frames.subscribe((f) => frames.push(f));
+  const speech = syntheticPhrase(0.4);
+  session.pushAudio(speech.subarray(0, 640 * 4)); // 160 ms, the turn left open
+  await clock.advance(600);
+  session.pushAudio(speech.subarray(640 * 4));
+  session.endTurn();
+  await clock.advance(600);
+  session.close();
+  const turn = frames.filter((f) => f.type === 'speech' || f.type === 'speech-start');
+  const waiting = turn.filter((f) => f.speechSamples === 0);
+  t.true(waiting.length >= 5, `${waiting.length} frames waited for audio`);
+  t.true(waiting.every((f) => loudness(f.audio) === 0));
+  t.is(turn.reduce((n, f) => n + (f.speechSamples ?? 0), 0), speech.length, 'every sample of the turn counted once');
 });
 
 test('speech not yet ready at the due time (under the prebuffer, turn open) waits: the idle frame stays idle', async (t) => {

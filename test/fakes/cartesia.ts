@@ -67,7 +67,8 @@ export interface CartesiaFake {
   readonly apiKey: string;
   readonly connections: CartesiaConnectionRecord[];
   refuseNext(count: number, status: number): void;
-  setFaults(faults: { dropAfterChunks?: number | undefined; malformedAt?: number | undefined }): void;
+  /** `lateErrorAfterCancel`: a cancelled context's error arrives later, as the next request comes in. */
+  setFaults(faults: { dropAfterChunks?: number | undefined; malformedAt?: number | undefined; lateErrorAfterCancel?: boolean | undefined }): void;
   drop(): void;
   close(): Promise<void>;
 }
@@ -78,7 +79,7 @@ export async function startCartesiaFake(options: CartesiaFakeOptions = {}): Prom
   const connections: CartesiaConnectionRecord[] = [];
   const live = new Set<WebSocket>();
   let refusals = { count: 0, status: 429 };
-  let faults: { dropAfterChunks?: number | undefined; malformedAt?: number | undefined } = {};
+  let faults: { dropAfterChunks?: number | undefined; malformedAt?: number | undefined; lateErrorAfterCancel?: boolean | undefined } = {};
   const wss = new WebSocketServer({ noServer: true });
 
   const refuse = (socket: Duplex, status: number, reason: string, body: Record<string, unknown>) => {
@@ -173,6 +174,9 @@ export async function startCartesiaFake(options: CartesiaFakeOptions = {}): Prom
         return;
       }
       record.requests.push(r);
+      if (faults.lateErrorAfterCancel) {
+        for (const id of record.cancels) refuseRequest(id, 500, 'Generation failed', 'The context was cancelled.', 'generation_failed');
+      }
       if (!cfg.models.includes(r.model_id)) return refuseRequest(r.context_id, 400, 'Invalid model', 'The model is not valid, make sure it is a valid model ID.', 'model_not_found');
       if (r.voice?.mode !== 'id' || typeof r.voice?.id !== 'string') return refuseRequest(r.context_id, 400, 'Invalid voice', 'voice must be {mode: "id", id}.', 'invalid_voice');
       const f = r.output_format ?? {};

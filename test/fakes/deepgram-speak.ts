@@ -52,6 +52,8 @@ export interface SpeakFaults {
   dropAfterChunks?: number | undefined;
   malformedAt?: number | undefined;
   lateChunksAfterClear?: number | undefined;
+  /** Clear is taken but never confirmed (no Cleared): a provider slow or failing to answer. */
+  withholdCleared?: boolean | undefined;
 }
 
 export interface SpeakConnectionRecord {
@@ -191,6 +193,7 @@ export async function startDeepgramSpeakFake(options: DeepgramSpeakFakeOptions =
             ws.send(Buffer.alloc(Math.round((cfg.chunkMs * rate) / 1000) * 2, 0x11));
           }
           generation++;
+          if (faults.withholdCleared) return;
           return json({ type: 'Cleared', sequence_id: sequence++ });
         }
         case 'Close':

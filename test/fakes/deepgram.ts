@@ -91,6 +91,12 @@ export interface DeepgramFake {
   /** The next `count` handshakes are refused with `status`. */
   refuseNext(count: number, status: number): void;
   setFaults(faults: { dropAfterAudioMs?: number | undefined }): void;
+  /**
+   * Handshakes from now on wait (a server slow to accept) until the returned function is called;
+   * `held` counts those waiting.
+   */
+  holdHandshakes(): () => void;
+  readonly held: number;
   close(): Promise<void>;
 }
 
@@ -142,7 +148,17 @@ export async function startDeepgramFake(options: DeepgramFakeOptions = {}): Prom
     s.on('close', () => sockets.delete(s));
   });
 
+  let hold: Promise<void> | null = null;
+  let heldCount = 0;
   server.on('upgrade', (req, socket: Socket, head) => {
+    if (hold) {
+      heldCount++;
+      void hold.then(() => {
+        heldCount--;
+        if (!socket.destroyed) server.emit('upgrade', req, socket, head);
+      });
+      return;
+    }
     const url = new URL(req.url ?? '/', 'http://fake');
     if (url.pathname !== '/v1/listen') return rejectUpgrade(socket, 404, 'Not Found', 'NOT_FOUND', 'Not found.');
     if (!authorized(req, cfg.apiKey)) return rejectUpgrade(socket, 401, 'Unauthorized', 'INVALID_AUTH', 'Invalid credentials.');
@@ -411,6 +427,17 @@ export async function startDeepgramFake(options: DeepgramFakeOptions = {}): Prom
     },
     refuseNext: (count, status) => void (refusals = { count, status }),
     setFaults: (f) => void (faults = { ...faults, ...f }),
+    holdHandshakes: () => {
+      let release!: () => void;
+      hold = new Promise<void>((resolve) => (release = resolve));
+      return () => {
+        hold = null;
+        release();
+      };
+    },
+    get held() {
+      return heldCount;
+    },
     close: () => new Promise<void>((resolve) => {
       for (const ws of live) ws.terminate();
       for (const s of sockets) s.destroy();

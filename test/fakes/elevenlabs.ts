@@ -71,7 +71,8 @@ export interface ElevenLabsFake {
   readonly requests: TTSRequestRecord[];
   /** Streams the client closed before the fake finished writing them. */
   readonly clientAborts: number;
-  setFaults(faults: { dropAfterChunks?: number | undefined; malformedChunkAt?: number | undefined }): void;
+  /** `quotaExceeded`: every request refused as ElevenLabs refuses an account out of credits (401, `quota_exceeded`). */
+  setFaults(faults: { dropAfterChunks?: number | undefined; malformedChunkAt?: number | undefined; quotaExceeded?: boolean | undefined }): void;
   close(): Promise<void>;
 }
 
@@ -144,7 +145,7 @@ export async function startElevenLabsFake(options: ElevenLabsFakeOptions = {}): 
   const clock = options.clock ?? new RealClock();
   const requests: TTSRequestRecord[] = [];
   const sockets = new Set<Socket>();
-  let faults = { dropAfterChunks: options.dropAfterChunks as number | undefined, malformedChunkAt: options.malformedChunkAt as number | undefined };
+  let faults = { dropAfterChunks: options.dropAfterChunks as number | undefined, malformedChunkAt: options.malformedChunkAt as number | undefined, quotaExceeded: undefined as boolean | undefined };
   let clientAborts = 0;
   let requestSeq = 0;
 
@@ -218,6 +219,9 @@ export async function startElevenLabsFake(options: ElevenLabsFakeOptions = {}): 
     const key = req.headers['xi-api-key'];
     if (key !== cfg.apiKey) {
       return detail(res, 401, { detail: { status: 'invalid_api_key', message: 'Invalid API key' } });
+    }
+    if (faults.quotaExceeded) {
+      return detail(res, 401, { detail: { status: 'quota_exceeded', message: 'This request exceeds your quota of 10000. You have 12 credits remaining, while 41 credits are required for this request.' } });
     }
     const match = /^\/v1\/text-to-speech\/([^/]+)\/stream\/with-timestamps$/.exec(url.pathname);
     if (req.method === 'POST' && match) {

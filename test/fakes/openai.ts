@@ -83,7 +83,7 @@ export interface OpenAIFake {
   enqueue(...replies: FakeChatReply[]): void;
   /** The next `count` requests fail with `status` (OpenAI error body); 429/5xx are what the SDK retries. */
   failNext(count: number, status: number): void;
-  setFaults(faults: { dropAfterChunks?: number | undefined; malformedChunkAt?: number | undefined }): void;
+  setFaults(faults: { dropAfterChunks?: number | undefined; malformedChunkAt?: number | undefined; stallAfterChunks?: number | undefined }): void;
   close(): Promise<void>;
 }
 
@@ -152,7 +152,7 @@ export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<
   const queue: FakeChatReply[] = [...(options.replies ?? [])];
   const requests: ChatRequestRecord[] = [];
   const sockets = new Set<Socket>();
-  let faults = { dropAfterChunks: options.dropAfterChunks as number | undefined, malformedChunkAt: options.malformedChunkAt as number | undefined };
+  let faults = { dropAfterChunks: options.dropAfterChunks as number | undefined, malformedChunkAt: options.malformedChunkAt as number | undefined, stallAfterChunks: undefined as number | undefined };
   let failures: { count: number; status: number } = { count: 0, status: 500 };
   let clientAborts = 0;
   let completionSeq = 0;
@@ -248,6 +248,11 @@ export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<
       if (cfg.firstTokenDelayMs > 0) await clock.sleep(cfg.firstTokenDelayMs, abort.signal);
       for (let i = 0; i < chunks.length; i++) {
         if (i > 0 && cfg.tokenIntervalMs > 0) await clock.sleep(cfg.tokenIntervalMs, abort.signal);
+        if (faults.stallAfterChunks !== undefined && i >= faults.stallAfterChunks) {
+          // A server that stops sending mid-answer, the connection left open, until the client gives up.
+          await new Promise<void>((resolve) => (abort.signal.aborted ? resolve() : abort.signal.addEventListener('abort', () => resolve(), { once: true })));
+          return;
+        }
         if (faults.dropAfterChunks !== undefined && i >= faults.dropAfterChunks) {
           finished = true; // the server's own fault, not a client abort
           req.socket.destroy();

@@ -1,6 +1,6 @@
 /**
  * A local stand-in for the S3 REST API (path-style addressing), enough for the REST server's S3
- * driver: CreateMultipartUpload, UploadPart (pre-signed PUT), ListParts, CompleteMultipartUpload,
+ * driver: CreateMultipartUpload, UploadPart (pre-signed PUT), ListParts (paged), CompleteMultipartUpload,
  * AbortMultipartUpload, PutObject, HeadObject, GetObject (pre-signed), DeleteObject. It speaks
  * S3's XML bodies, quoted MD5 ETags, multipart ETags `"<md5 of md5s>-N"` and S3 error documents
  * (`NoSuchKey`, `NoSuchUpload`, `InvalidPart`, `EntityTooSmall`). It checks that requests are
@@ -19,6 +19,8 @@ export interface FakeS3 {
   uploads: Map<string, Upload>;
   /** Every request: method, key, query keys, whether it was signed. */
   requests: Array<{ method: string; key: string; query: string[]; signed: boolean }>;
+  /** ListParts answers at most this many parts a page (AWS: 1,000, whatever `max-parts` asks). */
+  listPartsPageSize: number;
   close(): Promise<void>;
 }
 
@@ -41,6 +43,10 @@ export async function startFakeS3(bucket = 'svc-test'): Promise<FakeS3> {
   const objects: FakeS3['objects'] = new Map();
   const uploads = new Map<string, Upload>();
   const requests: FakeS3['requests'] = [];
+  const fake: FakeS3 = {
+    endpoint: '', bucket, objects, uploads, requests, listPartsPageSize: 1000,
+    close: () => new Promise<void>((r) => { server.close(() => r()); server.closeAllConnections(); }),
+  };
   const server = createServer(async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://fake');
     const [, b, ...rest] = url.pathname.split('/');
@@ -70,9 +76,16 @@ export async function startFakeS3(bucket = 'svc-test'): Promise<FakeS3> {
         return send(200, undefined, { ETag: `"${md5(body).toString('hex')}"` });
       }
       if (req.method === 'GET') {
-        const parts = [...upload.parts.entries()].sort((x, y) => x[0] - y[0])
+        // Pages as S3's: parts after `part-number-marker`, at most `max-parts` (capped by the page size).
+        const marker = Number(q.get('part-number-marker') ?? 0);
+        const max = Math.min(Number(q.get('max-parts') ?? 1000), fake.listPartsPageSize);
+        const after = [...upload.parts.entries()].sort((x, y) => x[0] - y[0]).filter(([n]) => n > marker);
+        const page = after.slice(0, max);
+        const truncated = after.length > page.length;
+        const parts = page
           .map(([n, d]) => `<Part><PartNumber>${n}</PartNumber><LastModified>${new Date().toISOString()}</LastModified><ETag>"${md5(d).toString('hex')}"</ETag><Size>${d.length}</Size></Part>`).join('');
-        return send(200, `<ListPartsResult><Bucket>${bucket}</Bucket><Key>${xmlEscape(key)}</Key><UploadId>${uploadId}</UploadId><IsTruncated>false</IsTruncated>${parts}</ListPartsResult>`);
+        const next = truncated ? `<NextPartNumberMarker>${page.at(-1)![0]}</NextPartNumberMarker>` : '';
+        return send(200, `<ListPartsResult><Bucket>${bucket}</Bucket><Key>${xmlEscape(key)}</Key><UploadId>${uploadId}</UploadId><PartNumberMarker>${marker}</PartNumberMarker>${next}<MaxParts>${max}</MaxParts><IsTruncated>${truncated}</IsTruncated>${parts}</ListPartsResult>`);
       }
       if (req.method === 'DELETE') {
         uploads.delete(uploadId);
@@ -118,8 +131,6 @@ export async function startFakeS3(bucket = 'svc-test'): Promise<FakeS3> {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as AddressInfo;
-  return {
-    endpoint: `http://127.0.0.1:${port}`, bucket, objects, uploads, requests,
-    close: () => new Promise<void>((r) => { server.close(() => r()); server.closeAllConnections(); }),
-  };
+  Object.assign(fake, { endpoint: `http://127.0.0.1:${port}` });
+  return fake;
 }

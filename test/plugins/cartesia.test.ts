@@ -106,6 +106,23 @@ test('interruption mid-sentence: the context is cancelled and nothing after the 
   t.deepEqual(tts.errors, []);
 });
 
+test("a cancelled context's late error fails nothing: the sentence after the interruption is spoken whole", async (t) => {
+  const { fake, service } = await setup(t, { chunkMs: 40, chunkIntervalMs: 30 });
+  fake.setFaults({ lateErrorAfterCancel: true });
+  const tts = ttsOnProcessor(service);
+  t.teardown(() => void tts.stop());
+  tts.speak(LONG);
+  await until(() => tts.audio().length > 2, { ...FAKE_WAIT, what: 'the first audio' });
+  tts.worker.interrupt();
+  await until(() => fake.connections[0]!.cancels.length === 1, { ...FAKE_WAIT, what: 'the cancel' });
+  await until(() => tts.interruptedAt() >= 0, { ...FAKE_WAIT, what: 'the interruption downstream' });
+  tts.speak('Right, your question.');
+  await until(() => tts.below.frames.slice(tts.interruptedAt()).some((f) => f.type === 'tts-stopped'), { ...FAKE_WAIT, what: 'the next sentence to end' });
+  t.true(fake.connections[0]!.sent.includes('error'), 'the late error was sent');
+  t.deepEqual(tts.errors, []);
+  t.true(tts.audioAfterInterruption().length > 0, 'the next sentence was heard');
+});
+
 test('a socket dropped mid-sentence fails that sentence (tts_connection_lost, not fatal); the next opens a fresh socket', async (t) => {
   const { fake, service } = await setup(t, { chunkMs: 50 });
   fake.setFaults({ dropAfterChunks: 3 });

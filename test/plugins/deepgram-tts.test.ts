@@ -81,6 +81,25 @@ test('interruption mid-sentence: Clear is sent, nothing after the cut plays, and
   t.deepEqual(tts.errors, []);
 });
 
+test('a Clear Deepgram never confirms: the next sentence goes on a fresh socket, whole, with no error (docs/vendors.md)', async (t) => {
+  const { fake, service } = await setup(t, { chunkMs: 40, chunkIntervalMs: 30 }, { clearTimeoutMs: 300 });
+  fake.setFaults({ withholdCleared: true });
+  const tts = ttsOnProcessor(service);
+  t.teardown(() => void tts.stop());
+  tts.speak(LONG);
+  await until(() => tts.audio().length > 2, { ...FAKE_WAIT, what: 'the first audio' });
+  tts.worker.interrupt();
+  await until(() => fake.connections[0]!.received.includes('Clear'), { ...FAKE_WAIT, what: 'the Clear at Deepgram' });
+  await until(() => tts.interruptedAt() >= 0, { ...FAKE_WAIT, what: 'the interruption downstream' });
+  const next = 'Right, your question.';
+  tts.speak(next);
+  await until(() => tts.below.frames.slice(tts.interruptedAt()).some((f) => f.type === 'tts-stopped'), { ...FAKE_WAIT, what: 'the next sentence to end' });
+  t.is(fake.connections.length, 2, 'a fresh socket for the next sentence');
+  const samples = tts.audioAfterInterruption().reduce((n, f) => n + f.pcm.length, 0);
+  t.is(samples, (await fakeSpeech(next, 16_000)).pcm.length, 'the whole next sentence');
+  t.deepEqual(tts.errors, []);
+});
+
 test('a socket dropped mid-sentence fails that sentence (tts_connection_lost, not fatal); the next opens a fresh socket', async (t) => {
   const { fake, service } = await setup(t, { chunkMs: 50 });
   fake.setFaults({ dropAfterChunks: 3 });

@@ -396,3 +396,18 @@ test('policy: a key refused on reconnect (401) ends the pipeline at once with a 
   t.regex(errors.at(-1)!.message, /refused the connection: Deepgram refused the credentials \(HTTP 401\)/);
   t.is(fake.connections.length, 1, 'no connection after the refusal');
 });
+
+test('through the STT processor: a pipeline that ends while its first connection is still being opened leaves no socket open (nothing keeps the process alive)', async (t) => {
+  const { fake, service } = await setup(t);
+  const release = fake.holdHandshakes(); // the server is slow to accept
+  t.teardown(release);
+  const stt = new STTProcessor(service, { language: 'en' });
+  const worker = new PipelineWorker(new Pipeline([stt]), { clock: new RealClock(), audioInSampleRate: RATE, idleTimeoutMs: null, heartbeatMs: null });
+  const finished = worker.run();
+  await until(() => fake.held === 1, { ...FAKE_WAIT, what: 'the connection attempt to reach the server' });
+  void worker.cancel('the visitor hung up');
+  await finished;
+  release(); // the server accepts now
+  await new Promise((r) => setTimeout(r, 500));
+  t.true(fake.connections.every((c) => c.closeCode !== undefined), `open: ${fake.connections.filter((c) => c.closeCode === undefined).length} of ${fake.connections.length}`);
+});

@@ -12,6 +12,7 @@ import { Pipeline } from '../../core/pipeline.ts';
 import { PipelineWorker } from '../../core/worker.ts';
 import { CaptureProcessor, HARNESS_IGNORED } from '../../core/testing/index.ts';
 import { TTSProcessor } from '../../processors/tts/tts-processor.ts';
+import { providerFailure } from '../../processors/provider-failure.ts';
 
 async function collect(iterable: AsyncIterable<TTSEvent>) {
   const audio: Int16Array[] = [];
@@ -146,6 +147,18 @@ test('a wrong key fails with auth_failed and ElevenLabs\' own message', async (t
   t.is(err!.code, 'auth_failed');
   t.is(err!.status, 401);
   t.regex(err!.message, /Invalid API key \(invalid_api_key\)/);
+});
+
+test('an account out of credits (401 quota_exceeded) is quota_exceeded, not a bad key; the pipeline ends with a fatal tts_quota_exceeded', async (t) => {
+  const fake = await startElevenLabsFake();
+  t.teardown(() => fake.close());
+  fake.setFaults({ quotaExceeded: true });
+  const err = await t.throwsAsync(collect(tts(fake).synthesize({ text: 'Hi', sampleRate: 16000 })), { instanceOf: ElevenLabsTTSError });
+  t.is(err!.code, 'quota_exceeded');
+  t.is(err!.status, 401);
+  t.regex(err!.message, /refused to synthesise for this account .*exceeds your quota.*\(quota_exceeded\)/);
+  t.false(err!.retryable);
+  t.deepEqual(providerFailure('tts', err), { code: 'tts_quota_exceeded', fatal: true, message: err!.message });
 });
 
 test('a connection dropped mid-stream surfaces as connection_lost after the audio already sent', async (t) => {

@@ -168,3 +168,19 @@ test('TTS: a word timing that arrives after its audio rides on the next chunk in
   const words = downstream.flatMap((f) => (f.type === 'tts-audio' ? (f.words ?? []).map((w) => w.word) : []));
   t.deepEqual(words, ['early', 'late']);
 });
+
+test('TTS: a provider that goes silent mid-piece ends that piece as a retryable tts_timeout after streamIdleMs; the next piece is spoken', async (t) => {
+  const clock = new VirtualClock();
+  const stalled = new ToneTTS(clock, 60_000); // its first audio would come after a minute: a stream left hanging
+  const steps = [frame('tts-speak', { text: 'This never comes.' }), { sleepMs: 1_500 }];
+  const { downstream, upstream } = await runProcessorTest(new TTSProcessor(stalled, { sampleRate: 16_000, streamIdleMs: 1_000 }), steps, { clock });
+  const errors = [...upstream, ...downstream].filter((f) => f.type === 'error');
+  t.is(errors.length, 1);
+  t.like(errors[0], { type: 'error', code: 'tts_timeout', fatal: false });
+  t.regex(errors[0]!.type === 'error' ? errors[0]!.message : '', /no audio from tone-tts for 1000 ms/);
+  t.true(stalled.requests[0]!.signal!.aborted, 'the provider request was ended');
+
+  const next = new ToneTTS(clock, 100);
+  const ok = await runProcessorTest(new TTSProcessor(next, { sampleRate: 16_000, streamIdleMs: 1_000 }), [frame('tts-speak', { text: 'Welcome aboard.' }), { sleepMs: 500 }], { clock });
+  t.false([...ok.upstream, ...ok.downstream].some((f) => f.type === 'error'), 'a provider that answers within the bound is not cut');
+});

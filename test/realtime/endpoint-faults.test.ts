@@ -11,6 +11,7 @@ import { facePlugin } from '../../plugins/face/index.ts';
 import { attachRealtime, createRealtimeResolver, type RealtimeEndpoint } from '../../server/realtime/index.ts';
 import { SvcClient } from '../../transports/realtime/svc-client.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
+import { until } from '../../testing/until.ts';
 import { connectRaw, delay, isError, isReady } from './ws-conn.ts';
 
 /**
@@ -172,4 +173,27 @@ test.serial('idle timeout: SvcClient keeps an idle session open with pings paced
   await delay(IDLE_MS * 3);
   t.true(client.isConnected);
   t.deepEqual(errors, []);
+});
+
+test.serial('shutdown while a connection is still authenticating (a slow key lookup): it is ended too, opens no session, and the close does not wait for its client', async (t) => {
+  const real = createRealtimeResolver(ts.server);
+  let letGo!: () => void;
+  const held = new Promise<void>((resolve) => (letGo = resolve));
+  let asked = false;
+  const slow = attachRealtime(ts.server.httpServer, {
+    registry: ts.server.registry,
+    path: '/realtime-slow-auth',
+    // The key lookup waits (a database slow to answer), then answers as the real one does.
+    resolver: { ...real, authenticate: async (key: string) => { asked = true; await held; return real.authenticate(key); } } as typeof real,
+  });
+  const c = open('svc/human-portrait/v1', '/realtime-slow-auth');
+  t.teardown(() => c.ws.terminate());
+  await until(async () => asked, { timeoutMs: 30_000, intervalMs: 10, what: 'the key lookup to start' });
+  const closed = slow.close();
+  letGo();
+  const outcome = await Promise.race([closed.then(() => 'closed'), delay(15_000).then(() => 'still waiting')]);
+  t.is(outcome, 'closed', 'the endpoint closed without waiting for the client to leave');
+  t.is((await c.closed).code, 1001);
+  t.false(c.messages.some((m) => m.type === 'session_ready'), 'no session was opened');
+  t.is(slow.activeSessions, 0);
 });

@@ -6,7 +6,7 @@ import test from 'ava';
 import { attachRealtime, createRealtimeResolver, type RealtimeEndpoint } from '../../server/realtime/index.ts';
 import { TEMPLATE_ORGANIZATION } from '../../server/services/organizations.ts';
 import { REALTIME_LIMITS, encodeAudioIn } from '../../protocol/realtime.ts';
-import { holdsWithin } from '../../testing/until.ts';
+import { holdsWithin, until } from '../../testing/until.ts';
 import type { TestServer } from '../server/harness.ts';
 import { startRealtimeServer, type RealtimeServer } from '../support/realtime-server.ts';
 import { connectRaw, isError, isReady, tone, type Conn } from './ws-conn.ts';
@@ -161,6 +161,36 @@ test('sessions per process: the limit is served, one more is server_busy (4503),
   const again = small.open();
   t.teardown(() => again.ws.close());
   t.like(await again.next((m) => m.type === 'session_ready' || m.type === 'error'), { type: 'session_ready' });
+});
+
+test('a client that stops reading is ended slow_consumer once its socket holds the hard bound, its session and slot freed; a bystander carries on; a flood of bad messages is answered a few times a second', async (t) => {
+  const path = '/realtime-slow';
+  const endpoint = attachRealtime(ts.server.httpServer, { registry: ts.server.registry, resolver: createRealtimeResolver(ts.server), maxSessions: 4, path, hardMaxBufferedBytes: 256 * 1024 });
+  t.teardown(() => endpoint.close());
+  const url = `${ts.url.replace(/^http/, 'ws')}${path}?config_id=${configId}`;
+  const bystander = connectRaw(url, { 'x-api-key': ts.keyA });
+  const stalled = connectRaw(url, { 'x-api-key': ts.keyA });
+  t.teardown(() => {
+    bystander.ws.close();
+    stalled.ws.terminate();
+  });
+  await bystander.next(isReady);
+  await stalled.next(isReady);
+  // Flooded with undecodable binary messages while reading: each is refused, but only a few answers a second.
+  for (let i = 0; i < 500; i++) stalled.ws.send(Buffer.from([1]));
+  await stalled.next((m) => m.type === 'error' && m.code === 'malformed_message');
+  const answered = await new Promise<number>((resolve) => setTimeout(() => resolve(stalled.messages.filter((m) => m.type === 'error').length), 300));
+  t.true(answered >= 1 && answered <= 20, `${answered} answers to 500 bad messages`);
+  // It stops reading: the server's frames (and its answers to pings) pile up in the socket.
+  (stalled.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+  const keepAlive = setInterval(() => stalled.ws.readyState === stalled.ws.OPEN && stalled.ws.send(JSON.stringify({ type: 'ping' })), 200);
+  t.teardown(() => clearInterval(keepAlive));
+  await until(async () => endpoint.activeSessions === 1, { timeoutMs: 60_000, intervalMs: 50, what: 'the stalled session to be ended' });
+  clearInterval(keepAlive);
+  t.is(endpoint.activeSessions, 1, 'the stalled session was ended and its slot freed');
+  const before = bystander.frames.length;
+  await bystander.framesUntil(() => bystander.frames.length > before + 5);
+  t.is(bystander.ws.readyState, bystander.ws.OPEN, 'the bystander carries on');
 });
 
 /** A second endpoint on the same HTTP server, at its own path, with a session limit of 2. */

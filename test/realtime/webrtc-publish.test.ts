@@ -98,3 +98,21 @@ test.serial('the browser room client is served publicly as JavaScript', async (t
   t.regex(res.headers.get('content-type') ?? '', /javascript/);
   t.true((await res.text()).length > 500);
 });
+
+test.serial('the room closing under a live publication: the client is told (webrtc_failed, not fatal) and the frames come over the socket again', async (t) => {
+  const created = rooms.rooms.createRoom();
+  const c = open();
+  t.teardown(() => c.ws.close());
+  await c.next(isReady);
+  c.ws.send(JSON.stringify({ type: 'webrtc', settings: { provider: 'embedded', room: created.room, token: created.publisherToken } }));
+  await c.next((m) => m.type === 'webrtc_connected');
+  rooms.rooms.closeRoom(created.room, 'closed by its owner');
+  t.like(await c.next((m) => m.type === 'error'), { code: 'webrtc_failed', fatal: false });
+  const before = c.frames.length;
+  await c.framesUntil(() => c.frames.length > before + 10);
+  t.is(c.ws.readyState, c.ws.OPEN, 'the session goes on');
+  // It can publish again, into another room.
+  const next = rooms.rooms.createRoom();
+  c.ws.send(JSON.stringify({ type: 'webrtc', settings: { provider: 'embedded', room: next.room, token: next.publisherToken } }));
+  t.like(await c.next((m) => m.type === 'webrtc_connected' && m.room === next.room), { type: 'webrtc_connected' });
+});

@@ -157,6 +157,19 @@ test.serial('override_agent_settings sends prompt, language, voice and greeting;
   t.regex(locked.errors()[0]!.message, /Override for field 'prompt' is not allowed/);
 });
 
+test.serial('a reconnect mid-call overrides the first message with none: the agent does not greet again', async (t) => {
+  const agents = { [AGENT]: { name: 'Ada', firstMessage: 'Hello from the ElevenLabs agent', outputFormat: 'pcm_16000', allowOverrides: true } };
+  const fake = await withFake(t, { agents });
+  const fields = { starts_conversation: true, behaviour: { greeting: 'Guten Tag' }, provider_config: { override_agent_settings: true } };
+  const s = await session(t, fake, elAgent(fields), { reconnectAttempts: 2 });
+  await connected(fake);
+  t.like(fake.connections[0]!.initiation, { conversation_config_override: { agent: { first_message: 'Guten Tag' } } });
+  fake.dropAll();
+  await connected(fake, 2);
+  t.like(fake.connections[1]!.initiation, { conversation_config_override: { agent: { first_message: '' } } }, 'no greeting, not even the agent\'s own');
+  await s.worker.end();
+});
+
 test.serial('appended system context is sent as a contextual_update', async (t) => {
   const fake = await withFake(t);
   const s = await session(t, fake);

@@ -122,6 +122,20 @@ test.serial('starts_conversation: the provider greets first with the verbatim gr
   await s.worker.cancel();
 });
 
+test.serial('starts_conversation: a reconnect mid-call does not greet again (no response.create on the new connection)', async (t) => {
+  const fake = await withFake(t, { replies: ['Hello I am Ada'] });
+  const s = await session(t, fake, agentRecord({ starts_conversation: true, behaviour: { greeting: 'Hello! I am Ada.' } }), { reconnectAttempts: 2 });
+  await connected(fake);
+  await until(() => fake.connections[0]!.events.some((e) => e.type === 'response.create'), { timeoutMs: 10_000, what: 'the greeting on the first connection' });
+  fake.dropAll();
+  await connected(fake, 2);
+  // Everything the reconnect sends has arrived once its session.update has (sent first, then the history).
+  await until(() => fake.connections[1]!.events.some((e) => e.type === 'session.update'), { timeoutMs: 10_000, what: 'the second connection set up' });
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.false(fake.connections[1]!.events.some((e) => e.type === 'response.create'), 'no second greeting');
+  await s.worker.end();
+});
+
 test.serial('barge-in: the face turn is cancelled at once, late provider audio is dropped, and the truncation carries the played position, not the bytes received', async (t) => {
   const long = Array.from({ length: 14 }, (_, i) => `sentence${i} word`).join(' ');
   // Deltas of 100 ms every 60 ms: the response is still streaming when the user barges in.

@@ -160,6 +160,25 @@ test('a part upload cut off mid-stream leaves nothing behind and the part can be
   t.deepEqual(leftovers, [], 'the upload directory is gone after finalize (no stray temp files kept it)');
 });
 
+test('a part declared larger than a part may hold (5 GiB) is answered 413 before any of it is read, and the client reads the answer', async (t) => {
+  const { body: init } = await s.call('POST', '/v1/assets/initiate-upload', { body: { name: 'huge.bin', category: 'weight' } });
+  const signed = (await s.call('POST', '/v1/assets/sign-part', { body: { ...init, part_number: 1 } })).body;
+  const url = new URL(signed.upload_url);
+  const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = http.request({ host: url.hostname, port: url.port, method: 'PUT', path: url.pathname + url.search, headers: { 'content-length': 6 * 1024 ** 3 } });
+    req.on('response', (res) => {
+      let body = '';
+      res.on('data', (c) => (body += c)).on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.write(randomBytes(64 * 1024)); // the first bytes of a body that would never end
+  });
+  t.is(answer.status, 413);
+  t.like(JSON.parse(answer.body), { code: 'payload_too_large', details: { max_bytes: 5 * 1024 ** 3 } });
+  const put = await fetch(signed.upload_url, { method: 'PUT', body: randomBytes(10) });
+  t.is(put.status, 200, 'the same part sent within the bound is taken');
+});
+
 test('two concurrent finalizes of one upload: exactly one 201, the other 4xx', async (t) => {
   const u = await uploadParts([randomBytes(2048)]);
   const results = await Promise.all([finalize(u, { size_bytes: 2048 }), finalize(u, { size_bytes: 2048 })]);

@@ -170,3 +170,18 @@ test.serial('a reading is cheap and forgets: many readings in a row agree on a s
   await until(async () => meter.read().eventLoopLagMs < 40, { timeoutMs: 10_000, intervalMs: 50, what: 'the stall to age out of the readings' });
   t.pass();
 });
+
+test('the CPU share is a share of the machine: never over 1 when CPU time arrives in steps, not judged over a span too short to measure, exact over a steady load', async (t) => {
+  const start = performance.now();
+  // One core busy since the meter started, as cumulative CPU time (µs) on the meter's own clock.
+  let steps = 0;
+  const meter = new LoadMeter({ cores: 2, windowMs: 60_000, cpuUsage: () => ({ user: Math.round((performance.now() - start) * 1000) + steps, system: 0 }) });
+  t.teardown(() => meter.close());
+  steps = 5_000_000; // a bot host's report brings 5 s of CPU time at once
+  t.is(meter.read().cpuShare, 0, `under ${LOAD_WINDOW.minCpuSpanMs} ms: not judged`);
+  await new Promise((resolve) => setTimeout(resolve, LOAD_WINDOW.minCpuSpanMs + 20));
+  t.is(meter.read().cpuShare, 1, 'the step reads as the whole machine, not more');
+  steps = 0;
+  const steady = meter.read().cpuShare;
+  t.true(Math.abs(steady - 0.5) < 0.01, `one of two cores busy reads 0.5 (read ${steady})`);
+});

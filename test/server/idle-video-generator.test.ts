@@ -1,6 +1,6 @@
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Plugin } from '../../core/registry.ts';
@@ -38,9 +38,32 @@ const syntheticFacePlugin: Plugin = {
   },
 };
 
+/** A face model whose frame source fails after a few frames (a face engine crashing mid-render). */
+const failingFacePlugin: Plugin = {
+  name: 'failing-face',
+  register(registry) {
+    registry.register('face', 'failing', () => ({
+      async openSource(config: FaceSessionConfig): Promise<Partial<FaceFrameSource>> {
+        const width = Number(config.configuration?.width);
+        const height = Number(config.configuration?.height);
+        let index = 0;
+        return {
+          width, height,
+          nextFrame() {
+            if (index === 10) throw new Error('the face engine crashed');
+            const frame = { index, ptsMs: index * 40, type: 'idle', final: false, turnId: null, image: { width, height, format: 'rgb', data: new Uint8Array(width * height * 3) }, audio: new Int16Array(640) };
+            index++;
+            return frame as never;
+          },
+        };
+      },
+    }));
+  },
+};
+
 let s: TestServer;
 test.before(async () => {
-  s = await startTestServer({ label: 'idlegen', plugins: [syntheticFacePlugin] });
+  s = await startTestServer({ label: 'idlegen', plugins: [syntheticFacePlugin, failingFacePlugin] });
 });
 test.after.always(async () => {
   await s?.stop();
@@ -82,4 +105,22 @@ test('without ffmpeg the generation fails with an error naming it, instead of wa
     sourceImage: Buffer.alloc(16), sourceContentType: 'image/png', referenceTemplate: 'v2', modelVariantId: 'svc/synthetic/v1', signal: new AbortController().signal,
   }));
   t.regex(error!.message, /cannot run ffmpeg \(\/nonexistent\/ffmpeg\)/);
+});
+
+test('a face model failing mid-render fails the generation and leaves no ffmpeg running', async (t) => {
+  const { FaceIdleVideoGenerator } = await import('../../server/jobs/idle-video-generator.ts');
+  // ffmpeg started through a script that records its process id (exec keeps it).
+  const dir = mkdtempSync(join(tmpdir(), 'svc-idle-ffmpeg-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const pidFile = join(dir, 'pid');
+  const wrapper = join(dir, 'ffmpeg');
+  writeFileSync(wrapper, `#!/bin/sh\necho $$ > ${pidFile}\nexec ffmpeg "$@"\n`, { mode: 0o755 });
+  const generator = new FaceIdleVideoGenerator(s.server.registry, { ffmpegPath: wrapper });
+  const error = await t.throwsAsync(generator.generate({
+    sourceImage: Buffer.alloc(16), sourceContentType: 'image/png', referenceTemplate: 'v2', modelVariantId: 'svc/failing/v1', signal: new AbortController().signal,
+  }));
+  t.regex(error!.message, /the face engine crashed/);
+  const pid = Number(readFileSync(pidFile, 'utf8').trim());
+  t.true(pid > 0);
+  t.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, 'the encoder was stopped and reaped before generate() settled');
 });

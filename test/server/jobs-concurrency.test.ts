@@ -127,3 +127,28 @@ test.serial('two workers on one database: an organization never runs more than i
   t.true(jobs.every((j) => j.status === 'succeeded' && j.attempts === 1));
   t.is(gate.calls, 9, 'nine jobs, nine generator runs: no job claimed twice');
 });
+
+test.serial("an organization's waiting jobs are bounded (SVC_JOB_MAX_QUEUED): past it a generate request is 429 too_many_jobs, even from concurrent requests; others' jobs are unaffected, and a started job makes room", async (t) => {
+  const s = await startTestServer({ label: 'jobs_backlog', plugins: [gatedPlugin], config: { jobs: { concurrency: 1, organizationConcurrency: 1, maxQueuedPerOrganization: 3, pollMs: 50 } } });
+  servers.push(s);
+  const worker = s.server.services.generationJobs.startWorker();
+  const first = await submit(s, s.keyA, 'org-a');
+  t.is(first.status, 202);
+  await until(async () => gate.now.get('org-a') === 1, { timeoutMs: 90_000, intervalMs: 25, what: 'the first job running' });
+  // Running jobs do not count; six concurrent requests for three waiting places.
+  const burst = await Promise.all(Array.from({ length: 6 }, () => submit(s, s.keyA, 'org-a')));
+  t.deepEqual(burst.map((r) => r.status).sort(), [202, 202, 202, 429, 429, 429]);
+  const refused = burst.find((r) => r.status === 429)!;
+  t.like(refused.body, { code: 'too_many_jobs', details: { queued: 3, limit: 3 } });
+  t.regex(refused.body.message, /SVC_JOB_MAX_QUEUED/);
+  t.is(Number((await s.server.db('generation_jobs').where({ status: 'queued' }).count('* as n').first())!.n), 3, 'nothing of the refused requests was stored');
+  t.is((await submit(s, s.keyB, 'org-b')).status, 202, "another organization's request is accepted");
+
+  // The running job ends: the next waiting one starts, and its place is free again.
+  gate.releaseAll();
+  await until(async () => gate.calls === 2, { timeoutMs: 90_000, intervalMs: 25, what: 'the next job to start' });
+  t.is((await submit(s, s.keyA, 'org-a')).status, 202);
+  t.is((await submit(s, s.keyA, 'org-a')).status, 429);
+  await drain(s);
+  t.is(worker.active, 0);
+});

@@ -89,3 +89,40 @@ test.serial('a worker stopped cleanly (SIGTERM, restart) gives its running job b
   const done = (await s.call('GET', `/v1/assets/generate/jobs/${jobId}`)).body;
   t.like(done, { status: 'succeeded', attempts: 1, last_error: null }, 'the stopped run did not count as an attempt');
 });
+
+test.serial("a worker's own orphan (an attempt whose end it could not record) is reaped by that worker too, not left running for ever", async (t) => {
+  const s = await startTestServer({ label: 'jobs_orphan', plugins: [heldPlugin], config: { jobs: { concurrency: 1, leaseMs: 120_000, heartbeatMs: 60_000, pollMs: 50, retryBaseMs: 0 } } });
+  servers.push(s);
+  const worker = s.server.services.generationJobs.startWorker();
+  const body = { source_asset_id: TEMPLATE_FACE_ASSET.asset_id };
+  const a = (await s.call('POST', '/v1/assets/generate/held', { body })).body.job_id;
+  await until(async () => runs.length === 1, { timeoutMs: 90_000, intervalMs: 25, what: 'the worker to run the first job' });
+  const b = (await s.call('POST', '/v1/assets/generate/held', { body })).body.job_id;
+  // The second job as the worker leaves it when the database fails while it records the end of
+  // an attempt: still `running` under the worker's id, its lease lapsing, nothing running it.
+  await s.server.db('generation_jobs').where('job_id', b).update({ status: 'running', attempts: 1, runner_id: worker.runnerId, lease_expires_at: s.server.db.raw("now() - interval '1 second'") });
+  await until(async () => (await s.call('GET', `/v1/assets/generate/jobs/${b}`)).body.status === 'queued', { timeoutMs: 90_000, intervalMs: 25, what: 'the worker to reap its own orphan' });
+  t.regex((await s.call('GET', `/v1/assets/generate/jobs/${b}`)).body.last_error, /lease lapsed/);
+  t.like((await s.call('GET', `/v1/assets/generate/jobs/${a}`)).body, { status: 'running', attempts: 1 }, 'the job it runs is not reaped');
+
+  runs[0]!.go();
+  await until(async () => runs.length === 2, { timeoutMs: 90_000, intervalMs: 25, what: 'the orphan to run again' });
+  runs[1]!.go();
+  await s.server.settled();
+  t.like((await s.call('GET', `/v1/assets/generate/jobs/${b}`)).body, { status: 'succeeded', attempts: 2 });
+});
+
+test.serial('a closing worker keeps renewing the lease of a job slow to stop, until it stopped', async (t) => {
+  const s = await startTestServer({ label: 'jobs_close_lease', plugins: [heldPlugin], config: { jobs: { concurrency: 1, leaseMs: 3_000, heartbeatMs: 200, pollMs: 50 } } });
+  servers.push(s);
+  const worker = s.server.services.generationJobs.startWorker();
+  const jobId = (await s.call('POST', '/v1/assets/generate/held', { body: { source_asset_id: TEMPLATE_FACE_ASSET.asset_id, model_variant_id: 'stubborn' } })).body.job_id;
+  await until(async () => runs.length === 1, { timeoutMs: 90_000, intervalMs: 25, what: 'the worker to run the job' });
+  const lease = async () => new Date((await s.server.db('generation_jobs').where('job_id', jobId).first('lease_expires_at')).lease_expires_at).getTime();
+  const closed = worker.close(); // the stubborn job ignores the abort: close() waits for it
+  const atClose = await lease();
+  await until(async () => (await lease()) > atClose, { timeoutMs: 90_000, intervalMs: 25, what: 'a renewal after close() began' });
+  runs[0]!.go();
+  await closed;
+  t.like(await s.server.db('generation_jobs').where('job_id', jobId).first('status', 'attempts'), { status: 'queued', attempts: 0 }, 'given back when it stopped, its attempt not spent');
+});

@@ -25,13 +25,14 @@ test('defaults: a worker in npm start, 3 attempts, 15 s leases renewed every 5 s
   t.is(jobs.leaseMs, 15_000);
   t.is(jobs.heartbeatMs, 5_000);
   t.is(jobs.organizationConcurrency, 2);
+  t.is(jobs.maxQueuedPerOrganization, 100);
   t.true(jobs.concurrency >= 1);
 });
 
 test('SVC_WORKER=off and SVC_JOB_* values are read; retries back off exponentially up to the cap', (t) => {
-  const env = { SVC_WORKER: 'off', SVC_JOB_CONCURRENCY: '4', SVC_JOB_ORG_CONCURRENCY: '1', SVC_JOB_MAX_ATTEMPTS: '5', SVC_JOB_RETRY_BASE_MS: '100', SVC_JOB_RETRY_MAX_MS: '350', SVC_JOB_LEASE_MS: '3000', SVC_JOB_HEARTBEAT_MS: '1000', SVC_JOB_POLL_MS: '200' };
+  const env = { SVC_WORKER: 'off', SVC_JOB_CONCURRENCY: '4', SVC_JOB_ORG_CONCURRENCY: '1', SVC_JOB_MAX_QUEUED: '40', SVC_JOB_MAX_ATTEMPTS: '5', SVC_JOB_RETRY_BASE_MS: '100', SVC_JOB_RETRY_MAX_MS: '350', SVC_JOB_LEASE_MS: '3000', SVC_JOB_HEARTBEAT_MS: '1000', SVC_JOB_POLL_MS: '200' };
   const settings = resolveJobSettings(jobSettingsFromEnv(env));
-  t.deepEqual(settings, { runWorker: false, concurrency: 4, organizationConcurrency: 1, maxAttempts: 5, retryBaseMs: 100, retryMaxMs: 350, leaseMs: 3000, heartbeatMs: 1000, pollMs: 200 });
+  t.deepEqual(settings, { runWorker: false, concurrency: 4, organizationConcurrency: 1, maxQueuedPerOrganization: 40, maxAttempts: 5, retryBaseMs: 100, retryMaxMs: 350, leaseMs: 3000, heartbeatMs: 1000, pollMs: 200 });
   t.deepEqual([1, 2, 3, 4].map((n) => retryDelayMs(settings, n)), [100, 200, 350, 350]);
 });
 
@@ -40,6 +41,7 @@ test('bad values stop the configuration with a message naming the variable', (t)
   t.throws(() => jobSettingsFromEnv({ SVC_JOB_CONCURRENCY: 'lots' }), { message: /SVC_JOB_CONCURRENCY must be a whole number/ });
   t.throws(() => jobSettingsFromEnv({ SVC_JOB_MAX_ATTEMPTS: '-1' }), { message: /SVC_JOB_MAX_ATTEMPTS must be a whole number/ });
   t.throws(() => jobSettingsFromEnv({ SVC_JOB_MAX_ATTEMPTS: '0' }), { message: /maxAttempts must be a whole number from 1 to 20/ });
+  t.throws(() => jobSettingsFromEnv({ SVC_JOB_MAX_QUEUED: '0' }), { message: /maxQueuedPerOrganization must be a whole number from 1 to 100000/ });
   t.throws(() => jobSettingsFromEnv({ SVC_JOB_LEASE_MS: '1000', SVC_JOB_HEARTBEAT_MS: '800' }), { message: /at most half the lease/ });
 });
 

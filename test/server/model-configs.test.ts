@@ -1,5 +1,6 @@
 import test from 'ava';
 import { randomUUID } from 'node:crypto';
+import { until } from '../../testing/until.ts';
 import { isErrorBody, startTestServer, type TestServer } from './harness.ts';
 
 let s: TestServer;
@@ -208,4 +209,27 @@ test('pagination: limit 1..100 default 20, offset >= 0, total_items counts every
   t.is((await s.call('GET', '/v1/model-configs?offset=-1')).status, 400);
   const beyond = await s.call('GET', '/v1/model-configs?offset=100000', { key });
   t.deepEqual(beyond.body.data, []);
+});
+
+test.serial('a face_id write and a DELETE of that configuration at once: the agent never keeps a dangling face_id', async (t) => {
+  const { body: config } = await create('raced face');
+  const { body: agent } = await s.call('POST', '/v1/agents', { body: { title: 'racer' } });
+  // A DELETE of the configuration has locked it and is about to remove it (as the service's own
+  // DELETE does first); the PATCH arrives meanwhile.
+  const holder = await s.server.db.transaction();
+  try {
+    await holder('model_configs').where('model_config_id', config.model_config_id).forUpdate().first('model_config_id');
+    const holderPid = (await holder.raw('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+    const patch = s.call('PATCH', `/v1/agents/${agent.agent_id}`, { body: { face_id: config.model_config_id } });
+    // The PATCH waits on the configuration's lock: a session blocked by this transaction.
+    await until(async () => Number((await s.server.db.raw('SELECT count(*) AS n FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))', [holderPid])).rows[0].n) > 0, { timeoutMs: 30_000, intervalMs: 10, what: 'the PATCH to wait for the lock' });
+    await holder('model_configs').where('model_config_id', config.model_config_id).delete();
+    await holder.commit();
+    const res = await patch;
+    t.is(res.status, 400, res.text);
+    t.is(res.body.code, 'validation_failed');
+  } finally {
+    if (!holder.isCompleted()) await holder.rollback();
+  }
+  t.is((await s.call('GET', `/v1/agents/${agent.agent_id}`)).body.face_id, null, 'no reference to a configuration that is gone');
 });

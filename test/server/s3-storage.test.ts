@@ -74,3 +74,17 @@ test.serial('S3 driver: delete removes the object from the bucket; template face
   const png = Buffer.from(await (await fetch(templates[0].asset_url)).arrayBuffer());
   t.deepEqual([...png.subarray(1, 4)], [0x50, 0x4e, 0x47]);
 });
+
+test.serial('S3 driver: the parts of an upload are read over every ListParts page (S3 answers at most 1,000 a page)', async (t) => {
+  s3.listPartsPageSize = 2; // three parts: two pages
+  t.teardown(() => (s3.listPartsPageSize = 1000));
+  const before = s3.requests.length;
+  const file = randomBytes(11 * MB);
+  const { init, finalized } = await upload([file.subarray(0, 5 * MB), file.subarray(5 * MB, 10 * MB), file.subarray(10 * MB)]);
+  t.is(finalized.status, 201, finalized.text);
+  t.regex(finalized.body.etag, /-3"$/);
+  t.true(s3.objects.get(init.s3_key)!.data.equals(file));
+  const listings = s3.requests.slice(before).filter((r) => r.method === 'GET' && r.query.includes('uploadId'));
+  t.is(listings.length, 2, 'two pages read');
+  t.true(listings[1]!.query.includes('part-number-marker'));
+});

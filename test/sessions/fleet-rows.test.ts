@@ -7,6 +7,7 @@
 import test from 'ava';
 import { ConfigError, runnerLoadBoundFromEnv, runnerTestBurnFromEnv } from '../../server/config/env.ts';
 import { checkRunnerRow, FLEET, loadRatio, overBound } from '../../server/fleet/fleet-store.ts';
+import { countByRunner, RUNNER_COUNTERS_KEPT } from '../../server/fleet/fleet-sessions.ts';
 
 const row = (over: Record<string, unknown> = {}) => ({ runner_id: 'r1', url: 'http://10.1.2.3:8090', slots: 4, load: {}, ...over });
 
@@ -71,4 +72,20 @@ test('SVC_RUNNER_MAX_* and SVC_RUNNER_TEST_BURN_CPU: defaults, values, refusals'
   t.is(runnerTestBurnFromEnv({}), 0);
   t.is(runnerTestBurnFromEnv({ SVC_RUNNER_TEST_BURN_CPU: '0.8' }), 0.8);
   t.throws(() => runnerTestBurnFromEnv({ SVC_RUNNER_TEST_BURN_CPU: '2' }), { instanceOf: ConfigError });
+});
+
+test('placement counters by runner keep the runners counted most recently, at most RUNNER_COUNTERS_KEPT (ids change with every runner restart)', (t) => {
+  t.is(RUNNER_COUNTERS_KEPT, 256);
+  const counts: Record<string, number> = {};
+  countByRunner(counts, 'a', 3);
+  countByRunner(counts, 'b', 3);
+  countByRunner(counts, 'a', 3);
+  countByRunner(counts, 'c', 3);
+  t.deepEqual(counts, { b: 1, a: 2, c: 1 });
+  countByRunner(counts, 'd', 3); // b was counted least recently
+  t.deepEqual(counts, { a: 2, c: 1, d: 1 });
+  for (let i = 0; i < 1000; i++) countByRunner(counts, `runner-${i}`);
+  t.is(Object.keys(counts).length, RUNNER_COUNTERS_KEPT);
+  t.is(counts['runner-999'], 1);
+  t.false('runner-0' in counts);
 });

@@ -5,6 +5,7 @@
  * forms, idempotence), CORS, and the call record of each admitted session.
  */
 import test from 'ava';
+import http from 'node:http';
 import { until } from '../../testing/until.ts';
 import { mintConnectToken } from '../../server/sessions/connect-auth.ts';
 import { SESSION_API_LIMITS } from '../../server/sessions/session-routes.ts';
@@ -57,6 +58,29 @@ test.serial('a published agent admits a session: session_id, an embedded room_ur
   t.is(s.live.sessions.size, 0);
   t.is(s.rooms.rooms.get(roomOf(res.body.room_url)), undefined, 'the room is closed');
   t.is((await s.call('DELETE', `/v1/agents/${agentId}`)).status, 204);
+});
+
+test.serial('a client that hangs up while its session starts (a page closed mid-connect) gets it released as soon as it is granted, not at the join timeout', async (t) => {
+  const agentId = await s.agent();
+  const body = JSON.stringify({ agent_id: agentId });
+  const url = new URL(`${s.url}/v1/public/agents/connect`);
+  const socket = await new Promise<import('node:net').Socket>((resolve, reject) => {
+    const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path: url.pathname, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } });
+    req.on('error', () => undefined);
+    req.on('socket', (sock) => resolve(sock));
+    req.on('response', () => reject(new Error('answered before the client hung up')));
+    req.end(body);
+  });
+  // Admitted (its call exists): the page goes away while the room and the bot start.
+  const calls = async () => (await s.call('GET', `/v1/agents/${agentId}/calls`)).body.data as any[];
+  await until(async () => (await calls()).length === 1, { timeoutMs: 30_000, intervalMs: 10, what: 'the session to be admitted' });
+  socket.destroy();
+  const ended = await until(async () => {
+    const [call] = await calls();
+    return call && call.status !== 'active' ? call : undefined;
+  }, { timeoutMs: 30_000, intervalMs: 50, what: 'the abandoned session to end (the join timeout is 60 s)' });
+  t.like(ended, { termination_reason: 'client_released' });
+  await until(async () => s.live.sessions.size === 0, { timeoutMs: 10_000, intervalMs: 20, what: 'the session to leave this process' });
 });
 
 test.serial('release is idempotent, accepts beacon forms, and never errors for unknown rooms', async (t) => {

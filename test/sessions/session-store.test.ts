@@ -101,10 +101,30 @@ test('a lapsed lease is reaped: the slot is free again and the call failed with 
   t.deepEqual(await alive.reap(), []);
   t.like(await s.server.db('agent_calls').where('call_id', lost.callId).first(), { status: 'failed', termination_reason: 'runner_lost', failure_reason: 'runner_lost' });
   t.like(await s.server.db('agent_calls').where('call_id', kept.callId).first(), { status: 'active' });
-  const held = await alive.heartbeat();
+  const held = await alive.heartbeat([kept.sessionId, third.admitted ? third.sessionId : '', lost.sessionId]);
   t.true(held.has(kept.sessionId));
   t.false(held.has(lost.sessionId));
-  t.is((await dead.heartbeat()).size, 0);
+  t.is((await dead.heartbeat([lost.sessionId])).size, 0);
+});
+
+// Serial: its reaper reaps every lapsed row of the database, the other tests' included.
+test.serial("a heartbeat renews only the sessions its process still handles: a row of its own whose end it could not record lapses and is reaped (its slot freed)", async (t) => {
+  const agentId = await publishedAgent({ max_concurrency: 2 });
+  const store = new SessionStore(s.server.db, `handles-${randomUUID()}`, { leaseMs: 60_000 });
+  const running = await store.admit(request(agentId, 1));
+  const orphan = await store.admit(request(agentId, 2));
+  if (!running.admitted || !orphan.admitted) return t.fail('not admitted');
+  // The orphan's lease close to its end (its finish failed; the process dropped it).
+  await s.server.db('agent_sessions').where('session_id', orphan.sessionId).update({ lease_expires_at: s.server.db.raw(`now() + interval '1 second'`) });
+  const held = await store.heartbeat([running.sessionId]);
+  t.deepEqual([...held.keys()], [running.sessionId]);
+  const lease = async (id: string) => new Date((await s.server.db('agent_sessions').where('session_id', id).first('lease_expires_at')).lease_expires_at).getTime();
+  t.true((await lease(orphan.sessionId)) - Date.now() < 2_000, 'the orphan was not renewed');
+  t.true((await lease(running.sessionId)) - Date.now() > 50_000, 'the running one was');
+  await until(async () => (await store.reap()).some((r) => r.sessionId === orphan.sessionId), { timeoutMs: 30_000, intervalMs: 100, what: 'the orphan to be reaped' });
+  t.like(await s.server.db('agent_calls').where('call_id', orphan.callId).first(), { status: 'failed', termination_reason: 'runner_lost' });
+  t.true((await store.admit(request(agentId, 3))).admitted, "the agent's slot is free again");
+  t.deepEqual([...(await store.heartbeat([])).keys()], [], 'nothing handled, nothing renewed (no query)');
 });
 
 test('retry_after_seconds follows the live sessions: the soonest hard end when there is no history', async (t) => {
@@ -265,4 +285,19 @@ test('fleet: a failed placement is recorded only while the session still waits o
   if (!unclaimed.admitted || !unclaimed.placement) return t.fail('not placed');
   t.true(await sessions.finish(unclaimed.sessionId, unclaimed.callId, end, { placedOn: unclaimed.placement.target.runnerId }));
   t.like(await s.server.db('agent_calls').where('call_id', unclaimed.callId).first(), { status: 'failed', termination_reason: 'bot_start_failed' });
+});
+
+test('fleet: a release nudge goes to the runner row\'s checked origin, never to what else its url says', async (t) => {
+  const fleet = new FleetStore(s.server.db, { leaseMs: SESSION_LEASE.leaseMs });
+  const rows: Array<[string, string]> = [
+    [`runner-url-${randomUUID()}`, 'http://10.9.9.20:8090/some/path?x=1'],
+    [`runner-url-${randomUUID()}`, 'file:///etc/passwd'],
+    [`runner-url-${randomUUID()}`, 'not a url'],
+  ];
+  for (const [id, url] of rows) {
+    await s.server.db.raw(`insert into session_runners (runner_id, url, slots, live_sessions, load, state, started_at, heartbeat_at) values (?, ?, 1, 0, '{}'::jsonb, 'ready', now(), now())`, [id, url]);
+  }
+  t.teardown(() => s.server.db('session_runners').whereIn('runner_id', rows.map(([id]) => id)).delete());
+  t.deepEqual(await Promise.all(rows.map(([id]) => fleet.runnerUrl(id))), ['http://10.9.9.20:8090', null, null]);
+  t.is(await fleet.runnerUrl('no-such-runner'), null);
 });

@@ -1,6 +1,8 @@
 import test from 'ava';
 import { AddressPolicy, AddressPolicyError } from '../../processors/tools/address-policy.ts';
+import { until } from '../../testing/until.ts';
 import {
+  createSystemResolver,
   resolveWebhookTarget,
   systemResolver,
   WebhookRefusedError,
@@ -160,4 +162,66 @@ test('an operator range opens exactly that range', async (t) => {
 test('an invalid operator range fails at construction', (t) => {
   const err = t.throws(() => new AddressPolicy(['10.0.0.0/99']), { instanceOf: AddressPolicyError });
   t.is(err!.code, 'invalid_allowed_range');
+});
+
+test('system lookups (names DNS does not know): at most two in flight (the rest queue in order), one lookup per name, a full queue refused at once, a stuck name holding no more than its own slot', async (t) => {
+  const started: string[] = [];
+  const answer = new Map<string, (value: Array<{ address: string; family: number }>) => void>();
+  const lookup = (hostname: string) => {
+    started.push(hostname);
+    return new Promise<Array<{ address: string; family: number }>>((resolve) => answer.set(hostname, resolve));
+  };
+  // DNS does not know these names (as with hosts-file names): the system's lookup answers.
+  const query = async () => {
+    throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' });
+  };
+  const resolve = createSystemResolver({ query, lookup, maxInFlight: 2, maxQueued: 2 });
+  const stuck = resolve('stuck.example'); // its nameserver never answers
+  const a = resolve('a.example');
+  const b = resolve('b.example');
+  const again = resolve('a.example');
+  const c = resolve('c.example');
+  await t.throwsAsync(resolve('d.example'), { code: 'EBUSY' }, 'two names waiting already');
+  await Promise.resolve();
+  t.deepEqual(started, ['stuck.example', 'a.example'], 'two lookups in flight');
+  answer.get('a.example')!([{ address: '93.184.216.34', family: 4 }]);
+  t.deepEqual(await a, [{ address: '93.184.216.34', family: 4 }]);
+  t.is(await again, await a, 'the same name asked twice while in flight: one lookup');
+  await until(async () => started.length === 3, { timeoutMs: 10_000, intervalMs: 1, what: 'the next name to start' });
+  t.deepEqual(started, ['stuck.example', 'a.example', 'b.example'], 'in arrival order, while the stuck one still holds its slot');
+  answer.get('b.example')!([{ address: '2001:db8::1', family: 6 }]);
+  t.deepEqual(await b, [{ address: '2001:db8::1', family: 6 }]);
+  await until(async () => started.length === 4, { timeoutMs: 10_000, intervalMs: 1, what: 'the last name to start' });
+  answer.get('c.example')!([]);
+  t.deepEqual(await c, []);
+  const later = resolve('a.example');
+  await until(async () => started.length === 5, { timeoutMs: 10_000, intervalMs: 1, what: 'a new lookup of a name once its last one ended' });
+  answer.get('a.example')!([{ address: '93.184.216.35', family: 4 }]);
+  t.deepEqual(await later, [{ address: '93.184.216.35', family: 4 }]);
+  answer.get('stuck.example')!([]);
+  await stuck;
+});
+
+test('host lookups go to DNS first: its answer is used, a nameserver that does not answer is not asked again through the system lookup, localhost goes to the system lookup', async (t) => {
+  const systemAsked: string[] = [];
+  const lookup = async (hostname: string) => {
+    systemAsked.push(hostname);
+    return [{ address: '127.0.0.1', family: 4 }];
+  };
+  const query = async (hostname: string): Promise<ResolvedAddress[]> => {
+    if (hostname === 'dead.example') throw Object.assign(new Error('timeout'), { code: 'ETIMEOUT' });
+    if (hostname === 'hosts-file.example') throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' });
+    return [{ address: '93.184.216.34', family: 4 }, { address: '2606:2800:220:1::1', family: 6 }];
+  };
+  const resolve = createSystemResolver({ query, lookup });
+  t.deepEqual(await resolve('api.example'), [{ address: '93.184.216.34', family: 4 }, { address: '2606:2800:220:1::1', family: 6 }]);
+  await t.throwsAsync(resolve('dead.example'), { code: 'ETIMEOUT' });
+  t.deepEqual(await resolve('hosts-file.example'), [{ address: '127.0.0.1', family: 4 }]);
+  t.deepEqual(await resolve('localhost'), [{ address: '127.0.0.1', family: 4 }]);
+  t.deepEqual(systemAsked, ['hosts-file.example', 'localhost'], 'the system lookup only for names DNS does not know');
+});
+
+test('the process resolver answers localhost through the system lookup (the hosts file)', async (t) => {
+  const answers = await systemResolver('localhost');
+  t.true(answers.some((a) => a.address === '127.0.0.1' || a.address === '::1'), JSON.stringify(answers));
 });

@@ -410,6 +410,56 @@ test.serial('connection timeout: ConnectionTimeout with its detail, the widget r
   });
 });
 
+test.serial("the room's server cannot set up the visitor's media (a non-fatal internal_error): connection_failed at once, the service's fault (ojin), not ice_failed after the setup timeout", async (t) => {
+  const agentId = await server.agent({});
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
+    const page = await open(browser, customerPage(agentId), t);
+    // Between the page and the server's signalling (as a proxy would sit): the server's offer is
+    // replaced by the error the server sends when it cannot make this visitor's peer connection.
+    await page.routeWebSocket(/\/v1\/rooms\/signal/, (ws) => {
+      const upstream = ws.connectToServer();
+      ws.onMessage((m) => upstream.send(m));
+      upstream.onMessage((m) => {
+        const type = JSON.parse(String(m)).type;
+        if (type === 'offer') ws.send(JSON.stringify({ type: 'error', code: 'internal_error', message: 'could not set up the media connection: the sources are closed', fatal: false }));
+        else if (type !== 'candidate') ws.send(m);
+      });
+    });
+    const before = server.releases.length;
+    await clickButton(page, 'Start conversation');
+    const outcome = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 60_000, 'outcome');
+    t.like(outcome.detail, { outcome: 'connection_failed', phase: 'connect', faultDomain: 'ojin' });
+    assertOutcomeShape(t, outcome.detail, true);
+    await until(async () => server.releases.length > before, { timeoutMs: 15_000, intervalMs: 100, what: 'the session to be released' });
+  });
+});
+
+test.serial('a call given up while its room join is still unanswered closes the join\'s signalling socket', async (t) => {
+  const agentId = await server.agent({});
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
+    const page = await open(browser, customerPage(agentId, { extra: 'connect-timeout="4"' }), t);
+    let opened = 0;
+    let closedByPage = 0;
+    // The room never answers the join (its `joined` is held back): the call's setup timeout ends it.
+    await page.routeWebSocket(/\/v1\/rooms\/signal/, (ws) => {
+      opened++;
+      const upstream = ws.connectToServer();
+      ws.onMessage((m) => upstream.send(m));
+      upstream.onMessage(() => undefined);
+      ws.onClose(() => {
+        closedByPage++;
+        upstream.close();
+      });
+    });
+    await clickButton(page, 'Start conversation');
+    const outcome = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 60_000, 'outcome');
+    t.like(outcome.detail, { outcome: 'connection_timeout', phase: 'connect' });
+    t.is(opened, 1);
+    await until(async () => closedByPage >= 1, { timeoutMs: 15_000, intervalMs: 50, what: `the page to close the join's socket (closed ${closedByPage})` });
+    t.log(`closes seen: ${closedByPage}`);
+  });
+});
+
 test.serial('client tools: a client-mode tool call arrives as svcToolCall on window with parsed arguments; appendSystemContext sends while connected', async (t) => {
   const agentId = await server.agent({
     behaviour: { greeting: 'Hi.' },
@@ -549,7 +599,7 @@ test.serial('the connection drops during a call: transport_lost; the widget rele
   });
 });
 
-test.serial('Session API refusals become outcomes in plain words: unknown agent, unpublished agent, hostname not allowed', async (t) => {
+test.serial('Session API refusals become outcomes in plain words: unknown agent, unpublished agent, hostname not allowed, a page attribute refused', async (t) => {
   const unpublished = await server.agent({});
   await server.call('PATCH', `/v1/agents/${unpublished}/status`, { body: { status: 'unpublished' } });
   const foreign = await server.agent({ allowed_hostnames: ['shop.example.com'] });
@@ -558,10 +608,12 @@ test.serial('Session API refusals become outcomes in plain words: unknown agent,
     { agentId: unknown, outcome: 'agent_unavailable', httpStatus: 404, text: 'This agent is not available right now.', record: 'This agent is not available.' },
     { agentId: unpublished, outcome: 'agent_unavailable', httpStatus: 403, text: 'This agent is not available right now.', record: 'This agent is not available.' },
     { agentId: foreign, outcome: 'not_allowed', httpStatus: 403, text: 'This agent cannot be used on this website.', record: '' },
+    // The page's own attribute refused (the spec's 256-character bound): the site's to fix.
+    { agentId: await server.agent({}), extra: `client-user-ref="${'u'.repeat(257)}"`, outcome: 'invalid_settings', httpStatus: 400, text: 'This conversation is not set up correctly on this website.', record: '' },
   ];
   await withBrowser({ microphone: wavs.silent }, async (browser) => {
     for (const c of cases) {
-      const page = await open(browser, customerPage(c.agentId), t);
+      const page = await open(browser, customerPage(c.agentId, c.extra ? { extra: c.extra } : {}), t);
       await page.waitForFunction(() => ['loaded', 'unavailable'].includes((document.querySelector('svc-agent') as HTMLElement).dataset.record ?? ''));
       t.is((await widgetView(page)).status, c.record, `before the call (${c.outcome} ${c.httpStatus})`);
       await clickButton(page, 'Start conversation');

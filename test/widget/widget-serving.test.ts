@@ -7,7 +7,8 @@ import test from 'ava';
 import { createHash } from 'node:crypto';
 import { gunzipSync } from 'node:zlib';
 import { WIDGET_VERSION } from '../../protocol/widget-version.ts';
-import { buildLiveKitModule, buildWidget, WIDGET_CACHE, WIDGET_PATHS } from '../../server/widget/index.ts';
+import { archiveWidgetFile, buildLiveKitModule, buildWidget, WIDGET_CACHE, WIDGET_PATHS } from '../../server/widget/index.ts';
+import { until } from '../../testing/until.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
 import { withBrowser } from './browser.ts';
 
@@ -34,7 +35,7 @@ test('the latest script: short cache revalidated by ETag, CORS, gzip when accept
   t.is(res.headers.get('vary'), 'Accept-Encoding');
   t.is(res.headers.get('x-widget-version'), WIDGET_VERSION);
   const etag = res.headers.get('etag')!;
-  t.regex(etag, /^"[A-Za-z0-9_-]{22}"$/);
+  t.regex(etag, /^"[A-Za-z0-9_-]{22}-gz"$/, 'the gzip representation has its own strong ETag');
   const script = Buffer.from(await res.arrayBuffer()).toString();
   t.true(script.startsWith(`/* svc-agent ${WIDGET_VERSION}`), 'fetch decoded the gzip body');
   t.true(script.includes('svc-agent'));
@@ -43,6 +44,11 @@ test('the latest script: short cache revalidated by ETag, CORS, gzip when accept
   t.is(again.status, 304, 'revalidation with the ETag');
   t.is(again.headers.get('cache-control'), WIDGET_CACHE.latest);
   t.is(await again.text(), '');
+  const identity = await fetch(`${ts.url}/widget/latest/svc-agent.js`, { headers: { 'accept-encoding': 'identity', 'if-none-match': etag } });
+  t.is(identity.status, 200, "the gzip ETag does not confirm the identity representation");
+  t.is(identity.headers.get('etag'), etag.replace('-gz"', '"'));
+  t.is(identity.headers.get('content-encoding'), null);
+  t.is((await fetch(`${ts.url}/widget/latest/svc-agent.js`, { headers: { 'accept-encoding': 'identity', 'if-none-match': identity.headers.get('etag')! } })).status, 304);
 });
 
 test('the versioned script is immutable and identical to latest; other versions are not served', async (t) => {
@@ -56,6 +62,40 @@ test('the versioned script is immutable and identical to latest; other versions 
   const other = await fetch(`${ts.url}/widget/0.0.1/svc-agent.js`);
   t.is(other.status, 404);
   t.is((await other.json()).code, 'route_not_found', 'left to the REST server');
+});
+
+test('every version is kept in the object storage and served after a deploy: an earlier version from the archive, immutable, with its own ETag; a version never kept is 404', async (t) => {
+  const current = await buildWidget();
+  await until(async () => Boolean(await ts.server.storage.headObject(`widget/${WIDGET_VERSION}/svc-agent.js`)), { timeoutMs: 30_000, intervalMs: 20, what: 'this version kept in the archive' });
+  t.true((await ts.server.storage.getObject(`widget/${WIDGET_VERSION}/svc-agent.js`)).equals(current.code));
+  const liveKit = await fetch(`${ts.url}${WIDGET_PATHS.liveKitVersioned}`);
+  t.is(liveKit.status, 200);
+  await until(async () => Boolean(await ts.server.storage.headObject(`widget/${WIDGET_VERSION}/livekit-client.js`)), { timeoutMs: 30_000, intervalMs: 20, what: 'its LiveKit module kept once built' });
+
+  // What the server of an earlier version kept before this one was deployed.
+  const oldScript = Buffer.from('/* svc-agent 1.1.9 | Apache-2.0 */\nconsole.log("1.1.9");\n');
+  const oldLiveKit = Buffer.from('/* svc-agent 1.1.9 LiveKit room */\nexport function joinLiveKitRoom() {}\n');
+  await archiveWidgetFile(ts.server.storage, '1.1.9', 'svc-agent.js', oldScript);
+  await archiveWidgetFile(ts.server.storage, '1.1.9', 'livekit-client.js', oldLiveKit);
+  for (const [file, code] of [['svc-agent.js', oldScript], ['livekit-client.js', oldLiveKit]] as const) {
+    const res = await fetch(`${ts.url}/widget/1.1.9/${file}`, { headers: { 'accept-encoding': 'gzip' } });
+    t.is(res.status, 200, file);
+    t.is(res.headers.get('cache-control'), WIDGET_CACHE.versioned);
+    t.is(res.headers.get('access-control-allow-origin'), '*');
+    t.is(res.headers.get('x-widget-version'), '1.1.9');
+    t.is(res.headers.get('content-encoding'), 'gzip');
+    t.true(Buffer.from(await res.arrayBuffer()).equals(code), `${file}: the bytes that version served`);
+    const etag = res.headers.get('etag')!;
+    t.not(etag.replace('-gz"', '"'), current.etag);
+    t.is((await fetch(`${ts.url}/widget/1.1.9/${file}`, { headers: { 'if-none-match': etag } })).status, 304);
+  }
+  const again = await archiveWidgetFile(ts.server.storage, '1.1.9', 'svc-agent.js', Buffer.from('other bytes')).then(() => ts.server.storage.getObject('widget/1.1.9/svc-agent.js'));
+  t.true(again.equals(oldScript), 'a kept version is never overwritten');
+  for (const path of ['/widget/1.1.8/svc-agent.js', '/widget/1.1.8/livekit-client.js', '/widget/..%2F..%2Fetc/svc-agent.js', '/widget/1.1.9x/svc-agent.js']) {
+    const res = await fetch(`${ts.url}${path}`);
+    t.is(res.status, 404, path);
+    t.is((await res.json()).code, 'route_not_found', path);
+  }
 });
 
 test('HEAD, CORS preflight, identity encoding, and methods that are not reads', async (t) => {

@@ -31,9 +31,15 @@ export const AVATAR_AUDIO_LIMITS = {
   maxChannels: 8,
   /** Longest segment taken (ms of audio); the rest of a longer stream is refused, not queued in memory. */
   maxSegmentMs: 120_000,
+  /**
+   * Most audio queued and not played yet over all of a session's segments (ms): segments sent
+   * faster than they play (each under `maxSegmentMs`) are cut here, so one agent cannot fill the
+   * process's memory.
+   */
+  maxQueuedMs: 120_000,
 } as const;
 
-export type AvatarAudioStreamErrorCode = 'missing_audio_format' | 'bad_sample_rate' | 'bad_channel_count' | 'segment_too_long';
+export type AvatarAudioStreamErrorCode = 'missing_audio_format' | 'bad_sample_rate' | 'bad_channel_count' | 'segment_too_long' | 'queue_full';
 
 export class AvatarAudioStreamError extends Error {
   constructor(

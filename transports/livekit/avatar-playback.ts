@@ -30,6 +30,8 @@ interface Segment {
   played: number;
   /** Failed or refused before any sound: finishes interrupted at 0. */
   failed: boolean;
+  /** Cut short after some of its audio was queued (too long, a stream fault): what was queued plays, and it finishes interrupted. */
+  truncated: boolean;
 }
 
 const SPF = FACE_TIMING.samplesPerFrame;
@@ -54,7 +56,7 @@ export class AvatarPlayback {
   /** A new segment; its id is the face session turn its owner starts now. */
   openSegment(): number {
     const id = this.nextId++;
-    this.open.set(id, { id, samples: 0, closed: false, started: false, played: 0, failed: false });
+    this.open.set(id, { id, samples: 0, closed: false, started: false, played: 0, failed: false, truncated: false });
     return id;
   }
 
@@ -67,18 +69,27 @@ export class AvatarPlayback {
     return this.cleared.has(segment);
   }
 
+  /** 16 kHz samples queued for the open segments and not played yet (what the face holds in memory for them). */
+  get unplayedSamples(): number {
+    let n = 0;
+    for (const s of this.open.values()) n += Math.max(0, s.samples - s.played);
+    return n;
+  }
+
   /**
    * The segment's stream ended. A segment that never got audio (or failed: a bad header, a
-   * refused stream) finishes now, since no frame of it will ever play.
+   * refused stream) finishes now, since no frame of it will ever play. A `truncated` one (cut
+   * short after some audio was queued) plays what was queued and then finishes interrupted.
    */
-  closeSegment(segment: number, failed = false): AvatarPlaybackEvent[] {
+  closeSegment(segment: number, how: { readonly failed?: boolean; readonly truncated?: boolean } = {}): AvatarPlaybackEvent[] {
     const s = this.open.get(segment);
     if (!s) return [];
     s.closed = true;
-    s.failed ||= failed;
+    s.failed ||= how.failed === true;
+    s.truncated ||= how.truncated === true;
     if ((s.samples === 0 || s.failed) && !s.started) {
       this.open.delete(segment);
-      return [{ type: 'finished', segment, positionS: 0, interrupted: s.failed }];
+      return [{ type: 'finished', segment, positionS: 0, interrupted: s.failed || s.truncated }];
     }
     return [];
   }
@@ -100,11 +111,13 @@ export class AvatarPlayback {
         s.started = true;
         events.push({ type: 'started', segment: s.id });
       }
-      if (s.started) s.played += SPF;
+      // What the visitor hears of the segment: the frame's own speech samples where the face
+      // tells them (an underrun's silent frames add nothing), else a whole frame.
+      if (s.started) s.played += frame.speechSamples ?? SPF;
     } else if (s.started && s.closed) {
       // The first frame of the turn without speech (its fade-out): every sound of it has played.
       this.open.delete(turn);
-      events.push({ type: 'finished', segment: s.id, positionS: Math.min(s.samples, s.played) / RATE, interrupted: false });
+      events.push({ type: 'finished', segment: s.id, positionS: Math.min(s.samples, s.played) / RATE, interrupted: s.truncated });
     }
     return { frame, events };
   }

@@ -17,9 +17,9 @@ import { map } from 'rxjs';
 import { RoomEvent, RpcError, type ByteStreamReader, type RemoteParticipant, type RpcInvocationData } from '@livekit/rtc-node';
 import { errorMessage } from '../../core/error-message.ts';
 import { resolveOptions } from '../../core/options.ts';
-import type { FaceSession } from '../../processors/avatar/face-model.ts';
+import { FACE_TIMING, type FaceSession } from '../../processors/avatar/face-model.ts';
 import { RoomError } from '../webrtc/room-errors.ts';
-import { AVATAR_PROTOCOL, AvatarAudioStreamDecoder, AvatarAudioStreamError } from './avatar-audio-stream.ts';
+import { AVATAR_AUDIO_LIMITS, AVATAR_PROTOCOL, AvatarAudioStreamDecoder, AvatarAudioStreamError } from './avatar-audio-stream.ts';
 import { AvatarPlayback, type AvatarPlaybackEvent } from './avatar-playback.ts';
 import { joinLiveKitRoom, publishFramesToRoom, type JoinedLiveKitRoom, type LiveKitAvatarPublication, type LiveKitJoinOptions } from './livekit-publisher.ts';
 
@@ -110,6 +110,7 @@ export class LiveKitAvatarWorker {
   private rpcs: Promise<void> = Promise.resolve();
   private readonly timers: NodeJS.Timeout[] = [];
   private ending: Promise<void> | undefined;
+  private firstReason: AvatarWorkerEndReason | null = null;
   private avSampledAt = 0;
 
   private constructor(
@@ -165,6 +166,11 @@ export class LiveKitAvatarWorker {
   /** Stops publishing, leaves the room, closes the face session. Idempotent. */
   close(reason: AvatarWorkerEndReason = 'closed'): Promise<void> {
     return this.finish(reason);
+  }
+
+  /** Why it is ending, from the moment it began to (before `ended` resolves, its leave may take seconds); null while it runs. */
+  get endingReason(): AvatarWorkerEndReason | null {
+    return this.firstReason;
   }
 
   private async begin(): Promise<void> {
@@ -258,16 +264,20 @@ export class LiveKitAvatarWorker {
       // agent would wait for its playout forever.
       face.startTurn();
       face.endTurn();
-      this.report(this.playback.closeSegment(segment, true));
+      this.report(this.playback.closeSegment(segment, { failed: true }));
       return void reader.close();
     }
     face.startTurn();
-    let failed = false;
+    let truncated = false;
+    const maxQueued = Math.floor((AVATAR_AUDIO_LIMITS.maxQueuedMs / 1000) * FACE_TIMING.audioSampleRate);
     try {
       for await (const chunk of reader) {
         if (this.playback.isCleared(segment) || this.ending) break;
         const pcm = decoder.push(chunk);
         if (pcm.length === 0) continue;
+        if (this.playback.unplayedSamples + pcm.length > maxQueued) {
+          throw new AvatarAudioStreamError('queue_full', `more than ${AVATAR_AUDIO_LIMITS.maxQueuedMs / 1000} s of audio would wait to be played; the rest of this segment is refused`);
+        }
         this.stats.firstAudioAtMs ??= Date.now();
         face.pushAudio(pcm);
         this.playback.addSamples(segment, pcm.length);
@@ -280,14 +290,17 @@ export class LiveKitAvatarWorker {
         }
       }
     } catch (error) {
-      // A segment over the length limit: what was queued plays, the rest is refused.
-      failed = !(error instanceof AvatarAudioStreamError);
-      this.refuseStream(error instanceof AvatarAudioStreamError ? error.code : 'stream_failed', error instanceof Error ? error.message : String(error));
       await reader.close();
+      // Ending: the SDK errors the open reader ("disconnected"); nothing was refused.
+      if (this.ending) return;
+      // Over a limit, or the stream failing: what was queued plays, the rest is refused, and the
+      // segment finishes interrupted at what was heard (the agent must not take it as all heard).
+      truncated = true;
+      this.refuseStream(error instanceof AvatarAudioStreamError ? error.code : 'stream_failed', error instanceof Error ? error.message : String(error));
     }
     if (this.ending) return;
     if (!this.playback.isCleared(segment)) face.endTurn();
-    this.report(this.playback.closeSegment(segment, failed));
+    this.report(this.playback.closeSegment(segment, { truncated }));
   }
 
   private refuseStream(code: string, message: string): void {
@@ -336,6 +349,7 @@ export class LiveKitAvatarWorker {
   }
 
   private finish(reason: AvatarWorkerEndReason): Promise<void> {
+    this.firstReason ??= reason;
     this.ending ??= (async () => {
       for (const timer of this.timers.splice(0)) clearTimeout(timer);
       // No new segment or clear from here on (the handlers would reach a closed audio source).

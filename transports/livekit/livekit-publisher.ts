@@ -74,7 +74,7 @@ export interface JoinedLiveKitRoom {
  * Every failure is a `RoomError('publish_failed', LIVEKIT_JOIN_FAILED)` with the cause attached.
  */
 export async function joinLiveKitRoom(options: LiveKitJoinOptions, connect: { readonly autoSubscribe: boolean } = { autoSubscribe: false }): Promise<JoinedLiveKitRoom> {
-  if (!/^wss?:\/\//.test(options.url)) throw new RoomError('invalid_settings', 'the LiveKit url must start with ws:// or wss://');
+  if (!/^wss?:\/\//i.test(options.url)) throw new RoomError('invalid_settings', 'the LiveKit url must start with ws:// or wss://');
   let relay: PinnedRelay;
   try {
     const target = await resolveLiveKitTarget(options.url, liveKitAddressPolicy(options.livekitAllowedRanges), options.resolver);

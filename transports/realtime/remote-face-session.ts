@@ -13,8 +13,14 @@ export async function openRemoteFaceSession(options: SvcClientOptions, clock: Cl
   let ended: (() => void) | undefined;
   const endedPromise = new Promise<void>((resolve) => (ended = resolve));
   let speechQueued = false;
+  // How the session ends: asked (end/close), said by the server (session_ended), or lost.
+  let asked = false;
+  let endedByServer = false;
+  let fault: string | null = null;
   client.messages$.subscribe({
     next: (m) => {
+      if (m.type === 'session_ended') endedByServer = true;
+      if (m.type === 'error' && m.fatal) fault ??= `${m.code}: ${m.message}`;
       if (m.type !== 'frame') return;
       const f = m.frame;
       if (f.final) speechQueued = false;
@@ -29,7 +35,10 @@ export async function openRemoteFaceSession(options: SvcClientOptions, clock: Cl
       });
     },
     complete: () => {
-      frames.complete();
+      // A lost face is an error of the frame stream (the avatar processor then reports
+      // face_failed), not a normal end: the pipeline must not go on without its face.
+      if (asked || endedByServer) frames.complete();
+      else frames.error(new Error(`the remote face session was lost (${fault ?? 'the connection closed'})`));
       ended?.();
     },
   });
@@ -42,6 +51,8 @@ export async function openRemoteFaceSession(options: SvcClientOptions, clock: Cl
     startedAtMs: clock.now(),
     startTurn: () => void client.startTurn(),
     pushAudio: (pcm: Int16Array, _turn?: FaceTurnOptions) => {
+      // After the session ended, audio goes nowhere, as with a face in this process.
+      if (!client.isConnected) return;
       speechQueued = true;
       client.sendAudio(pcm);
     },
@@ -53,9 +64,13 @@ export async function openRemoteFaceSession(options: SvcClientOptions, clock: Cl
       return had;
     },
     end: async () => {
+      asked = true;
       client.end();
       await endedPromise;
     },
-    close: () => client.close(),
+    close: () => {
+      asked = true;
+      client.close();
+    },
   };
 }

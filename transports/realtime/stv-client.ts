@@ -31,6 +31,11 @@ export const STV_DEFAULTS = {
   drainSlackFrames: 2,
   /** The playback tick: one face frame. */
   frameMs: FACE_TIMING.frameDurationMs,
+  /**
+   * A cancel not confirmed (`turn_cancelled`) within this long (ms) was lost (the server drops
+   * control messages past its rate limit): speech frames are played again instead of muted for good.
+   */
+  cancelConfirmMs: 2_000,
 } as const;
 
 export type STVEventName =
@@ -100,6 +105,8 @@ export class SvcSTVClient {
   private turns: LocalTurn[] = [];
   /** Cancels sent and not yet confirmed: speech frames arriving meanwhile belong to cancelled turns. */
   private unconfirmedCancels = 0;
+  /** When the last cancel went out: one unconfirmed for `STV_DEFAULTS.cancelConfirmMs` was lost (dropped by a rate limit). */
+  private lastCancelAt = 0;
   /** Bumped by interrupt(): frames already handed to the output chain before it play silent. */
   private epoch = 0;
   private outputRate: number | undefined;
@@ -263,7 +270,10 @@ export class SvcSTVClient {
       this.emit('BOT_STOPPED_SPEAKING', { interrupted: true });
     }
     const sent = this.client.cancel();
-    if (sent) this.unconfirmedCancels++;
+    if (sent) {
+      this.unconfirmedCancels++;
+      this.lastCancelAt = this.clock.now();
+    }
     return sent;
   }
 
@@ -280,6 +290,9 @@ export class SvcSTVClient {
   // ---- internals --------------------------------------------------------------------------------
 
   private receive(frame: FrameOutMessage): void {
+    // A cancel never confirmed (the server dropped it: more than its control messages a second)
+    // must not mute every later turn: after a bound it is taken for lost.
+    if (this.unconfirmedCancels > 0 && this.clock.now() - this.lastCancelAt > STV_DEFAULTS.cancelConfirmMs) this.unconfirmedCancels = 0;
     if (isSpeech(frame) && this.unconfirmedCancels > 0) return; // speech of a cancelled turn, already in flight
     const { jitterBufferFrames: jitter, drainSlackFrames, maxBufferedFrames: max } = this.settings;
     if (frame.type === 'idle' && this.playing && this.buffer.length >= jitter + drainSlackFrames) {

@@ -10,6 +10,7 @@ import {
   decodeFrameOut,
   encodeAudioIn,
   parseServerMessage,
+  URL_KEY_PARAMETER_NAMES,
   REALTIME_LIMITS,
   type ClientMessage,
   type FrameOutMessage,
@@ -25,7 +26,14 @@ export const SVC_CLIENT_DEFAULTS = {
   connectTimeoutMs: 15_000,
   /** A `ping` this often keeps an idle session under the server's idle timeout (5 min). */
   keepAliveMs: 30_000,
+  /**
+   * Nothing at all from the server (no frame, no pong) for this many keep-alive periods: the
+   * connection is taken for lost (a NAT that forgot it, a sleeping laptop, a half-open socket),
+   * ended, and reported as a fatal error, instead of waiting out the kernel's timeout (minutes).
+   */
+  silentPeriods: 2.5,
 } as const;
+
 
 export type RealtimeMessage = ServerMessage | { readonly type: 'frame'; readonly frame: FrameOutMessage };
 
@@ -55,6 +63,9 @@ export class SvcClient {
   private readonly subject = new Subject<RealtimeMessage>();
   private sequence = 0;
   private keepAlive: NodeJS.Timeout | undefined;
+  private lastHeardAt = 0;
+  /** The server said why it ends the session (a fatal error): its close needs no second report. */
+  private fatalSeen = false;
   ready: SessionReadyMessage | undefined;
 
   /** SVC_CLIENT_DEFAULTS with the options over them (the url also from SVC_REALTIME_URL). */
@@ -77,6 +88,9 @@ export class SvcClient {
   connect(): Promise<SessionReadyMessage> {
     const base = this.settings.url;
     const url = new URL(base);
+    // A key in the URL would reach proxies' and servers' logs (the server refuses it anyway): refused here first.
+    const carried = [...url.searchParams.keys()].find((name) => URL_KEY_PARAMETER_NAMES.has(name.toLowerCase()));
+    if (carried !== undefined) return Promise.reject(new SvcClientError('auth_failed', `never put an API key or token in the URL (query parameter ${carried}); the client sends the key in the X-API-Key header`));
     url.searchParams.set('config_id', this.options.configId);
     const ws = new WebSocket(url, { headers: { 'X-API-Key': this.options.apiKey } });
     this.ws = ws;
@@ -93,6 +107,7 @@ export class SvcClient {
         fn();
       };
       ws.on('message', (data, isBinary) => {
+        this.lastHeardAt = Date.now();
         let message: RealtimeMessage;
         try {
           const bytes = data instanceof Buffer ? data : Buffer.concat(data as Buffer[]);
@@ -106,10 +121,22 @@ export class SvcClient {
           // Never slower than a third of the server's advertised idle timeout.
           const serverIdle = typeof message.limits?.idleTimeoutMs === 'number' ? message.limits.idleTimeoutMs / 3 : Infinity;
           const every = Math.min(this.settings.keepAliveMs, serverIdle);
-          if (every > 0) this.keepAlive = setInterval(() => this.send({ type: 'ping' }), every);
+          if (every > 0) {
+            this.keepAlive = setInterval(() => {
+              if (Date.now() - this.lastHeardAt > every * SVC_CLIENT_DEFAULTS.silentPeriods) {
+                clearInterval(this.keepAlive);
+                this.fatalSeen = true;
+                this.subject.next({ type: 'error', code: 'internal_error', message: `connection lost: nothing from the server for ${Math.round(Date.now() - this.lastHeardAt)} ms`, fatal: true });
+                ws.terminate();
+                return;
+              }
+              this.send({ type: 'ping' });
+            }, every);
+          }
           if (this.options.webrtc) this.send({ type: 'webrtc', settings: this.options.webrtc });
           settle(() => resolve(message));
         } else if (message.type === 'error' && message.fatal) {
+          this.fatalSeen = true;
           settle(() => reject(new SvcClientError(message.code, message.message)));
         }
         this.subject.next(message);
@@ -120,6 +147,11 @@ export class SvcClient {
       });
       ws.on('close', (code, reason) => {
         settle(() => reject(new SvcClientError('closed', `connection closed (${code} ${reason.toString()})`)));
+        // An abnormal close after the session was ready (1006: the socket dropped) is an error too,
+        // not only the end of the stream.
+        if (this.ready !== undefined && code !== 1000 && code !== 1001 && !this.fatalSeen) {
+          this.subject.next({ type: 'error', code: 'internal_error', message: `connection lost (${code}${reason.length ? ` ${reason.toString()}` : ''})`, fatal: true });
+        }
         this.ready = undefined;
         clearInterval(this.keepAlive);
         this.subject.complete();

@@ -27,6 +27,9 @@
  * event, `room.rejoins`); the server replaces the old connection and offers a new peer connection.
  * TURN/STUN errors the browser reports are kept in `room.iceErrors` ({url, errorCode, errorText}).
  *
+ * `signal` (an AbortSignal): aborted before the room is joined, the join gives up (its promise
+ * rejects with code `aborted`) and closes its socket.
+ *
  * The token travels in the first message, never in the URL.
  */
 (function (global) {
@@ -230,6 +233,7 @@
         if (socket !== ws) return;
         var message;
         try { message = JSON.parse(event.data); } catch (e) { return; }
+        if (!message || typeof message !== 'object') return;
         switch (message.type) {
           case 'joined': {
             var again = joined;
@@ -282,8 +286,20 @@
       };
     }
 
+    var signal = options.signal;
+    if (signal && signal.aborted) return Promise.reject(RoomError('aborted', 'the join was given up', true));
     return new Promise(function (resolve, reject) {
       settle = { resolve: resolve, reject: reject };
+      // Given up before it joined (the page's call ended): the socket is closed, nothing is kept.
+      if (signal) {
+        signal.addEventListener('abort', function () {
+          if (joined || left) return;
+          left = true;
+          endPeer();
+          if (ws) { ws.onopen = ws.onmessage = ws.onclose = null; try { ws.close(); } catch (e) { /* already gone */ } }
+          reject(RoomError('aborted', 'the join was given up', true));
+        }, { once: true });
+      }
       openSocket();
     });
   }

@@ -76,6 +76,8 @@ class PlayedServer:
         }
         self.audio: list[tuple[np.ndarray, bool]] = []
         self.control: list[str] = []
+        #: Every message received, in order: ``"audio"`` or the control message's type (pings aside).
+        self.order: list[str] = []
         self.url = ""
         self._server: Server | None = None
         self._ws: ServerConnection | None = None
@@ -102,12 +104,14 @@ class PlayedServer:
                 if isinstance(data, bytes):
                     a = decode_audio_in(data)
                     self.audio.append((a.pcm.copy(), a.end_of_turn))
+                    self.order.append("audio")
                     continue
                 message = json.loads(data)
                 if message["type"] == "ping":
                     self._outbox.put_nowait({"type": "pong", "t": message.get("t")})
                 else:
                     self.control.append(message["type"])
+                    self.order.append(message["type"])
         except Exception:
             pass
         finally:

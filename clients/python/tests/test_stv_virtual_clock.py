@@ -483,3 +483,71 @@ async def test_a_rate_change_mid_utterance_keeps_every_sample() -> None:
     played = voiced(h.audio)
     assert np.array_equal(played, expected_local[expected_local != 0])
     await h.close()
+
+
+def _yielding_sends(h: Harness) -> None:
+    """The socket's sends wait once each, as they do under flow control on a real network: an
+    interrupt() from another task can land between the chunks of one utterance."""
+    ws = h.client.client._ws  # type: ignore[attr-defined]
+    original = ws.send
+
+    async def send(message: Any) -> None:
+        await asyncio.sleep(0)
+        await original(message)
+
+    ws.send = send
+
+
+async def test_interrupt_during_say_sends_nothing_more_of_the_utterance() -> None:
+    h = await Harness().start()
+    _yielding_sends(h)
+    saying = asyncio.create_task(h.client.say(ramp(5_000, 16_000), 16_000))  # 5 chunks of 1 s
+    for _ in range(3):
+        await asyncio.sleep(0)  # the turn started, its first chunk on its way
+    assert await h.client.interrupt() is True
+    await asyncio.wait_for(saying, 5)  # returns, no IndexError
+    await h.sync()
+    cancel = h.fake.order.index("cancel")
+    assert "audio" not in h.fake.order[cancel + 1 :], h.fake.order
+    assert h.fake.order.count("audio") < 5, "not the whole utterance"
+    assert "start_turn" not in h.fake.order[cancel + 1 :], "no new turn opened by the rest"
+    await h.close()
+
+
+async def test_interrupt_while_send_tts_audio_starts_its_turn_drops_that_audio() -> None:
+    h = await Harness().start()
+    _yielding_sends(h)
+    sending = asyncio.create_task(h.client.send_tts_audio(ramp(400, 24_000), 24_000))
+    await asyncio.sleep(0)  # inside start_turn's send
+    assert await h.client.interrupt() is True
+    await asyncio.wait_for(sending, 5)  # no IndexError on the turn the interrupt removed
+    await h.sync()
+    assert h.fake.order.count("audio") == 0, h.fake.order
+    # The next utterance is whole.
+    await h.client.say(ramp(200, 16_000), 16_000)
+    await h.sync()
+    assert h.fake.order[-1] == "audio" and h.fake.audio[-1][1] is True
+    await h.close()
+
+
+async def test_a_cancel_the_server_never_confirms_does_not_mute_later_turns() -> None:
+    h = await Harness().start()
+    first = ramp(400, 16_000, start=100)
+    await h.client.say(first, 16_000)
+    await h.sync()
+    h.push_idle(2)
+    h.push_speech(h.fake.sent, turn_id=1, count=3)
+    await h.ticks(4)
+    assert await h.client.interrupt() is True  # the server drops it (past its control message rate): no turn_cancelled
+    await h.sync()
+    await h.ticks(75)  # 3 s: past the confirmation bound
+    cut = h.client.frames_played
+    second = (-ramp(300, 16_000, start=50)).astype(np.int16)
+    before = len(h.fake.sent)
+    await h.client.say(second, 16_000)
+    await h.sync()
+    h.push_speech(h.fake.sent[before:], turn_id=2)
+    h.push_idle(2)
+    await h.ticks(20)
+    assert np.array_equal(voiced(h.audio[cut:]), second), "the next turn is heard"
+    await h.close()

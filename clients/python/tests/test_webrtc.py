@@ -51,7 +51,14 @@ def test_endpoint_resolution() -> None:
     assert resolve_ws_url(env={"SVC_REALTIME_URL": "ws://h:1/realtime"}) == "ws://h:1/realtime"
     assert resolve_ws_url("wss://a/b/realtime", env={"SVC_WS_URL": "ws://ignored"}) == "wss://a/b/realtime"
     assert resolve_ws_url(env={"SVC_WS_URL": "models.example.com"}) == "wss://models.example.com/realtime"
-    for bad in ("ftp://x/realtime", "wss://x/realtime?api_key=k", "not a url", "wss://"):
+    for bad in (
+        "ftp://x/realtime",
+        "wss://x/realtime?api_key=k",
+        "wss://x/realtime?access_token=k",
+        "wss://x/realtime?X-API-Key=k",
+        "not a url",
+        "wss://",
+    ):
         with pytest.raises(ValueError):
             resolve_ws_url(bad, env={})
     client = SvcClient("k", "svc/human-portrait", url="wss://m.example/realtime?region=eu")

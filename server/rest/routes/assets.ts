@@ -48,7 +48,7 @@ export function mountAssetRoutes(api: ApiRoutes, router: Router, { assets, gener
     summary: 'Start an idle video generation job from an image asset',
     params: { type: 'object', required: ['generator'], properties: { generator: { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,63}$' } } },
     body: generateBody,
-    responses: { 202: { description: 'Job accepted', schema: { type: 'object', properties: { job_id: { type: 'string', format: 'uuid', description: 'Id of the job: poll `GET /assets/generate/jobs/{job_id}`.' } } } }, ...errors(400, 401, 404) },
+    responses: { 202: { description: 'Job accepted', schema: { type: 'object', properties: { job_id: { type: 'string', format: 'uuid', description: 'Id of the job: poll `GET /assets/generate/jobs/{job_id}`.' } } } }, ...errors(400, 401, 404, 429) },
   }, async ({ principal, params, body }) => ({ status: 202, body: await generationJobs.create(principal, params.generator, body) }));
 
   for (const [path, operationId, summary] of [

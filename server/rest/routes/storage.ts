@@ -2,6 +2,7 @@ import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { ApiRoutes } from '../../http/api-routes.ts';
 import { ApiError } from '../../http/api-error.ts';
+import { payloadTooLarge } from '../../http/json-body.ts';
 import { MIME_TYPE_RE } from '../schema/assets.ts';
 import { errors } from '../schema/common.ts';
 import { decodeObjectKey, type FilesystemStorage } from '../../storage/filesystem-storage.ts';
@@ -37,11 +38,14 @@ export function mountStorageRoutes(api: ApiRoutes, router: Router, storage: File
     responses: { 200: { description: 'Part stored; ETag header set' }, ...errors(400, 403, 404) },
   }, async ({ ctx, params, query }) => {
     check(ctx, 'PUT', query);
+    // Refused before a byte is read when the client says it will send more than a part may hold.
+    const declared = Number(ctx.get('content-length') || NaN);
+    if (declared > MULTIPART_RULES.maxPartBytes) throw payloadTooLarge(ctx, MULTIPART_RULES.maxPartBytes, `a part may hold at most ${MULTIPART_RULES.maxPartBytes} bytes`);
     try {
       const etag = await storage.writePart(params.upload_id, params.part_number, ctx.req);
       return { status: 200, headers: { ETag: etag } };
     } catch (err) {
-      if (err instanceof StorageError && err.code === 'part_too_large') throw new ApiError('payload_too_large', err.message);
+      if (err instanceof StorageError && err.code === 'part_too_large') throw payloadTooLarge(ctx, MULTIPART_RULES.maxPartBytes, err.message);
       if (err instanceof StorageError) throw new ApiError('upload_not_found', err.message);
       // The client hung up mid-part: the error middleware tells it from a server fault
       // (`isClientAbort`: logged as 499, no 500).

@@ -67,6 +67,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   404: 'Not found',
   409: 'Conflict',
   413: 'Request body too large',
+  429: 'Too many requests (`rate_limited`, retry after `Retry-After` seconds), or, on a generate request, too many jobs waiting (`too_many_jobs`)',
   502: 'An upstream server (e.g. the LiveKit server of the request) refused or could not be reached',
   503: 'No capacity now (`server_busy`): retry after `Retry-After` seconds',
 };

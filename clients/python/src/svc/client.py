@@ -44,7 +44,11 @@ DEFAULT_CONNECT_TIMEOUT_S: Final = 15.0
 DEFAULT_KEEP_ALIVE_S: Final = 30.0
 #: Largest message accepted from the server: an RGB 1280x720 frame is 2.7 MB.
 MAX_INCOMING_BYTES: Final = 16 * 1024 * 1024
-_KEY_PARAMS: Final = frozenset({"api_key", "apikey", "key", "token"})
+#: Query parameter names the server refuses whatever their value (protocol/realtime.ts
+#: URL_KEY_PARAMETER_NAMES): refused here first, so the key never leaves this process in a URL.
+_KEY_PARAMS: Final = frozenset(
+    {"api_key", "apikey", "key", "token", "access_token", "auth", "authorization", "x-api-key", "x_api_key", "bearer"}
+)
 _LOOPBACK: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 
 RealtimeMessage = ServerMessage | FrameOut
@@ -129,6 +133,8 @@ class SvcClient:
         if not config_id:
             raise ValueError("config_id is required (see svc.resolve_credentials)")
         self._api_key = api_key
+        #: Cancels sent so far: audio being sent when one goes out stops (see send_audio).
+        self._cancels = 0
         self.config_id = config_id
         self.url = resolve_ws_url(url)
         self.connect_timeout = connect_timeout
@@ -357,8 +363,13 @@ class SvcClient:
         if ws.state is not State.OPEN:
             why = f"({ws.close_code} {ws.close_reason or ''})".replace(" )", ")") if ws.close_code else ""
             raise SvcClientError("not_connected", f"send_audio() on a closed connection {why}".rstrip())
+        # A cancel sent while these chunks go out (each send may wait on flow control) ends this
+        # audio's turn: the rest is not sent, or it would open a new turn on the server by itself.
+        cancels = self._cancels
         try:
             for message in messages:
+                if self._cancels != cancels:
+                    return
                 await ws.send(message)
         except ConnectionClosed as err:
             raise SvcClientError("not_connected", f"connection closed: {err}") from err
@@ -370,6 +381,7 @@ class SvcClient:
         return await self.send({"type": "end_turn"})
 
     async def cancel(self) -> bool:
+        self._cancels += 1
         return await self.send({"type": "cancel"})
 
     async def end(self) -> bool:

@@ -69,6 +69,7 @@ CLOSE_CODES: Final[dict[str, int]] = {
     "config_variant_unavailable": 4404,
     "server_busy": 4503,
     "idle_timeout": 4408,
+    "slow_consumer": 4429,
     "internal_error": 1011,
 }
 

@@ -58,6 +58,9 @@ DEFAULT_MAX_BUFFERED_FRAMES = 25
 #: tick during the next silence (speech frames are never dropped). 2 frames absorb ordinary
 #: network unevenness without dropping anything.
 DEFAULT_DRAIN_SLACK_FRAMES = 2
+#: A cancel not confirmed (``turn_cancelled``) within this long (s) was lost (the server drops
+#: control messages past its rate limit): speech frames play again instead of staying muted.
+CANCEL_CONFIRM_S = 2.0
 
 
 @dataclass
@@ -126,6 +129,7 @@ class SvcSTVClient:
         self._turns: list[LocalTurn] = []
         #: Cancels sent and not yet confirmed: speech frames arriving meanwhile belong to cancelled turns.
         self._unconfirmed_cancels = 0
+        self._last_cancel_at = 0.0
         #: Bumped by interrupt(): a frame being emitted when it comes plays silent.
         self._epoch = 0
         self._output_rate = output_sample_rate
@@ -244,8 +248,11 @@ class SvcSTVClient:
         self._check_open("send_tts_audio")
         if self._output_rate is None:
             self._output_rate = sample_rate
+        epoch = self._epoch
         if not self._turn_open:
             await self.start_turn()
+            if epoch != self._epoch or not self._turns:
+                return  # interrupted while the turn was being started: this audio is not played
         turn = self._turns[-1]
         # The rate changed mid-utterance: the previous resamplers' tails come first.
         server_tail = local_tail = EMPTY
@@ -289,8 +296,14 @@ class SvcSTVClient:
     async def say(self, pcm: Any, sample_rate: int, num_channels: int = 1) -> None:
         """One-shot: a whole utterance (``start_turn()`` + ``send_tts_audio()`` + ``end_turn()``)."""
         to_mono(int16_samples(pcm), num_channels)  # bad input fails before a turn is opened
+        # An interrupt() during any of these awaits ends the utterance: nothing more of it is sent.
+        epoch = self._epoch
         await self.start_turn()
+        if epoch != self._epoch:
+            return
         await self.send_tts_audio(pcm, sample_rate, num_channels)
+        if epoch != self._epoch:
+            return
         await self.end_turn()
 
     async def interrupt(self) -> bool:
@@ -311,6 +324,7 @@ class SvcSTVClient:
         # Counted before the await: speech frames arriving while the cancel is being written are
         # already those of the cancelled turn.
         self._unconfirmed_cancels += 1
+        self._last_cancel_at = self._clock.now()
         sent = await self.client.cancel()
         if not sent:
             self._unconfirmed_cancels -= 1
@@ -346,6 +360,10 @@ class SvcSTVClient:
     def _receive(self, frame: FrameOut) -> None:
         if self._closed:
             return
+        # A cancel never confirmed (the server dropped it: more than its control messages a second)
+        # must not mute every later turn: after a bound it is taken for lost.
+        if self._unconfirmed_cancels > 0 and self._clock.now() - self._last_cancel_at > CANCEL_CONFIRM_S:
+            self._unconfirmed_cancels = 0
         if frame.is_speech and self._unconfirmed_cancels > 0:
             return  # speech of a cancelled turn, already in flight
         rate = self._output_rate or SAMPLE_RATE
