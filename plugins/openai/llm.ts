@@ -26,12 +26,6 @@ export const OPENAI_LLM_DEFAULTS = {
   /** Per-request timeout of the SDK: until the response's headers (the SDK clears it then). */
   timeoutMs: 60_000,
   /**
-   * Longest silence of a response stream once it started (ms): a stream that stalls mid-answer
-   * is ended `timeout` (retryable) instead of leaving the bot silent until the visitor speaks
-   * (the SDK's own timeout stops at the headers; the socket's is minutes).
-   */
-  streamIdleMs: 30_000,
-  /**
    * Which body field carries the token limit. `auto` sends `max_completion_tokens` to
    * api.openai.com (where `max_tokens` is deprecated and refused by reasoning models) and
    * `max_tokens` to any other server, because most OpenAI-compatible servers only know that one.
@@ -46,8 +40,6 @@ export interface OpenAILLMOptions {
   readonly model?: string;
   readonly maxRetries?: number;
   readonly timeoutMs?: number;
-  /** See OPENAI_LLM_DEFAULTS.streamIdleMs. */
-  readonly streamIdleMs?: number;
   readonly maxTokensParameter?: 'auto' | 'max_tokens' | 'max_completion_tokens';
   readonly organization?: string;
 }
@@ -58,14 +50,12 @@ export class OpenAILLMService implements LLMService {
   readonly baseUrl: string;
   private readonly client: OpenAI;
   private readonly maxTokensField: 'max_tokens' | 'max_completion_tokens';
-  private readonly streamIdleMs: number;
 
   constructor(options: OpenAILLMOptions = {}, env: NodeJS.ProcessEnv = process.env) {
     // OPENAI_BASE_URL sits between the option and the default.
     const settings = resolveOptions(OPENAI_LLM_DEFAULTS, { ...options, baseUrl: options.baseUrl ?? env.OPENAI_BASE_URL });
     this.model = settings.model;
     this.baseUrl = settings.baseUrl;
-    this.streamIdleMs = settings.streamIdleMs;
     const apiKey = options.apiKey ?? env.OPENAI_API_KEY;
     if (!apiKey) {
       throw new OpenAILLMError('key_missing', 'no OpenAI API key: pass the apiKey option or set OPENAI_API_KEY (self-hosted servers accept any placeholder)');
@@ -95,21 +85,11 @@ export class OpenAILLMService implements LLMService {
     };
 
     let finishReason: string | undefined;
-    // The request's own signal, or the idle bound below: whichever comes first ends the stream.
-    const idle = new AbortController();
-    const both = signal ? AbortSignal.any([signal, idle.signal]) : idle.signal;
-    let idleTimer: NodeJS.Timeout | undefined;
-    const arm = () => {
-      clearTimeout(idleTimer);
-      idleTimer = setTimeout(() => idle.abort(), this.streamIdleMs);
-      idleTimer.unref();
-    };
-    const stalled = () => new OpenAILLMError('timeout', `the LLM response stream sent nothing for ${this.streamIdleMs} ms mid-answer; the answer is incomplete`);
+    // A stream that stalls mid-answer is bounded by the LLM processor (LLM_DEFAULTS.streamIdleMs),
+    // for every plugin: it aborts the signal, which closes this request's connection.
     try {
-      const chunks = await this.client.chat.completions.create(body, { signal: both });
-      arm();
+      const chunks = await this.client.chat.completions.create(body, { signal });
       for await (const chunk of chunks) {
-        arm();
         if (chunk.usage) {
           yield { type: 'usage', promptTokens: chunk.usage.prompt_tokens, completionTokens: chunk.usage.completion_tokens };
         }
@@ -128,14 +108,10 @@ export class OpenAILLMService implements LLMService {
         if (choice.finish_reason) finishReason = choice.finish_reason;
       }
     } catch (err) {
-      if (idle.signal.aborted && !signal?.aborted) throw stalled();
       throw translateError(err, signal);
-    } finally {
-      clearTimeout(idleTimer);
     }
     // The SDK ends iteration quietly when its signal aborts; our contract is to throw.
     if (signal?.aborted) throw abortError(ABORTED);
-    if (idle.signal.aborted) throw stalled();
     if (!finishReason) {
       throw new OpenAILLMError('connection_lost', 'the response stream ended before the model finished (no finish_reason); the answer is incomplete');
     }

@@ -13,10 +13,11 @@
  * it enters the context; the turn is answered normally once it ends.
  */
 import { randomUUID } from 'node:crypto';
-import { isAbortError, linkedSignal } from '../../core/clock.ts';
+import { isAbortError, linkedSignal, type TimerHandle } from '../../core/clock.ts';
 import { frame, type Direction, type Frame, type ToolCall } from '../../core/frames.ts';
 import { ProcessorMetrics } from '../../core/metrics.ts';
 import { resolveOptions } from '../../core/options.ts';
+import { ProviderError } from '../../core/provider-error.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
 import { providerFailure } from '../provider-failure.ts';
 import type { LLMService } from '../services.ts';
@@ -26,11 +27,27 @@ export const LLM_DEFAULTS = {
   /** Upper bound on generated tokens (the agent's advanced.llm_max_tokens). */
   maxTokens: 1024,
   temperature: undefined as number | undefined,
+  /**
+   * Longest wait for a response's first event (ms), from the request: past it the request is
+   * ended and the turn fails `llm_timeout` (retryable), instead of the bot staying silent until
+   * the visitor speaks again. Long enough for a reasoning model's first token.
+   */
+  firstEventTimeoutMs: 60_000,
+  /**
+   * Longest silence of a response once it started (ms): a stream that stalls mid-answer is ended
+   * `llm_timeout` (retryable); what was said stays said. For every LLM plugin, as
+   * `TTS_DEFAULTS.streamIdleMs` is for every TTS plugin.
+   */
+  streamIdleMs: 30_000,
 } as const;
 
 export interface LLMOptions extends ProcessorOptions {
   maxTokens?: number;
   temperature?: number;
+  /** See LLM_DEFAULTS.firstEventTimeoutMs. */
+  firstEventTimeoutMs?: number;
+  /** See LLM_DEFAULTS.streamIdleMs. */
+  streamIdleMs?: number;
 }
 
 interface PartialCall {
@@ -65,13 +82,15 @@ export class ToolCallAccumulator {
 export class LLMProcessor extends FrameProcessor {
   private readonly maxTokens: number;
   private readonly temperature: number | undefined;
+  private readonly firstEventTimeoutMs: number;
+  private readonly streamIdleMs: number;
   private readonly metrics: ProcessorMetrics;
   /** The preemptive run in flight, abortable on its own. */
   private preemptive: { readonly replyId: string; readonly abort: AbortController } | null = null;
 
   constructor(private readonly service: LLMService, readonly context: LLMContext, options: LLMOptions = {}) {
     super(options);
-    ({ maxTokens: this.maxTokens, temperature: this.temperature } = resolveOptions(LLM_DEFAULTS, options));
+    ({ maxTokens: this.maxTokens, temperature: this.temperature, firstEventTimeoutMs: this.firstEventTimeoutMs, streamIdleMs: this.streamIdleMs } = resolveOptions(LLM_DEFAULTS, options));
     this.metrics = ProcessorMetrics.for(this.name, () => this.clock, (f) => this.push(f), () => this.startFrame?.enableMetrics ?? false, service.model);
   }
 
@@ -128,37 +147,81 @@ export class LLMProcessor extends FrameProcessor {
     this.push(frame('llm-response-start', { responseId }));
     this.metrics.startTtfb();
     this.metrics.startProcessing();
-    const stream = this.service.stream({
+    // The turn's own signal, or the provider's silence bound: whichever comes first ends it.
+    const idle = new AbortController();
+    let idleTimer: TimerHandle | undefined;
+    const arm = (ms: number) => {
+      this.clock.clearTimeout(idleTimer);
+      idleTimer = this.clock.setTimeout(() => idle.abort(), ms);
+    };
+    let started = false;
+    const stalled = () =>
+      new ProviderError(
+        'timeout',
+        started
+          ? `the answer from ${this.service.name} sent nothing for ${this.streamIdleMs} ms mid-answer; the rest of it is lost`
+          : `no answer from ${this.service.name} within ${this.firstEventTimeoutMs} ms; the request was ended`,
+      );
+    arm(this.firstEventTimeoutMs);
+    const ended = AbortSignal.any([signal, idle.signal]);
+    const events = this.service.stream({
       messages: this.context.messages(),
       tools: this.context.tools.length ? this.context.tools : undefined,
       maxTokens: this.maxTokens,
       temperature: this.temperature,
-      signal,
+      signal: ended,
+    })[Symbol.asyncIterator]();
+    // A provider that does not end its stream on the signal must not hold the turn: each wait for
+    // its next event is also a wait for the bound and for the turn's end.
+    const idled = new Promise<'ended'>((resolve) => {
+      if (ended.aborted) resolve('ended');
+      else ended.addEventListener('abort', () => resolve('ended'), { once: true });
     });
-    for await (const event of stream) {
-      if (signal.aborted) return;
-      switch (event.type) {
-        case 'text':
-          if (!event.text) break;
-          this.metrics.stopTtfb();
-          this.push(frame('llm-text', { text: event.text }));
+    let finished = false;
+    try {
+      for (;;) {
+        const next = await Promise.race([events.next(), idled]);
+        if (next === 'ended') break;
+        if (next.done) {
+          finished = true;
           break;
-        case 'tool-call-delta':
-          this.metrics.stopTtfb();
-          if (replyId) {
-            // Tools do things: never from a reply the user may not get. Handed back, unfinished.
-            this.push(frame('reply-decision', { replyId, use: false, text: '' }), 'upstream');
-            return;
-          }
-          calls.add(event);
-          break;
-        case 'usage':
-          this.metrics.usage({ prompt_tokens: event.promptTokens, completion_tokens: event.completionTokens });
-          break;
-        case 'done':
-          break;
+        }
+        const event = next.value;
+        started = true;
+        arm(this.streamIdleMs);
+        if (signal.aborted) return;
+        switch (event.type) {
+          case 'text':
+            if (!event.text) break;
+            this.metrics.stopTtfb();
+            this.push(frame('llm-text', { text: event.text }));
+            break;
+          case 'tool-call-delta':
+            this.metrics.stopTtfb();
+            if (replyId) {
+              // Tools do things: never from a reply the user may not get. Handed back, unfinished.
+              this.push(frame('reply-decision', { replyId, use: false, text: '' }), 'upstream');
+              return;
+            }
+            calls.add(event);
+            break;
+          case 'usage':
+            this.metrics.usage({ prompt_tokens: event.promptTokens, completion_tokens: event.completionTokens });
+            break;
+          case 'done':
+            break;
+        }
       }
+    } catch (err) {
+      if (idle.signal.aborted && !signal.aborted) throw stalled();
+      throw err;
+    } finally {
+      this.clock.clearTimeout(idleTimer);
+      // Left early (aborted, stalled, a preemptive reply wanting tools): end the provider's stream
+      // as a for-await loop would, without waiting on a provider that ignores it.
+      if (!finished) void events.return?.()?.catch(() => undefined);
     }
+    if (idle.signal.aborted && !signal.aborted) throw stalled();
     if (signal.aborted) return;
     this.metrics.stopProcessing();
     if (calls.size) {

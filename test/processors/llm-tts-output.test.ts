@@ -2,7 +2,8 @@ import test from 'ava';
 import { frame, signal, VirtualClock, type Frame } from '../../core/index.ts';
 import { frameTypes, runProcessorTest } from '../../core/testing/index.ts';
 import { LLMContext, languagePin } from '../../processors/llm/context.ts';
-import { LLMProcessor } from '../../processors/llm/llm-processor.ts';
+import { LLMProcessor, LLM_DEFAULTS } from '../../processors/llm/llm-processor.ts';
+import type { LLMRequest, LLMService } from '../../processors/services.ts';
 import { SentenceAggregator } from '../../processors/tts/sentence-aggregator.ts';
 import { TTSProcessor, estimateWordTimings } from '../../processors/tts/tts-processor.ts';
 import { OutputTransport } from '../../transports/output-transport.ts';
@@ -61,6 +62,57 @@ test('LLM: an interruption aborts the provider request', async (t) => {
   t.is(llm.aborted, 1);
   t.false(frameTypes(downstream).includes('llm-response-end'));
   t.true(texts(downstream, 'llm-text').length < 10);
+});
+
+test('LLM: a provider that stalls mid-answer is ended after streamIdleMs as a retryable llm_timeout; the text before it stays and the response is closed', async (t) => {
+  const clock = new VirtualClock();
+  const llm = new ScriptedLLM(clock, ['first words then nothing for a minute'], 100, 60_000);
+  const { downstream, upstream } = await runProcessorTest(new LLMProcessor(llm, new LLMContext(), { streamIdleMs: 1_000 }), [run(), { sleepMs: 1_050 }, { sleepMs: 200 }], { clock });
+  const errors = [...upstream, ...downstream].filter((f) => f.type === 'error');
+  t.is(errors.length, 1);
+  t.like(errors[0], { type: 'error', code: 'llm_timeout', fatal: false });
+  t.regex(errors[0]!.type === 'error' ? errors[0]!.message : '', /sent nothing for 1000 ms mid-answer/);
+  t.deepEqual(texts(downstream, 'llm-text'), ['first ']);
+  t.true(frameTypes(downstream).includes('llm-response-end'), 'the response is closed, so what was said is recorded');
+  t.is(llm.aborted, 1, 'the provider request was ended');
+});
+
+test('LLM: a provider that never answers and ignores the signal is left after firstEventTimeoutMs (llm_timeout); the next turn is answered', async (t) => {
+  const clock = new VirtualClock();
+  const requests: LLMRequest[] = [];
+  const deaf: LLMService = {
+    name: 'deaf-llm',
+    model: 'deaf-1',
+    async *stream(request) {
+      requests.push(request);
+      if (requests.length === 1) await new Promise(() => undefined); // neither answers nor reads its signal
+      yield { type: 'text', text: 'Back again.' };
+      yield { type: 'done', finishReason: 'stop' };
+    },
+  };
+  const { downstream, upstream } = await runProcessorTest(
+    new LLMProcessor(deaf, new LLMContext(), { firstEventTimeoutMs: 2_000 }),
+    [run(), { sleepMs: 1_900 }, { sleepMs: 200 }, run(), { sleepMs: 100 }],
+    { clock },
+  );
+  const errors = [...upstream, ...downstream].filter((f) => f.type === 'error');
+  t.is(errors.length, 1);
+  t.like(errors[0], { type: 'error', code: 'llm_timeout', fatal: false });
+  t.regex(errors[0]!.type === 'error' ? errors[0]!.message : '', /no answer from deaf-llm within 2000 ms/);
+  t.true(requests[0]!.signal!.aborted, 'its request was ended');
+  t.deepEqual(texts(downstream, 'llm-text'), ['Back again.'], 'the next turn is answered');
+  t.is(frameTypes(downstream).filter((x) => x === 'llm-response-end').length, 2);
+});
+
+test('LLM: the default bounds (LLM_DEFAULTS: 60 s to the first event, 30 s between events) let a slow provider finish', async (t) => {
+  t.is(LLM_DEFAULTS.firstEventTimeoutMs, 60_000);
+  t.is(LLM_DEFAULTS.streamIdleMs, 30_000);
+  const clock = new VirtualClock();
+  const slow = new ScriptedLLM(clock, ['slow but steady'], 59_000, 29_000);
+  const { downstream, upstream } = await runProcessorTest(new LLMProcessor(slow, new LLMContext()), [run(), { sleepMs: 59_000 + 3 * 29_000 + 1_000 }], { clock });
+  t.false([...upstream, ...downstream].some((f) => f.type === 'error'));
+  t.is(texts(downstream, 'llm-text').join(''), 'slow but steady');
+  t.is(slow.aborted, 0);
 });
 
 test('sentence aggregation: cuts at sentence ends, keeps decimals and abbreviations, clause-cuts long sentences', (t) => {
