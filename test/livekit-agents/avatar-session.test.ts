@@ -18,7 +18,7 @@ import { ReadableStream } from 'node:stream/web';
 import { AgentSession, Agent, AudioOutput, initializeLogger, type PlaybackFinishedEvent } from '@livekit/agents';
 import { AudioFrame, dispose, Room } from '@livekit/rtc-node';
 import { AccessToken } from 'livekit-server-sdk';
-import { concat } from '../../core/audio.ts';
+import { concat, rms } from '../../core/audio.ts';
 import { facePlugin } from '../../plugins/face/index.ts';
 import { LocalTTSService } from '../../plugins/local/index.ts';
 import { AvatarSession } from '../../clients/livekit-agents/index.ts';
@@ -173,19 +173,37 @@ test.serial('a LiveKit Agents AgentSession speaks through our avatar; interrupti
   await until(() => finished.length >= 2, { what: 'playback_finished (interrupted) at the agent' });
   t.true(finished[1]!.interrupted);
   t.true(finished[1]!.playbackPosition > 0.3 && finished[1]!.playbackPosition < long.length * 0.02 - 1, `interrupted at ${finished[1]!.playbackPosition} s of ${(long.length * 0.02).toFixed(1)} s`);
-  // The answer would have gone on for seconds: after the clear, the avatar's audio at the visitor
-  // falls silent and stays silent (the figure is the bench's: npm run bench -- livekit-avatar).
-  await until(() => visitor.audioLevels.some((l) => l.at > clearAt + 1500), { what: '1.5 s of audio after the clear' });
-  const loudAfterClear = visitor.audioLevels.filter((l) => l.at >= clearAt && l.at <= clearAt + 1500 && l.rms > 0.01);
+  // The answer would have gone on for seconds: after the clear, the visitor hears no more of it.
+  // Judged on content, not on arrival times: every loud 10 ms the visitor received of this answer
+  // against the loud 10 ms of the answer up to the position the worker reported played. On a
+  // loaded machine the fake SFU's decode, jitter buffer and re-encode delay what was played before
+  // the clear by up to seconds (local CI run E1 under a hog: 1,020 ms of loud audio arrived in the
+  // 1.5 s after the clear, the last 1,425 ms after it), and counting arrivals after the clear
+  // counted that delay as sound not stopped. How soon the sound stops is the bench's figure
+  // (npm run bench -- livekit-avatar), logged here.
+  await until(() => visitor.audioLevels.some((l) => l.at > clearAt + 3000), { what: '3 s of audio after the clear', timeoutMs: 20_000 });
+  const loudChunks = (frames: AudioFrame[], fromS: number, toS: number) => {
+    const pcm = concat(frames.map((f) => f.data));
+    const n = TTS_RATE / 100;
+    let loud = 0;
+    for (let i = Math.round(fromS * TTS_RATE); i + n <= Math.min(pcm.length, Math.round(toS * TTS_RATE)); i += n) if (rms(pcm.subarray(i, i + n)) > 0.01) loud++;
+    return loud;
+  };
+  const playedS = finished[1]!.playbackPosition;
+  const playedLoudMs = loudChunks(long, 0, playedS) * 10;
+  const restLoudMs = loudChunks(long, playedS, long.length * 0.02) * 10;
+  const heardLoudMs = visitor.audibleMs(longAt);
+  const loudAfterClear = visitor.audioLevels.filter((l) => l.at >= clearAt && l.rms > 0.01);
   const lastLoud = loudAfterClear.at(-1)?.at;
-  // Counted in audio received (10 ms chunks), not in wall-clock time: what was already on its way
-  // at the clear (buffers, the fade-out) arrives later on a loaded machine but is no longer; the
-  // rest of the answer (seconds of it) would be 150 loud chunks in this window.
-  const loudMsAfterClear = loudAfterClear.length * 10;
-  const restOfAnswerMs = (long.length * 0.02 - finished[1]!.playbackPosition) * 1000;
-  t.log(`after the clear_buffer at the worker: ${loudMsAfterClear} ms of loud audio at the visitor, the last ${lastLoud === undefined ? '-' : lastLoud - clearAt} ms after it (goal < 100 ms: npm run bench -- livekit-avatar); ${Math.round(restOfAnswerMs)} ms of the answer were left; played position reported ${finished[1]!.playbackPosition.toFixed(2)} s`);
-  t.true(restOfAnswerMs > 1500, 'the interruption came with most of the answer left');
-  t.true(loudMsAfterClear < 1000, `silence after the clear (not the rest of the answer): ${loudMsAfterClear} ms of loud audio`);
+  t.log(
+    `after the clear_buffer at the worker: ${loudAfterClear.length * 10} ms of loud audio arrived at the visitor, the last ${lastLoud === undefined ? '-' : lastLoud - clearAt} ms after it (goal < 100 ms: npm run bench -- livekit-avatar); ` +
+      `heard ${heardLoudMs} ms loud of the answer, which holds ${playedLoudMs} ms loud up to the played position ${playedS.toFixed(2)} s and ${restLoudMs} ms after it`,
+  );
+  t.true(restLoudMs > 1000, 'the interruption came with most of the answer left');
+  // Slack for the fade-out at the cut and the receivers' concealment and time stretching.
+  const allowedMs = Math.min(playedLoudMs + restLoudMs / 2, playedLoudMs * 1.2 + 500);
+  t.true(heardLoudMs <= allowedMs, `silence after the clear (not the rest of the answer): heard ${heardLoudMs} ms loud, at most ${Math.round(allowedMs)} ms allowed`);
+  t.true(heardLoudMs >= playedLoudMs * 0.5, `the answer up to the clear was heard: ${heardLoudMs} ms loud of ${playedLoudMs} ms`);
 
   // The agent leaves: our session ends and gives its slot back.
   await session.close();
