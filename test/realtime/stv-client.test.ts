@@ -164,6 +164,31 @@ test.serial('a TTS rate change mid-utterance and endTurn() flush the output-copy
   client.close();
 });
 
+test.serial('a consumer that stops reading holds at most maxOutputFrames ticks, the newest; one reading in real time loses none', async (t) => {
+  const client = new SvcSTVClient({ apiKey: ts.keyA, configId, url, maxOutputFrames: 5 });
+  t.teardown(() => client.close());
+  await client.connect();
+  // Nobody reads: the clock plays on (idle frames, 25 a second) and only the newest 5 ticks wait.
+  await until(() => client.outputDropped >= 10, { timeoutMs: 20_000, intervalMs: 20, what: 'ticks dropped while nobody reads' });
+  t.is(client.outputQueuedFrames, 5);
+  const out: STVOutput[] = [];
+  const pump = (async () => {
+    for await (const item of client.outputStream()) out.push(item);
+  })();
+  await until(() => out.length >= 10, { timeoutMs: 5_000, intervalMs: 5, what: 'the queued ticks read' });
+  const droppedAtRead = client.outputDropped;
+  const audio = () => out.filter((o): o is STVAudioFrame => o.kind === 'audio');
+  t.true(audio()[0]!.frameIndex >= 10, `the oldest ticks were dropped: the first read is frame ${audio()[0]!.frameIndex}`);
+  t.like(out[1], { kind: 'video', frameIndex: audio()[0]!.frameIndex, width: 256, height: 192 }, 'each tick keeps its picture');
+  await until(() => audio().length >= 30, { timeoutMs: 20_000, intervalMs: 20, what: '20 more ticks read' });
+  t.is(client.outputDropped, droppedAtRead, 'nothing more dropped while the consumer keeps up');
+  const indices = audio().map((a) => a.frameIndex);
+  t.deepEqual(indices, [...indices].sort((a, b) => a - b), 'in order');
+  client.close();
+  await pump;
+  t.throws(() => new SvcSTVClient({ apiKey: ts.keyA, configId, url, maxOutputFrames: 0 }), { instanceOf: RangeError });
+});
+
 test.serial('after a stall, the playback buffer drains back to the jitter buffer during silence (and stays deep when draining is off)', async (t) => {
   const depthAfterStall = async (drainSlackFrames: number) => {
     const client = new SvcSTVClient({ apiKey: ts.keyA, configId, url, drainSlackFrames });

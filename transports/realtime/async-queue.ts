@@ -1,8 +1,16 @@
-/** A single-consumer async queue: producers push, one `for await` loop consumes. */
+/**
+ * A single-consumer async queue: producers push, one `for await` loop consumes. With `maxItems`,
+ * a push onto a full queue drops its oldest item (counted in `dropped`): for live media, where a
+ * consumer that falls behind wants the latest, not an ever longer delay.
+ */
 export class AsyncQueue<T> implements AsyncIterable<T> {
   private readonly items: T[] = [];
   private waiting: ((r: IteratorResult<T>) => void) | undefined;
   private done = false;
+  /** Items dropped because the queue was full. */
+  dropped = 0;
+
+  constructor(private readonly maxItems = Infinity) {}
 
   push(item: T): void {
     if (this.done) return;
@@ -11,6 +19,10 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
       this.waiting = undefined;
       w({ value: item, done: false });
     } else {
+      if (this.items.length >= this.maxItems) {
+        this.items.shift();
+        this.dropped++;
+      }
       this.items.push(item);
     }
   }

@@ -36,6 +36,14 @@ export const STV_DEFAULTS = {
    * control messages past its rate limit): speech frames are played again instead of muted for good.
    */
   cancelConfirmMs: 2_000,
+  /**
+   * Ticks of output (each one audio frame and, with a picture, one video frame) a consumer of
+   * `outputStream()` may leave unread: 50 = 2 s. Past it the oldest tick is dropped (counted in
+   * `outputDropped`), so a consumer slower than real time, or one that stopped reading, falls at
+   * most this far behind instead of holding every frame (a 640x360 picture is 691 KB: 17 MB a
+   * second).
+   */
+  maxOutputFrames: 50,
 } as const;
 
 export type STVEventName =
@@ -76,6 +84,8 @@ export interface SvcSTVClientOptions extends SvcClientOptions {
   readonly maxBufferedFrames?: number;
   /** See STV_DEFAULTS.drainSlackFrames (>= 0). */
   readonly drainSlackFrames?: number;
+  /** See STV_DEFAULTS.maxOutputFrames (>= 1). */
+  readonly maxOutputFrames?: number;
   /** Sample rate of yielded audio; default: the rate of the first TTS audio received. */
   readonly outputSampleRate?: number;
   /** Where failing event handlers are reported (default console.error). */
@@ -99,7 +109,8 @@ export class SvcSTVClient {
   readonly client: SvcClient;
   private readonly clock: Clock;
   private readonly handlers = new Map<STVEventName, Set<STVHandler>>();
-  private readonly output = new AsyncQueue<STVOutput>();
+  /** One entry per tick: its audio frame, then its video frame when it has a picture. */
+  private readonly output: AsyncQueue<readonly STVOutput[]>;
   private buffer: Buffered[] = [];
   /** Utterances sent and not yet finished playing, oldest first. */
   private turns: LocalTurn[] = [];
@@ -125,16 +136,29 @@ export class SvcSTVClient {
   /** Frames dropped to catch up with real time (diagnostics). */
   dropped = 0;
 
+  /** Ticks of output dropped because the consumer left more than `maxOutputFrames` unread (diagnostics). */
+  get outputDropped(): number {
+    return this.output.dropped;
+  }
+
+  /** Ticks of output waiting for the consumer of `outputStream()` (at most `maxOutputFrames`). */
+  get outputQueuedFrames(): number {
+    return this.output.size;
+  }
+
   /** The playback settings: STV_DEFAULTS with the options over them. */
   private readonly settings: { jitterBufferFrames: number; maxBufferedFrames: number; drainSlackFrames: number };
 
   constructor(private readonly options: SvcSTVClientOptions) {
-    const { jitterBufferFrames, maxBufferedFrames, drainSlackFrames } = resolveOptions(STV_DEFAULTS, {
+    const { jitterBufferFrames, maxBufferedFrames, drainSlackFrames, maxOutputFrames } = resolveOptions(STV_DEFAULTS, {
       jitterBufferFrames: options.jitterBufferFrames,
       maxBufferedFrames: options.maxBufferedFrames,
       drainSlackFrames: options.drainSlackFrames,
+      maxOutputFrames: options.maxOutputFrames,
     });
+    if (!Number.isInteger(maxOutputFrames) || maxOutputFrames < 1) throw new RangeError(`maxOutputFrames must be an integer >= 1, got ${maxOutputFrames}`);
     this.settings = { jitterBufferFrames, maxBufferedFrames, drainSlackFrames };
+    this.output = new AsyncQueue<readonly STVOutput[]>(maxOutputFrames);
     this.client = new SvcClient(options);
     this.clock = options.clock ?? new RealClock();
     this.outputRate = options.outputSampleRate;
@@ -277,9 +301,17 @@ export class SvcSTVClient {
     return sent;
   }
 
-  /** Synchronized audio and video, one pair per 40 ms tick, until the session closes. */
+  /**
+   * Synchronized audio and video, one pair per 40 ms tick, until the session closes. Read it in
+   * real time: at most `maxOutputFrames` ticks wait for a consumer (older ones are dropped).
+   */
   outputStream(): AsyncIterable<STVOutput> {
-    return this.output;
+    const ticks = this.output;
+    return {
+      async *[Symbol.asyncIterator]() {
+        for await (const tick of ticks) yield* tick;
+      },
+    };
   }
 
   close(): void {
@@ -372,8 +404,8 @@ export class SvcSTVClient {
         this.speaking = true;
         this.emit('BOT_STARTED_SPEAKING', { turn_id: frame.turnId });
       }
-      this.output.push({ kind: 'audio', pcm, sampleRate: next.rate, ptsMs: frame.ptsMs, frameIndex: frame.index });
-      if (rgb) this.output.push({ kind: 'video', rgb, width: frame.width, height: frame.height, ptsMs: frame.ptsMs, frameIndex: frame.index, frameType: frame.type });
+      const audio: STVAudioFrame = { kind: 'audio', pcm, sampleRate: next.rate, ptsMs: frame.ptsMs, frameIndex: frame.index };
+      this.output.push(rgb ? [audio, { kind: 'video', rgb, width: frame.width, height: frame.height, ptsMs: frame.ptsMs, frameIndex: frame.index, frameType: frame.type }] : [audio]);
       if (frame.final && this.speaking && epoch === this.epoch) {
         this.speaking = false;
         this.emit('BOT_STOPPED_SPEAKING', { turn_id: frame.turnId });

@@ -33,7 +33,7 @@ class Harness:
         self.events: list[tuple[STVEvent, dict[str, Any]]] = []
         self.index = 0
 
-    async def start(self) -> Harness:
+    async def start(self, pump: bool = True) -> Harness:
         await self.fake.start()
         self.client = SvcSTVClient(
             "k",
@@ -50,7 +50,8 @@ class Harness:
         await self.client.connect()
         await self.sync()
         self.t0 = self.clock.now()
-        self.pump = asyncio.create_task(self._pump())
+        if pump:
+            self.pump = asyncio.create_task(self._pump())
         return self
 
     async def _pump(self) -> None:
@@ -308,6 +309,34 @@ async def test_after_a_stall_the_buffer_drains_back_during_silence_and_speech_th
     assert first_voiced - played_before <= 4
     assert np.array_equal(voiced(h.audio), speech)
     await h.close()
+
+
+async def test_a_consumer_that_stops_reading_holds_at_most_max_output_frames_ticks_the_newest() -> None:
+    h = await Harness(max_output_frames=5, drain_slack_frames=100, max_buffered_frames=100).start(pump=False)
+    h.push_idle(20)
+    await h.ticks(25)
+    # Nobody read: the clock played all 20 frames, and only the newest 5 ticks wait.
+    assert h.client.frames_played == 20
+    assert h.client.output_dropped == 15
+    assert h.client.output_queued_frames == 5
+    h.pump = asyncio.create_task(h._pump())
+    await settle()
+    assert [a.frame_index for a in h.audio] == list(range(15, 20)), "the newest ticks, in order"
+    assert [v.frame_index for v in h.video] == list(range(15, 20)), "each with its picture"
+    # A consumer that reads in real time loses nothing.
+    h.push_idle(10)
+    await h.ticks(12)
+    assert h.client.output_dropped == 15
+    assert [a.frame_index for a in h.audio] == list(range(15, 30))
+    await h.close()
+
+
+async def test_max_output_frames_defaults_to_2_s_and_is_validated() -> None:
+    from svc.stv import DEFAULT_MAX_OUTPUT_FRAMES
+
+    assert DEFAULT_MAX_OUTPUT_FRAMES == 50
+    with pytest.raises(ValueError):
+        SvcSTVClient("k", "c", url="ws://127.0.0.1:9", max_output_frames=0)
 
 
 async def test_drain_slack_is_validated() -> None:

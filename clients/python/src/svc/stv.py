@@ -61,6 +61,12 @@ DEFAULT_DRAIN_SLACK_FRAMES = 2
 #: A cancel not confirmed (``turn_cancelled``) within this long (s) was lost (the server drops
 #: control messages past its rate limit): speech frames play again instead of staying muted.
 CANCEL_CONFIRM_S = 2.0
+#: Ticks of output (one audio frame and, with a picture, one video frame each) a consumer of
+#: :meth:`SvcSTVClient.output_stream` may leave unread: 50 = 2 s. Past it the oldest tick is
+#: dropped (counted in ``output_dropped``), so a consumer slower than real time, or one that
+#: stopped reading, falls at most this far behind instead of holding every frame (a 640x360
+#: picture is 691 KB: 17 MB a second).
+DEFAULT_MAX_OUTPUT_FRAMES = 50
 
 
 @dataclass
@@ -93,6 +99,7 @@ class SvcSTVClient:
         jitter_buffer_frames: int = DEFAULT_JITTER_BUFFER_FRAMES,
         max_buffered_frames: int = DEFAULT_MAX_BUFFERED_FRAMES,
         drain_slack_frames: int = DEFAULT_DRAIN_SLACK_FRAMES,
+        max_output_frames: int = DEFAULT_MAX_OUTPUT_FRAMES,
         decoder: Decoder | Literal["auto"] | None = "auto",
         resampler_factory: Callable[[int, int], Resampler] = make_resampler,
         clock: Clock | None = None,
@@ -122,8 +129,16 @@ class SvcSTVClient:
         if drain_slack_frames < 0:
             raise ValueError(f"drain_slack_frames must be >= 0, got {drain_slack_frames}")
         self._drain_slack = drain_slack_frames
+        if max_output_frames < 1:
+            raise ValueError(f"max_output_frames must be >= 1, got {max_output_frames}")
         self._listeners = Listeners(STVEvent, "SvcSTVClient", on_handler_error)
-        self._output: asyncio.Queue[STVOutput | None] = asyncio.Queue()
+        #: One entry per tick (its audio frame, then its video frame when it has a picture); the
+        #: oldest is dropped past ``max_output_frames``.
+        self._output: deque[tuple[STVOutput, ...]] = deque()
+        self._max_output = max_output_frames
+        self._output_ready = asyncio.Event()
+        #: Ticks of output dropped because the consumer left more than ``max_output_frames`` unread.
+        self.output_dropped = 0
         self._buffer: deque[_Buffered] = deque()
         #: Utterances sent and not yet finished playing, oldest first.
         self._turns: list[LocalTurn] = []
@@ -332,15 +347,23 @@ class SvcSTVClient:
 
     # ---- output ---------------------------------------------------------------------------------
 
+    @property
+    def output_queued_frames(self) -> int:
+        """Ticks of output waiting for the consumer of :meth:`output_stream` (at most ``max_output_frames``)."""
+        return len(self._output)
+
     async def output_stream(self) -> AsyncIterator[STVOutput]:
         """Synchronized audio and video, one audio frame (and, when the picture arrived, one video
         frame) per 40 ms tick, until the session closes. One consumer."""
         while True:
-            item = await self._output.get()
-            if item is None:
-                self._output.put_nowait(None)
+            if self._output:
+                for item in self._output.popleft():
+                    yield item
+                continue
+            if self._closed:
                 return
-            yield item
+            self._output_ready.clear()
+            await self._output_ready.wait()
 
     # ---- internals ------------------------------------------------------------------------------
 
@@ -459,12 +482,12 @@ class SvcSTVClient:
         if speech and not self._speaking:
             self._speaking = True
             self._emit(STVEvent.BOT_STARTED_SPEAKING, {"turn_id": frame.turn_id})
-        self._output.put_nowait(
-            STVAudioFrame(pcm=pcm, sample_rate=item.rate, pts_ms=frame.pts_ms, frame_index=frame.index)
-        )
+        audio = STVAudioFrame(pcm=pcm, sample_rate=item.rate, pts_ms=frame.pts_ms, frame_index=frame.index)
         self.frames_played += 1
+        tick: tuple[STVOutput, ...] = (audio,)
         if frame.image is not None:
-            self._output.put_nowait(
+            tick = (
+                audio,
                 STVVideoFrame(
                     rgb=rgb,
                     width=frame.width,
@@ -474,8 +497,13 @@ class SvcSTVClient:
                     frame_type=frame.type,
                     image=frame.image,
                     image_format=frame.image_format,
-                )
+                ),
             )
+        if len(self._output) >= self._max_output:
+            self._output.popleft()
+            self.output_dropped += 1
+        self._output.append(tick)
+        self._output_ready.set()
         if frame.final and self._speaking and epoch == self._epoch:
             self._speaking = False
             self._emit(STVEvent.BOT_STOPPED_SPEAKING, {"turn_id": frame.turn_id})
@@ -487,5 +515,5 @@ class SvcSTVClient:
         self._start_playback.set()  # wakes the player so it can end
         if self._player is not None and not self._player.done():
             self._player.cancel()
-        self._output.put_nowait(None)
+        self._output_ready.set()  # wakes the consumer, which ends once it has read what is queued
         self._emit(STVEvent.CLOSED, {})
