@@ -93,6 +93,32 @@ export function articulationAt(segments: readonly VisemeSegment[], frameStartMs:
   };
 }
 
+/**
+ * How far before a frame's start `articulationAt` reads segments (ms): the carry-over reach of
+ * the earliest instant it samples. Only `pauseMs` looks further back, to the last sound.
+ */
+export const ARTICULATION_REACH_BEHIND_MS =
+  3 * COARTICULATION.carryOverMs + 20 - COARTICULATION.frameMs / 2 - COARTICULATION.leadMs;
+
+/**
+ * Drops the leading segments that end by `cutMs` (a turn's history, long played), keeping the
+ * last sound among them (a pause's `pauseMs` is measured back to it) and the last segment.
+ * `articulationAt` of any frame starting more than `ARTICULATION_REACH_BEHIND_MS` after `cutMs`
+ * reads the same from what is left, given its search hint moved back by the count returned
+ * (the entries that left the front; clamp at 0).
+ */
+export function dropSegmentsBefore(segments: VisemeSegment[], cutMs: number): number {
+  let cut = 0;
+  while (cut < segments.length - 1 && segments[cut]!.endMs <= cutMs) cut++;
+  let sound = cut - 1;
+  while (sound >= 0 && segments[sound]!.viseme.silent) sound--;
+  const removed = sound >= 0 ? cut - 1 : cut;
+  if (removed <= 0) return 0;
+  if (sound >= 0) segments.splice(0, cut, segments[sound]!);
+  else segments.splice(0, cut);
+  return removed;
+}
+
 /** Adds a segment's pull at each sampled instant of the frame (signed distance, ms). */
 function addSpan(add: (v: Viseme, d: number) => void, vis: Viseme, start: number, end: number, centre: number): void {
   for (const dt of COARTICULATION.samplesMs) {

@@ -22,6 +22,7 @@
  *   asks for more.
  */
 import { FEATURE_HOP, hopFeatures, type HopFeatures } from './audio-features.ts';
+import { dropSegmentsBefore } from './articulation.ts';
 import { NEUTRAL_VISEME, SILENT_VISEME, type Viseme, type VisemeSegment } from './visemes.ts';
 
 export const AUDIO_VISEMES = {
@@ -53,6 +54,25 @@ interface Hop {
   db: number;
 }
 
+/**
+ * What `decide` still needs of hops `prune` dropped while the run at `decided` was open (its
+ * context, the 5 hops before it, or hops of the run itself).
+ */
+interface DroppedRun {
+  readonly cls: HopClass;
+  /** The hop before the run is not a silence (or the run opens the turn). */
+  readonly before: boolean;
+  /** Loudest of the `MURMUR_CONTEXT_HOPS` hops before the run (dB). */
+  readonly loudBefore: number;
+  /** Loudest dropped hop of the run (dB; none dropped: -Infinity). */
+  maxDb: number;
+}
+
+/** A murmur run is judged against the loudest sound this many hops before and after it. */
+const MURMUR_CONTEXT_HOPS = 5;
+/** Hops `prune` always keeps (the newest): a run that follows reads those before it. */
+const KEEP_HOPS = MURMUR_CONTEXT_HOPS + 1;
+
 /** A murmur too short to be a closure: the lips nearly together. */
 const SHORT_MURMUR: Viseme = { ...NEUTRAL_VISEME, open: 0.15 };
 
@@ -61,23 +81,40 @@ const closedViseme = (dominance: number): Viseme => ({
 });
 
 export class AudioVisemeTracker {
+  /**
+   * The turn's audio from sample `audioBase` (earlier samples were pruned) to `length`, held in
+   * `audio` from index `audioAt`. Every index and time outside is turn-relative.
+   */
   private audio = new Int16Array(16_000);
+  private audioAt = 0;
+  private audioBase = 0;
   private length = 0;
+  /** Classified hops from hop `hopBase` on (earlier ones were pruned). */
   private readonly hops: Hop[] = [];
+  private hopBase = 0;
   private level = -120;
   private readonly features: HopFeatures = hopFeatures(new Int16Array(0), 0);
-  /** Segments decided so far (closures need the sound after a silence: decided later). */
+  /**
+   * Segments decided so far (closures need the sound after a silence: decided later); after a
+   * `prune`, those that end after its time, and the last sound before it.
+   */
   private readonly out: VisemeSegment[] = [];
   private decided = 0;
+  private dropped: DroppedRun | null = null;
 
   /** Appends the turn's next audio (16 kHz mono). */
   push(pcm: Int16Array): void {
-    if (this.length + pcm.length > this.audio.length) {
-      const grown = new Int16Array(Math.max(this.audio.length * 2, this.length + pcm.length));
-      grown.set(this.audio.subarray(0, this.length));
-      this.audio = grown;
+    const held = this.length - this.audioBase;
+    if (this.audioAt + held + pcm.length > this.audio.length) {
+      if (held + pcm.length <= this.audio.length / 2) this.audio.copyWithin(0, this.audioAt, this.audioAt + held);
+      else {
+        const grown = new Int16Array(Math.max(this.audio.length * 2, held + pcm.length));
+        grown.set(this.audio.subarray(this.audioAt, this.audioAt + held));
+        this.audio = grown;
+      }
+      this.audioAt = 0;
     }
-    this.audio.set(pcm, this.length);
+    this.audio.set(pcm, this.audioAt + held);
     this.length += pcm.length;
   }
 
@@ -87,7 +124,8 @@ export class AudioVisemeTracker {
   }
 
   /**
-   * The viseme segments of the audio up to `untilMs` (10 ms each, from the turn's start), analysed
+   * The viseme segments of the audio up to `untilMs` (10 ms each, from the turn's start, or from
+   * the last sound before what `prune` forgot), analysed
    * as far as needed and no further: a TTS may queue seconds of a turn at once, and analysing
    * them all in one frame would make that frame late. A trailing silence stays a pause until the
    * sound after it says whether it was a closure. `ended`: no more audio will come (a trailing
@@ -97,13 +135,69 @@ export class AudioVisemeTracker {
     // Every hop whose window lies inside the audio (the last ones wait for more, unless ended).
     const available = ended ? Math.ceil(this.length / FEATURE_HOP) : Math.floor((this.length - 208) / FEATURE_HOP) + 1;
     const analysable = Math.min(available, Math.ceil(untilMs / HOP_MS));
-    while (this.hops.length < analysable) this.hops.push(this.classify(this.hops.length));
+    while (this.hopBase + this.hops.length < analysable) this.hops.push(this.classify(this.hopBase + this.hops.length));
     this.decide(ended && analysable === available);
     return this.out;
   }
 
+  /**
+   * Analyses the audio up to `untilMs` and decides what no hop still to come can change (a
+   * murmur run once the hops after it that judge it are known): what `segments` would decide the
+   * same later, with no more than it would have analysed then, as long as `untilMs` is at most
+   * 10 ms before the start of the next frame `segments` is asked about (`segments(untilMs)` itself
+   * decides with what it has: its runs' context may be short). Keeps the analysis, and so what
+   * `prune` can drop, up with a turn played from phoneme timings.
+   */
+  settle(untilMs: number): void {
+    const available = Math.floor((this.length - 208) / FEATURE_HOP) + 1;
+    const analysable = Math.min(available, Math.floor(untilMs / HOP_MS));
+    while (this.hopBase + this.hops.length < analysable) this.hops.push(this.classify(this.hopBase + this.hops.length));
+    this.decide(false, true);
+  }
+
+  /**
+   * Forgets what lies before `beforeMs` of the turn (a time that never decreases, more than
+   * `ARTICULATION_REACH_BEHIND_MS` before any frame still to be shaped from `segments`): its
+   * audio, its hops (what deciding an open run needs of them is kept as a summary) and its
+   * segments (`dropSegmentsBefore`: the last sound stays). What `segments` returns afterwards
+   * shapes those frames exactly as before. Returns how many entries left the front of the array
+   * `segments` returns: a search hint into it moves back by as many.
+   */
+  prune(beforeMs: number): number {
+    const count = this.hopBase + this.hops.length;
+    const to = Math.min(Math.floor(beforeMs / HOP_MS), count - KEEP_HOPS);
+    if (to > this.hopBase) {
+      const start = this.decided, at = (h: number) => this.hops[h - this.hopBase]!;
+      // Hops from `decided` on are one open run of silence or murmur (a sound is decided at once).
+      if (!this.dropped && to > Math.max(0, start - MURMUR_CONTEXT_HOPS)) {
+        let loudBefore = -Infinity;
+        for (let h = Math.max(0, start - MURMUR_CONTEXT_HOPS); h < start; h++) loudBefore = Math.max(loudBefore, at(h).db);
+        this.dropped = { cls: at(start).cls, before: start === 0 || at(start - 1).cls !== 'silence', loudBefore, maxDb: -Infinity };
+      }
+      if (this.dropped) for (let h = Math.max(this.hopBase, start); h < to; h++) this.dropped.maxDb = Math.max(this.dropped.maxDb, at(h).db);
+      this.hops.splice(0, to - this.hopBase);
+      this.hopBase = to;
+    }
+    // The next hop to classify reads from 48 samples before its own start.
+    const from = Math.min(Math.floor((beforeMs / 1000) * 16_000), count * FEATURE_HOP - 48);
+    if (from > this.audioBase) {
+      this.audioAt += from - this.audioBase;
+      this.audioBase = from;
+      const held = this.length - from;
+      if (this.audio.length > 65_536 && held * 4 <= this.audio.length) {
+        // Shrink after a long stretch queued at once has played.
+        const kept = new Int16Array(Math.max(16_000, held * 2));
+        kept.set(this.audio.subarray(this.audioAt, this.audioAt + held));
+        this.audio = kept;
+        this.audioAt = 0;
+      }
+    }
+    return dropSegmentsBefore(this.out, beforeMs);
+  }
+
   private classify(h: number): Hop {
-    const f = hopFeatures(this.audio.subarray(0, this.length), h * FEATURE_HOP - 48, this.features);
+    const at = h * FEATURE_HOP - 48 - this.audioBase;
+    const f = hopFeatures(this.audio.subarray(this.audioAt, this.audioAt + this.length - this.audioBase), at, this.features);
     const A = AUDIO_VISEMES;
     if (f.db > this.level) this.level = f.db;
     else this.level = Math.max(f.db, this.level - A.levelDecayDb);
@@ -136,32 +230,44 @@ export class AudioVisemeTracker {
     return { cls: bar || nasalM ? 'murmur' : 'sound', viseme, high, db };
   }
 
-  /** Turns classified hops into segments; runs of silence and murmur are judged as wholes. */
-  private decide(ended: boolean): void {
-    const A = AUDIO_VISEMES, hops = this.hops;
-    while (this.decided < hops.length) {
-      const start = this.decided, cls = hops[start]!.cls;
+  /**
+   * Turns classified hops into segments; runs of silence and murmur are judged as wholes.
+   * `settledOnly`: leaves a murmur run whose judging hops after it are not all classified.
+   */
+  private decide(ended: boolean, settledOnly = false): void {
+    const A = AUDIO_VISEMES, base = this.hopBase, count = base + this.hops.length;
+    const at = (h: number) => this.hops[h - base]!;
+    while (this.decided < count) {
+      // `held`: what was pruned of this run and its context (hops before `base` are gone).
+      const start = this.decided, held = this.dropped, cls = held ? held.cls : at(start).cls;
       if (cls === 'sound') {
-        this.emit(start, start + 1, hops[start]!.viseme);
+        this.emit(start, start + 1, at(start).viseme);
         continue;
       }
-      let end = start;
-      while (end < hops.length && hops[end]!.cls === cls) end++;
-      if (end === hops.length && !ended) return; // the run may go on: decide when it ends
+      let end = Math.max(start, base);
+      while (end < count && at(end).cls === cls) end++;
+      if (end === count && !ended) return; // the run may go on: decide when it ends
+      if (settledOnly && cls === 'murmur' && end + MURMUR_CONTEXT_HOPS > count) return;
+      this.dropped = null;
       const run = end - start;
       if (cls === 'murmur') {
         // A closure's murmur is well below the sounds around it (within 50 ms).
-        let loud = -Infinity, quiet = -Infinity;
-        for (let h = Math.max(0, start - 5); h < Math.min(hops.length, end + 5); h++) if (h < start || h >= end) loud = Math.max(loud, hops[h]!.db);
-        for (let h = start; h < end; h++) quiet = Math.max(quiet, hops[h]!.db);
+        let loud = held ? held.loudBefore : -Infinity, quiet = held ? held.maxDb : -Infinity;
+        for (let h = Math.max(0, start - MURMUR_CONTEXT_HOPS, base); h < Math.min(count, end + MURMUR_CONTEXT_HOPS); h++) if (h < start || h >= end) loud = Math.max(loud, at(h).db);
+        for (let h = Math.max(start, base); h < end; h++) quiet = Math.max(quiet, at(h).db);
         if (run >= A.minMurmurHops && quiet <= loud - A.murmurBelowDb) this.emit(start, end, closedViseme(1));
-        else for (let h = start; h < end; h++) this.emit(h, h + 1, run >= A.minMurmurHops ? hops[h]!.viseme : SHORT_MURMUR);
+        else {
+          // Pruned hops' segments would end before the prune's time, and the run's kept hops (at
+          // least KEEP_HOPS: the run was open then) follow them as sounds: nothing reads them.
+          if (start < base) this.decided = base;
+          for (let h = Math.max(start, base); h < end; h++) this.emit(h, h + 1, run >= A.minMurmurHops ? at(h).viseme : SHORT_MURMUR);
+        }
         continue;
       }
       // Silence: a stop's closure when short, between sounds, and released by a burst that is
       // not a high-frequency one (p, b rather than t, k).
-      const before = start === 0 || hops[start - 1]!.cls !== 'silence'; // a turn may open on a stop
-      const after = end < hops.length ? hops[end]! : undefined;
+      const before = held ? held.before : start === 0 || at(start - 1).cls !== 'silence'; // a turn may open on a stop
+      const after = end < count ? at(end) : undefined;
       const burstLow = after !== undefined && after.cls !== 'silence' && after.high < 0.35;
       const closure = before && burstLow && run >= A.minClosureHops && run <= A.maxClosureHops;
       this.emit(start, end, closure ? closedViseme(1) : SILENT_VISEME);

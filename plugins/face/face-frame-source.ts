@@ -9,14 +9,14 @@
  */
 import type { FaceFrame, FaceFrameSource, FaceFrameType, FaceImageFormat, FaceTurnOptions } from '../../processors/avatar/face-model.ts';
 import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
-import { articulationAt } from './articulation.ts';
+import { ARTICULATION_REACH_BEHIND_MS, articulationAt } from './articulation.ts';
 import { AudioVisemeTracker } from './audio-visemes.ts';
 import { analyseWindow, FaceAnimator } from './face-animator.ts';
 import type { FacePose } from './face-pose.ts';
 import { pitchOf, type VisitorWindow } from './listening.ts';
 import type { FaceGeometry, FaceRaster } from './face-raster.ts';
 import type { ArticulationInput } from './mouth-animator.ts';
-import { visemeSegments, type VisemeSegment } from './visemes.ts';
+import { visemesOf, visemeSegments, type VisemeSegment } from './visemes.ts';
 import type { PhonemeTiming } from '../../core/frames.ts';
 
 const SOURCE_DEFAULTS = {
@@ -35,7 +35,22 @@ const SOURCE_DEFAULTS = {
   cancelFadeFrames: 3,
   /** The visitor is still being listened to this many frames after their last audio (a gap in delivery). */
   listenHoldFrames: 8,
+  /**
+   * A turn keeps its audio, its audio analysis and its phoneme timings this far behind what it
+   * plays (ms), and forgets what is older: an open turn (a `/realtime` client streaming for an
+   * hour) holds a bounded window, not its whole history. The frames are the same as with all of
+   * it kept: a frame's mouth reads 85 ms back (articulation.ts), and the last sound before a
+   * pause is kept to measure the pause from.
+   */
+  turnHistoryMs: 2000,
 } as const;
+
+/**
+ * The shortest history a turn may keep (ms): more than a frame's mouth reads back, and longer
+ * than the pause (200 ms) after which the mouth rests, so a pause measured back to a forgotten
+ * sound reads as one.
+ */
+const MIN_TURN_HISTORY_MS = Math.max(250, 2 * ARTICULATION_REACH_BEHIND_MS);
 
 interface Turn {
   id: number;
@@ -45,7 +60,10 @@ interface Turn {
   started: boolean;
   /** Samples of this turn already played. */
   played: number;
-  /** Phoneme timings known so far (turn-relative ms), and their viseme segments. */
+  /**
+   * Phoneme timings known so far (turn-relative ms), and their viseme segments: those not yet
+   * `turnHistoryMs` behind the play position, and the last sounding one before them.
+   */
   phonemes: PhonemeTiming[];
   segments: VisemeSegment[];
   /** Search hint into `segments` (frames move forward). */
@@ -79,6 +97,11 @@ export class HumanFaceFrameSource implements FaceFrameSource {
   /** The visitor's audio heard since the last frame, and frames since any arrived. */
   private heard: Int16Array[] = [];
   private framesSinceHeard = Infinity;
+  /**
+   * @internal How far behind its play position a turn keeps its history (ms, at least 250;
+   * `Infinity`: all of it). The frames do not depend on it; tests compare the two.
+   */
+  turnHistoryMs: number = SOURCE_DEFAULTS.turnHistoryMs;
 
   constructor(readonly raster: FaceRaster, animator: FaceAnimator) {
     this.animator = animator;
@@ -128,7 +151,8 @@ export class HumanFaceFrameSource implements FaceFrameSource {
   /**
    * Phoneme timings arrive with the audio chunk they start in (a TTS's chunk's, shifted to the
    * turn), or as one list of the whole turn so far: timings from the first given one's start on
-   * replace what was known from there, earlier ones stay.
+   * replace what was known from there, earlier ones stay (of those `forget` kept: a list that
+   * starts before them replaces them all, which changes no picture still to play).
    */
   private addPhonemes(turn: Turn, list: readonly PhonemeTiming[] | undefined): void {
     if (!list?.length) return;
@@ -229,6 +253,7 @@ export class HumanFaceFrameSource implements FaceFrameSource {
         audio = this.take(turn);
         speechSamples = before - turn.queued;
         turn.played += SPF;
+        this.forget(turn);
         type = turn.started ? 'speech' : 'speech-start';
         turn.started = true;
         turnId = turn.id;
@@ -304,6 +329,33 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     return { ...articulationAt(turn.heard.segments(ms + AUDIO_LOOKAHEAD_MS, turn.ended), ms, turn.heardHint), fromPhonemes: false };
   }
 
+  /**
+   * Drops what lies more than `turnHistoryMs` behind the turn's play position: analysed audio,
+   * decided segments, phoneme timings that ended (the last sounding one stays: a pause's length
+   * is measured back to it). The frames still to play read nothing of it.
+   */
+  private forget(turn: Turn): void {
+    const history = Math.max(MIN_TURN_HISTORY_MS, this.turnHistoryMs);
+    const playedMs = (turn.played / FACE_TIMING.audioSampleRate) * 1000;
+    const cutMs = playedMs - history;
+    if (!(cutMs > 0)) return;
+    // Frames shaped from phoneme timings do not read the audio's analysis: keep it (and so what
+    // can be dropped) up with the play position, as far as the next frame's would reach at least.
+    turn.heard.settle(playedMs - 10);
+    turn.heardHint.from = Math.max(0, turn.heardHint.from - turn.heard.prune(cutMs));
+    const phonemes = turn.phonemes;
+    let cut = 0;
+    while (cut < phonemes.length && phonemes[cut]!.endMs <= cutMs) cut++;
+    let sound = cut - 1;
+    while (sound >= 0 && !sounds(phonemes[sound]!)) sound--;
+    if (cut - (sound >= 0 ? 1 : 0) <= 0) return;
+    turn.phonemes = sound >= 0 ? [phonemes[sound]!, ...phonemes.slice(cut)] : phonemes.slice(cut);
+    const before = turn.segments.length;
+    turn.segments = visemeSegments(turn.phonemes);
+    // The kept timings' segments are the same, at the end: the hint keeps pointing at its segment.
+    turn.hint.from = Math.max(0, turn.hint.from - (before - turn.segments.length));
+  }
+
   private ready(turn: Turn): boolean {
     return turn.queued >= (SOURCE_DEFAULTS.prebufferMs / 1000) * FACE_TIMING.audioSampleRate || (turn.ended && turn.queued > 0);
   }
@@ -329,3 +381,6 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     return c ? c.subarray(0, Math.min(SPF, c.length)) : undefined;
   }
 }
+
+/** A timing that gives a sound (not a pause), one a pause's length is measured back to. */
+const sounds = (p: PhonemeTiming): boolean => p.endMs > p.startMs && !visemesOf(p.phoneme)[0]!.silent;
