@@ -58,7 +58,7 @@ interface Turn {
   queued: number;
   ended: boolean;
   started: boolean;
-  /** Samples of this turn already played. */
+  /** Samples of this turn's audio already played (the padding of a frame after an underrun not counted). */
   played: number;
   /**
    * Phoneme timings known so far (turn-relative ms), and their viseme segments: those not yet
@@ -252,7 +252,10 @@ export class HumanFaceFrameSource implements FaceFrameSource {
         const before = turn.queued;
         audio = this.take(turn);
         speechSamples = before - turn.queued;
-        turn.played += SPF;
+        // The turn's own audio this frame carries: less than a frame after an underrun mid-frame
+        // (the rest is padding). Its mouth shapes are read at the turn's audio time, so counting
+        // the padding would put every later frame's shapes ahead of its sound.
+        turn.played += speechSamples;
         this.forget(turn);
         type = turn.started ? 'speech' : 'speech-start';
         turn.started = true;
@@ -300,9 +303,10 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     if (!turn.ended && turn.queued < margin) return frame;
     const before = turn.queued;
     const audio = this.take(turn);
-    turn.played += SPF;
+    const speechSamples = before - turn.queued;
+    turn.played += speechSamples;
     turn.started = true;
-    return { ...frame, type: 'speech-start', final: false, turnId: turn.id, audio, speechSamples: before - turn.queued };
+    return { ...frame, type: 'speech-start', final: false, turnId: turn.id, audio, speechSamples };
   }
 
   private async rasterise(pose: FacePose, frame: Omit<FaceFrame, 'image'>): Promise<FaceFrame> {

@@ -17,12 +17,8 @@ import test from 'ava';
 import type { PhonemeTiming } from '../../core/frames.ts';
 import { articulationAt } from '../../plugins/face/articulation.ts';
 import { AudioVisemeTracker } from '../../plugins/face/audio-visemes.ts';
-import { FaceAnimator } from '../../plugins/face/face-animator.ts';
 import { HumanFaceFrameSource } from '../../plugins/face/face-frame-source.ts';
-import type { FacePose } from '../../plugins/face/face-pose.ts';
-import type { FaceGeometry, FaceRaster, RasterResult } from '../../plugins/face/face-raster.ts';
-import { resolveFaceOptions } from '../../plugins/face/configuration.ts';
-import type { ArticulationInput } from '../../plugins/face/mouth-animator.ts';
+import { openFace, type Face } from './pose-recorder.ts';
 import { syntheticPhrase } from './speech-signal.ts';
 
 const RATE = 16_000;
@@ -36,43 +32,6 @@ function prng(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-}
-
-/** Records every pose it is asked to draw; draws nothing. */
-class PoseRecorder implements FaceRaster {
-  readonly width = 64;
-  readonly height = 64;
-  readonly threaded = false;
-  readonly geometry: FaceGeometry = { width: 64, height: 64, faceWidth: 32, faceHeight: 40, headCentre: { x: 32, y: 30 }, mouthCentre: { x: 32, y: 44 } };
-  readonly poses: FacePose[] = [];
-  render(pose: FacePose): Promise<RasterResult> {
-    this.poses.push({ ...pose });
-    return Promise.resolve({ image: new Uint8Array(0), mouthGapPx: pose.jawOpen });
-  }
-  close(): void {}
-}
-
-interface Face {
-  readonly source: HumanFaceFrameSource;
-  readonly raster: PoseRecorder;
-  /** The articulation the animator got, per frame (undefined: none). */
-  readonly articulation: Array<ArticulationInput | undefined>;
-  readonly frames: Array<{ type: string; speechSamples: number | undefined }>;
-}
-
-function openFace(turnHistoryMs?: number): Face {
-  const options = resolveFaceOptions('human-portrait', { seed: 7 });
-  const animator = new FaceAnimator(options, 7);
-  const articulation: Array<ArticulationInput | undefined> = [];
-  const step = animator.step.bind(animator);
-  animator.step = (current, next, speaking, fadeRate, art, visitor) => {
-    articulation.push(art ? { ...art } : undefined);
-    return step(current, next, speaking, fadeRate, art, visitor);
-  };
-  const raster = new PoseRecorder();
-  const source = new HumanFaceFrameSource(raster, animator);
-  if (turnHistoryMs !== undefined) source.turnHistoryMs = turnHistoryMs;
-  return { source, raster, articulation, frames: [] };
 }
 
 /** What the head turn holds (read from the source's internals; the same fields before and after the bound). */
