@@ -232,6 +232,7 @@ export function jobSettingsFromEnv(env: Env): Partial<JobSettings> {
     ['leaseMs', 'SVC_JOB_LEASE_MS'],
     ['heartbeatMs', 'SVC_JOB_HEARTBEAT_MS'],
     ['pollMs', 'SVC_JOB_POLL_MS'],
+    ['attemptTimeoutMs', 'SVC_JOB_ATTEMPT_TIMEOUT_MS'],
   ];
   for (const [key, name] of numbers) {
     const text = env[name]?.trim();

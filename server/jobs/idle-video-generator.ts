@@ -47,6 +47,7 @@ export class FaceIdleVideoGenerator implements IdleVideoGenerator {
     const dir = await mkdtemp(join(tmpdir(), d.workDirPrefix));
     const out = join(dir, 'idle.mp4');
     let encoder: { readonly process: ChildProcess; readonly gone: Promise<unknown> } | null = null;
+    let stopEncoder: (() => void) | undefined;
     try {
       await writeFile(join(dir, 'owner'), formatIdentity(currentProcess()));
       const ffmpeg = spawn(d.ffmpegPath, [
@@ -64,6 +65,10 @@ export class FaceIdleVideoGenerator implements IdleVideoGenerator {
       const gone = exited.then(() => 'exited' as const, () => 'exited' as const);
       encoder = { process: ffmpeg, gone };
       ffmpeg.stdin.on('error', () => undefined);
+      // An abort (the attempt's time limit, the worker closing) also ends a wait on the encoder:
+      // its pipe draining, or its exit after the last frame.
+      stopEncoder = () => ffmpeg.kill('SIGKILL');
+      request.signal.addEventListener('abort', stopEncoder, { once: true });
       for (let i = 0; i < frames; i++) {
         if (request.signal.aborted) throw new Error('generation aborted');
         // Yield to the event loop between frames: rendering and piping resolve without waiting,
@@ -77,9 +82,11 @@ export class FaceIdleVideoGenerator implements IdleVideoGenerator {
       }
       ffmpeg.stdin.end();
       const code = await exited;
+      if (request.signal.aborted) throw new Error('generation aborted');
       if (code !== 0) throw new Error(`ffmpeg failed (${code}): ${stderr.trim().slice(0, 500)}`);
       return { data: await readFile(out), contentType: 'video/mp4', name: `idle-${face}.mp4` };
     } finally {
+      if (stopEncoder) request.signal.removeEventListener('abort', stopEncoder);
       // Whatever ended the rendering early (an abort, the face model throwing, a write failing):
       // the encoder is stopped and gone before its folder is removed, never left running.
       if (encoder && encoder.process.exitCode === null && encoder.process.signalCode === null) {

@@ -31,6 +31,12 @@ export interface JobSettings {
   heartbeatMs: number;
   /** How often a worker looks for due jobs when nothing woke it, and for lapsed leases (`SVC_JOB_POLL_MS`). */
   pollMs: number;
+  /**
+   * Longest run of one attempt (`SVC_JOB_ATTEMPT_TIMEOUT_MS`): past it the attempt is stopped and
+   * fails `timed out` (retried like any failure), so a stuck renderer or encoder cannot hold a
+   * worker slot, and with it every job queued behind, for ever.
+   */
+  attemptTimeoutMs: number;
 }
 
 export const JOB_DEFAULTS = {
@@ -58,6 +64,11 @@ export const JOB_DEFAULTS = {
   heartbeatMs: 5_000,
   /** 1 s: a job queued in another process starts within a second; a claim query costs well under 1 ms. */
   pollMs: 1_000,
+  /**
+   * 10 minutes: an idle video takes 6 to 12 s here, a few times that on a busy small machine; 50
+   * times it is a stuck job, not a slow one.
+   */
+  attemptTimeoutMs: 10 * 60_000,
 } as const satisfies JobSettings;
 
 /**
@@ -85,6 +96,7 @@ export function resolveJobSettings(input: Partial<JobSettings> = {}): JobSetting
   whole('leaseMs', 100);
   whole('heartbeatMs', 10);
   whole('pollMs', 10);
+  whole('attemptTimeoutMs', 1_000, 24 * 3_600_000);
   if (settings.heartbeatMs * 2 > settings.leaseMs) throw new Error(`job heartbeat (${settings.heartbeatMs} ms) must be at most half the lease (${settings.leaseMs} ms)`);
   return settings;
 }

@@ -30,9 +30,10 @@ export type JobHandler = (job: ClaimedJob, context: JobContext) => Promise<JobOu
  * set, the job's own `error` keeps the full text): `interrupted` (the worker running it stopped:
  * its lease lapsed), `source_missing` (its input is gone), `generator_failed` (the generator threw:
  * an undecodable image, ffmpeg failing), `storage_failed` (reading the input or storing the result
- * failed), `other` (anything unclassified, e.g. the database).
+ * failed), `timed_out` (the attempt ran past `attemptTimeoutMs`), `other` (anything unclassified,
+ * e.g. the database).
  */
-export const JOB_FAILURE_REASONS = ['interrupted', 'source_missing', 'generator_failed', 'storage_failed', 'other'] as const;
+export const JOB_FAILURE_REASONS = ['interrupted', 'source_missing', 'generator_failed', 'storage_failed', 'timed_out', 'other'] as const;
 export type JobFailureReason = (typeof JOB_FAILURE_REASONS)[number];
 
 /** Failed attempts recorded by a worker, by reason class: `retrying` (queued again) or `failed` (the last attempt). */
@@ -63,6 +64,12 @@ interface Running {
   readonly done: Promise<void>;
 }
 
+/** How long a handler stopped at its attempt's time limit may take to end before its slot is freed regardless. */
+const STOP_GRACE_MS = 5_000;
+
+/** The reason an attempt's signal is aborted with at its time limit. */
+class AttemptTimeout extends Error {}
+
 export class JobWorker {
   /** `host:pid:random`: names this worker in `runner_id` (several workers may share a pid in tests). */
   readonly runnerId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
@@ -78,7 +85,7 @@ export class JobWorker {
 
   constructor(
     private readonly queue: JobQueue,
-    private readonly settings: Pick<JobSettings, 'concurrency' | 'heartbeatMs' | 'pollMs'>,
+    private readonly settings: Pick<JobSettings, 'concurrency' | 'heartbeatMs' | 'pollMs' | 'attemptTimeoutMs'>,
     private readonly handler: JobHandler,
     private readonly logger: Pick<Logger, 'info' | 'warn' | 'error'>,
   ) {}
@@ -203,7 +210,7 @@ export class JobWorker {
     const abort = new AbortController();
     const context: JobContext = { signal: abort.signal, stillHeld: () => this.queue.holds(job) };
     const entry: { job: ClaimedJob; abort: AbortController; done: Promise<void> } = { job, abort, done: Promise.resolve() };
-    entry.done = this.run(job, context).finally(() => {
+    entry.done = this.run(job, context, abort).finally(() => {
       // Only its own entry: a lost earlier run of the same job, still stopping when this worker
       // claimed the job again, must not drop the new run (its renewals, its exclusion from reaping).
       if (this.running.get(job.job_id) === entry) this.running.delete(job.job_id);
@@ -212,18 +219,40 @@ export class JobWorker {
     this.running.set(job.job_id, entry);
   }
 
-  private async run(job: ClaimedJob, context: JobContext): Promise<void> {
+  private async run(job: ClaimedJob, context: JobContext, abort: AbortController): Promise<void> {
     const log = { job_id: job.job_id, attempt: job.attempts, max_attempts: job.max_attempts };
+    const limitMs = this.settings.attemptTimeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    let grace: NodeJS.Timeout | undefined;
+    // At the time limit the attempt's signal is aborted; a handler that does not end within the
+    // grace after it is left behind (its slot freed, its late result never recorded).
+    const leftBehind = new Promise<'left'>((resolve) => {
+      timer = setTimeout(() => {
+        abort.abort(new AttemptTimeout(`timed out: the attempt ran longer than ${limitMs} ms (SVC_JOB_ATTEMPT_TIMEOUT_MS) and was stopped`));
+        grace = setTimeout(() => resolve('left'), STOP_GRACE_MS);
+        grace.unref();
+      }, limitMs);
+      timer.unref();
+    });
     try {
-      const outcome = await this.handler(job, context);
+      const handled = this.handler(job, context);
+      handled.catch(() => undefined); // when left behind, its end is nobody's
+      const outcome = await Promise.race([handled, leftBehind]);
+      if (outcome === 'left') {
+        this.logger.error(log, `job worker: a job did not stop within ${STOP_GRACE_MS} ms of its time limit; its slot is freed and its late result will be discarded`);
+        throw context.signal.reason;
+      }
       if (context.signal.aborted) throw context.signal.reason;
       if (!(await this.queue.succeed(job, outcome.result, outcome.alsoWrite))) this.logger.warn(log, 'job worker: finished a job another worker had reclaimed; its result is discarded');
-    } catch (err) {
+    } catch (caught) {
+      const timedOut = context.signal.reason instanceof AttemptTimeout;
+      // Stopped at its time limit: that is the reason, whatever the handler threw on its way out.
+      const err = timedOut ? withFailureReason(context.signal.reason, 'timed_out') : caught;
       if (this.closing) {
         await this.queue.release(job).catch((e) => this.logger.warn({ ...log, err: e }, 'job worker: could not give a job back at shutdown; it is reclaimed when its lease lapses'));
         return;
       }
-      if (context.signal.aborted && !(await this.queue.holds(job).catch(() => false))) return; // lost: someone else runs it
+      if (context.signal.aborted && !timedOut && !(await this.queue.holds(job).catch(() => false))) return; // lost: someone else runs it
       const reason = (err as Error)?.message || 'generation failed';
       const outcome = await this.queue.fail(job, reason).catch((e) => {
         this.logger.error({ ...log, err: e }, 'job worker: could not record a failed attempt; it is retried when its lease lapses');
@@ -232,6 +261,9 @@ export class JobWorker {
       if (outcome !== 'lost') this.countFailure(failureReasonOf(err), outcome);
       const message = { failed: 'job failed after its last attempt', retrying: 'job attempt failed; retrying after the backoff', lost: 'job attempt ended after the job was taken over; nothing recorded' }[outcome];
       this.logger.warn({ ...log, err, outcome }, message);
+    } finally {
+      clearTimeout(timer);
+      clearTimeout(grace);
     }
   }
 

@@ -7,6 +7,7 @@ import type { Plugin } from '../../core/registry.ts';
 import type { FaceFrameSource, FaceSessionConfig } from '../../processors/avatar/face-model.ts';
 import { IDLE_VIDEO_DEFAULTS } from '../../server/jobs/idle-video-generator.ts';
 import { startTestServer, type TestServer } from './harness.ts';
+import { until } from '../../testing/until.ts';
 
 const opened: FaceSessionConfig[] = [];
 
@@ -122,5 +123,29 @@ test('a face model failing mid-render fails the generation and leaves no ffmpeg 
   t.regex(error!.message, /the face engine crashed/);
   const pid = Number(readFileSync(pidFile, 'utf8').trim());
   t.true(pid > 0);
+  t.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, 'the encoder was stopped and reaped before generate() settled');
+});
+
+test('an abort (the attempt\'s time limit) ends a generation waiting on a stuck encoder, and leaves no ffmpeg running', async (t) => {
+  const { FaceIdleVideoGenerator } = await import('../../server/jobs/idle-video-generator.ts');
+  // An "encoder" that never reads its input nor exits: the generation waits on its pipe.
+  const dir = mkdtempSync(join(tmpdir(), 'svc-idle-ffmpeg-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const pidFile = join(dir, 'pid');
+  const wrapper = join(dir, 'ffmpeg');
+  writeFileSync(wrapper, `#!/bin/sh\necho $$ > ${pidFile}\nexec sleep 3600\n`, { mode: 0o755 });
+  const generator = new FaceIdleVideoGenerator(s.server.registry, { ffmpegPath: wrapper });
+  const abort = new AbortController();
+  const generating = generator.generate({
+    sourceImage: Buffer.alloc(16), sourceContentType: 'image/png', referenceTemplate: 'v2', modelVariantId: 'svc/synthetic/v1', signal: abort.signal,
+  });
+  generating.catch(() => undefined);
+  await until(() => { try { return Number(readFileSync(pidFile, 'utf8').trim()) > 0; } catch { return false; } }, { timeoutMs: 10_000, what: 'the encoder started' });
+  const pid = Number(readFileSync(pidFile, 'utf8').trim());
+  t.teardown(() => { try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ } });
+  await new Promise((resolve) => setTimeout(resolve, 300)); // the pipe fills: the generation waits for it to drain
+  abort.abort();
+  const error = await t.throwsAsync(generating);
+  t.regex(error!.message, /generation aborted/);
   t.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, 'the encoder was stopped and reaped before generate() settled');
 });

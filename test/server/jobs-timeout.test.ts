@@ -1,0 +1,88 @@
+/**
+ * The attempt time limit (docs/jobs.md, SVC_JOB_ATTEMPT_TIMEOUT_MS): an attempt that runs past it
+ * is stopped (its signal aborted) and fails `timed out`, retried like any failure; a handler that
+ * does not stop within the grace after it is left behind, so a stuck job cannot hold a worker slot
+ * (and every job queued behind it) for ever.
+ */
+import test from 'ava';
+import { until } from '../../testing/until.ts';
+import type { Plugin } from '../../core/registry.ts';
+import { TEMPLATE_FACE_ASSET } from '../../server/services/catalogue-seed.ts';
+import type { IdleVideoGenerator } from '../../server/services/generation-jobs.ts';
+import { startTestServer, type TestServer } from './harness.ts';
+
+const stuck = { honoursAbort: true, calls: 0, aborted: 0 };
+
+/** Never finishes: stops when its signal is aborted (or, `honoursAbort` false, never). */
+const stuckPlugin: Plugin = {
+  name: 'stuck-generator',
+  register(registry) {
+    registry.register<IdleVideoGenerator>('idle-video-generator', 'stuck', () => ({
+      async generate(request) {
+        stuck.calls++;
+        return new Promise((_, reject) => {
+          if (stuck.honoursAbort) {
+            request.signal.addEventListener('abort', () => {
+              stuck.aborted++;
+              reject(new Error('generation aborted'));
+            }, { once: true });
+          }
+        });
+      },
+    }));
+    registry.register<IdleVideoGenerator>('idle-video-generator', 'quick', () => ({
+      async generate() {
+        return { data: Buffer.from('VIDEO'), contentType: 'video/mp4', name: 'idle.mp4' };
+      },
+    }));
+  },
+};
+
+let s: TestServer | undefined;
+test.afterEach.always(async () => {
+  await s?.stop();
+  s = undefined;
+});
+
+const start = (label: string) =>
+  startTestServer({ label, plugins: [stuckPlugin], config: { jobs: { concurrency: 1, maxAttempts: 2, retryBaseMs: 100, pollMs: 50, attemptTimeoutMs: 1_000 } } });
+
+async function finalState(server: TestServer, id: string): Promise<any> {
+  let job: any;
+  await until(async () => {
+    job = (await server.call('GET', `/v1/assets/generate/jobs/${id}`)).body;
+    return job.status === 'succeeded' || job.status === 'failed';
+  }, { timeoutMs: 60_000, intervalMs: 50, what: `job ${id} to end` });
+  return job;
+}
+
+test.serial('an attempt past its time limit is stopped and fails "timed out", retried, then failed; a job after it runs', async (t) => {
+  stuck.honoursAbort = true;
+  stuck.calls = stuck.aborted = 0;
+  s = await start('jobs_timeout');
+  const res = await s.call('POST', '/v1/assets/generate/stuck', { body: { source_asset_id: TEMPLATE_FACE_ASSET.asset_id } });
+  t.is(res.status, 202, res.text);
+  const next = await s.call('POST', '/v1/assets/generate/quick', { body: { source_asset_id: TEMPLATE_FACE_ASSET.asset_id } });
+  const job = await finalState(s, res.body.job_id);
+  t.is(job.status, 'failed');
+  t.is(job.attempts, 2);
+  t.regex(job.error, /^timed out: the attempt ran longer than 1000 ms \(SVC_JOB_ATTEMPT_TIMEOUT_MS\)/);
+  t.is(stuck.calls, 2);
+  t.is(stuck.aborted, 2, 'each attempt was told to stop');
+  t.is((await finalState(s, next.body.job_id)).status, 'succeeded', 'the job queued behind it ran (one slot)');
+  // What svc_job_failures_total reads: one timed-out attempt retried, one that was the last.
+  t.deepEqual(s.server.services.generationJobs.failures(), { timed_out: { retrying: 1, failed: 1 } });
+});
+
+test.serial('a handler that ignores its stop is left behind after the grace: its slot is freed, the job fails "timed out"', async (t) => {
+  stuck.honoursAbort = false;
+  stuck.calls = stuck.aborted = 0;
+  s = await start('jobs_timeout_ignored');
+  const res = await s.call('POST', '/v1/assets/generate/stuck', { body: { source_asset_id: TEMPLATE_FACE_ASSET.asset_id } });
+  const next = await s.call('POST', '/v1/assets/generate/quick', { body: { source_asset_id: TEMPLATE_FACE_ASSET.asset_id } });
+  const job = await finalState(s, res.body.job_id);
+  t.is(job.status, 'failed');
+  t.regex(job.error, /^timed out/);
+  t.is(stuck.aborted, 0, 'it never stopped');
+  t.is((await finalState(s, next.body.job_id)).status, 'succeeded', 'the slot was freed for the job behind it');
+});
