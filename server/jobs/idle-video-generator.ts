@@ -48,6 +48,12 @@ export class FaceIdleVideoGenerator implements IdleVideoGenerator {
     const out = join(dir, 'idle.mp4');
     let encoder: { readonly process: ChildProcess; readonly gone: Promise<unknown> } | null = null;
     let stopEncoder: (() => void) | undefined;
+    let onAbort: (() => void) | undefined;
+    const aborted = new Promise<'aborted'>((resolve) => {
+      onAbort = () => resolve('aborted');
+      if (request.signal.aborted) onAbort();
+      else request.signal.addEventListener('abort', onAbort, { once: true });
+    });
     try {
       await writeFile(join(dir, 'owner'), formatIdentity(currentProcess()));
       const ffmpeg = spawn(d.ffmpegPath, [
@@ -74,7 +80,9 @@ export class FaceIdleVideoGenerator implements IdleVideoGenerator {
         // Yield to the event loop between frames: rendering and piping resolve without waiting,
         // and a whole video in one go would starve the process (lease heartbeats, live sessions).
         await setImmediate();
-        const frame = await source.nextFrame();
+        // A renderer that stopped answering must not hold the generation past an abort either.
+        const frame = await Promise.race([source.nextFrame(), aborted]);
+        if (frame === 'aborted') throw new Error('generation aborted');
         if (!ffmpeg.stdin.write(frame.image.data)) {
           const waited = await Promise.race([new Promise<'drained'>((r) => ffmpeg.stdin.once('drain', () => r('drained'))), gone]);
           if (waited === 'exited') break;
@@ -87,6 +95,7 @@ export class FaceIdleVideoGenerator implements IdleVideoGenerator {
       return { data: await readFile(out), contentType: 'video/mp4', name: `idle-${face}.mp4` };
     } finally {
       if (stopEncoder) request.signal.removeEventListener('abort', stopEncoder);
+      if (onAbort) request.signal.removeEventListener('abort', onAbort);
       // Whatever ended the rendering early (an abort, the face model throwing, a write failing):
       // the encoder is stopped and gone before its folder is removed, never left running.
       if (encoder && encoder.process.exitCode === null && encoder.process.signalCode === null) {

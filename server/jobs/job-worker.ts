@@ -17,7 +17,11 @@ export interface JobOutcome {
 }
 
 export interface JobContext {
-  /** Aborted when the worker closes or the job's claim is lost (another worker owns it now). */
+  /**
+   * Aborted when the worker closes, when the job's claim is lost (another worker owns it now), or
+   * at the attempt's time limit (`attemptTimeoutMs`; the reason is then an `AttemptTimeout`): stop
+   * promptly, a handler still running 5 s later is left behind.
+   */
   readonly signal: AbortSignal;
   /** Whether this claim is still held; check before a side effect another owner could repeat. */
   stillHeld(): Promise<boolean>;
@@ -68,7 +72,9 @@ interface Running {
 const STOP_GRACE_MS = 5_000;
 
 /** The reason an attempt's signal is aborted with at its time limit. */
-class AttemptTimeout extends Error {}
+export class AttemptTimeout extends Error {}
+
+const timedOut = (signal: AbortSignal) => signal.aborted && signal.reason instanceof AttemptTimeout;
 
 export class JobWorker {
   /** `host:pid:random`: names this worker in `runner_id` (several workers may share a pid in tests). */
@@ -242,17 +248,20 @@ export class JobWorker {
         this.logger.error(log, `job worker: a job did not stop within ${STOP_GRACE_MS} ms of its time limit; its slot is freed and its late result will be discarded`);
         throw context.signal.reason;
       }
-      if (context.signal.aborted) throw context.signal.reason;
+      // Finished within the grace after its time limit: the work is done, so it counts (a failure
+      // now would leave its stored result behind a failed job).
+      if (context.signal.aborted && !timedOut(context.signal)) throw context.signal.reason;
       if (!(await this.queue.succeed(job, outcome.result, outcome.alsoWrite))) this.logger.warn(log, 'job worker: finished a job another worker had reclaimed; its result is discarded');
     } catch (caught) {
-      const timedOut = context.signal.reason instanceof AttemptTimeout;
-      // Stopped at its time limit: that is the reason, whatever the handler threw on its way out.
-      const err = timedOut ? withFailureReason(context.signal.reason, 'timed_out') : caught;
+      const stopped = timedOut(context.signal);
+      // Stopped at its time limit: that is the reason, whatever the handler threw on its way out (a
+      // fresh error: the signal's own reason may have been marked with another class on the way).
+      const err = stopped ? withFailureReason(new Error((context.signal.reason as Error).message), 'timed_out') : caught;
       if (this.closing) {
         await this.queue.release(job).catch((e) => this.logger.warn({ ...log, err: e }, 'job worker: could not give a job back at shutdown; it is reclaimed when its lease lapses'));
         return;
       }
-      if (context.signal.aborted && !timedOut && !(await this.queue.holds(job).catch(() => false))) return; // lost: someone else runs it
+      if (context.signal.aborted && !stopped && !(await this.queue.holds(job).catch(() => false))) return; // lost: someone else runs it
       const reason = (err as Error)?.message || 'generation failed';
       const outcome = await this.queue.fail(job, reason).catch((e) => {
         this.logger.error({ ...log, err: e }, 'job worker: could not record a failed attempt; it is retried when its lease lapses');
@@ -269,7 +278,9 @@ export class JobWorker {
 
   private async heartbeat(): Promise<void> {
     for (const r of [...this.running.values()]) {
-      if (r.abort.signal.aborted && !this.closing) continue; // lost: stopping already
+      // Lost: stopping already. One stopping at its time limit keeps its lease until it stopped or
+      // was left behind, so that no other worker starts it again meanwhile.
+      if (r.abort.signal.aborted && !this.closing && !timedOut(r.abort.signal)) continue;
       const held = await this.queue.renew(r.job).catch((err) => {
         this.logger.warn({ err, job_id: r.job.job_id }, 'job worker: lease renewal failed; retrying');
         return true; // the database is unreachable, not our claim lost: keep working, the lease decides

@@ -62,9 +62,36 @@ const failingFacePlugin: Plugin = {
   },
 };
 
+/** A face model whose frame source never answers (a stuck renderer). */
+const closedSources: number[] = [];
+const stuckFacePlugin: Plugin = {
+  name: 'stuck-face',
+  register(registry) {
+    registry.register('face', 'stuck', () => ({
+      async openSource(config: FaceSessionConfig): Promise<Partial<FaceFrameSource>> {
+        const width = Number(config.configuration?.width);
+        const height = Number(config.configuration?.height);
+        let index = 0;
+        return {
+          width, height,
+          nextFrame() {
+            if (index === 0) return new Promise<never>(() => undefined);
+            const frame = { index, ptsMs: index * 40, type: 'idle', final: false, turnId: null, image: { width, height, format: 'rgb', data: new Uint8Array(width * height * 3) }, audio: new Int16Array(640) };
+            index++;
+            return frame as never;
+          },
+          close() {
+            closedSources.push(index);
+          },
+        };
+      },
+    }));
+  },
+};
+
 let s: TestServer;
 test.before(async () => {
-  s = await startTestServer({ label: 'idlegen', plugins: [syntheticFacePlugin, failingFacePlugin] });
+  s = await startTestServer({ label: 'idlegen', plugins: [syntheticFacePlugin, failingFacePlugin, stuckFacePlugin] });
 });
 test.after.always(async () => {
   await s?.stop();
@@ -147,5 +174,31 @@ test('an abort (the attempt\'s time limit) ends a generation waiting on a stuck 
   abort.abort();
   const error = await t.throwsAsync(generating);
   t.regex(error!.message, /generation aborted/);
+  t.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, 'the encoder was stopped and reaped before generate() settled');
+});
+
+test('an abort ends a generation whose renderer stopped answering: the source is closed, no ffmpeg left running', async (t) => {
+  const { FaceIdleVideoGenerator } = await import('../../server/jobs/idle-video-generator.ts');
+  const dir = mkdtempSync(join(tmpdir(), 'svc-idle-ffmpeg-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const pidFile = join(dir, 'pid');
+  const wrapper = join(dir, 'ffmpeg');
+  writeFileSync(wrapper, `#!/bin/sh\necho $$ > ${pidFile}\nexec ffmpeg "$@"\n`, { mode: 0o755 });
+  const generator = new FaceIdleVideoGenerator(s.server.registry, { ffmpegPath: wrapper });
+  const abort = new AbortController();
+  const generating = generator.generate({
+    sourceImage: Buffer.alloc(16), sourceContentType: 'image/png', referenceTemplate: 'v2', modelVariantId: 'svc/stuck/v1', signal: abort.signal,
+  });
+  generating.catch(() => undefined);
+  await until(() => { try { return Number(readFileSync(pidFile, 'utf8').trim()) > 0; } catch { return false; } }, { timeoutMs: 10_000, what: 'the encoder started' });
+  const pid = Number(readFileSync(pidFile, 'utf8').trim());
+  t.teardown(() => { try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ } });
+  await new Promise((resolve) => setTimeout(resolve, 200)); // waiting on the renderer's first frame
+  const closedBefore = closedSources.length;
+  abort.abort();
+  const error = await t.throwsAsync(generating);
+  t.regex(error!.message, /generation aborted/);
+  t.is(closedSources.length, closedBefore + 1, 'the frame source was closed');
+  t.is(closedSources.at(-1), 0, 'it never rendered: the wait was on the renderer');
   t.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, 'the encoder was stopped and reaped before generate() settled');
 });

@@ -8,12 +8,16 @@ import test from 'ava';
 import { until } from '../../testing/until.ts';
 import type { Plugin } from '../../core/registry.ts';
 import { TEMPLATE_FACE_ASSET } from '../../server/services/catalogue-seed.ts';
-import type { IdleVideoGenerator } from '../../server/services/generation-jobs.ts';
+import { GenerationJobs, type IdleVideoGenerator } from '../../server/services/generation-jobs.ts';
+import { pino } from 'pino';
 import { startTestServer, type TestServer } from './harness.ts';
 
-const stuck = { honoursAbort: true, calls: 0, aborted: 0 };
+const stuck = { honoursAbort: true, stopMs: 0, calls: 0, aborted: 0 };
 
-/** Never finishes: stops when its signal is aborted (or, `honoursAbort` false, never). */
+/**
+ * Never finishes: stops when its signal is aborted, `stopMs` later, rejecting with the signal's
+ * reason as `fetch` does (or, `honoursAbort` false, never).
+ */
 const stuckPlugin: Plugin = {
   name: 'stuck-generator',
   register(registry) {
@@ -24,7 +28,7 @@ const stuckPlugin: Plugin = {
           if (stuck.honoursAbort) {
             request.signal.addEventListener('abort', () => {
               stuck.aborted++;
-              reject(new Error('generation aborted'));
+              setTimeout(() => reject(request.signal.reason), stuck.stopMs);
             }, { once: true });
           }
         });
@@ -58,6 +62,7 @@ async function finalState(server: TestServer, id: string): Promise<any> {
 
 test.serial('an attempt past its time limit is stopped and fails "timed out", retried, then failed; a job after it runs', async (t) => {
   stuck.honoursAbort = true;
+  stuck.stopMs = 0;
   stuck.calls = stuck.aborted = 0;
   s = await start('jobs_timeout');
   const res = await s.call('POST', '/v1/assets/generate/stuck', { body: { source_asset_id: TEMPLATE_FACE_ASSET.asset_id } });
@@ -70,12 +75,15 @@ test.serial('an attempt past its time limit is stopped and fails "timed out", re
   t.is(stuck.calls, 2);
   t.is(stuck.aborted, 2, 'each attempt was told to stop');
   t.is((await finalState(s, next.body.job_id)).status, 'succeeded', 'the job queued behind it ran (one slot)');
-  // What svc_job_failures_total reads: one timed-out attempt retried, one that was the last.
+  // What svc_job_failures_total reads: one timed-out attempt retried, one that was the last (the
+  // generator rejected with the signal's own reason, which the job service marks generator_failed
+  // on its way: the time limit is still the class).
   t.deepEqual(s.server.services.generationJobs.failures(), { timed_out: { retrying: 1, failed: 1 } });
 });
 
 test.serial('a handler that ignores its stop is left behind after the grace: its slot is freed, the job fails "timed out"', async (t) => {
   stuck.honoursAbort = false;
+  stuck.stopMs = 0;
   stuck.calls = stuck.aborted = 0;
   s = await start('jobs_timeout_ignored');
   const res = await s.call('POST', '/v1/assets/generate/stuck', { body: { source_asset_id: TEMPLATE_FACE_ASSET.asset_id } });
@@ -85,4 +93,22 @@ test.serial('a handler that ignores its stop is left behind after the grace: its
   t.regex(job.error, /^timed out/);
   t.is(stuck.aborted, 0, 'it never stopped');
   t.is((await finalState(s, next.body.job_id)).status, 'succeeded', 'the slot was freed for the job behind it');
+});
+
+test.serial('a job stopping slowly after its time limit keeps its lease: a second worker does not take it meanwhile', async (t) => {
+  stuck.honoursAbort = true;
+  stuck.stopMs = 3_000; // longer than the lease: without renewals it would lapse while stopping
+  stuck.calls = stuck.aborted = 0;
+  s = await startTestServer({ label: 'jobs_timeout_lease', plugins: [stuckPlugin], config: { jobs: { concurrency: 1, maxAttempts: 1, pollMs: 50, leaseMs: 1_500, heartbeatMs: 500, attemptTimeoutMs: 1_000 } } });
+  // A second worker on the same database, as a second process would have.
+  const other = new GenerationJobs(s.server.db, s.server.registry, s.server.services.assets, s.server.storage, pino({ level: 'silent' }), s.server.config.jobs);
+  other.startWorker();
+  t.teardown(() => other.close());
+  const res = await s.call('POST', '/v1/assets/generate/stuck', { body: { source_asset_id: TEMPLATE_FACE_ASSET.asset_id } });
+  const job = await finalState(s, res.body.job_id);
+  t.is(job.status, 'failed');
+  t.regex(job.error, /^timed out/, 'failed by its own worker at the limit, not reaped as interrupted');
+  t.is(stuck.calls, 1, 'never started by the other worker');
+  t.deepEqual(s.server.services.generationJobs.failures(), { timed_out: { retrying: 0, failed: 1 } });
+  t.deepEqual(other.failures(), {}, 'the other worker reaped nothing');
 });

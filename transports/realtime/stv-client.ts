@@ -308,8 +308,24 @@ export class SvcSTVClient {
   outputStream(): AsyncIterable<STVOutput> {
     const ticks = this.output;
     return {
-      async *[Symbol.asyncIterator]() {
-        for await (const tick of ticks) yield* tick;
+      [Symbol.asyncIterator](): AsyncIterator<STVOutput> {
+        const queue = ticks[Symbol.asyncIterator]();
+        let tick: STVOutput[] = [];
+        return {
+          async next() {
+            while (tick.length === 0) {
+              const r = await queue.next();
+              if (r.done) return { value: undefined, done: true };
+              tick = [...r.value];
+            }
+            return { value: tick.shift()!, done: false };
+          },
+          // At once, also while a next() waits for the next tick (as the queue's own return does).
+          return() {
+            tick = [];
+            return queue.return!().then(() => ({ value: undefined, done: true as const }));
+          },
+        };
       },
     };
   }
