@@ -50,6 +50,8 @@ export const SIGNALLING_CLOSE_CODES: Partial<Record<SignallingErrorCode, number>
   replaced: 4409,
   room_closed: 4410,
   room_full: 4429,
+  /** Fatal only at `join`: one token rejoining faster than ROOM_JOIN_LIMITS allow. */
+  rate_limited: 4429,
   internal_error: 1011,
 };
 

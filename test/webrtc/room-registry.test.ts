@@ -1,7 +1,8 @@
 /** Room tokens: one role per token, bound to one room, short-lived for joining, revoked with the room. */
 import test from 'ava';
 import { VirtualClock } from '../../core/clock.ts';
-import { RoomError, RoomRegistry } from '../../transports/webrtc/index.ts';
+import { RoomError, RoomRegistry, SignallingError } from '../../transports/webrtc/index.ts';
+import { ROOM_JOIN_LIMITS } from '../../transports/webrtc/room.ts';
 
 const refused = { instanceOf: RoomError, message: /not valid/ };
 
@@ -98,4 +99,27 @@ test('a publication that cannot give a visitor its media: the visitor is told an
   t.is(room.subscriberCount, 0, 'both members could leave');
   room.unpublish(publication);
   t.is(room.publisherId, null);
+});
+
+test('a token\'s joins are budgeted: 5 at once, then one every 2 s; other tokens have their own budget', async (t) => {
+  const clock = new VirtualClock();
+  const rooms = new RoomRegistry({ clock });
+  const room = rooms.get(rooms.createRoom().room)!;
+  const channel = () => ({ send: () => undefined, close: () => undefined });
+  t.deepEqual(ROOM_JOIN_LIMITS, { burst: 5, refillMs: 2_000 });
+  for (let i = 0; i < 5; i++) room.join('grant-1', channel());
+  const refused = t.throws(() => room.join('grant-1', channel()), { instanceOf: SignallingError });
+  t.is(refused!.code, 'rate_limited');
+  t.true(refused!.fatal);
+  t.regex(refused!.message, /join again in 2 s/);
+  t.notThrows(() => room.join('grant-2', channel()), 'another token');
+  await clock.advance(1_000);
+  t.throws(() => room.join('grant-1', channel()), { message: /join again in 1 s/ }, 'half a join refilled');
+  await clock.advance(1_000);
+  t.notThrows(() => room.join('grant-1', channel()), 'a join refilled after 2 s');
+  t.throws(() => room.join('grant-1', channel()), { message: /rate_limited|join again/ });
+  await clock.advance(60_000);
+  for (let i = 0; i < 5; i++) t.notThrows(() => room.join('grant-1', channel()), 'the budget refills to 5, not more');
+  t.throws(() => room.join('grant-1', channel()));
+  t.is(room.subscriberCount, 2, 'one member per token');
 });

@@ -7,6 +7,7 @@ import test from 'ava';
 import { NEVER } from 'rxjs';
 import { WebSocket } from 'ws';
 import { publishAvatar, RoomRegistry, SIGNALLING_LIMITS, type SignallingServerMessage } from '../../transports/webrtc/index.ts';
+import { ROOM_JOIN_LIMITS } from '../../transports/webrtc/room.ts';
 import { startRoomServer, type RoomTestServer } from './browser.ts';
 import { until } from '../../testing/until.ts';
 
@@ -210,6 +211,31 @@ test('a full room refuses more subscribers; the same token joining again replace
   t.is(rooms.get(created.room)!.subscriberCount, 2);
   b.ws.close();
   again.ws.close();
+});
+
+test('one token rejoining in a loop is refused past its join budget (rate_limited, fatal, 4429); another token of the room still joins', async (t) => {
+  const created = rooms.createRoom();
+  const other = rooms.issueToken(created.room, 'subscriber');
+  const clients = [];
+  // ROOM_JOIN_LIMITS: 5 at once (each replaces the one before), then one every 2 s.
+  for (let i = 0; i < ROOM_JOIN_LIMITS.burst; i++) {
+    const c = await connect();
+    c.send({ type: 'join', token: created.subscriberToken });
+    await c.next('joined');
+    clients.push(c);
+  }
+  const refused = await connect();
+  refused.send({ type: 'join', token: created.subscriberToken });
+  const error = await refused.next('error');
+  t.like(error, { code: 'rate_limited', fatal: true });
+  t.regex((error as { message: string }).message, /joined the room 5 times in quick succession; join again in [12] s/);
+  t.is((await refused.closed).code, 4429);
+  t.is(rooms.get(created.room)!.subscriberCount, 1, 'the last admitted connection stays');
+  const b = await connect();
+  b.send({ type: 'join', token: other });
+  await b.next('joined');
+  t.is(rooms.get(created.room)!.subscriberCount, 2);
+  for (const c of [...clients, b]) c.ws.close();
 });
 
 test('closing the room tells its participants and closes their sockets (4410)', async (t) => {

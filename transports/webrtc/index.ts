@@ -7,7 +7,7 @@ export { publishAvatar, createAvatarPublisher, parseAvatarRoomSettings, type Ava
 export { publishToEmbeddedRoom, EMBEDDED_PUBLISHER_DEFAULTS, type PublishedAvatar, type EmbeddedPublishOptions } from './embedded-publisher.ts';
 export { RoomRegistry, ROOM_REGISTRY_DEFAULTS, type CreatedRoom, type RoomGrant, type RoomRegistryOptions, type RoomRole } from './room-registry.ts';
 export {
-  Room, type ParticipantAudio, type ParticipantChannel, type RoomParticipant, type RoomPublication, type RoomClientMessage, type RoomSubscriberEvent, type RoomSubscriberInfo,
+  Room, ROOM_JOIN_LIMITS, type ParticipantAudio, type ParticipantChannel, type RoomParticipant, type RoomPublication, type RoomClientMessage, type RoomSubscriberEvent, type RoomSubscriberInfo,
 } from './room.ts';
 export { RoomAudioInput, ROOM_AUDIO_INPUT_DEFAULTS, type RoomAudioInputOptions, type RoomAudioSource } from './room-audio-input.ts';
 export type { SubscriberAudio } from './subscriber-peer.ts';

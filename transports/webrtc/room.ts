@@ -71,6 +71,18 @@ export interface RoomPublication {
   onRoomClosed(reason: string): void;
 }
 
+/**
+ * Joins one token may make: `burst` at once, then one more every `refillMs`. A join replaces the
+ * token's previous connection, and each with the avatar published starts a peer connection (ICE
+ * gathering, a media port, DTLS): a client rejoining in a loop with one valid token would
+ * otherwise make them as fast as it can connect. A visitor reconnecting after a network change
+ * (the widget retries a few times, seconds apart) stays far within it.
+ */
+export const ROOM_JOIN_LIMITS = {
+  burst: 5,
+  refillMs: 2_000,
+} as const;
+
 export interface RoomOptions extends SubscriberPeerOptions {
   readonly maxSubscribers: number;
   /** Clock time in ms (for how long the room has been empty). */
@@ -106,6 +118,8 @@ const GATHERING_FAILURES: Record<PeerGatheringFailure, string> = {
 export class Room {
   private publication: RoomPublication | null = null;
   private readonly members = new Map<string, Subscriber>();
+  /** Each token's join budget (ROOM_JOIN_LIMITS): joins left, as of `atMs`. */
+  private readonly joinBudgets = new Map<string, { left: number; atMs: number }>();
   private closedReason: string | null = null;
   private emptyAtMs: number | null;
   private readonly audio = new Subject<ParticipantAudio>();
@@ -206,8 +220,22 @@ export class Room {
     }
   }
 
+  /** Takes one join from the token's budget, or refuses it (`rate_limited`, fatal: the connection ends). */
+  private spendJoin(grantId: string): void {
+    const { burst, refillMs } = ROOM_JOIN_LIMITS;
+    const now = this.options.now();
+    const budget = this.joinBudgets.get(grantId) ?? { left: burst, atMs: now };
+    const refilled = Math.min(burst, budget.left + Math.max(0, now - budget.atMs) / refillMs);
+    if (refilled < 1) {
+      const waitS = Math.ceil(((1 - refilled) * refillMs) / 1000);
+      throw new SignallingError('rate_limited', `this token joined the room ${burst} times in quick succession; join again in ${waitS} s`, true);
+    }
+    this.joinBudgets.set(grantId, { left: refilled - 1, atMs: now });
+  }
+
   join(grantId: string, channel: ParticipantChannel): RoomParticipant {
     if (this.closedReason !== null) throw new SignallingError('room_closed', `room ${this.name} is closed`, true);
+    this.spendJoin(grantId);
     for (const other of this.members.values()) {
       if (other.grantId !== grantId) continue;
       this.remove(other.participantId, 'replaced');
