@@ -53,6 +53,13 @@ export const TOOL_DISPATCH_DEFAULTS = {
   thirdPartyResult: 'Not executed: tools are not dispatched for this agent.',
   /** Reason carried by the upstream end frame `end_call` produces. */
   endCallReason: 'end_call',
+  /**
+   * Longest tool result (characters) that enters the model's context; a longer one is cut there,
+   * with a note saying so. A result stays in the context for the rest of the session and is sent
+   * with every later request: a webhook answering 1 MiB (its size limit) would otherwise put every
+   * later turn over the model's context window, or make each one costly.
+   */
+  maxResultChars: 16_000,
 } as const;
 
 export interface ToolDispatcherOptions extends ProcessorOptions {
@@ -64,6 +71,8 @@ export interface ToolDispatcherOptions extends ProcessorOptions {
   readonly maxCallsPerResponse?: number;
   readonly farewellTimeoutMs?: number;
   readonly maxToolRoundsPerTurn?: number;
+  /** See TOOL_DISPATCH_DEFAULTS.maxResultChars. */
+  readonly maxResultChars?: number;
 }
 
 /** What one model response's calls share while their results come in. */
@@ -85,6 +94,7 @@ export class ToolDispatcher extends FrameProcessor {
   private readonly maxCalls: number;
   private readonly farewellTimeoutMs: number;
   private readonly maxRounds: number;
+  private readonly maxResultChars: number;
   /** Tools still dispatchable; a webhook refused at call time leaves for the rest of the session. */
   private readonly tools: Map<string, SessionTool>;
   private gate: HangupGate;
@@ -108,6 +118,7 @@ export class ToolDispatcher extends FrameProcessor {
     this.maxCalls = settings.maxCallsPerResponse;
     this.farewellTimeoutMs = settings.farewellTimeoutMs;
     this.maxRounds = settings.maxToolRoundsPerTurn;
+    this.maxResultChars = settings.maxResultChars;
     this.tools = new Map(options.toolset.tools);
     this.gate = this.makeGate();
   }
@@ -273,18 +284,30 @@ export class ToolDispatcher extends FrameProcessor {
       responseRequired: waitForResponse,
       metadata: this.session,
     };
-    const sending = this.webhooks.send(target, request, this.lifetime.signal);
     if (!waitForResponse) {
-      void sending.then((o) => {
-        if (!o.ok && o.code !== 'aborted') this.logger.warn({ tool: call.name, toolCallId: call.toolCallId, code: o.code }, `fire-and-forget webhook failed: ${o.error}`);
+      // Not tied to the session: its end must not cut the delivery short (a lead saved with the
+      // goodbye's end_call, whose hang-up comes at once). Bounded by the webhook timeout (30 s).
+      void this.webhooks.send(target, request).then((o) => {
+        if (!o.ok) this.logger.warn({ tool: call.name, toolCallId: call.toolCallId, code: o.code }, `fire-and-forget webhook failed: ${o.error}`);
       });
       return { result: TOOL_DISPATCH_DEFAULTS.acknowledgement, isError: false };
     }
-    const outcome = await sending;
-    if (outcome.ok) return { result: outcome.result, isError: false };
+    const outcome = await this.webhooks.send(target, request, this.lifetime.signal);
+    if (outcome.ok) return { result: this.bounded(call, outcome.result), isError: false };
     if (outcome.code === 'aborted') return undefined;
     this.logger.warn({ tool: call.name, toolCallId: call.toolCallId, code: outcome.code, status: outcome.status }, outcome.error);
     return { result: `Tool "${call.name}" failed: ${outcome.error}.`, isError: true };
+  }
+
+  /**
+   * The result as it enters the context (there as text: a string, or its JSON): at most
+   * `maxResultChars`; a longer one becomes its first `maxResultChars` characters and a note.
+   */
+  private bounded(call: ToolCall, result: unknown): unknown {
+    const text = typeof result === 'string' ? result : JSON.stringify(result ?? '');
+    if (text.length <= this.maxResultChars) return result;
+    this.logger.warn({ tool: call.name, toolCallId: call.toolCallId, chars: text.length, kept: this.maxResultChars }, 'tool result cut to its limit before entering the context');
+    return `${text.slice(0, this.maxResultChars)}\n[The tool's result was ${text.length} characters long; only the first ${this.maxResultChars} are shown.]`;
   }
 
   /** Decides `runLlm` for the last result of a batch (see the file comment). */

@@ -8,6 +8,8 @@ import test from 'ava';
 import type http from 'node:http';
 import { VirtualClock } from '../../core/testing/index.ts';
 import { TOOL_DISPATCH_DEFAULTS } from '../../processors/tools/tool-dispatcher.ts';
+import { END_CALL_TOOL } from '../../processors/tools/agent-tool.ts';
+import { until } from '../../testing/until.ts';
 import { WebhookClient } from '../../processors/tools/webhook-client.ts';
 import { botStarted, botStopped, ofType, response, userStarted, userStopped } from './dispatcher-driver.ts';
 import { json, startLocalWebhook, type Handler } from './local-webhook.ts';
@@ -126,6 +128,35 @@ test('fire-and-forget: whatever the webhook answers is ignored; the model only g
   );
   t.true(server.received.every((r) => JSON.parse(r.body).tool_call_message.response_required === false));
   await run.stop();
+});
+
+test('fire-and-forget with end_call in the same response: the delivery is not cut short by the hang-up it causes', async (t) => {
+  // The answer comes later than the hang-up (which is at once: no text, nothing playing).
+  const server = await startLocalWebhook((_r, res) => void setTimeout(() => json(res, 200, { ok: true }), 200));
+  t.teardown(() => server.close());
+  const { run, logger } = await startToolSession([webhookTool('save_lead', server.url(), false)]);
+  for (const f of response('r1', '', ['c1', 'save_lead', { email: 'a@example.org' }], ['c2', END_CALL_TOOL, {}])) await run.send(f);
+  await run.waitFor(() => run.outcome() !== undefined, 'the hang-up');
+  t.deepEqual(run.outcome(), { how: 'ended', reason: 'end_call' });
+  await until(() => server.received.length === 1, { timeoutMs: 5_000, what: 'the lead delivered after the session ended' });
+  t.like(JSON.parse(server.received[0]!.body).tool_call_message, { name: 'save_lead', response_required: false });
+  t.regex(JSON.stringify(JSON.parse(server.received[0]!.body).tool_call_message.parameters), /a@example.org/);
+  await new Promise((resolve) => setTimeout(resolve, 400)); // its answer came and was read
+  t.false(logger.entries.some((e) => /fire-and-forget webhook failed/.test(e.message)), JSON.stringify(logger.entries));
+});
+
+test('a result longer than maxResultChars enters the context cut, with a note saying so; shorter ones are whole', async (t) => {
+  const long = 'x'.repeat(100_000);
+  const { result } = await callOnce((_r, res) => json(res, 200, { result: long }));
+  t.is(typeof result.result, 'string');
+  const text = result.result as string;
+  t.is(text.slice(0, TOOL_DISPATCH_DEFAULTS.maxResultChars), long.slice(0, TOOL_DISPATCH_DEFAULTS.maxResultChars));
+  t.true(text.endsWith(`[The tool's result was 100000 characters long; only the first ${TOOL_DISPATCH_DEFAULTS.maxResultChars} are shown.]`));
+  t.true(text.length < TOOL_DISPATCH_DEFAULTS.maxResultChars + 200);
+  t.false(result.isError);
+  // A JSON result is measured as the JSON the model reads; one within the limit stays an object.
+  const small = await callOnce((_r, res) => json(res, 200, { result: { items: [1, 2, 3] } }));
+  t.deepEqual(small.result.result, { items: [1, 2, 3] });
 });
 
 test('wait_for_response: the agent waits, the result always enters the context, and is spoken in the same turn only if the agent had not started speaking', async (t) => {
