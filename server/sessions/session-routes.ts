@@ -13,6 +13,8 @@ import type { ApiError } from '../http/api-error.ts';
 import type { ApiRoutes, JsonSchema, RouteResult, RouteSpec } from '../http/api-routes.ts';
 import type { LiveSessions } from './live-sessions.ts';
 import { SessionError, type SessionErrorCode } from './session-errors.ts';
+import { SERVER_DEFAULTS } from '../config/server-config.ts';
+import { isDatabaseUnavailable } from '../db/connect.ts';
 
 export const SESSION_API_LIMITS = {
   /** Largest connect body (the fields need a few hundred bytes). */
@@ -75,7 +77,7 @@ export const SESSION_ROUTE_SPECS: RouteSpec[] = [
       429: { description: 'concurrency_limit (Retry-After header and retry_after_seconds)', schema: sessionError('concurrency_limit') },
       500: { description: 'internal_error', schema: sessionError('internal_error') },
       502: { description: 'room_creation_failed or orchestrator_error', schema: sessionError('orchestrator_error') },
-      503: { description: 'server_busy (this server has no capacity left; Retry-After)', schema: sessionError('server_busy') },
+      503: { description: 'server_busy (this server has no capacity left, or its database is unavailable; Retry-After)', schema: sessionError('server_busy') },
     },
   },
   {
@@ -102,8 +104,16 @@ export function mountSessionRoutes(api: ApiRoutes, router: Router, sessions: Ses
     try {
       return { status: 200, body: await work(), headers: { ...SESSION_HEADERS } };
     } catch (err) {
-      if (!(err instanceof SessionError)) logger.error({ err, path: ctx.path }, 'session request failed');
-      return answerOf(err instanceof SessionError ? err : new SessionError('internal_error', 'internal server error'));
+      if (err instanceof SessionError) return answerOf(err);
+      // The database down, restarting or overloaded (a lock or statement timeout): this server
+      // cannot decide now, and a retry soon may succeed. 503 server_busy with Retry-After, which
+      // the widget waits out and retries, as the REST API answers service_unavailable.
+      if (isDatabaseUnavailable(err)) {
+        logger.warn({ err, path: ctx.path }, 'session request: the database is unavailable; answered server_busy');
+        return answerOf(new SessionError('server_busy', 'the database is unavailable or overloaded; retry later', SERVER_DEFAULTS.retryAfterSeconds));
+      }
+      logger.error({ err, path: ctx.path }, 'session request failed');
+      return answerOf(new SessionError('internal_error', 'internal server error'));
     }
   };
   const [connect, release] = SESSION_ROUTE_SPECS as [RouteSpec, RouteSpec];

@@ -12,10 +12,10 @@ import { TcpRelay } from './operations-relay.ts';
 // Issue 17 item 5: database stalls and outages are 503 service_unavailable (Retry-After), not
 // hangs or 500s, and the server recovers without a restart.
 
-async function boot(databaseUrl: string, database: Record<string, number>): Promise<{ server: AppServer; url: string; key: string; dataDir: string }> {
+async function boot(databaseUrl: string, database: Record<string, number>, extra: Partial<Parameters<typeof createServer>[0]> = {}): Promise<{ server: AppServer; url: string; key: string; dataDir: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-sec-db-'));
   const server = await createServer(
-    { ...SECRETS, port: 0, host: '127.0.0.1', logLevel: 'silent', dataDir, databaseUrl, database },
+    { ...SECRETS, port: 0, host: '127.0.0.1', logLevel: 'silent', dataDir, databaseUrl, database, ...extra },
     { registry: new Registry().use(testFacePlugin) },
   );
   const { url } = await server.listen();
@@ -48,6 +48,38 @@ test('a table locked longer than lock_timeout gives 503 service_unavailable; unr
     t.is(unrelated.status, 200, 'routes not touching the locked table answer');
     await locker.query('ROLLBACK');
     t.is((await get(`${s.url}/v1/agents`, s.key)).status, 200, 'answers again once the lock is released');
+  } finally {
+    await locker.end().catch(() => undefined);
+    await s.server.close();
+    await db.drop();
+    rmSync(s.dataDir, { recursive: true, force: true });
+  }
+});
+
+test('a Session API connect while the agents table is locked past lock_timeout: 503 server_busy with Retry-After in the Session API shape, not 500', async (t) => {
+  const db = await createTestDatabase('sec_lock_session');
+  // The Session API mounted. Its load check off: a loaded CI machine would answer server_busy for
+  // its own reason (tested in capacity-gate.test.ts), and this test is about the database's.
+  const s = await boot(db.url, { lockTimeoutMs: 300 }, { surfaces: { sessions: true, rooms: true }, capacityLoadCheck: false });
+  const locker = new pg.Client({ connectionString: db.url });
+  try {
+    await locker.connect();
+    const created = await fetch(`${s.url}/v1/agents`, { method: 'POST', headers: { 'x-api-key': s.key, 'content-type': 'application/json' }, body: JSON.stringify({ title: 'locked out' }) });
+    t.is(created.status, 201);
+    const agentId = ((await created.json()) as { agent_id: string }).agent_id;
+    await locker.query('BEGIN');
+    await locker.query('LOCK TABLE agents IN ACCESS EXCLUSIVE MODE');
+    const res = await fetch(`${s.url}/v1/public/agents/connect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ agent_id: agentId }), signal: AbortSignal.timeout(20_000) });
+    t.is(res.status, 503);
+    t.is(res.headers.get('retry-after'), '5');
+    const body = (await res.json()) as Record<string, unknown>;
+    t.is(body['error_code'], 'server_busy');
+    t.is(body['retry_after_seconds'], 5);
+    t.regex(String(body['message']), /database is unavailable/);
+    await locker.query('ROLLBACK');
+    const after = await fetch(`${s.url}/v1/public/agents/connect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ agent_id: agentId }), signal: AbortSignal.timeout(20_000) });
+    t.not(after.status, 503, 'the lock gone, the connect is decided (here: the agent is not published)');
+    t.not(after.status, 500);
   } finally {
     await locker.end().catch(() => undefined);
     await s.server.close();
