@@ -432,13 +432,16 @@ export class LiveSessions {
    */
   async close(reason: TerminationReason = 'server_shutdown'): Promise<void> {
     this.closing = true;
-    for (const timer of this.timers) clearInterval(timer);
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise((resolve) => (timer = setTimeout(resolve, this.options.shutdownTimeoutMs ?? 10_000)));
     await Promise.race([Promise.allSettled([...this.inFlight]), deadline]);
     const endings = [...this.local.values()].map((s) => this.stop(s, reason));
     await Promise.race([Promise.allSettled(endings), deadline]);
     clearTimeout(timer);
+    // The heartbeat runs until the sessions ended (as RunnerSessions.close does): stopped first, the
+    // leases of sessions still saying goodbye lapsed 10-15 s into a longer grace, and another
+    // process reaped them as runner_lost and freed their slots while their bots still ran.
+    for (const t of this.timers) clearInterval(t);
     this.store.close();
   }
 
