@@ -31,6 +31,14 @@ export const SESSION_TIMEOUTS = {
   /** Stopping a session (farewell excluded) must finish within this; then it is torn down hard. */
   stopTimeoutMs: 5_000,
   /**
+   * Starting a session's bot (its pipeline, face session, room connection) must finish within
+   * this; past it the start is given up (`bot_start_failed`, failure `start_timeout`), its slots
+   * freed, and a start that completes later is stopped at once. A cold start takes 1 to 4 s on 2
+   * cores; a start that hangs (a face worker or a bot host that never answers) held the session,
+   * the agent's slot and a start slot until the process restarted.
+   */
+  startTimeoutMs: 30_000,
+  /**
    * `session_limit_seconds` counts from admission, whatever the session is doing. A conversation
    * running at that moment is asked to end with its farewell and stopped if it still runs this
    * much later; a session without a conversation ends at once.

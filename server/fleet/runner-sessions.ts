@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import { ProviderStartError, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import { SESSION_TIMEOUTS, type RunningSession, type SessionOutcome, type SessionRunner, type TerminationReason } from '../../agent/session-contract.ts';
 import { endSession } from '../sessions/session-ending.ts';
+import { startWithin } from '../sessions/start-deadline.ts';
 import type { AvatarRoom, RoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { CapacityGate } from '../capacity/capacity-gate.ts';
 import type { Agents } from '../services/agents.ts';
@@ -65,6 +66,8 @@ export interface RunnerSessionsOptions {
   readonly heartbeatMs?: number;
   /** Reported with its load every heartbeat: placement skips this runner while its load is over it (default FLEET.loadBound). */
   readonly loadBound?: RunnerLoadBound;
+  /** How long a bot's start may take (default SESSION_TIMEOUTS.startTimeoutMs). */
+  readonly startTimeoutMs?: number;
 }
 
 /** What a runner counts for its /metrics (runner-metrics.ts). */
@@ -221,7 +224,11 @@ export class RunnerSessions {
       const stsApiKey = agent.mode === 'third_party' ? (await this.options.agents.providerKey(principal, claimed.agentId)).apiKey : null;
       const startedUp = this.options.capacity.startingUp();
       try {
-        local.running = await this.options.runner.start({ sessionId, callId: claimed.callId, agent, clientUserRef: claimed.clientUserRef, room, stsApiKey });
+        local.running = await startWithin(
+          this.options.runner.start({ sessionId, callId: claimed.callId, agent, clientUserRef: claimed.clientUserRef, room, stsApiKey }),
+          this.options.startTimeoutMs ?? SESSION_TIMEOUTS.startTimeoutMs,
+          (err) => this.log.warn({ err, sessionId }, 'a bot start given up on ended late'),
+        );
       } finally {
         startedUp();
       }

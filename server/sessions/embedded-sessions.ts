@@ -31,7 +31,7 @@ export type SessionRunnerFactory = (input: { readonly rooms: MountedRooms; reado
   close(): Promise<void>;
 };
 
-export interface EmbeddedSessionsOptions extends Partial<Pick<MountSessionsOptions, 'lease' | 'runnerId' | 'shutdownTimeoutMs' | 'onDecision'>> {
+export interface EmbeddedSessionsOptions extends Partial<Pick<MountSessionsOptions, 'lease' | 'runnerId' | 'shutdownTimeoutMs' | 'startTimeoutMs' | 'onDecision'>> {
   readonly capacity?: BotCapacity;
   /** Default: the in-process BotRunner, or the bot host (`botHost`). */
   readonly sessionRunner?: SessionRunnerFactory;
@@ -179,12 +179,13 @@ function mountHostedSessions(server: SessionsHost, rooms: MountedRooms, livekit:
 }
 
 /** What the Session API's engine takes from these options, whoever runs the bots. */
-function admissionOptions(options: EmbeddedSessionsOptions): Partial<Pick<MountSessionsOptions, 'capacity' | 'lease' | 'runnerId' | 'shutdownTimeoutMs' | 'onDecision'>> {
+function admissionOptions(options: EmbeddedSessionsOptions): Partial<Pick<MountSessionsOptions, 'capacity' | 'lease' | 'runnerId' | 'shutdownTimeoutMs' | 'startTimeoutMs' | 'onDecision'>> {
   return {
     ...(options.onDecision ? { onDecision: options.onDecision } : {}),
     ...(options.capacity ? { capacity: options.capacity } : {}),
     ...(options.lease ? { lease: options.lease } : {}),
     ...(options.runnerId ? { runnerId: options.runnerId } : {}),
     ...(options.shutdownTimeoutMs !== undefined ? { shutdownTimeoutMs: options.shutdownTimeoutMs } : {}),
+    ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
   };
 }

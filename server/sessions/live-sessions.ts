@@ -10,6 +10,7 @@ import { hostname } from 'node:os';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { ProviderStartError, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
+import { startWithin } from './start-deadline.ts';
 import { SESSION_TIMEOUTS, type RunningSession, type SessionOutcome, type SessionRunner, type TerminationReason } from '../../agent/session-contract.ts';
 import type { AvatarRoom, RoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { Db } from '../db/connect.ts';
@@ -46,6 +47,8 @@ export interface LiveSessionsOptions {
   readonly runnerId?: string;
   /** How long shutdown waits for sessions to end before giving up on them (their leases lapse). */
   readonly shutdownTimeoutMs?: number;
+  /** How long a bot's start may take (default SESSION_TIMEOUTS.startTimeoutMs; tests shorten it). */
+  readonly startTimeoutMs?: number;
   /**
    * Called once per connect when admission has decided (the request's arrival to admitted, or to
    * refused by any rule), with how long that took: the metric `svc_session_admission_decision_seconds`.
@@ -368,7 +371,11 @@ export class LiveSessions {
         // The start-up's late frames (its own first ones, its neighbours' meanwhile) are not held against the process.
         const started = this.options.capacity?.startingUp?.();
         try {
-          return await this.options.runner.start({ sessionId, callId, agent, clientUserRef: request.clientUserRef, room, stsApiKey });
+          return await startWithin(
+            this.options.runner.start({ sessionId, callId, agent, clientUserRef: request.clientUserRef, room, stsApiKey }),
+            this.options.startTimeoutMs ?? SESSION_TIMEOUTS.startTimeoutMs,
+            (err) => this.log.warn({ err, sessionId }, 'a bot start given up on ended late'),
+          );
         } finally {
           started?.();
         }

@@ -19,6 +19,7 @@ export interface MountSessionsOptions {
   readonly lease?: LiveSessionsOptions['lease'];
   readonly runnerId?: string;
   readonly shutdownTimeoutMs?: number;
+  readonly startTimeoutMs?: number;
   readonly onDecision?: LiveSessionsOptions['onDecision'];
 }
 
@@ -33,6 +34,7 @@ export function mountSessions(server: Pick<ServiceCore, 'db' | 'logger' | 'servi
     ...(options.lease ? { lease: options.lease } : {}),
     ...(options.runnerId ? { runnerId: options.runnerId } : {}),
     ...(options.shutdownTimeoutMs !== undefined ? { shutdownTimeoutMs: options.shutdownTimeoutMs } : {}),
+    ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
     ...(options.onDecision ? { onDecision: options.onDecision } : {}),
   });
   mountSessionRoutes(server.api, server.router, sessions, server.logger);
