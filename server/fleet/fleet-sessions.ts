@@ -44,7 +44,7 @@ export interface FleetSessionsOptions {
   readonly agents: Agents;
   readonly logger: Logger;
   readonly settings: FleetApiSettings;
-  readonly lease?: Partial<Pick<typeof SESSION_LEASE, 'leaseMs' | 'reaperIntervalMs'>>;
+  readonly lease?: { readonly leaseMs?: number; readonly reaperIntervalMs?: number };
   readonly runnerStaleMs?: number;
   readonly onDecision?: (ms: number, outcome: 'admitted' | 'refused') => void;
 }

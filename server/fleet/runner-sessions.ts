@@ -62,7 +62,7 @@ export interface RunnerSessionsOptions {
   /** Slots (`identity.slots`) and the load (late frames) judged by the same gate as a single process's. */
   readonly capacity: CapacityGate;
   readonly logger: Logger;
-  readonly lease?: Partial<Pick<typeof SESSION_LEASE, 'reaperIntervalMs'>>;
+  readonly lease?: { readonly reaperIntervalMs?: number };
   readonly heartbeatMs?: number;
   /** Reported with its load every heartbeat: placement skips this runner while its load is over it (default FLEET.loadBound). */
   readonly loadBound?: RunnerLoadBound;

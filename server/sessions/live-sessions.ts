@@ -42,7 +42,7 @@ export interface LiveSessionsOptions {
   readonly logger: Logger;
   readonly capacity?: BotCapacity;
   /** Lease timings (tests shorten them); defaults SESSION_LEASE. */
-  readonly lease?: Partial<Pick<typeof SESSION_LEASE, 'leaseMs' | 'heartbeatMs' | 'reaperIntervalMs'>>;
+  readonly lease?: { readonly leaseMs?: number; readonly heartbeatMs?: number; readonly reaperIntervalMs?: number };
   /** This process's name in `agent_sessions.runner_id`; default host:pid:random. */
   readonly runnerId?: string;
   /** How long shutdown waits for sessions to end before giving up on them (their leases lapse). */
@@ -81,6 +81,12 @@ interface LocalSession {
   finished: Promise<void> | null;
   /** The server's own bound on the session (see `boundSession`). */
   limitTimer?: NodeJS.Timeout;
+  /**
+   * Until when (this process's monotonic clock, ms) its lease is known to hold: the admission's
+   * or the last renewal's start plus the lease. Past it, the session may have been reaped and its
+   * slot given to another (see `watchLeases`).
+   */
+  heldUntil: number;
 }
 
 /** What `LiveSessions.stats()` reports (server/metrics turns it into Prometheus series). */
@@ -223,6 +229,10 @@ export class LiveSessions {
   /** Sessions this process handles (admitted here, until their end was recorded or given up on): the heartbeat renews these, and only these. */
   private readonly handled = new Set<string>();
   private readonly timers: NodeJS.Timeout[] = [];
+  /** The lease every admission and renewal holds (`SESSION_LEASE.leaseMs` unless the options shorten it). */
+  private get leaseMs(): number {
+    return this.options.lease?.leaseMs ?? SESSION_LEASE.leaseMs;
+  }
   private closing = false;
   /** Session requests being served (body, admission, response): shutdown waits for them. */
   private readonly inFlight = new Set<Promise<unknown>>();
@@ -251,6 +261,9 @@ export class LiveSessions {
       this.timers.push(timer);
     };
     every(this.options.lease?.heartbeatMs ?? SESSION_LEASE.heartbeatMs, () => this.heartbeat(), 'session heartbeat');
+    const watch = setInterval(() => this.watchLeases(), this.options.lease?.heartbeatMs ?? SESSION_LEASE.heartbeatMs);
+    watch.unref();
+    this.timers.push(watch);
     every(this.options.lease?.reaperIntervalMs ?? SESSION_LEASE.reaperIntervalMs, () => this.reap().then(() => undefined), 'session reaper');
     // The first burst does not pay for compiling the admission's code paths and queries.
     void this.store
@@ -310,6 +323,7 @@ export class LiveSessions {
     // (An unlocked read of the limit before the batch raced with the batch's own uncommitted
     // admissions: connects at the agent's limit were answered server_busy.)
     let admission;
+    const admittingAt = performance.now();
     try {
       admission = await this.store.admit({ agentId: row.agent_id, room: roomName, roomProvider: this.options.rooms.name, clientUserRef: request.clientUserRef, origin: request.origin ?? null }, reserve);
     } catch (err) {
@@ -353,7 +367,7 @@ export class LiveSessions {
       await this.endBeforeRoom(sessionId, callId, { terminationReason: 'room_creation_failed', failureReason: 'room_creation_failed', participantCount: 0, metadata: { failure_detail: (err as Error).message } });
       throw new SessionError('room_creation_failed', 'the WebRTC room could not be created');
     }
-    const local: LocalSession = { sessionId, agentId: row.agent_id, callId, room, capacity: held.lease, running: null, finished: null };
+    const local: LocalSession = { sessionId, agentId: row.agent_id, callId, room, capacity: held.lease, running: null, finished: null, heldUntil: admittingAt + this.leaseMs };
     this.local.set(sessionId, local);
     this.byRoom.set(room.room, sessionId);
     if (this.closing) {
@@ -490,13 +504,31 @@ export class LiveSessions {
 
   private async heartbeat(): Promise<void> {
     if (this.handled.size === 0) return;
+    const beatAt = performance.now();
     const held = await this.store.heartbeat([...this.handled]);
     for (const local of [...this.local.values()]) {
-      if (!local.running || local.finished) continue;
       const row = held.get(local.sessionId);
+      if (row) local.heldUntil = Math.max(local.heldUntil, beatAt + this.leaseMs);
+      if (!local.running || local.finished) continue;
       // Our row is gone: a reaper took the session while this process stalled. Stop the bot.
       if (!row) void this.stop(local, 'runner_lost');
       else if (row.releaseRequested) void this.stop(local, 'client_released');
+    }
+  }
+
+  /**
+   * Sessions whose lease this process could not renew in time (the database unreachable or
+   * stalled, while visitors still reach this process) are stopped `runner_lost`: another process's
+   * reaper ends their calls and frees their slots once the lease lapsed, and new sessions are then
+   * admitted in their place, so a bot still talking here would run past its agent's limit. Checked
+   * on its own timer: a heartbeat stuck on a dead connection does not check anything.
+   */
+  private watchLeases(): void {
+    const now = performance.now();
+    for (const local of [...this.local.values()]) {
+      if (!local.running || local.finished || local.heldUntil >= now) continue;
+      this.log.error({ sessionId: local.sessionId, overdueMs: Math.round(now - local.heldUntil) }, 'session lease not renewed in time (database unreachable?): bot stopped (runner_lost)');
+      void this.stop(local, 'runner_lost');
     }
   }
 

@@ -6,37 +6,16 @@
  * the Session API's documented extension point (`sessionRunner`), whose start the test holds.
  */
 import test from 'ava';
-import type { RunningSession, SessionOutcome, SessionStart } from '../../agent/session-contract.ts';
 import { SESSION_TIMEOUTS } from '../../agent/session-contract.ts';
 import { EmbeddedRoomProvider } from '../../transports/webrtc/room-provider.ts';
 import { until } from '../../testing/until.ts';
+import { heldRunner } from './held-runner.ts';
 import { startSessionServer } from './session-harness.ts';
 
 const START_TIMEOUT_MS = 400;
 
-/** Starts that resolve when the test says so (`hang`), or at once. */
-const runner = {
-  hang: true,
-  starts: [] as SessionStart[],
-  held: [] as Array<() => void>,
-  stops: [] as Array<{ sessionId: string; reason: string }>,
-  session(sessionId: string): RunningSession {
-    const outcome: SessionOutcome = { terminationReason: 'client_released', failureDetail: null, participantCount: 0, metadata: {} };
-    return {
-      sessionId,
-      ended: new Promise<SessionOutcome>(() => undefined),
-      stop: async (reason) => {
-        runner.stops.push({ sessionId, reason });
-        return { ...outcome, terminationReason: reason };
-      },
-    };
-  },
-  start(start: SessionStart): Promise<RunningSession> {
-    runner.starts.push(start);
-    if (!runner.hang) return Promise.resolve(runner.session(start.sessionId));
-    return new Promise((resolve) => runner.held.push(() => resolve(runner.session(start.sessionId))));
-  },
-};
+const runner = heldRunner();
+runner.hang = true;
 
 test('a bot start that hangs is given up at the start timeout: orchestrator_error, bot_start_failed/start_timeout, the slots freed, a late start stopped', async (t) => {
   t.is(SESSION_TIMEOUTS.startTimeoutMs, 30_000, 'the default');
