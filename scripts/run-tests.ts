@@ -14,8 +14,9 @@
  *   the runner kills both trees at once;
  * - the runner itself killed -9: ava's main process and every worker carry exit-with-parent.mjs,
  *   which ends what each started and then itself once its parent is gone.
- * Closes with `N passed, N failed` (summed over both lanes), each lane's wall time, and the exit
- * code 1 when a lane failed.
+ * Closes with a recap of what failed (each failed ava run's files, `✘` lines and failure details,
+ * repeated: a CI log is read from its end), each lane's wall time, `N passed, N failed` (summed
+ * over both lanes), and the exit code 1 when a lane failed.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -51,7 +52,14 @@ interface Lane {
   code?: number | null;
   /** Settles with the lane's exit code: 0 when every ava run of it passed. */
   done?: Promise<number | null>;
+  /** The output of the ava run of the moment from its first `─` rule on (ava's failure details and counts), once it began. */
+  tail?: string[];
+  /** Each failed ava run's files, `✘` lines and failure details, repeated at the end of the run. */
+  readonly failures: string[];
 }
+
+/** A failed run's details kept for the recap at most (the `✘` lines are always kept). */
+const RECAP_MAX_LINES = 150;
 
 const options = resolveOptions(RUN_TESTS_DEFAULTS, {
   ...(process.env.RUN_TESTS_GRACE_MS ? { graceMs: Number(process.env.RUN_TESTS_GRACE_MS) } : {}),
@@ -87,13 +95,19 @@ if (stopping) {
 }
 const passed = running.reduce((n, l) => n + l.passed, 0);
 const failed = running.reduce((n, l) => n + l.failed, 0) + codes.filter((c, i) => c !== 0 && running[i]!.failed === 0).length;
+// The recap: a CI log is often read from its end, and a failure happened many minutes earlier.
+for (const lane of running) {
+  if (lane.failures.length === 0) continue;
+  console.log(`run-tests: what failed in the ${lane.name} lane (repeated from above):`);
+  for (const line of lane.failures) console.log(`[${lane.name}] ${line}`);
+}
 for (const lane of running) console.log(`run-tests: ${lane.name} lane ${((lane.wallMs ?? 0) / 1000).toFixed(0)} s, exit ${lane.code}`);
 reportCoreDumps();
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(codes.every((c) => c === 0) ? 0 : 1);
 
 function startLane(name: Lane['name'], files: readonly string[], concurrency: number, filePerRun: boolean): Lane {
-  const lane: Lane = { name, startedAt: performance.now(), passed: 0, failed: 0 };
+  const lane: Lane = { name, startedAt: performance.now(), passed: 0, failed: 0, failures: [] };
   lane.done = (async () => {
     let code: number | null = 0;
     for (const batch of filePerRun ? files.map((f) => [f]) : [files]) {
@@ -121,27 +135,47 @@ function runAva(lane: Lane, files: readonly string[], concurrency: number): Prom
     env: { ...process.env, SVC_TEST_LANE: lane.name },
   });
   lane.child = child;
+  lane.tail = undefined;
+  const crosses: string[] = [];
   for (const stream of [child.stdout!, child.stderr!]) {
     let rest = '';
     stream.on('data', (d: Buffer) => {
       const lines = (rest + d.toString()).split('\n');
       rest = lines.pop()!;
-      for (const line of lines) print(lane, line);
+      for (const line of lines) keep(lane, crosses, print(lane, line));
     });
-    stream.on('end', () => rest && print(lane, rest));
+    stream.on('end', () => rest && keep(lane, crosses, print(lane, rest)));
   }
-  return new Promise((resolve) => child.once('exit', (code, signal) => resolve(signal ? null : code)));
+  return new Promise((resolve) => {
+    child.once('close', (code, signal) => {
+      const exit = signal ? null : code;
+      if (exit !== 0) {
+        lane.failures.push(`files: ${files.length === 1 ? files[0] : `${files.length} files`}, exit ${exit ?? signal}`, ...crosses);
+        lane.failures.push(...(lane.tail ?? []));
+      }
+      resolve(exit);
+    });
+  });
+}
+
+/**
+ * Keeps what the recap repeats: every `✘` line, and the output from ava's first `─` rule on (it
+ * comes after the last test: the failures' details, then the counts), at most RECAP_MAX_LINES.
+ */
+function keep(lane: Lane, crosses: string[], line: string): void {
+  if (line.includes('✘')) crosses.push(line);
+  if (!lane.tail && /^\s*─\s*$/.test(line)) lane.tail = [];
+  if (lane.tail && lane.tail.length < RECAP_MAX_LINES) lane.tail.push(line);
 }
 
 /** A line of a lane's output, prefixed with the lane; its ava summary counted. */
-function print(lane: Lane, line: string): void {
-  const summary = /^\s*(\d+) (?:tests?|known failures?) (passed|failed)\s*$/.exec(line) ?? /^\s*(\d+) (uncaught exceptions?|unhandled rejections?|tests? timed out)\s*$/.exec(line);
-  if (summary) {
-    const n = Number(summary[1]);
-    if (summary[2] === 'passed') lane.passed += n;
-    else lane.failed += n;
-  }
+function print(lane: Lane, line: string): string {
+  // Passes are counted test by test: ava's counts leave out `N tests passed` when a test failed.
+  if (/^\s*✔ /.test(line)) lane.passed += 1;
+  const summary = /^\s*(\d+) (?:tests?|known failures?) (failed)\s*$/.exec(line) ?? /^\s*(\d+) (uncaught exceptions?|unhandled rejections?|tests? timed out)\s*$/.exec(line);
+  if (summary) lane.failed += Number(summary[1]);
   console.log(`[${lane.name}] ${line}`);
+  return line;
 }
 
 /** Core dumps written during the run: each one's program, signal and crashing frames, then removed (kept with SVC_KEEP_CORES=1). */
