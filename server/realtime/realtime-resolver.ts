@@ -14,6 +14,7 @@ import type { Registry } from '../../core/registry.ts';
 import type { FaceLandmarks, FaceReference } from '../../processors/avatar/face-model.ts';
 import type { Db } from '../db/connect.ts';
 import { RevocationWatcher } from '../services/api-keys.ts';
+import { imageTooLarge } from '../services/asset-hooks.ts';
 import type { Services } from '../services/index.ts';
 import { TEMPLATE_ORGANIZATION } from '../services/organizations.ts';
 import type { ObjectStorage } from '../storage/index.ts';
@@ -88,9 +89,11 @@ export function createRealtimeResolver(deps: RealtimeResolverDeps): RealtimeReso
           ? await deps.db('assets')
             .where('asset_id', assetId)
             .whereIn('organization_id', [principal.organizationId, TEMPLATE_ORGANIZATION.organization_id])
-            .first('storage_key', 'analysis')
+            .first('storage_key', 'size_bytes', 'analysis')
           : undefined;
         if (!row) throw missing();
+        const tooLarge = imageTooLarge(Number(row.size_bytes));
+        if (tooLarge) throw new RealtimeConfigError('config_reference_not_image', `model configuration ${config.model_config_id}: reference image asset ${assetId}: ${tooLarge}`, { config_id: config.model_config_id, asset_id: assetId, reason: 'not_image' });
         let image: Uint8Array;
         try {
           image = new Uint8Array(await deps.storage.getObject(row.storage_key));

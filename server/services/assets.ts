@@ -7,7 +7,7 @@ import { ApiError } from '../http/api-error.ts';
 import { envelope, type ListEnvelope, type Page } from '../http/pagination.ts';
 import type { Principal } from '../http/principal.ts';
 import { StorageError, type CompletedPart, type ObjectStorage } from '../storage/object-storage.ts';
-import { assetHooks, isImageAsset } from './asset-hooks.ts';
+import { assetHooks, imageTooLarge, isImageAsset } from './asset-hooks.ts';
 import { TEMPLATE_ORGANIZATION } from './organizations.ts';
 
 export interface AssetFilter {
@@ -232,8 +232,11 @@ export class Assets {
     if (row.organization_id !== principal.organizationId) {
       throw new ApiError('template_read_only', `template asset ${assetId} cannot be deleted`, { asset_id: assetId });
     }
-    await this.db('assets').where('asset_id', assetId).delete();
+    // The object first: with the storage down the asset stays listed and the DELETE can be sent
+    // again (503); with the database down after it, the row names a missing object and a retry
+    // removes it (deleting a missing object succeeds). The other order left objects nobody could delete.
     await this.storage.deleteObject(row.storage_key);
+    await this.db('assets').where('asset_id', assetId).delete();
   }
 
   /** Row by id in the caller's organization (generation jobs read source images). */
@@ -310,11 +313,13 @@ export class Assets {
 
   private runHooks(row: any, done: string[] = []): void {
     if (!isImageAsset(row)) return;
+    const tooLarge = imageTooLarge(int(row.size_bytes));
     for (const { slug, hook } of assetHooks(this.registry)) {
       if (!hook.onImageAssetFinalized || done.includes(slug)) continue;
       const run = (async () => {
         let analysis: Record<string, unknown>;
         try {
+          if (tooLarge) throw new Error(tooLarge);
           analysis = (await hook.onImageAssetFinalized!({
             asset_id: row.asset_id,
             organization_id: row.organization_id,

@@ -10,7 +10,7 @@ import { JobQueue, type ClaimedJob } from '../jobs/job-queue.ts';
 import { resolveJobSettings, type JobSettings } from '../jobs/job-settings.ts';
 import { failedAs, JobWorker, withFailureReason, type JobContext, type JobFailureCounts, type JobOutcome } from '../jobs/job-worker.ts';
 import type { ObjectStorage } from '../storage/object-storage.ts';
-import { isImageAsset } from './asset-hooks.ts';
+import { imageTooLarge, isImageAsset } from './asset-hooks.ts';
 import type { Assets } from './assets.ts';
 import { TEMPLATE_ORGANIZATION } from './organizations.ts';
 
@@ -84,6 +84,10 @@ export class GenerationJobs {
     const source = await this.assets.ownedRow(principal, body.source_asset_id);
     if (!isImageAsset(source)) {
       throw new ApiError('validation_failed', `source asset ${body.source_asset_id} is not an image`, { issues: [{ location: 'body', path: '/source_asset_id', message: 'must be an image asset' }] });
+    }
+    const tooLarge = imageTooLarge(Number(source.size_bytes));
+    if (tooLarge) {
+      throw new ApiError('validation_failed', `source asset ${body.source_asset_id}: ${tooLarge}`, { issues: [{ location: 'body', path: '/source_asset_id', message: tooLarge }] });
     }
     if (body.target_model_config_id) {
       const target = await this.db('model_configs').where({ model_config_id: body.target_model_config_id, organization_id: principal.organizationId }).first('model_config_id');
@@ -178,6 +182,9 @@ export class GenerationJobs {
         .first();
       if (!source) throw withFailureReason(new Error(`source asset ${row.source_asset_id} no longer exists`), 'source_missing');
       const generator = this.registry.create<IdleVideoGenerator>(IDLE_VIDEO_GENERATOR_KIND, row.generator);
+      // Checked when the job was created; a job queued before the limit existed fails here.
+      const tooLarge = imageTooLarge(Number(source.size_bytes));
+      if (tooLarge) throw withFailureReason(new Error(`source asset ${row.source_asset_id}: ${tooLarge}`), 'other');
       const sourceImage = await this.storage.getObject(source.storage_key).catch(failedAs('storage_failed'));
       const video = await generator
         .generate({

@@ -17,7 +17,7 @@ import sharp from 'sharp';
 import type { Db } from '../db/connect.ts';
 import { ApiError } from '../http/api-error.ts';
 import type { ObjectStorage } from '../storage/object-storage.ts';
-import { isImageAsset } from './asset-hooks.ts';
+import { imageTooLarge, isImageAsset } from './asset-hooks.ts';
 import { TEMPLATE_ORGANIZATION } from './organizations.ts';
 
 export const REFERENCE_CHECK_LIMITS = {
@@ -58,6 +58,7 @@ export interface ReferenceAssetRow {
   readonly category: string;
   readonly content_type: string | null;
   readonly storage_key: string;
+  readonly size_bytes: number | string;
   readonly face: unknown;
 }
 
@@ -67,7 +68,7 @@ export async function loadReferenceAssets(db: Db, assetIds: Iterable<string>): P
   if (!ids.length) return new Map();
   const rows: ReferenceAssetRow[] = await db('assets')
     .whereIn('asset_id', ids)
-    .select('asset_id', 'organization_id', 'category', 'content_type', 'storage_key', db.raw(`analysis->'${REFERENCE_CHECK_LIMITS.faceHook}' as face`));
+    .select('asset_id', 'organization_id', 'category', 'content_type', 'storage_key', 'size_bytes', db.raw(`analysis->'${REFERENCE_CHECK_LIMITS.faceHook}' as face`));
   return new Map(rows.map((r) => [String(r.asset_id).toLowerCase(), r]));
 }
 
@@ -149,6 +150,8 @@ export async function validateReferenceAsset(db: Db, storage: ObjectStorage, org
   if (!isImageAsset(asset)) {
     throw invalidReference(assetId, `asset ${assetId} is not an image asset (category ${JSON.stringify(asset.category)}, content type ${JSON.stringify(asset.content_type)}); upload the reference image with category "image" or an image/* content type`, 'not_image');
   }
+  const tooLarge = imageTooLarge(Number(asset.size_bytes));
+  if (tooLarge) throw invalidReference(assetId, `reference image asset ${assetId}: ${tooLarge}`, 'not_image');
   let head: Buffer;
   try {
     head = await readHead(storage, asset.storage_key, REFERENCE_CHECK_LIMITS.headerBytes);

@@ -12,6 +12,7 @@ import { Registry } from '../../core/registry.ts';
 import { facePlugin } from '../../plugins/face/index.ts';
 import { attachRealtime, createRealtimeResolver, type RealtimeEndpoint } from '../../server/realtime/index.ts';
 import { connectRaw, isError, isReady, type Conn } from '../realtime/ws-conn.ts';
+import { IMAGE_ASSET_LIMITS } from '../../server/services/asset-hooks.ts';
 import { isErrorBody, startTestServer, type TestServer } from './harness.ts';
 
 const PORTRAIT = readFileSync(new URL('../../server/assets/astronaut-512.png', import.meta.url));
@@ -213,4 +214,38 @@ test.serial('a config whose variant this /realtime process does not serve is con
   const err = await c.next(isError('config_variant_unavailable'));
   t.regex((err as { message: string }).message, /uses model variant svc\/test-portrait\/v1, which this server does not serve/);
   t.is((await c.closed).code, 4404);
+});
+
+test.serial('an image asset over IMAGE_ASSET_LIMITS.maxReadBytes is never read whole: the face check records why, a reference is 400 not_image, a generation source 400, /realtime config_reference_not_image', async (t) => {
+  t.timeout(120_000);
+  // A real PNG followed by padding up to one byte over the limit: it decodes, only its size is wrong.
+  const big = Buffer.concat([PORTRAIT, Buffer.alloc(IMAGE_ASSET_LIMITS.maxReadBytes + 1 - PORTRAIT.length)]);
+  const asset = await upload(big, { name: 'huge.png', category: 'image', content_type: 'image/png' });
+  t.is(asset.size_bytes, IMAGE_ASSET_LIMITS.maxReadBytes + 1);
+  await ts.server.settled();
+  const analysed = await ts.server.db('assets').where('asset_id', asset.asset_id).first('analysis');
+  t.regex(String(analysed.analysis['face-landmarks']?.error), new RegExp(`the image is ${big.length} bytes; images of at most ${IMAGE_ASSET_LIMITS.maxReadBytes} bytes are read`));
+
+  const res = await createConfig(asset.asset_id);
+  t.is(res.status, 400, res.text);
+  t.like(res.body, { code: 'validation_failed', details: { reason: 'not_image', asset_id: asset.asset_id } });
+  t.regex(res.body.message, /bytes are read/);
+
+  const job = await ts.call('POST', '/v1/assets/generate/idle-v1', { body: { source_asset_id: asset.asset_id, model_variant_id: VARIANT } });
+  t.is(job.status, 400, job.text);
+  t.like(job.body, { code: 'validation_failed' });
+  t.is(job.body.details.issues[0].path, '/source_asset_id');
+
+  // A configuration whose stored reference grew past the limit behind the API (a restored backup).
+  const small = await upload(PORTRAIT, { name: 'grows.png', category: 'image', content_type: 'image/png' });
+  const config = await createConfig(small.asset_id);
+  t.is(config.status, 201);
+  await ts.server.settled();
+  const row = await ts.server.db('assets').where('asset_id', small.asset_id).first('storage_key');
+  await ts.server.storage.putObject(row.storage_key, big, 'image/png');
+  await ts.server.db('assets').where('asset_id', small.asset_id).update({ size_bytes: big.length, analysis: JSON.stringify({}) });
+  const c = connect(config.body.model_config_id);
+  const err = await c.next(isError('config_reference_not_image'));
+  t.regex((err as { message: string }).message, /bytes are read/);
+  t.is((await c.closed).code, 4422);
 });
