@@ -25,6 +25,9 @@ export type StorageConfig =
       forcePathStyle?: boolean;
       accessKeyId?: string;
       secretAccessKey?: string;
+      /** Time limits of S3 requests (`S3_DEFAULTS`: 5 s to connect, 30 s without a byte of the answer). */
+      connectTimeoutMs?: number;
+      idleTimeoutMs?: number;
     };
 
 export interface ServerConfig {

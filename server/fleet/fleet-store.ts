@@ -192,6 +192,8 @@ export interface ClaimedSession {
 }
 
 export class FleetStore {
+  /** The lease a claim or a renewal holds a session for. */
+  readonly leaseMs: number;
   private readonly leaseSeconds: number;
   private readonly staleSeconds: number;
   private readonly onBadRow: ((runnerId: string, problem: string) => void) | undefined;
@@ -206,6 +208,7 @@ export class FleetStore {
     },
   ) {
     this.leaseSeconds = options.leaseMs / 1000;
+    this.leaseMs = options.leaseMs;
     this.staleSeconds = (options.runnerStaleMs ?? FLEET.runnerStaleMs) / 1000;
     this.onBadRow = options.onBadRow;
   }

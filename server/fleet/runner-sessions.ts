@@ -12,7 +12,7 @@
 import type { Logger } from 'pino';
 import { ProviderStartError, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import { SESSION_TIMEOUTS, type RunningSession, type SessionOutcome, type SessionRunner, type TerminationReason } from '../../agent/session-contract.ts';
-import { endSession } from '../sessions/session-ending.ts';
+import { endSession, LEASE_WATCH_INTERVAL_MS, overdueLeases } from '../sessions/session-ending.ts';
 import { startWithin } from '../sessions/start-deadline.ts';
 import type { AvatarRoom, RoomProvider } from '../../transports/webrtc/room-provider.ts';
 import type { CapacityGate } from '../capacity/capacity-gate.ts';
@@ -97,6 +97,11 @@ interface RunnerSession {
   running: RunningSession | null;
   finished: Promise<void> | null;
   limitTimer?: NodeJS.Timeout;
+  /**
+   * Until when its lease holds, on this process's monotonic clock (the claim's or the last
+   * renewal's start plus the lease): past it, the bot is stopped `runner_lost` (`watchLeases`).
+   */
+  heldUntil: number;
 }
 
 export class RunnerSessions {
@@ -150,6 +155,9 @@ export class RunnerSessions {
       this.timers.push(timer);
     };
     every(this.options.heartbeatMs ?? FLEET.runnerHeartbeatMs, () => this.heartbeat(), 'runner heartbeat');
+    const watch = setInterval(() => this.watchLeases(), LEASE_WATCH_INTERVAL_MS);
+    watch.unref();
+    this.timers.push(watch);
     every(this.options.lease?.reaperIntervalMs ?? SESSION_LEASE.reaperIntervalMs, () => this.reap(), 'session reaper');
   }
 
@@ -189,6 +197,7 @@ export class RunnerSessions {
     if (this.stateNow !== 'ready') throw this.refuse(this.stateNow === 'draining' ? 'runner_draining' : 'runner_starting', 503, `this runner is ${this.stateNow}`);
     const lease = this.options.capacity.tryAcquire();
     if (!lease) throw this.refuse('runner_full', 503, 'this runner has no capacity for another session right now');
+    const claimingAt = performance.now();
     const claimed = await this.options.fleet.claim(sessionId, this.options.identity.runnerId, this.options.rooms.name).catch((err) => {
       lease.release();
       throw err;
@@ -214,7 +223,7 @@ export class RunnerSessions {
         .catch((error) => this.log.error({ err: error, sessionId }, 'could not record a session whose room could not be created'));
       throw new RunnerStartFailure('the room could not be created', 'room_creation_failed');
     }
-    const local: RunnerSession = { sessionId, callId: claimed.callId, room, capacity: lease, running: null, finished: null };
+    const local: RunnerSession = { sessionId, callId: claimed.callId, room, capacity: lease, running: null, finished: null, heldUntil: claimingAt + this.options.fleet.leaseMs };
     this.local.set(sessionId, local);
     try {
       const principal = { organizationId: claimed.organizationId, apiKeyId: 'session', createdBy: 'session' };
@@ -349,7 +358,9 @@ export class RunnerSessions {
         // reaper end a session part-way, and it stopped counting against the slots meanwhile.
         const held = [...this.local.values()].filter((s) => !s.finished);
         if (held.length === 0) return;
+        const renewingAt = performance.now();
         const rows = await this.options.fleet.renew(identity.runnerId, held.map((s) => s.sessionId));
+        for (const local of held) if (rows.has(local.sessionId)) local.heldUntil = Math.max(local.heldUntil, renewingAt + this.options.fleet.leaseMs);
         const running = held.filter((s) => s.running);
         for (const local of running) {
           const row = rows.get(local.sessionId);
@@ -362,6 +373,18 @@ export class RunnerSessions {
       }
     })();
     return this.beating;
+  }
+
+  /**
+   * Sessions whose lease this runner could not renew in time (its database unreachable or stalled
+   * while visitors still reach it) are stopped `runner_lost`, as on a single server
+   * (`overdueLeases`). Checked on a timer of its own: a heartbeat stuck on a dead connection checks nothing.
+   */
+  private watchLeases(): void {
+    for (const local of overdueLeases(this.local.values(), performance.now())) {
+      this.log.error({ sessionId: local.sessionId, overdueMs: Math.round(performance.now() - local.heldUntil) }, 'session lease not renewed in time (database unreachable?): bot stopped (runner_lost)');
+      void this.stop(local, 'runner_lost');
+    }
   }
 
   private async reap(): Promise<void> {

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { IncomingMessage } from 'node:http';
 import { SERVER_DEFAULTS } from '../config/server-config.ts';
 import { isDatabaseUnavailable } from '../db/connect.ts';
+import { StorageUnavailableError } from '../storage/object-storage.ts';
 import { ApiError } from './api-error.ts';
 
 /**
@@ -19,7 +20,7 @@ export function errorMiddleware(logger: Logger): Middleware {
       // read as a database outage nor as a server fault.
       const apiError = isClientAbort(err, ctx.req) ? new ApiError('request_aborted', 'the client closed the connection before the request ended') : toApiError(err);
       if (apiError.code === 'request_aborted') ctx.state.clientAborted = true;
-      else if (apiError.code === 'service_unavailable') logger.warn({ err, method: ctx.method, path: ctx.path }, 'database unavailable');
+      else if (apiError.code === 'service_unavailable') logger.warn({ err, method: ctx.method, path: ctx.path }, err instanceof StorageUnavailableError ? 'object storage unavailable' : 'database unavailable');
       else if (apiError.status >= 500) logger.error({ err, method: ctx.method, path: ctx.path }, 'request failed');
       ctx.status = apiError.status;
       ctx.body = apiError.toBody();
@@ -40,6 +41,9 @@ export function isClientAbort(err: unknown, req: IncomingMessage): boolean {
 
 function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
+  if (err instanceof StorageUnavailableError) {
+    return new ApiError('service_unavailable', 'the object storage is unavailable; retry later', { retry_after_seconds: SERVER_DEFAULTS.retryAfterSeconds });
+  }
   if (isDatabaseUnavailable(err)) {
     return new ApiError('service_unavailable', 'the database is unavailable or overloaded; retry later', { retry_after_seconds: SERVER_DEFAULTS.retryAfterSeconds });
   }

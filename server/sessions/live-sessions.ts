@@ -17,7 +17,7 @@ import type { Db } from '../db/connect.ts';
 import type { Agents } from '../services/agents.ts';
 import { withoutPaths } from './agent-face.ts';
 import { connectableAgent, decidedConnect } from './connect-front.ts';
-import { endSession } from './session-ending.ts';
+import { endSession, LEASE_WATCH_INTERVAL_MS, overdueLeases } from './session-ending.ts';
 import { SessionError } from './session-errors.ts';
 import { SESSION_LEASE, SessionStore, type Admission } from './session-store.ts';
 
@@ -261,7 +261,7 @@ export class LiveSessions {
       this.timers.push(timer);
     };
     every(this.options.lease?.heartbeatMs ?? SESSION_LEASE.heartbeatMs, () => this.heartbeat(), 'session heartbeat');
-    const watch = setInterval(() => this.watchLeases(), this.options.lease?.heartbeatMs ?? SESSION_LEASE.heartbeatMs);
+    const watch = setInterval(() => this.watchLeases(), LEASE_WATCH_INTERVAL_MS);
     watch.unref();
     this.timers.push(watch);
     every(this.options.lease?.reaperIntervalMs ?? SESSION_LEASE.reaperIntervalMs, () => this.reap().then(() => undefined), 'session reaper');
@@ -525,8 +525,7 @@ export class LiveSessions {
    */
   private watchLeases(): void {
     const now = performance.now();
-    for (const local of [...this.local.values()]) {
-      if (!local.running || local.finished || local.heldUntil >= now) continue;
+    for (const local of overdueLeases(this.local.values(), now)) {
       this.log.error({ sessionId: local.sessionId, overdueMs: Math.round(now - local.heldUntil) }, 'session lease not renewed in time (database unreachable?): bot stopped (runner_lost)');
       void this.stop(local, 'runner_lost');
     }

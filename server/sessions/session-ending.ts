@@ -36,3 +36,28 @@ export async function endSession(
     parts.log.error({ err, sessionId: session.sessionId }, 'could not record the end of a session');
   }
 }
+
+/**
+ * How often a process checks that the leases of the sessions it runs were renewed in time (a
+ * quarter of a second: a stalled heartbeat is noticed well within the lease's margin).
+ */
+export const LEASE_WATCH_INTERVAL_MS = 250;
+
+/** What the lease watch needs of a session: until when its lease holds on this process's monotonic clock. */
+export interface LeasedSession {
+  readonly sessionId: string;
+  readonly running: unknown;
+  readonly finished: unknown;
+  readonly heldUntil: number;
+}
+
+/**
+ * The running sessions whose lease this process could not renew in time (`now` past `heldUntil`,
+ * the database unreachable or stalled while visitors still reach the process). Another process's
+ * reaper ends their calls and frees their slots once the lease lapsed, and new sessions are then
+ * admitted in their place: their bots must stop (`runner_lost`), on a single server
+ * (live-sessions.ts) and on a fleet runner (runner-sessions.ts) alike.
+ */
+export function overdueLeases<S extends LeasedSession>(sessions: Iterable<S>, now: number): S[] {
+  return [...sessions].filter((s) => s.running && !s.finished && s.heldUntil < now);
+}

@@ -10,6 +10,7 @@ import { PRIVATE_MODES } from '../security/private-files.ts';
 import {
   MULTIPART_RULES,
   StorageError,
+  StorageUnavailableError,
   normaliseEtag,
   type CompletedPart,
   type ObjectStorage,
@@ -225,8 +226,11 @@ export class FilesystemStorage implements ObjectStorage {
   async getObject(key: string): Promise<Buffer> {
     try {
       return await readFile(this.objectPath(key));
-    } catch {
-      throw new StorageError('object_missing', `object ${key} does not exist`);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR') throw new StorageError('object_missing', `object ${key} does not exist`);
+      // EIO, EACCES, EMFILE...: the disk, not the object.
+      throw new StorageUnavailableError(`reading object ${key} failed: ${(err as Error).message}`, { cause: err });
     }
   }
 

@@ -24,6 +24,19 @@ export class StorageError extends Error {
   }
 }
 
+/**
+ * The object storage could not be reached or failed (a network error, a timeout, S3's 5xx, a
+ * disk error): not the request's fault, nothing about the object is known. The REST API answers
+ * 503 `service_unavailable` with `Retry-After`, as for a database outage.
+ */
+export class StorageUnavailableError extends Error {
+  readonly code = 'storage_unavailable';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StorageUnavailableError';
+  }
+}
+
 export const MULTIPART_RULES = {
   /** S3's rule, kept by every driver: every part but the last is at least 5 MiB. */
   minPartBytes: 5 * 1024 * 1024,

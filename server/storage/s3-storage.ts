@@ -16,6 +16,7 @@ import type { Readable } from 'node:stream';
 import {
   MULTIPART_RULES,
   StorageError,
+  StorageUnavailableError,
   normaliseEtag,
   type CompletedPart,
   type ObjectStorage,
@@ -29,7 +30,40 @@ export interface S3StorageOptions {
   forcePathStyle?: boolean;
   accessKeyId?: string;
   secretAccessKey?: string;
+  /** Defaults `S3_DEFAULTS`. */
+  connectTimeoutMs?: number;
+  idleTimeoutMs?: number;
 }
+
+/**
+ * How long S3 may take: to connect, and between bytes of an answer (the SDK's default has no
+ * limit, and a bucket that stops answering held a request, and the REST call behind it, for ever).
+ * After the SDK's own retries, a failure is `StorageUnavailableError` (503).
+ */
+export const S3_DEFAULTS = {
+  connectTimeoutMs: 5_000,
+  idleTimeoutMs: 30_000,
+} as const;
+
+/** An S3 error's name (`NoSuchKey`, `NotFound`, ...) and HTTP status, when S3 answered at all. */
+function s3Failure(err: unknown): { name: string; status: number | undefined } {
+  const e = err as { name?: unknown; Code?: unknown; $metadata?: { httpStatusCode?: unknown } } | null;
+  const status = e?.$metadata?.httpStatusCode;
+  return { name: typeof e?.Code === 'string' ? e.Code : typeof e?.name === 'string' ? e.name : '', status: typeof status === 'number' ? status : undefined };
+}
+
+/**
+ * Whether S3 said the key does not exist. A 403 counts: S3 answers 403, not 404, for a missing key
+ * when the credentials lack s3:ListBucket. `NoSuchBucket` never does (the bucket is misconfigured:
+ * the storage is unavailable, and an object must not read as deleted).
+ */
+function isMissing(err: unknown): boolean {
+  const { name, status } = s3Failure(err);
+  if (name === 'NoSuchBucket') return false;
+  return name === 'NoSuchKey' || name === 'NotFound' || status === 404 || status === 403;
+}
+
+const unavailable = (what: string, err: unknown) => new StorageUnavailableError(`S3 ${what} failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
 
 /** S3 (or S3-compatible) driver: browsers PUT parts straight to the bucket with pre-signed URLs. */
 export class S3Storage implements ObjectStorage {
@@ -47,12 +81,22 @@ export class S3Storage implements ObjectStorage {
         options.accessKeyId && options.secretAccessKey
           ? { accessKeyId: options.accessKeyId, secretAccessKey: options.secretAccessKey }
           : undefined,
+      requestHandler: { connectionTimeout: options.connectTimeoutMs ?? S3_DEFAULTS.connectTimeoutMs, requestTimeout: options.idleTimeoutMs ?? S3_DEFAULTS.idleTimeoutMs, throwOnRequestTimeout: true },
     });
   }
 
+  /** One S3 call; a failure S3 did not explain is the storage being unavailable. */
+  private async send<T>(what: string, call: () => Promise<T>, known: (err: unknown) => Error | undefined = () => undefined): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      throw known(err) ?? unavailable(what, err);
+    }
+  }
+
   async createMultipartUpload(key: string, contentType: string | null): Promise<string> {
-    const out = await this.client.send(
-      new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: key, ContentType: contentType ?? undefined }),
+    const out = await this.send('CreateMultipartUpload', () =>
+      this.client.send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: key, ContentType: contentType ?? undefined })),
     );
     return out.UploadId!;
   }
@@ -72,11 +116,11 @@ export class S3Storage implements ObjectStorage {
     const stored = new Map<number, Part>();
     let marker: string | undefined;
     for (;;) {
-      const page = await this.client
-        .send(new ListPartsCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, MaxParts: 1000, ...(marker ? { PartNumberMarker: marker } : {}) }))
-        .catch(() => {
-          throw new StorageError('upload_missing', `upload ${uploadId} does not exist`);
-        });
+      const page = await this.send(
+        'ListParts',
+        () => this.client.send(new ListPartsCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, MaxParts: 1000, ...(marker ? { PartNumberMarker: marker } : {}) })),
+        (err) => (s3Failure(err).name === 'NoSuchUpload' || (s3Failure(err).status === 404 && s3Failure(err).name !== 'NoSuchBucket') ? new StorageError('upload_missing', `upload ${uploadId} does not exist`) : undefined),
+      );
       for (const p of page.Parts ?? []) stored.set(p.PartNumber!, p);
       const next = page.NextPartNumberMarker;
       if (!page.IsTruncated || !next || next === marker || stored.size > MULTIPART_RULES.maxPartNumber) break;
@@ -92,13 +136,25 @@ export class S3Storage implements ObjectStorage {
         throw new StorageError('part_too_small', `part ${part.part_number} is smaller than ${MULTIPART_RULES.minPartBytes} bytes`, { part_number: part.part_number });
       }
     }
-    await this.client.send(
-      new CompleteMultipartUploadCommand({
-        Bucket: this.bucket,
-        Key: key,
-        UploadId: uploadId,
-        MultipartUpload: { Parts: parts.map((p) => ({ PartNumber: p.part_number, ETag: `"${normaliseEtag(p.etag)}"` })) },
-      }),
+    await this.send(
+      'CompleteMultipartUpload',
+      () =>
+        this.client.send(
+          new CompleteMultipartUploadCommand({
+            Bucket: this.bucket,
+            Key: key,
+            UploadId: uploadId,
+            MultipartUpload: { Parts: parts.map((p) => ({ PartNumber: p.part_number, ETag: `"${normaliseEtag(p.etag)}"` })) },
+          }),
+        ),
+      (err) => {
+        // The parts were checked above; these are races with another writer of the upload.
+        const { name } = s3Failure(err);
+        if (name === 'NoSuchUpload') return new StorageError('upload_missing', `upload ${uploadId} does not exist`);
+        if (name === 'InvalidPart' || name === 'InvalidPartOrder') return new StorageError('part_missing', `S3 refused the parts: ${(err as Error).message}`);
+        if (name === 'EntityTooSmall') return new StorageError('part_too_small', `S3 refused the parts: ${(err as Error).message}`);
+        return undefined;
+      },
     );
     const head = await this.headObject(key);
     if (!head) throw new StorageError('object_missing', `object ${key} missing after completion`);
@@ -118,8 +174,8 @@ export class S3Storage implements ObjectStorage {
   }
 
   async putObject(key: string, data: Buffer, contentType: string | null): Promise<StoredObject> {
-    const out = await this.client.send(
-      new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: data, ContentType: contentType ?? undefined }),
+    const out = await this.send('PutObject', () =>
+      this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: data, ContentType: contentType ?? undefined })),
     );
     return { etag: out.ETag ?? '', sizeBytes: data.length };
   }
@@ -127,29 +183,35 @@ export class S3Storage implements ObjectStorage {
   async getObject(key: string): Promise<Buffer> {
     const stream = await this.openObject(key);
     const chunks: Buffer[] = [];
-    for await (const chunk of stream) chunks.push(chunk as Buffer);
+    try {
+      for await (const chunk of stream) chunks.push(chunk as Buffer);
+    } catch (err) {
+      throw unavailable('GetObject (reading the body)', err);
+    }
     return Buffer.concat(chunks);
   }
 
   async openObject(key: string): Promise<Readable> {
-    try {
-      const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
-      return out.Body as Readable;
-    } catch {
-      throw new StorageError('object_missing', `object ${key} does not exist`);
-    }
+    const out = await this.send(
+      'GetObject',
+      () => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key })),
+      (err) => (isMissing(err) ? new StorageError('object_missing', `object ${key} does not exist`) : undefined),
+    );
+    return out.Body as Readable;
   }
 
   async headObject(key: string): Promise<StoredObject | null> {
     try {
       const out = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
       return { etag: out.ETag ?? '', sizeBytes: Number(out.ContentLength ?? 0) };
-    } catch {
-      return null;
+    } catch (err) {
+      // Only a missing key is `null`: an outage must not read as a deleted object.
+      if (isMissing(err)) return null;
+      throw unavailable('HeadObject', err);
     }
   }
 
   async deleteObject(key: string): Promise<void> {
-    await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+    await this.send('DeleteObject', () => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key })));
   }
 }

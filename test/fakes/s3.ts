@@ -21,6 +21,13 @@ export interface FakeS3 {
   requests: Array<{ method: string; key: string; query: string[]; signed: boolean }>;
   /** ListParts answers at most this many parts a page (AWS: 1,000, whatever `max-parts` asks). */
   listPartsPageSize: number;
+  /**
+   * An outage: `reset` drops every connection as it arrives (S3 unreachable), `503` answers S3's
+   * `ServiceUnavailable`, `stall` accepts requests and never answers. Requests are still recorded.
+   */
+  outage: false | 'reset' | '503' | 'stall';
+  /** A missing key's GET and HEAD answer 403 AccessDenied, as S3 does for credentials without s3:ListBucket. */
+  missingAs403: boolean;
   close(): Promise<void>;
 }
 
@@ -44,7 +51,7 @@ export async function startFakeS3(bucket = 'svc-test'): Promise<FakeS3> {
   const uploads = new Map<string, Upload>();
   const requests: FakeS3['requests'] = [];
   const fake: FakeS3 = {
-    endpoint: '', bucket, objects, uploads, requests, listPartsPageSize: 1000,
+    endpoint: '', bucket, objects, uploads, requests, listPartsPageSize: 1000, outage: false, missingAs403: false,
     close: () => new Promise<void>((r) => { server.close(() => r()); server.closeAllConnections(); }),
   };
   const server = createServer(async (req, res) => {
@@ -54,6 +61,9 @@ export async function startFakeS3(bucket = 'svc-test'): Promise<FakeS3> {
     const q = url.searchParams;
     const signed = !!req.headers.authorization || q.has('X-Amz-Signature');
     requests.push({ method: req.method!, key, query: [...q.keys()], signed });
+    if (fake.outage === 'reset') return void req.socket.destroy();
+    if (fake.outage === 'stall') return;
+    if (fake.outage === '503') return error(res, 503, 'ServiceUnavailable', 'Please reduce your request rate.', req.method === 'HEAD');
     if (!signed) return error(res, 403, 'AccessDenied', 'Access Denied');
     if (b !== bucket) return error(res, 404, 'NoSuchBucket', 'The specified bucket does not exist');
     const body = await readBody(req);
@@ -118,7 +128,7 @@ export async function startFakeS3(bucket = 'svc-test'): Promise<FakeS3> {
       return send(204);
     }
     if (req.method === 'HEAD' || req.method === 'GET') {
-      if (!object) return error(res, 404, 'NoSuchKey', 'The specified key does not exist.', req.method === 'HEAD');
+      if (!object) return fake.missingAs403 ? error(res, 403, 'AccessDenied', 'Access Denied', req.method === 'HEAD') : error(res, 404, 'NoSuchKey', 'The specified key does not exist.', req.method === 'HEAD');
       res.writeHead(200, {
         'content-type': q.get('response-content-type') ?? object.contentType,
         'content-length': String(object.data.length),

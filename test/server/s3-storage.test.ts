@@ -1,5 +1,6 @@
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
+import { SERVER_DEFAULTS } from '../../server/config/server-config.ts';
 import { startFakeS3, type FakeS3 } from '../fakes/s3.ts';
 import { startTestServer, type TestServer } from './harness.ts';
 
@@ -87,4 +88,77 @@ test.serial('S3 driver: the parts of an upload are read over every ListParts pag
   const listings = s3.requests.slice(before).filter((r) => r.method === 'GET' && r.query.includes('uploadId'));
   t.is(listings.length, 2, 'two pages read');
   t.true(listings[1]!.query.includes('part-number-marker'));
+});
+
+test.serial('S3 unavailable (connections dropped, 503s, a bucket that stops answering): 503 service_unavailable with Retry-After, nothing lost; a missing key read as 403 is still missing', async (t) => {
+  t.timeout(120_000);
+  const file = randomBytes(6 * MB);
+  const kept = await upload([file.subarray(0, 5 * MB), file.subarray(5 * MB)]);
+  t.is(kept.finalized.status, 201, kept.finalized.text);
+  const listed = async () => (await s.call('GET', '/v1/assets?limit=100')).body.data.map((a: any) => a.asset_id) as string[];
+
+  t.teardown(() => (s3.outage = false));
+  for (const outage of ['reset', '503'] as const) {
+    s3.outage = outage;
+    // Nothing recorded when the upload cannot start.
+    const before = (await s.server.db('upload_sessions').count({ n: '*' }).first())!.n;
+    const init = await s.call('POST', '/v1/assets/initiate-upload', { body: { name: 'x.bin', category: 'weight', content_type: 'application/octet-stream', size_bytes: 10 } });
+    t.is(init.status, 503, `${outage}: ${init.text}`);
+    t.like(init.body, { code: 'service_unavailable', details: { retry_after_seconds: SERVER_DEFAULTS.retryAfterSeconds } });
+    t.regex(init.body.message, /object storage is unavailable/);
+    t.is(init.headers.get('retry-after'), String(SERVER_DEFAULTS.retryAfterSeconds));
+    t.is((await s.server.db('upload_sessions').count({ n: '*' }).first())!.n, before, `${outage}: no upload session recorded`);
+
+    // A delete that cannot reach the bucket keeps the asset, and can be sent again.
+    const del = await s.call('DELETE', `/v1/assets/${kept.init.asset_id}`);
+    t.is(del.status, 503, `${outage}: ${del.text}`);
+    s3.outage = false;
+    t.true((await listed()).includes(kept.init.asset_id), `${outage}: the asset is still listed`);
+    t.true(s3.objects.has(kept.init.s3_key), `${outage}: and stored`);
+  }
+
+  // A finalize whose ListParts cannot reach the bucket: 503, the upload can be finalized later.
+  const parts = [randomBytes(5 * MB), randomBytes(MB)];
+  const init = (await s.call('POST', '/v1/assets/initiate-upload', { body: { name: 'late.bin', category: 'weight', content_type: 'application/octet-stream', size_bytes: 6 * MB } })).body;
+  const etags: string[] = [];
+  for (const [i, part] of parts.entries()) {
+    const signed = (await s.call('POST', '/v1/assets/sign-part', { body: { asset_id: init.asset_id, upload_id: init.upload_id, part_number: i + 1, s3_key: init.s3_key } })).body;
+    etags.push((await fetch(signed.upload_url, { method: 'PUT', body: new Uint8Array(part) })).headers.get('etag')!);
+  }
+  const body = { asset_id: init.asset_id, upload_id: init.upload_id, name: 'late.bin', category: 'weight', content_type: 'application/octet-stream', size_bytes: 6 * MB, parts: etags.map((etag, i) => ({ part_number: i + 1, etag })) };
+  s3.outage = 'reset';
+  const refused = await s.call('POST', '/v1/assets', { body });
+  t.is(refused.status, 503, refused.text);
+  s3.outage = false;
+  const finalized = await s.call('POST', '/v1/assets', { body });
+  t.is(finalized.status, 201, finalized.text);
+  t.true(s3.objects.get(init.s3_key)!.data.equals(Buffer.concat(parts)));
+
+  // Credentials without s3:ListBucket: S3 answers 403 for a missing key; it reads as missing (a
+  // 404 asset_not_found for a reference image whose object is gone), not as an outage.
+  s3.missingAs403 = true;
+  t.teardown(() => (s3.missingAs403 = false));
+  t.is(await s.server.storage.headObject('no/such/key'), null);
+  await t.throwsAsync(s.server.storage.getObject('no/such/key'), { name: 'StorageError', message: /does not exist/ });
+  // ...and a stored object still reads.
+  t.is((await s.server.storage.getObject(init.s3_key)).length, 6 * MB);
+
+  // Deleted for real once the bucket answers.
+  t.is((await s.call('DELETE', `/v1/assets/${kept.init.asset_id}`)).status, 204);
+  t.false(s3.objects.has(kept.init.s3_key));
+  t.false((await listed()).includes(kept.init.asset_id));
+});
+
+test.serial('S3 that stops answering: a request gives up after the idle timeout (503), it does not hang', async (t) => {
+  t.timeout(120_000);
+  const stalled = await startTestServer({
+    label: 's3_stall',
+    config: { storage: { driver: 's3', bucket: s3.bucket, region: 'us-east-1', endpoint: s3.endpoint, forcePathStyle: true, accessKeyId: 'AKIAFAKE', secretAccessKey: 'fake-secret', connectTimeoutMs: 1_000, idleTimeoutMs: 500 } },
+  });
+  t.teardown(() => stalled.stop());
+  s3.outage = 'stall';
+  t.teardown(() => (s3.outage = false));
+  const init = await stalled.call('POST', '/v1/assets/initiate-upload', { body: { name: 'x.bin', category: 'weight', content_type: 'application/octet-stream', size_bytes: 10 } });
+  t.is(init.status, 503, init.text);
+  t.is(init.body.code, 'service_unavailable');
 });

@@ -16,7 +16,10 @@ import { EmbeddedRoomProvider } from '../../transports/webrtc/room-provider.ts';
 import { facePlugin } from '../../plugins/face/index.ts';
 import { localPlugin } from '../../plugins/local/index.ts';
 import { until } from '../../testing/until.ts';
+import { closeDatabase, openDatabase } from '../../server/db/connect.ts';
 import { startTestServer, type TestServer } from '../server/harness.ts';
+import { TcpRelay } from '../server/operations-relay.ts';
+import { heldRunner } from './held-runner.ts';
 
 let s: TestServer;
 test.before(async () => {
@@ -97,4 +100,59 @@ test.serial('a start under way when the runner closes is waited for, then ended 
   }, { timeoutMs: 15_000, intervalMs: 100, what: 'the call to end' });
   t.is(call.termination_reason, outcome === 'started' ? 'server_shutdown' : 'bot_start_failed', outcome);
   t.falsy(await s.server.db('agent_sessions').where('session_id', admitted.sessionId).first(), 'its session row is gone');
+});
+
+test.serial('a runner that cannot renew its sessions\' leases in time stops their bots runner_lost, not before the lease; renewed, they run on', async (t) => {
+  t.timeout(60_000);
+  const LEASE_MS = 2_000;
+  const agentId = await publishedAgent();
+  // The runner reaches the database through a real TCP relay whose pause is the stall (its
+  // connections stay open, nothing gets through), as a runner cut from its database while
+  // visitors still reach it.
+  const relay = TcpRelay.to(s.databaseUrl!);
+  await relay.start();
+  t.teardown(() => relay.stop());
+  const runnerDb = openDatabase({ databaseUrl: relay.via(s.databaseUrl!), pgliteDir: '', logger: pino({ level: 'silent' }) });
+  t.teardown(() => closeDatabase(runnerDb));
+  const runnerId = `runner-lease-${randomUUID().slice(0, 8)}`;
+  const fleet = new FleetStore(runnerDb, { leaseMs: LEASE_MS });
+  const bots = heldRunner();
+  const sessions = new RunnerSessions({
+    identity: { runnerId, url: 'http://127.0.0.1:9', slots: 2 },
+    store: new SessionStore(runnerDb, runnerId, { leaseMs: LEASE_MS }),
+    fleet,
+    agents: s.server.services.agents,
+    rooms: new EmbeddedRoomProvider(s.server.rooms!.rooms, { signalUrl: `${s.url.replace(/^http/, 'ws')}/v1/rooms/signal` }),
+    runner: bots,
+    capacity: createCapacityGate({ limit: 2, loadCheck: false }),
+    logger: pino({ level: 'silent' }),
+    heartbeatMs: 250,
+    lease: { reaperIntervalMs: 60_000 },
+    loadBound: { cpu_share: 1e6, late_frame_share: 1e6, event_loop_lag_ms: 1e9 },
+  });
+  await sessions.register();
+  await sessions.ready();
+  t.teardown(async () => {
+    relay.resume();
+    await sessions.close();
+  });
+  const api = new FleetStore(s.server.db, { leaseMs: LEASE_MS });
+  const admitted = await api.admitAndPlace(new SessionStore(s.server.db, 'api-test', { leaseMs: LEASE_MS }), { agentId, room: `s_lease_${randomUUID().slice(0, 8)}`, roomProvider: 'embedded', clientUserRef: 'visitor', origin: null });
+  if (!admitted.admitted || !admitted.placement) return t.fail(`not admitted and placed: ${JSON.stringify(admitted)}`);
+  if (admitted.placement.target.runnerId !== runnerId) return t.fail(`placed on ${admitted.placement.target.runnerId}`);
+  await sessions.start(admitted.sessionId);
+
+  // Renewed: three leases' worth of time later the bot still runs.
+  await new Promise((resolve) => setTimeout(resolve, 3 * LEASE_MS));
+  t.deepEqual(bots.stops, [], 'renewed leases: nothing stopped');
+
+  const stalledAt = Date.now();
+  relay.pause();
+  await until(() => bots.stops.length > 0, { timeoutMs: 4 * LEASE_MS, intervalMs: 20, what: 'the bot stopped after its lease' });
+  const after = Date.now() - stalledAt;
+  t.deepEqual(bots.stops, [{ sessionId: admitted.sessionId, reason: 'runner_lost' }]);
+  // The last renewal started at most one heartbeat before the stall: its lease ends no sooner than that.
+  t.true(after >= LEASE_MS - 250 - 50, `not before the lease could lapse (${after} ms after the stall)`);
+  relay.resume();
+  await until(() => sessions.size === 0, { timeoutMs: 30_000, intervalMs: 50, what: 'the end recorded once the database is back' });
 });
