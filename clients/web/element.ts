@@ -140,10 +140,11 @@ export function createElementClass(scriptStart: number) {
 
     /**
      * Starts a call. Call it from a user gesture (a click): audio playback and the microphone are
-     * unlocked inside it. Does nothing while a call is running.
+     * unlocked inside it. Does nothing while a call is running; from a handler of the call's end
+     * (`SvcSessionOutcome`, which fires before the widget shows its ended view) it starts the next one.
      */
     start(): void {
-      if (this.call) return;
+      if (this.call && !this.call.ended) return;
       const startClicked = performance.now();
       this.unlockAudio();
       const agentId = this.getAttribute('agent-id')?.trim() ?? '';
@@ -268,8 +269,12 @@ export function createElementClass(scriptStart: number) {
     }
 
     private callEnded(call: Call, end: CallEnd): void {
+      // A handler of the end's outcome event already started the next call: it is that call's view.
       if (this.call !== call) return;
       this.call = null;
+      // Its audio thread stops with the call (a page left open kept it running); the next start()
+      // resumes it inside its click.
+      void this.audioContext?.suspend().catch(() => undefined);
       this.botSpeaking = false;
       this.micPending = false;
       if (end.outcome === 'cancelled') this.view.show('idle', this.recordMessage ?? undefined);

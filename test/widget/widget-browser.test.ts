@@ -410,6 +410,37 @@ test.serial('connection timeout: ConnectionTimeout with its detail, the widget r
   });
 });
 
+test.serial('start() from a handler of the call\'s end starts the next call (a page that reconnects by itself); an ended call suspends its AudioContext', async (t) => {
+  const agentId = await server.agent({});
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
+    const page = await open(browser, customerPage(agentId, { extra: 'connect-timeout="0.001"' }), t);
+    // The page's own retry: on the first timeout it restores the timeout and starts again, from the
+    // outcome handler (which runs before the widget shows its error view).
+    await page.evaluate(() => {
+      window.addEventListener('SvcSessionOutcome', (e) => {
+        const el = document.querySelector('svc-agent') as HTMLElement & { start(): void };
+        if ((e as CustomEvent).detail.outcome !== 'connection_timeout' || (window as any).restarted) return;
+        (window as any).restarted = true;
+        el.removeAttribute('connect-timeout');
+        el.start();
+      });
+    });
+    await clickButton(page, 'Start conversation');
+    const first = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome', 15_000, 'the first outcome');
+    t.is(first.detail.outcome, 'connection_timeout');
+    const second = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.outcome === 'success', 40_000, 'the restarted call connects');
+    t.is(second.detail.instanceId, first.detail.instanceId, 'the same element');
+    const view = await widgetView(page);
+    t.not(view.view, 'error', 'the running call\'s view, not the ended one\'s error');
+    t.true(view.buttons.includes('Hang up'), view.buttons.join(', '));
+    t.is(await page.$eval('svc-agent', (el) => (el as unknown as { audioContext: AudioContext | null }).audioContext?.state), 'running');
+    await clickButton(page, 'Hang up');
+    await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'ended');
+    await page.waitForFunction(() => (document.querySelector('svc-agent') as unknown as { audioContext: AudioContext | null }).audioContext?.state === 'suspended', undefined, { timeout: 5_000 });
+    t.pass('the AudioContext was suspended with the call');
+  });
+});
+
 test.serial("the room's server cannot set up the visitor's media (a non-fatal internal_error): connection_failed at once, the service's fault (ojin), not ice_failed after the setup timeout", async (t) => {
   const agentId = await server.agent({});
   await withBrowser({ microphone: wavs.silent }, async (browser) => {
