@@ -6,7 +6,7 @@ import { int, isoRequired } from '../db/row-values.ts';
 import { ApiError } from '../http/api-error.ts';
 import { envelope, type ListEnvelope, type Page } from '../http/pagination.ts';
 import type { Principal } from '../http/principal.ts';
-import { StorageError, type CompletedPart, type ObjectStorage } from '../storage/object-storage.ts';
+import { multipartEtag, normaliseEtag, StorageError, type CompletedPart, type ObjectStorage, type StoredObject } from '../storage/object-storage.ts';
 import { assetHooks, imageTooLarge, isImageAsset } from './asset-hooks.ts';
 import { TEMPLATE_ORGANIZATION } from './organizations.ts';
 
@@ -122,9 +122,23 @@ export class Assets {
     try {
       stored = await this.storage.completeMultipartUpload(session.storage_key, session.upload_id, body.parts, body.size_bytes);
     } catch (err) {
-      await release();
-      if (err instanceof StorageError) throw new ApiError('upload_conflict', err.message, { reason: err.code, ...err.details });
-      throw err;
+      // The parts are gone because they were assembled already: a finalize whose answer was lost
+      // (its assembly succeeded, then the storage, the database or the connection failed) is sent
+      // again, or S3 was retried by its SDK after completing. The object is recorded, not orphaned.
+      let earlier: StoredObject | undefined;
+      if (err instanceof StorageError && (err.code === 'upload_missing' || err.code === 'part_missing')) {
+        earlier = await this.assembledEarlier(session.storage_key, body).catch(async (headErr: unknown) => {
+          await release();
+          throw headErr;
+        });
+      }
+      if (!earlier) {
+        await release();
+        if (err instanceof StorageError) throw new ApiError('upload_conflict', err.message, { reason: err.code, ...err.details });
+        throw err;
+      }
+      this.logger.info({ asset_id: body.asset_id }, 'finalize: the parts were assembled by an earlier attempt; recording that object');
+      stored = earlier;
     }
     if (stored.sizeBytes !== body.size_bytes) {
       // Drivers that publish before the size is known (S3) consumed the parts: restart only.
@@ -223,6 +237,18 @@ export class Assets {
   }
 
   /** Hard delete of record and object; template assets are read-only for everyone. */
+  /**
+   * The object an earlier finalize of these very parts assembled at `key`, if there is one: its
+   * ETag is the multipart ETag of the parts the client names (MD5s of their contents) and its
+   * size is `size_bytes`. Anything else (no object, other parts, ETags that are not MD5s) is not.
+   */
+  private async assembledEarlier(key: string, body: FinalizeBody): Promise<StoredObject | undefined> {
+    const expected = multipartEtag(body.parts);
+    if (!expected) return undefined;
+    const head = await this.storage.headObject(key);
+    return head && normaliseEtag(head.etag) === expected && head.sizeBytes === body.size_bytes ? head : undefined;
+  }
+
   async delete(principal: Principal, assetId: string): Promise<void> {
     const row = await this.db('assets')
       .where('asset_id', assetId)

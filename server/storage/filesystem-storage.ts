@@ -11,6 +11,7 @@ import {
   MULTIPART_RULES,
   StorageError,
   StorageUnavailableError,
+  multipartEtag,
   normaliseEtag,
   type CompletedPart,
   type ObjectStorage,
@@ -151,7 +152,7 @@ export class FilesystemStorage implements ObjectStorage {
     await out.close();
     await rename(temp, target);
     await rm(dir, { recursive: true, force: true });
-    const etag = `"${createHash('md5').update(Buffer.concat(partDigests)).digest('hex')}-${parts.length}"`;
+    const etag = `"${multipartEtag(partDigests.map((d, i) => ({ part_number: i + 1, etag: d.toString('hex') })))}"`;
     await writeFile(`${target}.etag`, etag, { mode: PRIVATE_MODES.file });
     return { etag, sizeBytes };
   }

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 
 /** One uploaded part as the client reports it on finalize. */
@@ -73,6 +74,17 @@ export interface ObjectStorage {
   openObject(key: string): Promise<Readable>;
   headObject(key: string): Promise<StoredObject | null>;
   deleteObject(key: string): Promise<void>;
+}
+
+/**
+ * The ETag S3 gives an object assembled from `parts` (and the filesystem driver too), unquoted:
+ * the MD5 of the parts' binary MD5s, then `-<number of parts>`. Undefined when a part's ETag is not
+ * an MD5 (S3 with SSE-KMS, say).
+ */
+export function multipartEtag(parts: readonly CompletedPart[]): string | undefined {
+  const digests = parts.map((p) => normaliseEtag(p.etag));
+  if (!digests.every((d) => /^[0-9a-f]{32}$/i.test(d))) return undefined;
+  return `${createHash('md5').update(Buffer.concat(digests.map((d) => Buffer.from(d, 'hex')))).digest('hex')}-${parts.length}`;
 }
 
 /** ETags are compared without the surrounding quotes S3 (and browsers) may or may not keep. */

@@ -28,6 +28,8 @@ export interface FakeS3 {
   outage: false | 'reset' | '503' | 'stall';
   /** A missing key's GET and HEAD answer 403 AccessDenied, as S3 does for credentials without s3:ListBucket. */
   missingAs403: boolean;
+  /** The next this many CompleteMultipartUpload requests are carried out, then their connection dropped before the answer. */
+  dropCompleteAnswers: number;
   close(): Promise<void>;
 }
 
@@ -51,7 +53,7 @@ export async function startFakeS3(bucket = 'svc-test'): Promise<FakeS3> {
   const uploads = new Map<string, Upload>();
   const requests: FakeS3['requests'] = [];
   const fake: FakeS3 = {
-    endpoint: '', bucket, objects, uploads, requests, listPartsPageSize: 1000, outage: false, missingAs403: false,
+    endpoint: '', bucket, objects, uploads, requests, listPartsPageSize: 1000, outage: false, missingAs403: false, dropCompleteAnswers: 0,
     close: () => new Promise<void>((r) => { server.close(() => r()); server.closeAllConnections(); }),
   };
   const server = createServer(async (req, res) => {
@@ -114,6 +116,10 @@ export async function startFakeS3(bucket = 'svc-test'): Promise<FakeS3> {
         const etag = `"${md5(Buffer.concat(datas.map(md5))).toString('hex')}-${datas.length}"`;
         objects.set(key, { data: Buffer.concat(datas), etag, contentType: 'binary/octet-stream' });
         uploads.delete(uploadId);
+        if (fake.dropCompleteAnswers > 0) {
+          fake.dropCompleteAnswers--;
+          return void req.socket.destroy();
+        }
         return send(200, `<CompleteMultipartUploadResult><Location>http://fake/${bucket}/${xmlEscape(key)}</Location><Bucket>${bucket}</Bucket><Key>${xmlEscape(key)}</Key><ETag>${xmlEscape(etag)}</ETag></CompleteMultipartUploadResult>`);
       }
     }

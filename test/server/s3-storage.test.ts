@@ -162,3 +162,39 @@ test.serial('S3 that stops answering: a request gives up after the idle timeout 
   t.is(init.status, 503, init.text);
   t.is(init.body.code, 'service_unavailable');
 });
+
+test.serial('a finalize whose assembly succeeded but whose answer was lost records the object (the SDK\'s retry, or the client sending it again); other parts at that key are still a 409', async (t) => {
+  t.timeout(60_000);
+  const parts = [randomBytes(5 * MB), randomBytes(2 * MB)];
+  const begin = async (name: string) => {
+    const init = (await s.call('POST', '/v1/assets/initiate-upload', { body: { name, category: 'weight', content_type: 'application/octet-stream', size_bytes: 7 * MB } })).body;
+    const etags: string[] = [];
+    for (const [i, part] of parts.entries()) {
+      const signed = (await s.call('POST', '/v1/assets/sign-part', { body: { asset_id: init.asset_id, upload_id: init.upload_id, part_number: i + 1, s3_key: init.s3_key } })).body;
+      etags.push((await fetch(signed.upload_url, { method: 'PUT', body: new Uint8Array(parts[i]!) })).headers.get('etag')!);
+    }
+    return { init, body: { asset_id: init.asset_id, upload_id: init.upload_id, name, category: 'weight', content_type: 'application/octet-stream', size_bytes: 7 * MB, parts: etags.map((etag, i) => ({ part_number: i + 1, etag })) } };
+  };
+
+  // S3 assembles, the connection drops before its answer; the SDK's retry finds the upload gone.
+  const lost = await begin('lost-answer.bin');
+  s3.dropCompleteAnswers = 1;
+  t.teardown(() => (s3.dropCompleteAnswers = 0));
+  const finalized = await s.call('POST', '/v1/assets', { body: lost.body });
+  t.is(finalized.status, 201, finalized.text);
+  t.is(s3.dropCompleteAnswers, 0, 'the answer was dropped');
+  t.is(finalized.body.size_bytes, 7 * MB);
+  t.is(finalized.body.etag.replace(/"/g, ''), s3.objects.get(lost.init.s3_key)!.etag.replace(/"/g, ''));
+  t.true(s3.objects.get(lost.init.s3_key)!.data.equals(Buffer.concat(parts)));
+  t.is((await s.call('GET', `/v1/assets/${lost.init.asset_id}`)).status, 200);
+
+  // The upload gone (aborted behind the API) and an object at the key made of other parts: not
+  // this upload's, a 409.
+  const other = await begin('other.bin');
+  s3.uploads.delete(other.body.upload_id);
+  s3.objects.set(other.init.s3_key, { data: Buffer.alloc(7 * MB), etag: '"00000000000000000000000000000000-2"', contentType: 'binary/octet-stream' });
+  const refused = await s.call('POST', '/v1/assets', { body: other.body });
+  t.is(refused.status, 409, refused.text);
+  t.is(refused.body.details.reason, 'upload_missing');
+  t.is((await s.call('GET', `/v1/assets/${other.init.asset_id}`)).status, 404, 'not recorded');
+});
