@@ -17,22 +17,12 @@ import test from 'ava';
 import type { PhonemeTiming } from '../../core/frames.ts';
 import { articulationAt } from '../../plugins/face/articulation.ts';
 import { AudioVisemeTracker } from '../../plugins/face/audio-visemes.ts';
+import { prng } from '../../plugins/face/face-animator.ts';
 import { HumanFaceFrameSource } from '../../plugins/face/face-frame-source.ts';
 import { openFace, type Face } from './pose-recorder.ts';
 import { syntheticPhrase } from './speech-signal.ts';
 
 const RATE = 16_000;
-
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** What the head turn holds (read from the source's internals; the same fields before and after the bound). */
 function footprint(source: HumanFaceFrameSource): { audioBytes: number; hops: number; segments: number; phonemes: number; phonemeSegments: number } {
