@@ -58,6 +58,9 @@ interface Lane {
   readonly failures: string[];
 }
 
+/** How long an ava run's output may still be read after it exited. */
+const OUTPUT_DRAIN_MS = 2_000;
+
 /** A failed run's details kept for the recap at most (the `✘` lines are always kept). */
 const RECAP_MAX_LINES = 150;
 
@@ -146,14 +149,30 @@ function runAva(lane: Lane, files: readonly string[], concurrency: number): Prom
     });
     stream.on('end', () => rest && keep(lane, crosses, print(lane, rest)));
   }
+  // Settled at the exit, once the output read so far is in (the recap needs ava's last lines), but
+  // not waiting for the pipes to close: a process ava left behind holding them would hold the lane.
   return new Promise((resolve) => {
-    child.once('close', (code, signal) => {
-      const exit = signal ? null : code;
-      if (exit !== 0) {
-        lane.failures.push(`files: ${files.length === 1 ? files[0] : `${files.length} files`}, exit ${exit ?? signal}`, ...crosses);
-        lane.failures.push(...(lane.tail ?? []));
-      }
-      resolve(exit);
+    child.once('exit', (code, signal) => {
+      let settled = false;
+      const settle = () => {
+        if (settled) return;
+        settled = true;
+        const exit = signal ? null : code;
+        if (exit !== 0) {
+          lane.failures.push(`files: ${files.length === 1 ? files[0] : `${files.length} files`}, exit ${exit ?? signal}`, ...crosses);
+          lane.failures.push(...(lane.tail ?? []));
+        }
+        resolve(exit);
+      };
+      const closed = setTimeout(() => {
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+        settle();
+      }, OUTPUT_DRAIN_MS);
+      child.once('close', () => {
+        clearTimeout(closed);
+        settle();
+      });
     });
   });
 }
@@ -180,6 +199,9 @@ function print(lane: Lane, line: string): string {
 
 /** Core dumps written during the run: each one's program, signal and crashing frames, then removed (kept with SVC_KEEP_CORES=1). */
 function reportCoreDumps(): void {
+  // A run inside the suite (test/support/run-tests-recap.test.ts) leaves the dumps of the outer
+  // run's other processes to the outer run.
+  if (process.env.RUN_TESTS_CORE_REPORT === 'off') return;
   if (!coreDir || !existsSync(coreDir)) return;
   const cores = readdirSync(coreDir)
     .filter((f) => f.startsWith('core'))

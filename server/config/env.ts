@@ -50,6 +50,8 @@ export function loadConfigFromEnv(env: Env = process.env): ServerConfig {
           forcePathStyle: env.S3_FORCE_PATH_STYLE === 'true',
           accessKeyId: env.S3_ACCESS_KEY_ID,
           secretAccessKey: env.S3_SECRET_ACCESS_KEY,
+          ...(milliseconds(env, 'S3_CONNECT_TIMEOUT_MS') !== undefined ? { connectTimeoutMs: milliseconds(env, 'S3_CONNECT_TIMEOUT_MS') } : {}),
+          ...(milliseconds(env, 'S3_IDLE_TIMEOUT_MS') !== undefined ? { idleTimeoutMs: milliseconds(env, 'S3_IDLE_TIMEOUT_MS') } : {}),
         }
       : { driver: 'filesystem', root: env.STORAGE_ROOT ?? join(dataDir, 'objects') };
   if (env.STORAGE_DRIVER && !['s3', 'filesystem'].includes(env.STORAGE_DRIVER)) throw new ConfigError(`STORAGE_DRIVER must be filesystem or s3, got ${JSON.stringify(env.STORAGE_DRIVER)}`);

@@ -102,6 +102,7 @@ interface RunnerSession {
    * renewal's start plus the lease): past it, the bot is stopped `runner_lost` (`watchLeases`).
    */
   heldUntil: number;
+  leaseLost?: boolean;
 }
 
 export class RunnerSessions {

@@ -17,7 +17,7 @@ import { RevocationWatcher } from '../services/api-keys.ts';
 import { imageTooLarge } from '../services/asset-hooks.ts';
 import type { Services } from '../services/index.ts';
 import { TEMPLATE_ORGANIZATION } from '../services/organizations.ts';
-import type { ObjectStorage } from '../storage/index.ts';
+import { StorageUnavailableError, type ObjectStorage } from '../storage/index.ts';
 import { RealtimeConfigError, type RealtimeResolver, type ResolvedFaceConfig } from './realtime-endpoint.ts';
 import type { ReferenceCheck } from '../services/model-config-checks.ts';
 import type { RealtimeErrorCode } from '../../protocol/realtime.ts';
@@ -99,6 +99,8 @@ export function createRealtimeResolver(deps: RealtimeResolverDeps): RealtimeReso
           image = new Uint8Array(await deps.storage.getObject(row.storage_key));
         } catch (err) {
           deps.log?.('realtime.reference_unreadable', { config_id: config.model_config_id, asset_id: assetId, error: errorMessage(err) });
+          // The storage failing is not the configuration's fault: not reported as a missing reference.
+          if (err instanceof StorageUnavailableError) throw err;
           throw missing();
         }
         const landmarks = storedLandmarks(row.analysis);

@@ -6,7 +6,7 @@ import { int, isoRequired } from '../db/row-values.ts';
 import { ApiError } from '../http/api-error.ts';
 import { envelope, type ListEnvelope, type Page } from '../http/pagination.ts';
 import type { Principal } from '../http/principal.ts';
-import { multipartEtag, normaliseEtag, StorageError, type CompletedPart, type ObjectStorage, type StoredObject } from '../storage/object-storage.ts';
+import { multipartEtag, normaliseEtag, StorageError, StorageUnavailableError, type CompletedPart, type ObjectStorage, type StoredObject } from '../storage/object-storage.ts';
 import { assetHooks, imageTooLarge, isImageAsset } from './asset-hooks.ts';
 import { TEMPLATE_ORGANIZATION } from './organizations.ts';
 
@@ -141,8 +141,13 @@ export class Assets {
       stored = earlier;
     }
     if (stored.sizeBytes !== body.size_bytes) {
-      // Drivers that publish before the size is known (S3) consumed the parts: restart only.
-      await this.storage.deleteObject(session.storage_key);
+      // Drivers that publish before the size is known (S3) consumed the parts: restart only. The
+      // object not deleted (the storage failing): the claim is given back, and the upload sweep
+      // deletes the object with the session (no asset records it).
+      await this.storage.deleteObject(session.storage_key).catch(async (err: unknown) => {
+        await release();
+        throw err;
+      });
       await this.db('upload_sessions').where({ asset_id: body.asset_id, upload_id: claim }).delete();
       throw new ApiError('upload_conflict', `stored object is ${stored.sizeBytes} bytes, size_bytes says ${body.size_bytes}`, { reason: 'size_mismatch', stored_size_bytes: stored.sizeBytes });
     }
@@ -278,19 +283,26 @@ export class Assets {
   /** Aborts upload sessions opened before `olderThan` and never finalized; returns how many. */
   async sweepAbandonedUploads(olderThan: Date): Promise<number> {
     const stale = await this.db('upload_sessions').where('created_at', '<', olderThan).select('asset_id', 'upload_id', 'storage_key');
+    let swept = 0;
     for (const session of stale) {
       const claimed = String(session.upload_id).startsWith(CLAIM_PREFIX);
       const uploadId = claimed ? String(session.upload_id).slice(CLAIM_PREFIX.length) : session.upload_id;
-      await this.storage.abortMultipartUpload(session.storage_key, uploadId).catch((err) =>
-        this.logger.warn({ err, asset_id: session.asset_id }, 'aborting an abandoned upload failed'),
-      );
-      // A finalize that died holding its claim may have published the object without its record.
-      if (claimed && !(await this.db('assets').where('asset_id', session.asset_id).first('asset_id'))) {
-        await this.storage.deleteObject(session.storage_key).catch((err) => this.logger.warn({ err, asset_id: session.asset_id }, 'deleting an unrecorded object failed'));
+      try {
+        await this.storage.abortMultipartUpload(session.storage_key, uploadId);
+        // The object may have been assembled without its record: by a finalize that died holding
+        // its claim, or one that gave its claim back after the assembly (its answer lost, the
+        // database failing) and was never sent again.
+        if (!(await this.db('assets').where('asset_id', session.asset_id).first('asset_id'))) await this.storage.deleteObject(session.storage_key);
+      } catch (err) {
+        // The storage unavailable: the session is kept, and the next sweep tries again (its parts
+        // or object would otherwise be left with nothing naming them).
+        this.logger.warn({ err, asset_id: session.asset_id }, 'sweeping an abandoned upload failed; kept for the next sweep');
+        continue;
       }
       await this.db('upload_sessions').where('asset_id', session.asset_id).delete();
+      swept++;
     }
-    return stale.length;
+    return swept;
   }
 
   async settled(): Promise<void> {
@@ -356,6 +368,12 @@ export class Assets {
             read: () => this.storage.getObject(row.storage_key),
           })) ?? {};
         } catch (err) {
+          if (err instanceof StorageUnavailableError) {
+            // Not the image's fault: nothing recorded, so the check stays pending and runs again
+            // (ensureAnalysed, or the session's own pass) once the storage answers.
+            this.logger.warn({ err, asset_id: row.asset_id, hook: slug }, 'asset hook could not read the image: the object storage is unavailable');
+            return;
+          }
           this.logger.warn({ err, asset_id: row.asset_id, hook: slug }, 'asset hook failed');
           analysis = { error: (err as Error).message };
         }

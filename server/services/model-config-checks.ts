@@ -16,7 +16,7 @@ import type { Readable } from 'node:stream';
 import sharp from 'sharp';
 import type { Db } from '../db/connect.ts';
 import { ApiError } from '../http/api-error.ts';
-import type { ObjectStorage } from '../storage/object-storage.ts';
+import { StorageError, type ObjectStorage } from '../storage/object-storage.ts';
 import { imageTooLarge, isImageAsset } from './asset-hooks.ts';
 import { TEMPLATE_ORGANIZATION } from './organizations.ts';
 
@@ -155,7 +155,9 @@ export async function validateReferenceAsset(db: Db, storage: ObjectStorage, org
   let head: Buffer;
   try {
     head = await readHead(storage, asset.storage_key, REFERENCE_CHECK_LIMITS.headerBytes);
-  } catch {
+  } catch (err) {
+    // Only a missing object is the asset's problem; the storage failing is a 503.
+    if (!(err instanceof StorageError && err.code === 'object_missing')) throw err;
     throw new ApiError('asset_not_found', `the content of reference image asset ${assetId} is missing from storage`, { asset_id: assetId, path });
   }
   let format: string | undefined;

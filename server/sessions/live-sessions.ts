@@ -87,6 +87,7 @@ interface LocalSession {
    * slot given to another (see `watchLeases`).
    */
   heldUntil: number;
+  leaseLost?: boolean;
 }
 
 /** What `LiveSessions.stats()` reports (server/metrics turns it into Prometheus series). */

@@ -49,6 +49,8 @@ export interface LeasedSession {
   readonly running: unknown;
   readonly finished: unknown;
   readonly heldUntil: number;
+  /** Set when the watch stopped it: a bot's stop takes a while, and it is asked once. */
+  leaseLost?: boolean;
 }
 
 /**
@@ -56,8 +58,11 @@ export interface LeasedSession {
  * the database unreachable or stalled while visitors still reach the process). Another process's
  * reaper ends their calls and frees their slots once the lease lapsed, and new sessions are then
  * admitted in their place: their bots must stop (`runner_lost`), on a single server
- * (live-sessions.ts) and on a fleet runner (runner-sessions.ts) alike.
+ * (live-sessions.ts) and on a fleet runner (runner-sessions.ts) alike. Each is returned once
+ * (marked `leaseLost`): its stop is asked for once however long the bot takes to stop.
  */
 export function overdueLeases<S extends LeasedSession>(sessions: Iterable<S>, now: number): S[] {
-  return [...sessions].filter((s) => s.running && !s.finished && s.heldUntil < now);
+  const overdue = [...sessions].filter((s) => s.running && !s.finished && !s.leaseLost && s.heldUntil < now);
+  for (const s of overdue) s.leaseLost = true;
+  return overdue;
 }

@@ -43,6 +43,12 @@ const ownerTag = () => formatIdentity(currentProcess()).replace(':', '_');
  * Upload and download URLs point at this server (`/v1/storage/...`) and carry an HMAC
  * signature with an expiry; `routes/storage.ts` verifies them and calls `writePart`/`openObject`.
  */
+/** A path that is not there (or not a file): the object is missing, not the disk failing. */
+const isAbsent = (err: unknown) => ['ENOENT', 'ENOTDIR', 'EISDIR'].includes(String((err as NodeJS.ErrnoException)?.code));
+
+/** EIO, EACCES, ENOSPC, EMFILE...: the disk, not the object (503, as S3 being unreachable). */
+const diskFailure = (what: string, err: unknown) => new StorageUnavailableError(`${what} failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+
 export class FilesystemStorage implements ObjectStorage {
   readonly driver = 'filesystem' as const;
 
@@ -53,7 +59,9 @@ export class FilesystemStorage implements ObjectStorage {
 
   async createMultipartUpload(): Promise<string> {
     const uploadId = randomBytes(18).toString('base64url');
-    await mkdir(this.uploadDir(uploadId), { recursive: true, mode: PRIVATE_MODES.directory });
+    await mkdir(this.uploadDir(uploadId), { recursive: true, mode: PRIVATE_MODES.directory }).catch((err: unknown) => {
+      throw diskFailure('starting an upload', err);
+    });
     return uploadId;
   }
 
@@ -187,7 +195,10 @@ export class FilesystemStorage implements ObjectStorage {
   }
 
   async abortMultipartUpload(_key: string, uploadId: string): Promise<void> {
-    if (UPLOAD_ID_RE.test(uploadId)) await rm(this.uploadDir(uploadId), { recursive: true, force: true });
+    if (!UPLOAD_ID_RE.test(uploadId)) return;
+    await rm(this.uploadDir(uploadId), { recursive: true, force: true }).catch((err: unknown) => {
+      throw diskFailure(`aborting upload ${uploadId}`, err);
+    });
   }
 
   async hasUpload(uploadId: string): Promise<boolean> {
@@ -208,19 +219,19 @@ export class FilesystemStorage implements ObjectStorage {
 
   async putObject(key: string, data: Buffer): Promise<StoredObject> {
     const target = this.objectPath(key);
-    await mkdir(dirname(target), { recursive: true, mode: PRIVATE_MODES.directory });
     // Written beside it and renamed into place: a reader (another server on the same directory)
     // sees the whole object or none, never a part of it.
     const temp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
+    const etag = `"${createHash('md5').update(data).digest('hex')}"`;
     try {
+      await mkdir(dirname(target), { recursive: true, mode: PRIVATE_MODES.directory });
       await writeFile(temp, data, { mode: PRIVATE_MODES.file });
       await rename(temp, target);
+      await writeFile(`${target}.etag`, etag, { mode: PRIVATE_MODES.file });
     } catch (err) {
-      await rm(temp, { force: true });
-      throw err;
+      await rm(temp, { force: true }).catch(() => undefined);
+      throw diskFailure(`storing object ${key}`, err);
     }
-    const etag = `"${createHash('md5').update(data).digest('hex')}"`;
-    await writeFile(`${target}.etag`, etag, { mode: PRIVATE_MODES.file });
     return { etag, sizeBytes: data.length };
   }
 
@@ -228,10 +239,8 @@ export class FilesystemStorage implements ObjectStorage {
     try {
       return await readFile(this.objectPath(key));
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR') throw new StorageError('object_missing', `object ${key} does not exist`);
-      // EIO, EACCES, EMFILE...: the disk, not the object.
-      throw new StorageUnavailableError(`reading object ${key} failed: ${(err as Error).message}`, { cause: err });
+      if (isAbsent(err)) throw new StorageError('object_missing', `object ${key} does not exist`);
+      throw diskFailure(`reading object ${key}`, err);
     }
   }
 
@@ -242,18 +251,24 @@ export class FilesystemStorage implements ObjectStorage {
   }
 
   async headObject(key: string): Promise<StoredObject | null> {
+    let info;
     try {
-      const info = await stat(this.objectPath(key));
-      const etag = await readFile(`${this.objectPath(key)}.etag`, 'utf8').catch(() => '');
-      return { sizeBytes: info.size, etag };
-    } catch {
-      return null;
+      info = await stat(this.objectPath(key));
+    } catch (err) {
+      if (isAbsent(err)) return null;
+      throw diskFailure(`reading object ${key}`, err);
     }
+    const etag = await readFile(`${this.objectPath(key)}.etag`, 'utf8').catch(() => '');
+    return { sizeBytes: info.size, etag };
   }
 
   async deleteObject(key: string): Promise<void> {
-    await rm(this.objectPath(key), { force: true });
-    await rm(`${this.objectPath(key)}.etag`, { force: true });
+    try {
+      await rm(this.objectPath(key), { force: true });
+      await rm(`${this.objectPath(key)}.etag`, { force: true });
+    } catch (err) {
+      throw diskFailure(`deleting object ${key}`, err);
+    }
   }
 
   /** Checks a signed request; returns a reason when it must be refused. */

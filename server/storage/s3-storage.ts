@@ -36,9 +36,10 @@ export interface S3StorageOptions {
 }
 
 /**
- * How long S3 may take: to connect, and between bytes of an answer (the SDK's default has no
- * limit, and a bucket that stops answering held a request, and the REST call behind it, for ever).
- * After the SDK's own retries, a failure is `StorageUnavailableError` (503).
+ * How long S3 may take: to connect, and without a byte either way once connected (a request, its
+ * answer's headers or body; the SDK's default has no limit, and a bucket that stops answering held
+ * a request, and the REST call behind it, for ever). After the SDK's own retries, a failure is
+ * `StorageUnavailableError` (503).
  */
 export const S3_DEFAULTS = {
   connectTimeoutMs: 5_000,
@@ -53,15 +54,21 @@ function s3Failure(err: unknown): { name: string; status: number | undefined } {
 }
 
 /**
- * Whether S3 said the key does not exist. A 403 counts: S3 answers 403, not 404, for a missing key
- * when the credentials lack s3:ListBucket. `NoSuchBucket` never does (the bucket is misconfigured:
- * the storage is unavailable, and an object must not read as deleted).
+ * Whether S3 said the key does not exist: `NoSuchKey`, or a 404 (a HEAD's answer has no body to
+ * name it; a HEAD on a missing bucket reads as a missing key, a limit of S3's HEAD). A 403 does
+ * not: it is also what expired or wrong credentials, a skewed clock or a KMS denial get, so it is
+ * the storage unavailable (503); S3 answers 403 for a missing key to credentials without
+ * s3:ListBucket, which the service's credentials must have (docs/decisions-rest.md). `NoSuchBucket`
+ * never does (the bucket is misconfigured, and an object must not read as deleted).
  */
 function isMissing(err: unknown): boolean {
   const { name, status } = s3Failure(err);
   if (name === 'NoSuchBucket') return false;
-  return name === 'NoSuchKey' || name === 'NotFound' || status === 404 || status === 403;
+  return name === 'NoSuchKey' || name === 'NotFound' || status === 404;
 }
+
+/** An abort of an upload S3 no longer has: done already. */
+class AbortedAlready extends Error {}
 
 const unavailable = (what: string, err: unknown) => new StorageUnavailableError(`S3 ${what} failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
 
@@ -81,7 +88,9 @@ export class S3Storage implements ObjectStorage {
         options.accessKeyId && options.secretAccessKey
           ? { accessKeyId: options.accessKeyId, secretAccessKey: options.secretAccessKey }
           : undefined,
-      requestHandler: { connectionTimeout: options.connectTimeoutMs ?? S3_DEFAULTS.connectTimeoutMs, requestTimeout: options.idleTimeoutMs ?? S3_DEFAULTS.idleTimeoutMs, throwOnRequestTimeout: true },
+      // socketTimeout is an idle timeout that also covers a body being read or sent (a large object
+      // may take longer than any fixed deadline); requestTimeout would end at the headers.
+      requestHandler: { connectionTimeout: options.connectTimeoutMs ?? S3_DEFAULTS.connectTimeoutMs, socketTimeout: options.idleTimeoutMs ?? S3_DEFAULTS.idleTimeoutMs },
     });
   }
 
@@ -162,7 +171,13 @@ export class S3Storage implements ObjectStorage {
   }
 
   async abortMultipartUpload(key: string, uploadId: string): Promise<void> {
-    await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId })).catch(() => undefined);
+    // An upload already gone (completed, aborted) is what was asked for; S3 failing is not.
+    await this.send('AbortMultipartUpload', () => this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId })), (err) => {
+      const { name, status } = s3Failure(err);
+      return name === 'NoSuchUpload' || (status === 404 && name !== 'NoSuchBucket') ? new AbortedAlready() : undefined;
+    }).catch((err: unknown) => {
+      if (!(err instanceof AbortedAlready)) throw err;
+    });
   }
 
   signDownloadUrl(key: string, ttlMs: number, contentType: string | null): Promise<string> {

@@ -23,9 +23,10 @@ export interface FakeS3 {
   listPartsPageSize: number;
   /**
    * An outage: `reset` drops every connection as it arrives (S3 unreachable), `503` answers S3's
-   * `ServiceUnavailable`, `stall` accepts requests and never answers. Requests are still recorded.
+   * `ServiceUnavailable`, `stall` accepts requests and never answers, `stall-body` answers a GET's
+   * headers and the first half of its body, then nothing more. Requests are still recorded.
    */
-  outage: false | 'reset' | '503' | 'stall';
+  outage: false | 'reset' | '503' | 'stall' | 'stall-body';
   /** A missing key's GET and HEAD answer 403 AccessDenied, as S3 does for credentials without s3:ListBucket. */
   missingAs403: boolean;
   /** The next this many CompleteMultipartUpload requests are carried out, then their connection dropped before the answer. */
@@ -141,6 +142,7 @@ export async function startFakeS3(bucket = 'svc-test'): Promise<FakeS3> {
         ETag: object.etag,
         'last-modified': new Date().toUTCString(),
       });
+      if (req.method === 'GET' && fake.outage === 'stall-body') return void res.write(object.data.subarray(0, object.data.length >> 1));
       return res.end(req.method === 'GET' ? object.data : undefined);
     }
     error(res, 405, 'MethodNotAllowed', 'The specified method is not allowed against this resource.');

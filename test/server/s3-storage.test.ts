@@ -1,5 +1,6 @@
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { SERVER_DEFAULTS } from '../../server/config/server-config.ts';
 import { startFakeS3, type FakeS3 } from '../fakes/s3.ts';
 import { startTestServer, type TestServer } from './harness.ts';
@@ -90,12 +91,21 @@ test.serial('S3 driver: the parts of an upload are read over every ListParts pag
   t.true(listings[1]!.query.includes('part-number-marker'));
 });
 
-test.serial('S3 unavailable (connections dropped, 503s, a bucket that stops answering): 503 service_unavailable with Retry-After, nothing lost; a missing key read as 403 is still missing', async (t) => {
+test.serial('S3 unavailable (connections dropped, 503s, a bucket that stops answering): 503 service_unavailable with Retry-After, nothing lost; a 403 is not a missing key', async (t) => {
   t.timeout(120_000);
   const file = randomBytes(6 * MB);
   const kept = await upload([file.subarray(0, 5 * MB), file.subarray(5 * MB)]);
   t.is(kept.finalized.status, 201, kept.finalized.text);
   const listed = async () => (await s.call('GET', '/v1/assets?limit=100')).body.data.map((a: any) => a.asset_id) as string[];
+  // A reference image: a configuration written while the bucket is down is a 503, not 404 asset_not_found.
+  const portrait = readFileSync(new URL('../../server/assets/astronaut-512.png', import.meta.url));
+  const image = await s.call('POST', '/v1/assets/initiate-upload', { body: { name: 'me.png', category: 'image', content_type: 'image/png', size_bytes: portrait.length } });
+  const imagePart = (await s.call('POST', '/v1/assets/sign-part', { body: { asset_id: image.body.asset_id, upload_id: image.body.upload_id, part_number: 1, s3_key: image.body.s3_key } })).body;
+  const imageEtag = (await fetch(imagePart.upload_url, { method: 'PUT', body: new Uint8Array(portrait) })).headers.get('etag')!;
+  const imageAsset = await s.call('POST', '/v1/assets', { body: { asset_id: image.body.asset_id, upload_id: image.body.upload_id, name: 'me.png', category: 'image', content_type: 'image/png', size_bytes: portrait.length, parts: [{ part_number: 1, etag: imageEtag }] } });
+  t.is(imageAsset.status, 201, imageAsset.text);
+  await s.server.settled();
+  const config = () => s.call('POST', '/v1/model-configs', { body: { title: `s3 outage ${Math.random()}`, model_variant_id: 'svc/test-portrait/v1', model_configurations: { reference_image_asset_id: image.body.asset_id } } });
 
   t.teardown(() => (s3.outage = false));
   for (const outage of ['reset', '503'] as const) {
@@ -108,6 +118,8 @@ test.serial('S3 unavailable (connections dropped, 503s, a bucket that stops answ
     t.regex(init.body.message, /object storage is unavailable/);
     t.is(init.headers.get('retry-after'), String(SERVER_DEFAULTS.retryAfterSeconds));
     t.is((await s.server.db('upload_sessions').count({ n: '*' }).first())!.n, before, `${outage}: no upload session recorded`);
+    const written = await config();
+    t.is(written.status, 503, `${outage}: ${written.text}`);
 
     // A delete that cannot reach the bucket keeps the asset, and can be sent again.
     const del = await s.call('DELETE', `/v1/assets/${kept.init.asset_id}`);
@@ -134,14 +146,18 @@ test.serial('S3 unavailable (connections dropped, 503s, a bucket that stops answ
   t.is(finalized.status, 201, finalized.text);
   t.true(s3.objects.get(init.s3_key)!.data.equals(Buffer.concat(parts)));
 
-  // Credentials without s3:ListBucket: S3 answers 403 for a missing key; it reads as missing (a
-  // 404 asset_not_found for a reference image whose object is gone), not as an outage.
+  // A 403 is not a missing key (expired or wrong credentials get it too): the storage is
+  // unavailable. (Credentials without s3:ListBucket get it for a missing key: the service's must have it.)
   s3.missingAs403 = true;
   t.teardown(() => (s3.missingAs403 = false));
-  t.is(await s.server.storage.headObject('no/such/key'), null);
+  await t.throwsAsync(s.server.storage.headObject('no/such/key'), { name: 'StorageUnavailableError' });
+  await t.throwsAsync(s.server.storage.getObject('no/such/key'), { name: 'StorageUnavailableError' });
+  s3.missingAs403 = false;
+  t.is(await s.server.storage.headObject('no/such/key'), null, 'a 404 is missing');
   await t.throwsAsync(s.server.storage.getObject('no/such/key'), { name: 'StorageError', message: /does not exist/ });
-  // ...and a stored object still reads.
-  t.is((await s.server.storage.getObject(init.s3_key)).length, 6 * MB);
+  t.is((await s.server.storage.getObject(init.s3_key)).length, 6 * MB, 'a stored object reads');
+
+  t.is((await config()).status, 201, 'the configuration is written once the bucket answers');
 
   // Deleted for real once the bucket answers.
   t.is((await s.call('DELETE', `/v1/assets/${kept.init.asset_id}`)).status, 204);
@@ -149,7 +165,7 @@ test.serial('S3 unavailable (connections dropped, 503s, a bucket that stops answ
   t.false((await listed()).includes(kept.init.asset_id));
 });
 
-test.serial('S3 that stops answering: a request gives up after the idle timeout (503), it does not hang', async (t) => {
+test.serial('S3 that stops answering (before its answer, or in the middle of a body): a request gives up after the idle timeout (503), it does not hang', async (t) => {
   t.timeout(120_000);
   const stalled = await startTestServer({
     label: 's3_stall',
@@ -161,6 +177,12 @@ test.serial('S3 that stops answering: a request gives up after the idle timeout 
   const init = await stalled.call('POST', '/v1/assets/initiate-upload', { body: { name: 'x.bin', category: 'weight', content_type: 'application/octet-stream', size_bytes: 10 } });
   t.is(init.status, 503, init.text);
   t.is(init.body.code, 'service_unavailable');
+  // An object whose body stops half-way: the read gives up (it was never bounded by a deadline at the headers).
+  const key = 'stall/body.bin';
+  s3.outage = false;
+  await stalled.server.storage.putObject(key, randomBytes(256 * 1024), 'application/octet-stream');
+  s3.outage = 'stall-body';
+  await t.throwsAsync(stalled.server.storage.getObject(key), { name: 'StorageUnavailableError' });
 });
 
 test.serial('a finalize whose assembly succeeded but whose answer was lost records the object (the SDK\'s retry, or the client sending it again); other parts at that key are still a 409', async (t) => {

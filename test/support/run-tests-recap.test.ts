@@ -13,7 +13,7 @@ const LIGHT = 'test/support/fixtures/failing-light.fixture.ts';
 
 test('a failed test is repeated at the end of the run: its file, its title and its details, in each lane', async (t) => {
   t.timeout(120_000);
-  const run = spawn(process.execPath, ['--import', 'tsx', 'scripts/run-tests.ts', HEAVY, LIGHT], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const run = spawn(process.execPath, ['--import', 'tsx', 'scripts/run-tests.ts', HEAVY, LIGHT], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUN_TESTS_CORE_REPORT: 'off' } });
   let output = '';
   run.stdout.on('data', (d: Buffer) => (output += d.toString()));
   run.stderr.on('data', (d: Buffer) => (output += d.toString()));
