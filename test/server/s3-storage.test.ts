@@ -2,6 +2,8 @@ import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { SERVER_DEFAULTS } from '../../server/config/server-config.ts';
+import { attachRealtime, createRealtimeResolver } from '../../server/realtime/index.ts';
+import { connectRaw } from '../realtime/ws-conn.ts';
 import { startFakeS3, type FakeS3 } from '../fakes/s3.ts';
 import { startTestServer, type TestServer } from './harness.ts';
 
@@ -157,7 +159,23 @@ test.serial('S3 unavailable (connections dropped, 503s, a bucket that stops answ
   await t.throwsAsync(s.server.storage.getObject('no/such/key'), { name: 'StorageError', message: /does not exist/ });
   t.is((await s.server.storage.getObject(init.s3_key)).length, 6 * MB, 'a stored object reads');
 
-  t.is((await config()).status, 201, 'the configuration is written once the bucket answers');
+  const written = await config();
+  t.is(written.status, 201, 'the configuration is written once the bucket answers');
+
+  // A /realtime session whose reference cannot be read while the bucket is down: internal_error
+  // (the service's fault), not config_reference_missing (which tells the customer to fix it).
+  const logged: Array<{ event: string; details: Record<string, unknown> }> = [];
+  const log = (event: string, details: Record<string, unknown>) => void logged.push({ event, details });
+  const endpoint = attachRealtime(s.server.httpServer, { registry: s.server.registry, resolver: createRealtimeResolver({ ...s.server, log }), log });
+  t.teardown(() => endpoint.close());
+  s3.outage = 'reset';
+  const c = connectRaw(`${s.url.replace(/^http/, 'ws')}/realtime?config_id=${written.body.model_config_id}`, { 'x-api-key': s.keyA });
+  const unreadable = await c.next((m) => m.type === 'error');
+  s3.outage = false;
+  t.like(unreadable, { code: 'internal_error', fatal: true });
+  t.like(logged.find((l) => l.event === 'realtime.reference_unreadable')?.details, { config_id: written.body.model_config_id, asset_id: image.body.asset_id });
+  t.regex(String(logged.find((l) => l.event === 'realtime.reference_unreadable')?.details['error']), /S3 GetObject failed/);
+  t.false(logged.some((l) => l.event === 'realtime.config_refused'), 'not refused as the configuration\'s fault');
 
   // Deleted for real once the bucket answers.
   t.is((await s.call('DELETE', `/v1/assets/${kept.init.asset_id}`)).status, 204);
