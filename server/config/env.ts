@@ -235,6 +235,7 @@ export function jobSettingsFromEnv(env: Env): Partial<JobSettings> {
     ['heartbeatMs', 'SVC_JOB_HEARTBEAT_MS'],
     ['pollMs', 'SVC_JOB_POLL_MS'],
     ['attemptTimeoutMs', 'SVC_JOB_ATTEMPT_TIMEOUT_MS'],
+    ['retentionMs', 'SVC_JOB_RETENTION_MS'],
   ];
   for (const [key, name] of numbers) {
     const text = env[name]?.trim();

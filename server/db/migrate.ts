@@ -5,6 +5,7 @@ import * as durableJobs from './migrations/003_durable_jobs.ts';
 import * as sessionRunners from './migrations/004_session_runners.ts';
 import * as admissionBatch from './migrations/005_admission_batch.ts';
 import * as jobBacklog from './migrations/006_job_backlog.ts';
+import * as jobRetention from './migrations/007_job_retention.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -19,6 +20,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '004_session_runners': sessionRunners,
   '005_admission_batch': admissionBatch,
   '006_job_backlog': jobBacklog,
+  '007_job_retention': jobRetention,
 };
 
 const source: Knex.MigrationSource<string> = {

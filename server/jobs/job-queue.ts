@@ -6,8 +6,8 @@
  * can never overwrite what the new owner did. All times are the database's `now()`.
  */
 import type { Knex } from 'knex';
-import type { Db } from '../db/connect.ts';
-import type { JobSettings } from './job-settings.ts';
+import { affectedRows, type Db } from '../db/connect.ts';
+import { JOB_SWEEP, type JobSettings } from './job-settings.ts';
 
 const TABLE = 'generation_jobs';
 /** Claims are serialized by this transaction-scoped advisory lock, so that the per-organization
@@ -192,6 +192,27 @@ export class JobQueue {
       .count('* as n')
       .first();
     return Number(row?.n ?? 0);
+  }
+
+  /**
+   * Deletes finished jobs (`succeeded`, `failed`) last updated more than `retentionMs` ago, oldest
+   * first, `JOB_SWEEP.batchRows` a statement and at most `JOB_SWEEP.maxBatches` statements a pass
+   * (a first pass over a long-lived table does not hold the database); returns how many.
+   */
+  async sweepFinished(retentionMs: number): Promise<number> {
+    let deleted = 0;
+    for (let batch = 0; batch < JOB_SWEEP.maxBatches; batch++) {
+      const oldest = this.db(TABLE)
+        .select('job_id')
+        .whereIn('status', ['succeeded', 'failed'])
+        .where('updated_at', '<', this.db.raw('now() - make_interval(secs => ?)', [retentionMs / 1000]))
+        .orderBy('updated_at')
+        .limit(JOB_SWEEP.batchRows);
+      const n = affectedRows(await this.db(TABLE).whereIn('job_id', oldest).delete());
+      deleted += n;
+      if (n < JOB_SWEEP.batchRows) break;
+    }
+    return deleted;
   }
 
   /** Jobs `queued` (due or waiting for a retry) and `running`, whichever worker holds them (metrics). */

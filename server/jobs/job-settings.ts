@@ -37,6 +37,11 @@ export interface JobSettings {
    * worker slot, and with it every job queued behind, for ever.
    */
   attemptTimeoutMs: number;
+  /**
+   * How long a finished job (`succeeded` or `failed`) stays readable before it is deleted
+   * (`SVC_JOB_RETENTION_MS`): every generate request adds a row, and the table grew without bound.
+   */
+  retentionMs: number;
 }
 
 export const JOB_DEFAULTS = {
@@ -69,7 +74,15 @@ export const JOB_DEFAULTS = {
    * times it is a stuck job, not a slow one.
    */
   attemptTimeoutMs: 10 * 60_000,
+  /** 30 days: long past any client polling its job; the result asset itself is kept (an asset of its own). */
+  retentionMs: 30 * 24 * 3_600_000,
 } as const satisfies JobSettings;
+
+/** The finished-job sweep (hourly, with the upload sweep): a bounded amount per pass, oldest first. */
+export const JOB_SWEEP = {
+  batchRows: 1_000,
+  maxBatches: 20,
+} as const;
 
 /**
  * `pollMs` on the embedded database (PGlite) unless set: only this process queues jobs there (it
@@ -97,6 +110,7 @@ export function resolveJobSettings(input: Partial<JobSettings> = {}): JobSetting
   whole('heartbeatMs', 10);
   whole('pollMs', 10);
   whole('attemptTimeoutMs', 1_000, 24 * 3_600_000);
+  whole('retentionMs', 60_000);
   if (settings.heartbeatMs * 2 > settings.leaseMs) throw new Error(`job heartbeat (${settings.heartbeatMs} ms) must be at most half the lease (${settings.leaseMs} ms)`);
   return settings;
 }

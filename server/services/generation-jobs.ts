@@ -140,6 +140,11 @@ export class GenerationJobs {
     await this.worker?.close();
   }
 
+  /** Deletes finished jobs older than the retention (`SVC_JOB_RETENTION_MS`); returns how many. */
+  sweepFinished(): Promise<number> {
+    return this.queue.sweepFinished(this.settings.retentionMs);
+  }
+
   /** Jobs queued and running in the shared queue (every worker's), for metrics. */
   depth(): Promise<{ queued: number; running: number }> {
     return this.queue.depth();

@@ -75,9 +75,18 @@ export async function openServices(config: ServerConfig, registry: Registry, log
     await sweepStaleWorkDirs().catch((err) => logger.warn({ err }, 'generation work folder sweep failed'));
   };
   await sweepLeftovers();
+  // Finished jobs past their retention: not awaited at start (a first pass over a long-lived
+  // table deletes up to JOB_SWEEP's bound, which a start need not wait for).
+  const sweepJobs = () =>
+    services.generationJobs.sweepFinished().then(
+      (n) => n > 0 && logger.info({ deleted: n }, 'finished generation jobs past their retention deleted'),
+      (err: unknown) => logger.warn({ err }, 'finished job sweep failed'),
+    );
+  const firstJobSweep = sweepJobs();
   const sweepTimer = setInterval(() => {
     void sweepUploads().catch((err) => logger.warn({ err }, 'upload sweep failed'));
     void sweepLeftovers();
+    void sweepJobs();
   }, SERVER_DEFAULTS.uploadSweepIntervalMs);
   sweepTimer.unref();
 
@@ -89,6 +98,7 @@ export async function openServices(config: ServerConfig, registry: Registry, log
     },
     async close() {
       clearInterval(sweepTimer);
+      await firstJobSweep;
       await services.generationJobs.close();
       await assets.settled();
       await closeDatabase(db);

@@ -157,3 +157,37 @@ test.serial('a job left running by a runner that is gone (no lease: the old in-p
   t.regex(job.last_error, /lease lapsed/);
   t.is((await s.call('GET', `/v1/assets/${job.result.asset_id}`)).status, 200);
 });
+
+test.serial('finished jobs are deleted after SVC_JOB_RETENTION_MS (then 404); queued, running and recent ones stay; the result asset stays', async (t) => {
+  const done = await generate('echo-v1', { source_asset_id: imageId });
+  const failed = await generate('broken', { source_asset_id: imageId });
+  const recent = await generate('echo-v1', { source_asset_id: imageId });
+  await until(async () => (await s.call('GET', `/v1/assets/generate/jobs/${failed.body.job_id}`)).body.status === 'failed', { timeoutMs: 90_000, intervalMs: 25, what: 'the broken job to fail' });
+  await s.server.settled();
+  const retention = s.server.services.generationJobs.settings.retentionMs;
+  t.is(retention, 30 * 24 * 3_600_000, 'the default: 30 days');
+  // Two of them finished longer ago than the retention (their rows aged, as 31 days would); one
+  // queued job that old (waiting for a retry, say) is not finished and stays.
+  const aged = new Date(Date.now() - retention - 24 * 3_600_000);
+  await s.server.db('generation_jobs').whereIn('job_id', [done.body.job_id, failed.body.job_id]).update({ updated_at: aged });
+  const waiting = randomUUID();
+  const template = await s.server.db('generation_jobs').where('job_id', recent.body.job_id).first();
+  await s.server.db('generation_jobs').insert({ ...template, job_id: waiting, status: 'queued', result: null, run_after: new Date(Date.now() + 3_600_000), updated_at: aged, result_asset_id: randomUUID() });
+  // And one running on another worker whose heartbeat has not touched the row for as long.
+  const running = randomUUID();
+  await s.server.db('generation_jobs').insert({ ...template, job_id: running, status: 'running', result: null, runner_id: 'another-worker', lease_expires_at: new Date(Date.now() + 3_600_000), updated_at: aged, result_asset_id: randomUUID() });
+  t.teardown(() => s.server.db('generation_jobs').whereIn('job_id', [waiting, running]).delete());
+  const resultAsset = (await s.call('GET', `/v1/assets/generate/jobs/${done.body.job_id}`)).body.result.asset_id;
+
+  t.is(await s.server.services.generationJobs.sweepFinished(), 2);
+  for (const gone of [done.body.job_id, failed.body.job_id]) {
+    const res = await s.call('GET', `/v1/assets/generate/jobs/${gone}`);
+    t.is(res.status, 404, res.text);
+    t.is(res.body.code, 'job_not_found');
+  }
+  t.is((await s.call('GET', `/v1/assets/generate/jobs/${recent.body.job_id}`)).body.status, 'succeeded', 'a recent job stays');
+  t.truthy(await s.server.db('generation_jobs').where('job_id', waiting).first(), 'a queued job stays, however old');
+  t.truthy(await s.server.db('generation_jobs').where('job_id', running).first(), 'a running job stays, however old');
+  t.is((await s.call('GET', `/v1/assets/${resultAsset}`)).status, 200, 'the result asset stays');
+  t.is(await s.server.services.generationJobs.sweepFinished(), 0, 'nothing left to delete');
+});

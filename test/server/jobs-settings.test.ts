@@ -27,13 +27,14 @@ test('defaults: a worker in npm start, 3 attempts, 15 s leases renewed every 5 s
   t.is(jobs.organizationConcurrency, 2);
   t.is(jobs.maxQueuedPerOrganization, 100);
   t.is(jobs.attemptTimeoutMs, 600_000, 'an attempt may run 10 minutes');
+  t.is(jobs.retentionMs, 30 * 24 * 3_600_000, 'a finished job stays readable 30 days');
   t.true(jobs.concurrency >= 1);
 });
 
 test('SVC_WORKER=off and SVC_JOB_* values are read; retries back off exponentially up to the cap', (t) => {
-  const env = { SVC_WORKER: 'off', SVC_JOB_CONCURRENCY: '4', SVC_JOB_ORG_CONCURRENCY: '1', SVC_JOB_MAX_QUEUED: '40', SVC_JOB_MAX_ATTEMPTS: '5', SVC_JOB_RETRY_BASE_MS: '100', SVC_JOB_RETRY_MAX_MS: '350', SVC_JOB_LEASE_MS: '3000', SVC_JOB_HEARTBEAT_MS: '1000', SVC_JOB_POLL_MS: '200', SVC_JOB_ATTEMPT_TIMEOUT_MS: '90000' };
+  const env = { SVC_WORKER: 'off', SVC_JOB_CONCURRENCY: '4', SVC_JOB_ORG_CONCURRENCY: '1', SVC_JOB_MAX_QUEUED: '40', SVC_JOB_MAX_ATTEMPTS: '5', SVC_JOB_RETRY_BASE_MS: '100', SVC_JOB_RETRY_MAX_MS: '350', SVC_JOB_LEASE_MS: '3000', SVC_JOB_HEARTBEAT_MS: '1000', SVC_JOB_POLL_MS: '200', SVC_JOB_ATTEMPT_TIMEOUT_MS: '90000', SVC_JOB_RETENTION_MS: '86400000' };
   const settings = resolveJobSettings(jobSettingsFromEnv(env));
-  t.deepEqual(settings, { runWorker: false, concurrency: 4, organizationConcurrency: 1, maxQueuedPerOrganization: 40, maxAttempts: 5, retryBaseMs: 100, retryMaxMs: 350, leaseMs: 3000, heartbeatMs: 1000, pollMs: 200, attemptTimeoutMs: 90_000 });
+  t.deepEqual(settings, { runWorker: false, concurrency: 4, organizationConcurrency: 1, maxQueuedPerOrganization: 40, maxAttempts: 5, retryBaseMs: 100, retryMaxMs: 350, leaseMs: 3000, heartbeatMs: 1000, pollMs: 200, attemptTimeoutMs: 90_000, retentionMs: 86_400_000 });
   t.deepEqual([1, 2, 3, 4].map((n) => retryDelayMs(settings, n)), [100, 200, 350, 350]);
 });
 
@@ -45,6 +46,7 @@ test('bad values stop the configuration with a message naming the variable', (t)
   t.throws(() => jobSettingsFromEnv({ SVC_JOB_MAX_QUEUED: '0' }), { message: /maxQueuedPerOrganization must be a whole number from 1 to 100000/ });
   t.throws(() => jobSettingsFromEnv({ SVC_JOB_LEASE_MS: '1000', SVC_JOB_HEARTBEAT_MS: '800' }), { message: /at most half the lease/ });
   t.throws(() => jobSettingsFromEnv({ SVC_JOB_ATTEMPT_TIMEOUT_MS: '500' }), { message: /attemptTimeoutMs must be a whole number from 1000 to 86400000/ });
+  t.throws(() => jobSettingsFromEnv({ SVC_JOB_RETENTION_MS: '1000' }), { message: /retentionMs must be a whole number from 60000/ });
 });
 
 test('npm run worker without DATABASE_URL exits 1 explaining that npm start runs embedded jobs itself', async (t) => {
