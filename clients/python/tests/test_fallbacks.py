@@ -13,7 +13,7 @@ from svc.decode import default_decoder
 from svc.resample import LinearResampler, have_soxr, make_resampler
 
 from .helpers import make_frame, ramp, speech_frames
-from .test_stv_virtual_clock import Harness, voiced
+from .stv_harness import Harness, voiced
 
 
 @pytest.fixture

@@ -7,6 +7,9 @@ jitter buffer absorbs network unevenness; after a barge-in (:meth:`SvcSTVClient.
 queued speech is dropped here, speech frames still in flight from the server are discarded until
 it confirms the cancel, and the clock re-syncs to the frames that follow. Same behaviour as
 ``transports/realtime/stv-client.ts``.
+
+The jitter buffer, the clock and the queue of played ticks are :mod:`svc.playout`; this module is
+the session, the turns, the audio sent and the events.
 """
 
 from __future__ import annotations
@@ -14,9 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -34,11 +35,16 @@ from .credentials import resolve_credentials
 from .decode import Decoder, default_decoder
 from .listeners import H, Handler, Listeners
 from .pcm import EMPTY, join, to_mono
+from .playout import DEFAULT_DRAIN_SLACK_FRAMES as DEFAULT_DRAIN_SLACK_FRAMES
+from .playout import DEFAULT_JITTER_BUFFER_FRAMES as DEFAULT_JITTER_BUFFER_FRAMES
+from .playout import DEFAULT_MAX_BUFFERED_FRAMES as DEFAULT_MAX_BUFFERED_FRAMES
+from .playout import DEFAULT_MAX_OUTPUT_FRAMES as DEFAULT_MAX_OUTPUT_FRAMES
+from .playout import Playout
+from .playout import _Buffered as _Buffered
 from .protocol import (
     FRAME_MS,
     SAMPLE_RATE,
     FrameOut,
-    Int16Array,
     ServerMessage,
     int16_samples,
 )
@@ -49,34 +55,9 @@ from .webrtc import WebRTCSettings
 
 log = logging.getLogger("svc")
 
-#: Frames buffered before playback starts (and after an underrun): 2 = 80 ms.
-DEFAULT_JITTER_BUFFER_FRAMES = 2
-#: Above this many buffered frames, idle frames are dropped to catch up with real time.
-DEFAULT_MAX_BUFFERED_FRAMES = 25
-#: While playing, an idle frame that arrives with this many frames beyond the jitter buffer
-#: already queued is dropped: after a stall, the latency it added drains back one frame per
-#: tick during the next silence (speech frames are never dropped). 2 frames absorb ordinary
-#: network unevenness without dropping anything.
-DEFAULT_DRAIN_SLACK_FRAMES = 2
 #: A cancel not confirmed (``turn_cancelled``) within this long (s) was lost (the server drops
 #: control messages past its rate limit): speech frames play again instead of staying muted.
 CANCEL_CONFIRM_S = 2.0
-#: Ticks of output (one audio frame and, with a picture, one video frame each) a consumer of
-#: :meth:`SvcSTVClient.output_stream` may leave unread: 50 = 2 s. Past it the oldest tick is
-#: dropped (counted in ``output_dropped``), so a consumer slower than real time, or one that
-#: stopped reading, falls at most this far behind instead of holding every frame (a 640x360
-#: picture is 691 KB: 17 MB a second).
-DEFAULT_MAX_OUTPUT_FRAMES = 50
-
-
-@dataclass
-class _Buffered:
-    frame: FrameOut
-    rgb: asyncio.Future[bytes | None] | None
-    #: Original-rate audio of this frame (silence unless it is speech).
-    pcm: Int16Array
-    #: The rate of ``pcm`` (the output rate is only known once the first TTS audio came).
-    rate: int
 
 
 class SvcSTVClient:
@@ -124,22 +105,14 @@ class SvcSTVClient:
         self._clock: Clock = clock or LoopClock()
         self._decoder = default_decoder() if decoder == "auto" else decoder
         self._resampler_factory = resampler_factory
-        self._jitter = max(1, jitter_buffer_frames)
-        self._max_buffered = max_buffered_frames
-        if drain_slack_frames < 0:
-            raise ValueError(f"drain_slack_frames must be >= 0, got {drain_slack_frames}")
-        self._drain_slack = drain_slack_frames
-        if max_output_frames < 1:
-            raise ValueError(f"max_output_frames must be >= 1, got {max_output_frames}")
+        self._playout = Playout(
+            self._clock,
+            jitter_buffer_frames=jitter_buffer_frames,
+            max_buffered_frames=max_buffered_frames,
+            drain_slack_frames=drain_slack_frames,
+            max_output_frames=max_output_frames,
+        )
         self._listeners = Listeners(STVEvent, "SvcSTVClient", on_handler_error)
-        #: One entry per tick (its audio frame, then its video frame when it has a picture); the
-        #: oldest is dropped past ``max_output_frames``.
-        self._output: deque[tuple[STVOutput, ...]] = deque()
-        self._max_output = max_output_frames
-        self._output_ready = asyncio.Event()
-        #: Ticks of output dropped because the consumer left more than ``max_output_frames`` unread.
-        self.output_dropped = 0
-        self._buffer: deque[_Buffered] = deque()
         #: Utterances sent and not yet finished playing, oldest first.
         self._turns: list[LocalTurn] = []
         #: Cancels sent and not yet confirmed: speech frames arriving meanwhile belong to cancelled turns.
@@ -150,25 +123,34 @@ class SvcSTVClient:
         self._output_rate = output_sample_rate
         self._to_server: Resampler | None = None
         self._to_output: Resampler | None = None
-        self._playing = False
-        self._start_playback = asyncio.Event()
         self._player: asyncio.Task[None] | None = None
         self._turn_open = False
         self._first_frame_sent = False
         self._speaking = False
         self._closed = False
         self.session_data: ServerMessage | None = None
-        #: Ticks where no frame had arrived in time (diagnostics).
-        self.underruns = 0
-        #: Frames dropped to catch up with real time (diagnostics).
-        self.dropped = 0
         #: Ticks played so far: the number of audio frames handed to output_stream().
         self.frames_played = 0
 
     @property
     def buffered_frames(self) -> int:
         """Frames received and not yet played: the playback latency, in 40 ms frames."""
-        return len(self._buffer)
+        return self._playout.buffered_frames
+
+    @property
+    def underruns(self) -> int:
+        """Ticks where no frame had arrived in time (diagnostics)."""
+        return self._playout.underruns
+
+    @property
+    def dropped(self) -> int:
+        """Frames dropped to catch up with real time (diagnostics)."""
+        return self._playout.dropped
+
+    @property
+    def output_dropped(self) -> int:
+        """Ticks of output dropped because the consumer left more than ``max_output_frames`` unread."""
+        return self._playout.output_dropped
 
     @property
     def is_connected(self) -> bool:
@@ -204,7 +186,7 @@ class SvcSTVClient:
         if self._player is not None:
             raise RuntimeError("connect() was already called on this SvcSTVClient; create a new one")
         self.client.subscribe(self._on_message, self._shutdown)
-        self._player = asyncio.create_task(self._play(), name="svc-stv-playback")
+        self._player = asyncio.create_task(self._playout.run(self._tick), name="svc-stv-playback")
         try:
             ready = await self.client.connect()
         except BaseException:
@@ -324,11 +306,11 @@ class SvcSTVClient:
     async def interrupt(self) -> bool:
         """Barge-in: drops queued speech here and asks the server to cancel. Returns whether a
         server-side cancel was actually sent (False when nothing was speaking or queued, or closed)."""
-        active = self._turn_open or bool(self._turns) or self._speaking or any(b.frame.is_speech for b in self._buffer)
+        active = self._turn_open or bool(self._turns) or self._speaking or self._playout.has_speech()
         if not active:
             return False
         self._epoch += 1
-        self._buffer = deque(b for b in self._buffer if not b.frame.is_speech)
+        self._playout.drop_speech()
         self._turns = []
         self._turn_open = False
         self._to_server = None
@@ -350,20 +332,12 @@ class SvcSTVClient:
     @property
     def output_queued_frames(self) -> int:
         """Ticks of output waiting for the consumer of :meth:`output_stream` (at most ``max_output_frames``)."""
-        return len(self._output)
+        return self._playout.output_queued_frames
 
-    async def output_stream(self) -> AsyncIterator[STVOutput]:
+    def output_stream(self) -> AsyncIterator[STVOutput]:
         """Synchronized audio and video, one audio frame (and, when the picture arrived, one video
         frame) per 40 ms tick, until the session closes. One consumer."""
-        while True:
-            if self._output:
-                for item in self._output.popleft():
-                    yield item
-                continue
-            if self._closed:
-                return
-            self._output_ready.clear()
-            await self._output_ready.wait()
+        return self._playout.stream()
 
     # ---- internals ------------------------------------------------------------------------------
 
@@ -395,21 +369,9 @@ class SvcSTVClient:
         pcm = turn.audio_for(frame.audio, rate, samples_out) if turn else np.zeros(samples_out, dtype=np.int16)
         if frame.final and frame.turn_id is not None:
             self._turns = [t for t in self._turns if t.server_turn_id != frame.turn_id]
-        if frame.type == "idle" and self._playing and len(self._buffer) >= self._jitter + self._drain_slack:
-            # Behind since a stall: skipping silence brings the latency back (DEFAULT_DRAIN_SLACK_FRAMES).
-            self.dropped += 1
+        if self._playout.skips(frame):
             return
-        self._buffer.append(_Buffered(frame, self._decode(frame), pcm, rate))
-        # Re-sync: far behind real time, idle frames are the ones we can skip without losing speech.
-        while len(self._buffer) > self._max_buffered:
-            idle = next((b for b in self._buffer if b.frame.type == "idle"), None)
-            if idle is None:
-                break
-            self._buffer.remove(idle)
-            self.dropped += 1
-        if not self._playing and len(self._buffer) >= self._jitter:
-            self._playing = True
-            self._start_playback.set()
+        self._playout.push(_Buffered(frame, self._decode(frame), pcm, rate))
 
     def _decode(self, frame: FrameOut) -> asyncio.Future[bytes | None] | None:
         if frame.image is None:
@@ -446,24 +408,6 @@ class SvcSTVClient:
                 return t
         return None
 
-    async def _play(self) -> None:
-        while not self._closed:
-            await self._start_playback.wait()
-            self._start_playback.clear()
-            next_at = self._clock.now()
-            while not self._closed:
-                await self._clock.sleep_until(next_at)
-                if self._closed:
-                    return
-                if not self._buffer:
-                    # Underrun: stop the clock and wait for the jitter buffer to refill.
-                    self.underruns += 1
-                    self._playing = False
-                    break
-                item = self._buffer.popleft()
-                next_at += FRAME_MS / 1000
-                await self._tick(item)
-
     async def _tick(self, item: _Buffered) -> None:
         frame = item.frame
         epoch = self._epoch
@@ -499,11 +443,7 @@ class SvcSTVClient:
                     image_format=frame.image_format,
                 ),
             )
-        if len(self._output) >= self._max_output:
-            self._output.popleft()
-            self.output_dropped += 1
-        self._output.append(tick)
-        self._output_ready.set()
+        self._playout.put(tick)
         if frame.final and self._speaking and epoch == self._epoch:
             self._speaking = False
             self._emit(STVEvent.BOT_STOPPED_SPEAKING, {"turn_id": frame.turn_id})
@@ -512,8 +452,7 @@ class SvcSTVClient:
         if self._closed:
             return
         self._closed = True
-        self._start_playback.set()  # wakes the player so it can end
+        self._playout.close()  # wakes the player so it can end, and the consumer once it has read what is queued
         if self._player is not None and not self._player.done():
             self._player.cancel()
-        self._output_ready.set()  # wakes the consumer, which ends once it has read what is queued
         self._emit(STVEvent.CLOSED, {})
