@@ -1058,7 +1058,10 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     // The others are told, and stop receiving its tracks.
     for (const other of connections) {
       if (other.participant.room !== conn.participant.room) continue;
-      send(other, { case: 'update', value: new ParticipantUpdate({ participants: [new ParticipantInfo({ sid: conn.participant.sid, identity: conn.participant.identity, state: ParticipantInfo_State.DISCONNECTED })] }) });
+      // LiveKit names why a participant left (ParticipantInfo.disconnect_reason); the fake names the
+      // room's deletion only (the reason a room's other members act on).
+      const reason = by === 'room_deleted' ? { disconnectReason: DisconnectReason.ROOM_DELETED } : {};
+      send(other, { case: 'update', value: new ParticipantUpdate({ participants: [new ParticipantInfo({ sid: conn.participant.sid, identity: conn.participant.identity, state: ParticipantInfo_State.DISCONNECTED, ...reason })] }) });
       let removed = false;
       for (const sid of conn.media.keys()) {
         const sender = other.sub?.senders.get(sid);

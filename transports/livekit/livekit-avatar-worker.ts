@@ -14,7 +14,7 @@
  * it when it ends.
  */
 import { map } from 'rxjs';
-import { RoomEvent, RpcError, type ByteStreamReader, type RemoteParticipant, type RpcInvocationData } from '@livekit/rtc-node';
+import { DisconnectReason, RoomEvent, RpcError, type ByteStreamReader, type RemoteParticipant, type RpcInvocationData } from '@livekit/rtc-node';
 import { errorMessage } from '../../core/error-message.ts';
 import { resolveOptions } from '../../core/options.ts';
 import { FACE_TIMING, type FaceSession } from '../../processors/avatar/face-model.ts';
@@ -194,7 +194,11 @@ export class LiveKitAvatarWorker {
     });
     room
       .on(RoomEvent.ParticipantDisconnected, (p: RemoteParticipant) => {
-        if (p.identity === this.options.agentIdentity) void this.finish('agent_left');
+        if (p.identity !== this.options.agentIdentity) return;
+        // A deleted or closed room removes everyone: the agent's departure may reach us before our
+        // own leave, and says why (LiveKit's disconnect reason).
+        const reason = p.disconnectReason;
+        void this.finish(reason === DisconnectReason.ROOM_DELETED || reason === DisconnectReason.ROOM_CLOSED ? 'room_closed' : 'agent_left');
       })
       .on(RoomEvent.ParticipantConnected, (p: RemoteParticipant) => {
         if (p.identity === this.options.agentIdentity) this.clearAgentWait();
