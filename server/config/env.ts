@@ -84,6 +84,7 @@ export function loadConfigFromEnv(env: Env = process.env): ServerConfig {
         lockTimeoutMs: milliseconds(env, 'SVC_DB_LOCK_TIMEOUT_MS') ?? SERVER_DEFAULTS.database.lockTimeoutMs,
         acquireTimeoutMs: milliseconds(env, 'SVC_DB_ACQUIRE_TIMEOUT_MS') ?? SERVER_DEFAULTS.database.acquireTimeoutMs,
         connectTimeoutMs: milliseconds(env, 'SVC_DB_CONNECT_TIMEOUT_MS') ?? SERVER_DEFAULTS.database.connectTimeoutMs,
+        stallMarginMs: milliseconds(env, 'SVC_DB_STALL_MARGIN_MS') ?? SERVER_DEFAULTS.database.stallMarginMs,
       },
       jobs: jobSettingsFromEnv(env),
       sessions: { botHost, livekit: liveKitSessionSettingsFromEnv(env), fleet: fleetFromEnv(env), providers: providersFromEnv(env), sttReason: sttProviderFromEnv(env).reason },

@@ -169,6 +169,12 @@ export interface DatabaseTimeouts {
   acquireTimeoutMs: number;
   /** Longest wait for a new connection to be established. */
   connectTimeoutMs: number;
+  /**
+   * A connection whose query got no byte back for `statementTimeoutMs` plus this long is stalled
+   * (the database host gone without closing it, a partition): it is destroyed and the request
+   * answered 503, instead of waiting for TCP to give up (about 15 minutes on Linux).
+   */
+  stallMarginMs: number;
 }
 
 export const SERVER_DEFAULTS = {
@@ -205,6 +211,8 @@ export const SERVER_DEFAULTS = {
     acquireTimeoutMs: 5_000,
     /** 5 s to open a connection: an unreachable host fails fast instead of hanging requests. */
     connectTimeoutMs: 5_000,
+    /** 5 s past the statement timeout: the database itself cancels a slow statement and answers first. */
+    stallMarginMs: 5_000,
   } satisfies DatabaseTimeouts,
   /** `Retry-After` (seconds) on 503 `service_unavailable`. */
   retryAfterSeconds: 5,

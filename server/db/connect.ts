@@ -1,5 +1,7 @@
 import { existsSync } from 'node:fs';
 import knexFactory, { type Knex } from 'knex';
+import type pg from 'pg';
+import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import ClientPgLite from 'knex-pglite';
 import { SERVER_DEFAULTS, type DatabaseTimeouts } from '../config/server-config.ts';
@@ -56,7 +58,14 @@ export function openDatabase(options: DatabaseOptions): Db {
       } as Knex.PgConnectionConfig,
       acquireConnectionTimeout: t.acquireTimeoutMs,
       ...(options.logger ? { log: knexLog(options.logger) } : {}),
-      pool: { min: Math.min(DATABASE_DEFAULTS.poolMin, options.poolMax ?? DATABASE_DEFAULTS.poolMax), max: options.poolMax ?? DATABASE_DEFAULTS.poolMax },
+      pool: {
+        min: Math.min(DATABASE_DEFAULTS.poolMin, options.poolMax ?? DATABASE_DEFAULTS.poolMax),
+        max: options.poolMax ?? DATABASE_DEFAULTS.poolMax,
+        afterCreate: (connection: pg.Client, done: (err: Error | null, connection: pg.Client) => void) => {
+          guardStalls(connection, t.statementTimeoutMs + t.stallMarginMs);
+          done(null, connection);
+        },
+      },
     });
   }
   const pgliteDir = options.pgliteDir;
@@ -74,6 +83,26 @@ export function openDatabase(options: DatabaseOptions): Db {
 }
 
 const pgliteLocks = new WeakMap<Db, PgliteLock>();
+
+/** The message of a stalled connection's error (a 503, `isDatabaseUnavailable`). */
+const STALLED = 'database connection stalled';
+
+/**
+ * Destroys `connection` when a query on it gets no byte back for `ms` (its socket idle while a
+ * query is out): the database host gone without closing the connection, or a partition. pg's own
+ * `query_timeout` leaves the query on the connection, which knex would hand out again; a destroyed
+ * one is an error (the query rejects, 503) and knex drops it from the pool. An idle connection, or
+ * one held in a transaction between queries, is left alone.
+ */
+function guardStalls(connection: pg.Client, ms: number): void {
+  const internals = connection as unknown as { connection?: { stream?: Socket }; _getActiveQuery?: () => unknown; _queryQueue?: unknown[] };
+  const socket = internals.connection?.stream;
+  if (!socket || typeof socket.setTimeout !== 'function') return;
+  socket.setTimeout(ms);
+  socket.on('timeout', () => {
+    if (internals._getActiveQuery?.() || internals._queryQueue?.length) socket.destroy(new Error(`${STALLED}: no answer within ${ms} ms`));
+  });
+}
 
 /**
  * Opens the pool's kept connections (`DATABASE_DEFAULTS.poolMin`) now, each with a first query run
@@ -239,5 +268,5 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   if (UNAVAILABLE_SQLSTATES.has(code) || code.startsWith('08')) return true; // class 08: connection exception
   if (UNAVAILABLE_ERRNOS.has(code)) return true;
   const message = typeof e.message === 'string' ? e.message : '';
-  return /Connection terminated|Unable to acquire a connection|connection timeout|Client has encountered a connection error|the database system is (starting up|shutting down)/i.test(message);
+  return /Connection terminated|database connection stalled|Unable to acquire a connection|connection timeout|Client has encountered a connection error|the database system is (starting up|shutting down)/i.test(message);
 }

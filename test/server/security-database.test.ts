@@ -117,3 +117,30 @@ test('an unreachable database gives 503 service_unavailable, not 500, and the se
     rmSync(s.dataDir, { recursive: true, force: true });
   }
 });
+
+test('a database that stops answering on open connections (a host gone without closing them): 503 after the statement timeout plus the stall margin, not a hang; served again once it answers', async (t) => {
+  const db = await createTestDatabase('sec_stall');
+  // A real TCP relay whose pause is the stall: the connections stay open, nothing gets through.
+  const relay = TcpRelay.to(POSTGRES_URL);
+  await relay.start();
+  const s = await boot(relay.via(db.url), { statementTimeoutMs: 1_000, stallMarginMs: 1_000, acquireTimeoutMs: 10_000, connectTimeoutMs: 10_000 });
+  try {
+    t.is((await get(`${s.url}/v1/agents`, s.key)).status, 200);
+    relay.pause();
+    // The pool's open connections take the queries: nothing comes back. Without the guard the
+    // request waits for TCP (the test's own 20 s bound would end it).
+    const stalled = await get(`${s.url}/v1/agents`, s.key);
+    t.is(stalled.status, 503, JSON.stringify(stalled.body));
+    t.is(stalled.body.code, 'service_unavailable');
+    relay.resume();
+    let status = 0;
+    await holdsWithin(async () => (status = (await get(`${s.url}/v1/agents`, s.key)).status) === 200, { timeoutMs: 10_000, intervalMs: 250 });
+    t.is(status, 200, 'serves again with the same process (the stalled connection was dropped from the pool)');
+  } finally {
+    relay.resume();
+    await s.server.close();
+    await relay.stop();
+    await db.drop();
+    rmSync(s.dataDir, { recursive: true, force: true });
+  }
+});
