@@ -1,5 +1,5 @@
 /**
- * The widget's shadow-DOM view: preview image, avatar video (muted, playsinline) with a separate
+ * The widget's shadow-DOM view: preview image (or video), avatar video (muted, playsinline) with a separate
  * audio element for the bot's sound, a status line, and native buttons (keyboard accessible).
  * Own opaque card colours (light or dark, following `theme` or the OS) so it reads on any page.
  */
@@ -19,8 +19,9 @@ const STYLE = `
 .preview{display:block;width:100%;aspect-ratio:4/3;object-fit:cover;background:var(--svc-stage)}
 .preview.none{visibility:hidden}
 video{display:none;width:100%;height:auto;background:var(--svc-stage)}
-.card[data-video=on] video{display:block}
+.card[data-video=on] video.avatar{display:block}
 .card[data-video=on] .preview{display:none}
+.card[data-video=off] .preview-video.shown{display:block;aspect-ratio:4/3;object-fit:cover}
 .badge{position:absolute;left:10px;bottom:10px;display:none;align-items:center;gap:6px;padding:4px 10px;border-radius:999px;background:rgba(0,0,0,.62);color:#fff;font-size:13px}
 .card:is([data-view=listening],[data-view=thinking],[data-view=speaking],[data-view=connecting],[data-view=queued]) .badge{display:inline-flex}
 .dot{width:8px;height:8px;border-radius:50%;background:#7ee2a8}
@@ -46,6 +47,7 @@ const MARKUP = `<div class="card" part="card" data-view="idle" data-video="off">
 <div class="stage" part="stage">
 <img class="preview none" part="preview" alt="">
 <video class="avatar" part="video" playsinline autoplay muted disablepictureinpicture></video>
+<video class="preview-video" part="preview-video" playsinline autoplay muted loop disablepictureinpicture></video>
 <span class="badge" aria-hidden="true"><span class="dot"></span><span class="badge-text"></span></span>
 </div>
 <div class="body">
@@ -78,6 +80,8 @@ const STATUS: Record<View, string> = {
 export class WidgetView {
   readonly card: HTMLElement;
   readonly preview: HTMLImageElement;
+  /** The preview when it is a video (an agent's idle video as its preview_url), muted and looping. */
+  readonly previewVideo: HTMLVideoElement;
   readonly video: HTMLVideoElement;
   readonly audio: HTMLAudioElement;
   readonly title: HTMLElement;
@@ -100,7 +104,8 @@ export class WidgetView {
     const q = <T extends Element>(selector: string) => root.querySelector(selector) as T;
     this.card = q('.card');
     this.preview = q('.preview');
-    this.video = q('video');
+    this.previewVideo = q('.preview-video');
+    this.video = q('video.avatar');
     this.audio = q('audio');
     this.title = q('.title');
     this.status = q('.status');
@@ -109,7 +114,17 @@ export class WidgetView {
     this.muteButton = q('.mute');
     this.hangupButton = q('.hangup');
     this.soundButton = q('.sound-on');
-    this.preview.addEventListener('error', () => this.preview.classList.add('none'));
+    // A preview that does not decode as an image may be a video: tried as one before giving up.
+    this.preview.addEventListener('error', () => {
+      this.preview.classList.add('none');
+      const src = this.preview.getAttribute('src');
+      if (src && this.previewVideo.getAttribute('src') !== src) {
+        this.previewVideo.src = src;
+        this.previewVideo.classList.add('shown');
+        void this.previewVideo.play().catch(() => undefined);
+      }
+    });
+    this.previewVideo.addEventListener('error', () => this.previewVideo.classList.remove('shown'));
   }
 
   get view(): View {
@@ -118,8 +133,13 @@ export class WidgetView {
 
   setAgent(title: string, previewUrl: string | null): void {
     this.title.textContent = title;
+    if (this.previewVideo.getAttribute('src') !== previewUrl) {
+      this.previewVideo.classList.remove('shown');
+      this.previewVideo.removeAttribute('src');
+    }
     if (previewUrl) {
-      this.preview.classList.remove('none');
+      // Already found to be a video: the image stays hidden.
+      if (!this.previewVideo.classList.contains('shown')) this.preview.classList.remove('none');
       if (this.preview.getAttribute('src') !== previewUrl) this.preview.src = previewUrl;
       this.preview.alt = title ? `${title}` : 'Agent preview';
     } else {

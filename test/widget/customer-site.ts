@@ -1,9 +1,16 @@
 /**
  * A site owner's page on another origin, embedding the widget as the README shows:
  * `/page?agent=ID&api=BASE` with optional `extra` (attributes for the element), `bg` (page
- * background) and `two` (a second widget on the page); `/preview.png`, an agent preview image.
+ * background) and `two` (a second widget on the page); `/preview.png`, an agent preview image;
+ * `/preview.webm`, an agent preview that is a video (2 s, 320x240, VP8: Debian's chromium has
+ * no H.264), made by ffmpeg on first request.
  */
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import type { AddressInfo } from 'node:net';
 import sharp from 'sharp';
 
@@ -16,9 +23,27 @@ export interface CustomerSite {
 
 export async function startCustomerSite(): Promise<CustomerSite> {
   const png = await sharp({ create: { width: 320, height: 240, channels: 3, background: { r: 40, g: 120, b: 200 } } }).png().toBuffer();
+  let webm: Promise<Buffer> | undefined;
+  const makeWebm = async (): Promise<Buffer> => {
+    const dir = await mkdtemp(join(tmpdir(), 'svc-site-'));
+    try {
+      const file = join(dir, 'preview.webm');
+      await promisify(execFile)('ffmpeg', ['-v', 'error', '-f', 'lavfi', '-i', 'testsrc=size=320x240:rate=25:duration=2', '-c:v', 'libvpx', '-b:v', '300k', '-an', '-y', file]);
+      return await readFile(file);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  };
   const http: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://x');
     if (url.pathname === '/preview.png') return void res.writeHead(200, { 'Content-Type': 'image/png' }).end(png);
+    if (url.pathname === '/preview.webm') {
+      webm ??= makeWebm();
+      return void webm.then(
+        (bytes) => res.writeHead(200, { 'Content-Type': 'video/webm', 'Content-Length': String(bytes.length) }).end(bytes),
+        (err: Error) => res.writeHead(500).end(err.message),
+      );
+    }
     if (url.pathname === '/page') {
       const agent = url.searchParams.get('agent')!;
       const api = url.searchParams.get('api')!;

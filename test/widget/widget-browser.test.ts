@@ -410,6 +410,31 @@ test.serial('connection timeout: ConnectionTimeout with its detail, the widget r
   });
 });
 
+test.serial('a preview that is a video (an idle video as preview_url) plays muted and looping in place of the image, and gives way to the avatar during the call', async (t) => {
+  const agentId = await server.agent({ title: 'Ada in motion', preview_url: `${site.url}/preview.webm` });
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
+    const page = await open(browser, customerPage(agentId), t);
+    await page.waitForFunction(() => (document.querySelector('svc-agent') as HTMLElement).dataset.record === 'loaded');
+    const previewState = () =>
+      page.$eval('svc-agent', (el) => {
+        const video = el.shadowRoot!.querySelector('.preview-video') as HTMLVideoElement;
+        const img = el.shadowRoot!.querySelector('.preview') as HTMLImageElement;
+        return { videoShown: getComputedStyle(video).display !== 'none', videoWidth: video.videoWidth, playing: !video.paused && video.currentTime > 0, muted: video.muted, loop: video.loop, imageShown: getComputedStyle(img).display !== 'none' && getComputedStyle(img).visibility !== 'hidden' };
+      });
+    await page.waitForFunction(() => {
+      const video = document.querySelector('svc-agent')!.shadowRoot!.querySelector('.preview-video') as HTMLVideoElement;
+      return video.videoWidth === 320 && video.currentTime > 0;
+    }, undefined, { timeout: 20_000 });
+    t.deepEqual(await previewState(), { videoShown: true, videoWidth: 320, playing: true, muted: true, loop: true, imageShown: false });
+    await clickButton(page, 'Start conversation');
+    await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.outcome === 'success', 40_000, 'connected');
+    await page.waitForFunction(() => (document.querySelector('svc-agent')!.shadowRoot!.querySelector('.card') as HTMLElement).dataset.video === 'on', undefined, { timeout: 20_000 });
+    t.false((await previewState()).videoShown, 'the avatar video takes its place during the call');
+    await clickButton(page, 'Hang up');
+    await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'ended');
+  });
+});
+
 test.serial('start() from a handler of the call\'s end starts the next call (a page that reconnects by itself); an ended call suspends its AudioContext', async (t) => {
   const agentId = await server.agent({});
   await withBrowser({ microphone: wavs.silent }, async (browser) => {
