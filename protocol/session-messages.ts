@@ -8,6 +8,13 @@
 
 export const SESSION_PROTOCOL_VERSION = '1.0.0';
 
+/**
+ * The bot's identity in a LiveKit room the service created for a session: the only participant
+ * whose session messages the widget accepts (another participant of the room cannot end the call
+ * or call the page's client tools).
+ */
+export const livekitBotIdentity = (room: string): string => `avatar-${room}`;
+
 /** `bot-state` values, in the order a normal turn visits them. */
 export const BOT_STATES = ['initializing', 'listening', 'thinking', 'speaking', 'ended'] as const;
 export type BotState = (typeof BOT_STATES)[number];

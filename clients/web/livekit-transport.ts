@@ -11,7 +11,8 @@
  * - The bot's tracks: every subscribed remote track's MediaStreamTrack goes to the call, which
  *   plays it in the widget's own media elements (the SDK's `attach` is not used).
  * - Session messages: reliable data packets on the `session` topic, one UTF-8 JSON object each,
- *   sent in order (each send waits for the one before).
+ *   sent in order (each send waits for the one before); received from the bot's identity only
+ *   (`livekitBotIdentity`).
  * - States: `Reconnecting` / `SignalReconnecting` -> `disconnected` (the call's grace; the SDK
  *   tries to resume meanwhile), back to `Connected` -> `connected`. `Disconnected` with a reason
  *   that is the server's decision (room deleted or closed, participant removed, replaced by the
@@ -21,6 +22,7 @@
 import { ConnectionError, ConnectionErrorReason, ConnectionState, DisconnectReason, LogLevel, Room, RoomEvent, setLogLevel, Track } from 'livekit-client';
 import { JoinFailure, LIVEKIT_SESSION_TOPIC, type JoinRoom, type RoomTransport } from './transport.ts';
 import { errorMessage } from '../../core/error-message.ts';
+import { livekitBotIdentity } from '../../protocol/session-messages.ts';
 
 setLogLevel(LogLevel.warn);
 
@@ -92,8 +94,9 @@ export const joinLiveKitRoom: JoinRoom = ({ url, token, microphone, handlers, si
       .on(RoomEvent.TrackSubscribed, (track) => {
         if (track.kind === Track.Kind.Audio || track.kind === Track.Kind.Video) emit(() => handlers.track(track.mediaStreamTrack));
       })
-      .on(RoomEvent.DataReceived, (payload, _participant, _kind, topic) => {
-        if (topic !== LIVEKIT_SESSION_TOPIC) return;
+      .on(RoomEvent.DataReceived, (payload, participant, _kind, topic) => {
+        // Only the bot speaks for the session: another participant of the room is not listened to.
+        if (topic !== LIVEKIT_SESSION_TOPIC || participant?.identity !== livekitBotIdentity(room.name)) return;
         let message: unknown;
         try {
           message = JSON.parse(decoder.decode(payload));

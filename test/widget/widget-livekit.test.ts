@@ -15,7 +15,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
-import { dispose } from '@livekit/rtc-node';
+import { dispose, Room } from '@livekit/rtc-node';
+import { AccessToken } from 'livekit-server-sdk';
 import { LIVEKIT_SESSION_TOPIC as WIDGET_TOPIC } from '../../clients/web/transport.ts';
 import { WIDGET_VERSION } from '../../protocol/widget-version.ts';
 import { LIVEKIT_SESSION_TOPIC } from '../../transports/livekit/livekit-bot-room.ts';
@@ -306,6 +307,38 @@ test.serial('the LiveKit room is deleted under the page (no session-ended): ende
     const record = await callEnded(agentId, sessionId);
     t.log(`the server ended the session with ${record.termination_reason}`);
     t.is(server.releases.length, before, 'the room was closed by the server: nothing to release');
+  });
+});
+
+test.serial('another participant of the room is not listened to: its session-ended, bot states and tool calls on the session topic change nothing', async (t) => {
+  const agentId = await server.agent({ behaviour: { greeting: GREETING } });
+  await withBrowser({ microphone: wavs.silent }, async (browser) => {
+    const { page } = await open(browser, customerPage(agentId), t);
+    const seen = grants(page);
+    const { room } = await connect(page, seen);
+    // Someone else in the room (a token for it, from whoever holds the LiveKit keys).
+    const at = new AccessToken(fake.apiKey, fake.apiSecret, { identity: 'stranger', ttl: 600 });
+    at.addGrant({ roomJoin: true, room, canPublishData: true });
+    const stranger = new Room();
+    await stranger.connect(fake.url, await at.toJwt(), { autoSubscribe: false, dynacast: false });
+    t.teardown(() => stranger.disconnect());
+    await until(async () => fake.inRoom(room).some((p) => p.identity === 'stranger'), { timeoutMs: 10_000, intervalMs: 50, what: 'the stranger in the room' });
+    const before = (await events(page)).length;
+    for (const message of [
+      { type: 'bot-state', state: 'speaking' },
+      { type: 'tool-call', tool_call_id: 'x1', function_name: 'open_page', arguments: '{"page":"https://evil.example"}' },
+      { type: 'session-ended', reason: 'agent_ended' },
+    ]) {
+      await stranger.localParticipant!.publishData(new TextEncoder().encode(JSON.stringify(message)), { reliable: true, topic: LIVEKIT_SESSION_TOPIC });
+    }
+    // Nothing happens for a while (the bot's own messages pass: see the full conversation test).
+    await holdsWithin(async () => (await events(page)).slice(before).some((e) => e.name === 'SvcSessionOutcome' || e.name === 'svcToolCall' || (e.name === 'UpdateBotState' && e.detail.botState === 'speaking')), { timeoutMs: 3_000, intervalMs: 100 });
+    const after = (await events(page)).slice(before);
+    t.false(after.some((e) => e.name === 'SvcSessionOutcome'), 'the call goes on');
+    t.false(after.some((e) => e.name === 'svcToolCall'), 'no tool call reached the page');
+    t.not((await widgetView(page)).view, 'ended');
+    await clickButton(page, 'Hang up');
+    await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'session', 10_000, 'ended');
   });
 });
 

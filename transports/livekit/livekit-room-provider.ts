@@ -4,6 +4,7 @@
  * later), and mints two join tokens: one for the avatar (publishes) and one for the browser
  * (subscribes and publishes its microphone). Closing deletes the room, which disconnects everyone.
  */
+import { livekitBotIdentity } from '../../protocol/session-messages.ts';
 import { resolveOptions } from '../../core/options.ts';
 import { randomUUID } from 'node:crypto';
 import { AccessToken, RoomServiceClient, TrackSource } from 'livekit-server-sdk';
@@ -58,7 +59,7 @@ export class LiveKitRoomProvider implements RoomProvider {
       throw new RoomError('room_creation_failed', `LiveKit did not create the room: ${errorMessage(error)}`);
     }
     const ttlMs = options.tokenTtlMs ?? this.settings.tokenTtlMs;
-    const publisherToken = await this.token(room, `avatar-${room}`, ttlMs, {
+    const publisherToken = await this.token(room, livekitBotIdentity(room), ttlMs, {
       canPublish: true,
       canSubscribe: true,
       canPublishSources: [TrackSource.CAMERA, TrackSource.MICROPHONE],
