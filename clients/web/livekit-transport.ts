@@ -94,9 +94,11 @@ export const joinLiveKitRoom: JoinRoom = ({ url, token, microphone, handlers, si
       .on(RoomEvent.TrackSubscribed, (track) => {
         if (track.kind === Track.Kind.Audio || track.kind === Track.Kind.Video) emit(() => handlers.track(track.mediaStreamTrack));
       })
-      .on(RoomEvent.DataReceived, (payload, participant, _kind, topic) => {
+      .on(RoomEvent.DataReceived, (payload, participant, _kind, topic, _encryption, senderIdentity) => {
         // Only the bot speaks for the session: another participant of the room is not listened to.
-        if (topic !== LIVEKIT_SESSION_TOPIC || participant?.identity !== livekitBotIdentity(room.name)) return;
+        // The sender as the server stamped it: the bot's last messages (session-ended before it
+        // leaves) may arrive after its departure removed it from the room's participants.
+        if (topic !== LIVEKIT_SESSION_TOPIC || (senderIdentity ?? participant?.identity) !== livekitBotIdentity(room.name)) return;
         let message: unknown;
         try {
           message = JSON.parse(decoder.decode(payload));

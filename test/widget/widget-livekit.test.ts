@@ -331,7 +331,12 @@ test.serial('another participant of the room is not listened to: its session-end
     ]) {
       await stranger.localParticipant!.publishData(new TextEncoder().encode(JSON.stringify(message)), { reliable: true, topic: LIVEKIT_SESSION_TOPIC });
     }
-    // Nothing happens for a while (the bot's own messages pass: see the full conversation test).
+    // They reached the page (the fake forwards them as LiveKit does), and nothing happens for a
+    // while (the bot's own messages pass: see the full conversation test).
+    await until(async () => {
+      const sent = fake.participants.find((p) => p.identity === 'stranger' && p.room === room)?.dataSent.filter((d) => d.topic === LIVEKIT_SESSION_TOPIC) ?? [];
+      return sent.length === 3 && sent.every((d) => d.deliveredTo.some((to) => to.startsWith('user-')));
+    }, { timeoutMs: 10_000, intervalMs: 50, what: 'the stranger\'s packets delivered to the page' });
     await holdsWithin(async () => (await events(page)).slice(before).some((e) => e.name === 'SvcSessionOutcome' || e.name === 'svcToolCall' || (e.name === 'UpdateBotState' && e.detail.botState === 'speaking')), { timeoutMs: 3_000, intervalMs: 100 });
     const after = (await events(page)).slice(before);
     t.false(after.some((e) => e.name === 'SvcSessionOutcome'), 'the call goes on');
