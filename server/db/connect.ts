@@ -62,7 +62,8 @@ export function openDatabase(options: DatabaseOptions): Db {
         min: Math.min(DATABASE_DEFAULTS.poolMin, options.poolMax ?? DATABASE_DEFAULTS.poolMax),
         max: options.poolMax ?? DATABASE_DEFAULTS.poolMax,
         afterCreate: (connection: pg.Client, done: (err: Error | null, connection: pg.Client) => void) => {
-          guardStalls(connection, t.statementTimeoutMs + t.stallMarginMs);
+          // A statement timeout of 0 is PostgreSQL's "no limit": no bound to guard beyond either.
+          if (t.statementTimeoutMs > 0) guardStalls(connection, t.statementTimeoutMs + t.stallMarginMs);
           done(null, connection);
         },
       },

@@ -123,7 +123,8 @@ test('a database that stops answering on open connections (a host gone without c
   // A real TCP relay whose pause is the stall: the connections stay open, nothing gets through.
   const relay = TcpRelay.to(POSTGRES_URL);
   await relay.start();
-  const s = await boot(relay.via(db.url), { statementTimeoutMs: 1_000, stallMarginMs: 1_000, acquireTimeoutMs: 10_000, connectTimeoutMs: 10_000 });
+  // A statement timeout the server's own start (migrations, seeding) meets on loaded cores.
+  const s = await boot(relay.via(db.url), { statementTimeoutMs: 4_000, stallMarginMs: 1_000, acquireTimeoutMs: 10_000, connectTimeoutMs: 10_000 });
   try {
     t.is((await get(`${s.url}/v1/agents`, s.key)).status, 200);
     relay.pause();
