@@ -3,4 +3,4 @@
  * /widget/<version>/svc-agent.js with immutable caching. Bump it with every change under
  * clients/web/ (and to the room client it bundles): a versioned URL must never change content.
  */
-export const WIDGET_VERSION = '1.2.4';
+export const WIDGET_VERSION = '1.2.5';

@@ -174,6 +174,11 @@ export class WidgetView {
 
   setVideoShown(shown: boolean): void {
     this.card.dataset.video = shown ? 'on' : 'off';
+    // A preview video hidden behind the avatar is not decoded meanwhile.
+    if (this.previewVideo.classList.contains('shown')) {
+      if (shown) this.previewVideo.pause();
+      else void this.previewVideo.play().catch(() => undefined);
+    }
   }
 
   setSoundBlocked(blocked: boolean): void {

@@ -110,7 +110,8 @@ export function resolveJobSettings(input: Partial<JobSettings> = {}): JobSetting
   whole('heartbeatMs', 10);
   whole('pollMs', 10);
   whole('attemptTimeoutMs', 1_000, 24 * 3_600_000);
-  whole('retentionMs', 60_000);
+  // At most 100 years: a "forever" value put now() minus it out of PostgreSQL's range, and the sweep failed every hour.
+  whole('retentionMs', 60_000, 100 * 365 * 24 * 3_600_000);
   if (settings.heartbeatMs * 2 > settings.leaseMs) throw new Error(`job heartbeat (${settings.heartbeatMs} ms) must be at most half the lease (${settings.leaseMs} ms)`);
   return settings;
 }

@@ -82,11 +82,12 @@ export async function openServices(config: ServerConfig, registry: Registry, log
       (n) => n > 0 && logger.info({ deleted: n }, 'finished generation jobs past their retention deleted'),
       (err: unknown) => logger.warn({ err }, 'finished job sweep failed'),
     );
-  const firstJobSweep = sweepJobs();
+  // The pass in flight (the first at start, then the hourly ones): close() waits for it.
+  let jobSweep = sweepJobs();
   const sweepTimer = setInterval(() => {
     void sweepUploads().catch((err) => logger.warn({ err }, 'upload sweep failed'));
     void sweepLeftovers();
-    void sweepJobs();
+    jobSweep = jobSweep.then(sweepJobs);
   }, SERVER_DEFAULTS.uploadSweepIntervalMs);
   sweepTimer.unref();
 
@@ -98,7 +99,7 @@ export async function openServices(config: ServerConfig, registry: Registry, log
     },
     async close() {
       clearInterval(sweepTimer);
-      await firstJobSweep;
+      await jobSweep;
       await services.generationJobs.close();
       await assets.settled();
       await closeDatabase(db);

@@ -47,6 +47,7 @@ test('bad values stop the configuration with a message naming the variable', (t)
   t.throws(() => jobSettingsFromEnv({ SVC_JOB_LEASE_MS: '1000', SVC_JOB_HEARTBEAT_MS: '800' }), { message: /at most half the lease/ });
   t.throws(() => jobSettingsFromEnv({ SVC_JOB_ATTEMPT_TIMEOUT_MS: '500' }), { message: /attemptTimeoutMs must be a whole number from 1000 to 86400000/ });
   t.throws(() => jobSettingsFromEnv({ SVC_JOB_RETENTION_MS: '1000' }), { message: /retentionMs must be a whole number from 60000/ });
+  t.throws(() => jobSettingsFromEnv({ SVC_JOB_RETENTION_MS: '1000000000000000' }), { message: /retentionMs must be a whole number from 60000 to 3153600000000/ });
 });
 
 test('npm run worker without DATABASE_URL exits 1 explaining that npm start runs embedded jobs itself', async (t) => {
