@@ -67,8 +67,11 @@ function isMissing(err: unknown): boolean {
   return name === 'NoSuchKey' || name === 'NotFound' || status === 404;
 }
 
-/** An abort of an upload S3 no longer has: done already. */
-class AbortedAlready extends Error {}
+/** Whether S3 said the multipart upload does not exist (completed, aborted, never made). */
+function isUploadGone(err: unknown): boolean {
+  const { name, status } = s3Failure(err);
+  return name === 'NoSuchUpload' || (status === 404 && name !== 'NoSuchBucket');
+}
 
 const unavailable = (what: string, err: unknown) => new StorageUnavailableError(`S3 ${what} failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
 
@@ -128,7 +131,7 @@ export class S3Storage implements ObjectStorage {
       const page = await this.send(
         'ListParts',
         () => this.client.send(new ListPartsCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, MaxParts: 1000, ...(marker ? { PartNumberMarker: marker } : {}) })),
-        (err) => (s3Failure(err).name === 'NoSuchUpload' || (s3Failure(err).status === 404 && s3Failure(err).name !== 'NoSuchBucket') ? new StorageError('upload_missing', `upload ${uploadId} does not exist`) : undefined),
+        (err) => (isUploadGone(err) ? new StorageError('upload_missing', `upload ${uploadId} does not exist`) : undefined),
       );
       for (const p of page.Parts ?? []) stored.set(p.PartNumber!, p);
       const next = page.NextPartNumberMarker;
@@ -172,12 +175,11 @@ export class S3Storage implements ObjectStorage {
 
   async abortMultipartUpload(key: string, uploadId: string): Promise<void> {
     // An upload already gone (completed, aborted) is what was asked for; S3 failing is not.
-    await this.send('AbortMultipartUpload', () => this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId })), (err) => {
-      const { name, status } = s3Failure(err);
-      return name === 'NoSuchUpload' || (status === 404 && name !== 'NoSuchBucket') ? new AbortedAlready() : undefined;
-    }).catch((err: unknown) => {
-      if (!(err instanceof AbortedAlready)) throw err;
-    });
+    try {
+      await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }));
+    } catch (err) {
+      if (!isUploadGone(err)) throw unavailable('AbortMultipartUpload', err);
+    }
   }
 
   signDownloadUrl(key: string, ttlMs: number, contentType: string | null): Promise<string> {
