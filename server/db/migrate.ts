@@ -6,6 +6,7 @@ import * as sessionRunners from './migrations/004_session_runners.ts';
 import * as admissionBatch from './migrations/005_admission_batch.ts';
 import * as jobBacklog from './migrations/006_job_backlog.ts';
 import * as jobRetention from './migrations/007_job_retention.ts';
+import * as finalizeClaims from './migrations/008_finalize_claims.ts';
 
 interface Migration {
   up(db: Knex): Promise<void>;
@@ -21,6 +22,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '005_admission_batch': admissionBatch,
   '006_job_backlog': jobBacklog,
   '007_job_retention': jobRetention,
+  '008_finalize_claims': finalizeClaims,
 };
 
 const source: Knex.MigrationSource<string> = {

@@ -32,8 +32,15 @@ interface FinalizeBody {
  * `upload_id` to `finalizing:<upload_id>` in one conditional UPDATE: of concurrent finalizes
  * exactly one matches the open session; the others see the claim and answer 409
  * `upload_conflict` (`reason: already_finalized`) without touching the parts or the object.
+ * The claim carries a token and its time (`claim_token`, `claimed_at`): everything the finalize
+ * does to the session afterwards (give it back, delete it) matches its own token, and a claim
+ * older than `FINALIZE_CLAIM_STALE_MS` is taken over by the next finalize (its finalize died, or
+ * could not give it back with the database down); the old holder, if it was only slow, then
+ * matches nothing.
  */
 const CLAIM_PREFIX = 'finalizing:';
+/** Longer than any finalize runs (S3 may take minutes to assemble a large object). */
+export const FINALIZE_CLAIM_STALE_MS = 15 * 60 * 1000;
 const alreadyFinalized = (id: string) =>
   new ApiError('upload_conflict', `upload of asset ${id} is being finalized by another request`, { reason: 'already_finalized', asset_id: id });
 
@@ -81,9 +88,12 @@ export class Assets {
   async finalize(principal: Principal, body: FinalizeBody, baseUrl: string) {
     // One read decides both answers: a second read could find the session claimed by a racing
     // finalize after the first found it open, and call a conflict "not found".
-    const row = await this.db('upload_sessions').where({ asset_id: body.asset_id, organization_id: principal.organizationId }).first();
-    if (row && row.upload_id === CLAIM_PREFIX + body.upload_id) throw alreadyFinalized(body.asset_id);
-    const session = this.openSession(row, body.asset_id, body.upload_id, body.s3_key);
+    const row = await this.db('upload_sessions')
+      .where({ asset_id: body.asset_id, organization_id: principal.organizationId })
+      .first('*', this.db.raw('coalesce(claimed_at, created_at) < now() - make_interval(secs => ?) as claim_stale', [FINALIZE_CLAIM_STALE_MS / 1000]));
+    const claimedBefore = row?.upload_id === CLAIM_PREFIX + body.upload_id;
+    if (claimedBefore && !row.claim_stale) throw alreadyFinalized(body.asset_id);
+    const session = this.openSession(claimedBefore ? { ...row, upload_id: body.upload_id } : row, body.asset_id, body.upload_id, body.s3_key);
     const mismatched = (['name', 'category'] as const).filter((f) => session[f] !== body[f]);
     if (session.size_bytes != null && int(session.size_bytes) !== body.size_bytes) mismatched.push('size_bytes' as never);
     if (mismatched.length) {
@@ -98,9 +108,22 @@ export class Assets {
     });
     // Claim first, then assemble: a loser never reaches the storage driver.
     const claim = CLAIM_PREFIX + session.upload_id;
-    for (let attempt = 0; ; attempt++) {
+    const token = randomUUID();
+    const ours = { asset_id: body.asset_id, upload_id: claim, claim_token: token };
+    if (claimedBefore) {
+      // A stale claim, taken over only if it is still the one read (a racing finalize may have
+      // taken it over first): what its holder assembled, if anything, is recorded below.
+      const stale = this.db('upload_sessions').where({ asset_id: body.asset_id, upload_id: claim });
+      if (row.claim_token == null) stale.whereNull('claim_token');
+      else stale.where('claim_token', row.claim_token);
+      if (!affectedRows(await stale.update({ claim_token: token, claimed_at: this.db.fn.now() }))) throw alreadyFinalized(body.asset_id);
+      this.logger.warn({ asset_id: body.asset_id }, 'finalize: took over a stale finalize claim');
+    }
+    for (let attempt = 0; !claimedBefore; attempt++) {
       const claimed = affectedRows(
-        await this.db('upload_sessions').where({ asset_id: body.asset_id, organization_id: principal.organizationId, upload_id: session.upload_id }).update({ upload_id: claim }),
+        await this.db('upload_sessions')
+          .where({ asset_id: body.asset_id, organization_id: principal.organizationId, upload_id: session.upload_id })
+          .update({ upload_id: claim, claim_token: token, claimed_at: this.db.fn.now() }),
       );
       if (claimed) break;
       const now = await this.db('upload_sessions').where({ asset_id: body.asset_id, organization_id: principal.organizationId }).first('upload_id');
@@ -116,7 +139,7 @@ export class Assets {
     // A verification failure leaves the parts as they were: the claim is released, the client
     // may fix its request and finalize again.
     const release = () =>
-      this.db('upload_sessions').where({ asset_id: body.asset_id, upload_id: claim }).update({ upload_id: session.upload_id })
+      this.db('upload_sessions').where(ours).update({ upload_id: session.upload_id, claim_token: null, claimed_at: null })
         .catch((err) => this.logger.warn({ err, asset_id: body.asset_id }, 'releasing an upload finalize claim failed; the upload sweep will abort it'));
     let stored;
     try {
@@ -148,13 +171,13 @@ export class Assets {
         await release();
         throw err;
       });
-      await this.db('upload_sessions').where({ asset_id: body.asset_id, upload_id: claim }).delete();
+      await this.db('upload_sessions').where(ours).delete();
       throw new ApiError('upload_conflict', `stored object is ${stored.sizeBytes} bytes, size_bytes says ${body.size_bytes}`, { reason: 'size_mismatch', stored_size_bytes: stored.sizeBytes });
     }
     try {
       await this.db.transaction(async (trx) => {
-        const removed = affectedRows(await trx('upload_sessions').where({ asset_id: body.asset_id, upload_id: claim }).delete());
-        if (!removed) throw alreadyFinalized(body.asset_id); // swept meanwhile: not ours any more
+        const removed = affectedRows(await trx('upload_sessions').where(ours).delete());
+        if (!removed) throw alreadyFinalized(body.asset_id); // swept or taken over meanwhile: not ours any more
         await trx('assets').insert({
         asset_id: body.asset_id,
         organization_id: principal.organizationId,
@@ -241,7 +264,6 @@ export class Assets {
     return row ? this.storage.signDownloadUrl(row.storage_key, this.urlTtlMs, row.content_type, baseUrl) : null;
   }
 
-  /** Hard delete of record and object; template assets are read-only for everyone. */
   /**
    * The object an earlier finalize of these very parts assembled at `key`, if there is one: its
    * ETag is the multipart ETag of the parts the client names (MD5s of their contents) and its
@@ -254,6 +276,7 @@ export class Assets {
     return head && normaliseEtag(head.etag) === expected && head.sizeBytes === body.size_bytes ? head : undefined;
   }
 
+  /** Hard delete of record and object; template assets are read-only for everyone. */
   async delete(principal: Principal, assetId: string): Promise<void> {
     const row = await this.db('assets')
       .where('asset_id', assetId)

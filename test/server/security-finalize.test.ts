@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import http from 'node:http';
 import { join } from 'node:path';
+import { FINALIZE_CLAIM_STALE_MS } from '../../server/services/assets.ts';
 import { isErrorBody, startTestServer, type TestServer } from './harness.ts';
 
 // Issue 17 item 2: racing finalizes of one upload; a part still streaming when its upload is finalized.
@@ -82,6 +83,54 @@ test('a finalize finding the upload claimed by another finalize answers 409 alre
   // The claim's owner gives it back (as a failed verification does): the upload finalizes.
   await s.server.db('upload_sessions').where('asset_id', u.init.asset_id).update({ upload_id: u.init.upload_id });
   t.is((await finalize(u, 1000)).status, 201);
+});
+
+/** The state a finalize that died holding its claim leaves, `ageMinutes` ago. */
+async function staleClaim(u: Upload, ageMinutes: number) {
+  await s.server.db('upload_sessions').where('asset_id', u.init.asset_id).update({
+    upload_id: `finalizing:${u.init.upload_id}`,
+    claim_token: 'the-dead-finalize',
+    claimed_at: s.server.db.raw(`now() - make_interval(mins => ${ageMinutes})`),
+  });
+}
+
+test('a claim older than FINALIZE_CLAIM_STALE_MS (its finalize died) is taken over: the upload finalizes instead of 409 until the 24 h sweep', async (t) => {
+  const u = await upload([randomBytes(1200)]);
+  const boundMinutes = FINALIZE_CLAIM_STALE_MS / 60_000;
+  await staleClaim(u, boundMinutes - 1);
+  const held = await finalize(u, 1200);
+  t.is(held.status, 409, 'a claim younger than the bound is a finalize in progress');
+  t.is(held.body.details.reason, 'already_finalized');
+  await staleClaim(u, boundMinutes + 1);
+  const res = await finalize(u, 1200);
+  t.is(res.status, 201, res.text);
+  t.true(Buffer.from(await (await fetch(res.body.asset_url)).arrayBuffer()).equals(u.bytes), 'byte-exact');
+  t.is(await s.server.db('upload_sessions').where('asset_id', u.init.asset_id).first(), undefined, 'the session is gone');
+});
+
+test('a stale claim whose finalize assembled the object before it died: the next finalize records that object', async (t) => {
+  const u = await upload([randomBytes(5 * MB), randomBytes(700)]);
+  const row = await s.server.db('upload_sessions').where('asset_id', u.init.asset_id).first();
+  // The dead finalize got as far as the assembly (the parts are consumed), then died.
+  const parts = u.etags.map((etag, i) => ({ part_number: i + 1, etag }));
+  await s.server.storage.completeMultipartUpload(row.storage_key, u.init.upload_id, parts, u.bytes.length);
+  await staleClaim(u, FINALIZE_CLAIM_STALE_MS / 60_000 + 1);
+  const res = await finalize(u, u.bytes.length);
+  t.is(res.status, 201, res.text);
+  t.true(Buffer.from(await (await fetch(res.body.asset_url)).arrayBuffer()).equals(u.bytes), 'the object the dead finalize assembled');
+});
+
+test('a claim taken over is no longer its old holder\'s: racing takeovers have one winner, and the loser touches nothing', async (t) => {
+  const u = await upload([randomBytes(900)]);
+  await staleClaim(u, FINALIZE_CLAIM_STALE_MS / 60_000 + 1);
+  const [a, b] = await Promise.all([finalize(u, 900), finalize(u, 900)]);
+  t.is([a, b].filter((r) => r.status === 201).length, 1, `${a.text} / ${b.text}`);
+  const [winner, loser] = a.status === 201 ? [a, b] : [b, a];
+  // The loser read the claim before the winner took it over (409) or after the winner finished (404).
+  if (loser.status === 409) t.is(loser.body.details.reason, 'already_finalized');
+  else t.is(loser.body.code, 'upload_not_found', loser.text);
+  t.true(isErrorBody(loser.body));
+  t.true(Buffer.from(await (await fetch(winner.body.asset_url)).arrayBuffer()).equals(u.bytes));
 });
 
 test('a finalize failing verification releases its claim: the parts are kept and a corrected finalize succeeds', async (t) => {
