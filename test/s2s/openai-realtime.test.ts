@@ -240,12 +240,14 @@ test.serial('a connection dropped mid-turn: the turn ends with what was received
   await connected(fake, 2);
   t.like(s.errors().find((e) => e.code === 'sts_reconnected'), { fatal: false });
   await botDone(s);
-  const replay = fake.connections[1]!.events.filter((e) => e.type === 'conversation.item.create');
-  const replayed = replay.map((e) => [e.item.role, e.item.content[0].text]);
-  t.deepEqual(replayed[0], ['user', 'first question']);
+  // The history follows the client's reading of session.updated: wait for its first item.
+  const replayed = () => fake.connections[1]!.events.filter((e) => e.type === 'conversation.item.create').map((e) => [e.item.role, e.item.content[0].text]);
+  await until(() => replayed().length >= 1, { timeoutMs: 5_000, what: 'the transcript replayed on the new connection' });
+  t.deepEqual(replayed()[0], ['user', 'first question']);
   // The cut answer is in the history only if it had finished playing before the reconnect.
-  if (replayed.length > 1) t.true(replayed[1]![0] === 'assistant' && 'first answer that will be cut short by a drop'.startsWith(replayed[1]![1]));
-  t.true(replayed.length <= 2);
+  const [, answer, ...more] = replayed();
+  if (answer) t.true(answer[0] === 'assistant' && 'first answer that will be cut short by a drop'.startsWith(answer[1]));
+  t.deepEqual(more, []);
   fake.setFaults({ dropAfterDeltas: undefined });
   s.say(userUtterance(300, 600));
   await until(() => s.all().filter((f) => f.type === 'tts-stopped').length >= 2, { timeoutMs: 8_000, what: 'two tts-stopped frames' });
@@ -261,8 +263,11 @@ test.serial('after a drop between turns, the new connection gets the whole excha
   await botDone(s);
   fake.dropAll();
   await connected(fake, 2);
-  const replay = fake.connections[1]!.events.filter((e) => e.type === 'conversation.item.create').map((e) => [e.item.role, e.item.content[0].type, e.item.content[0].text]);
-  t.deepEqual(replay, [['user', 'input_text', 'what is the weather'], ['assistant', 'output_text', REPLY]]);
+  // The history goes out once the client has read session.updated, after the fake sent it: wait
+  // for it to arrive (it was read at once, and came up empty on a loaded machine).
+  const replay = () => fake.connections[1]!.events.filter((e) => e.type === 'conversation.item.create').map((e) => [e.item.role, e.item.content[0].type, e.item.content[0].text]);
+  await until(() => replay().length >= 2, { timeoutMs: 5_000, what: () => `the exchange replayed on the new connection; so far ${JSON.stringify(replay())}` });
+  t.deepEqual(replay(), [['user', 'input_text', 'what is the weather'], ['assistant', 'output_text', REPLY]]);
   await s.worker.end();
 });
 
