@@ -310,7 +310,12 @@ test.serial('barge-in: the visitor talks over the greeting; the bot stops and an
     t.true(started.at < visitorSpoke.at && visitorSpoke.at < stopped.at, 'the visitor spoke while the greeting played, then it stopped');
     t.true(started.at < paused!.at && paused!.at <= interrupted!.at && interrupted!.at <= stopped.at, 'paused, then interrupted, then stopped');
     t.true(paused!.at - started.at < greetingMs - 2_000, `the greeting's audio stopped after ${Math.round(paused!.at - started.at)} ms of its ${greetingMs} ms`);
-    t.true(quiet.at >= visitorSpoke.at, 'botIsSpeaking went false after the visitor started');
+    // The bot went quiet at the pause the visitor's sound caused, not before it (a greeting that
+    // ended or ran dry on its own). Not against the page's own meter (userSpeakingChanged): that
+    // needs several loud samples of a page timer, and on loaded cores the server's pause, which
+    // hears the same microphone over WebRTC, reached the page first (run L1).
+    const times = { started: started.at, visitorSpoke: visitorSpoke.at, paused: paused?.at, quiet: quiet.at, interrupted: interrupted?.at, stopped: stopped.at };
+    t.true(quiet.at >= paused!.at, `botIsSpeaking went false at the pause, not before it: ${JSON.stringify(times)}`);
     t.true(all.some((e) => e.name === 'UserStartedSpeaking'), 'the bot heard the visitor start');
     t.true(all.filter((e) => e.name === 'botIsSpeaking').map((e) => e.detail.isSpeaking).join().startsWith('true,false,true'), 'then the bot spoke its answer');
     const greetingTurn = all.find((e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'bot')!;

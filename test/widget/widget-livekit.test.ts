@@ -138,7 +138,18 @@ const visitorIn = (room: string) => fake.inRoom(room).find((p) => p.identity.sta
 async function connect(page: Page, seen: ReturnType<typeof grants>): Promise<{ sessionId: string; room: string }> {
   await clickButton(page, 'Start conversation');
   const connected = await waitForEvent(page, (e) => e.name === 'SvcSessionOutcome' && e.detail.phase === 'connect', 60_000, 'connect outcome');
-  if (connected.detail.outcome !== 'success') throw new Error(`connect: ${connected.detail.outcome}`);
+  if (connected.detail.outcome !== 'success') {
+    // Everything that names the stuck step: the outcome's detail (the widget's state), the
+    // page's events, and what the fake saw of each participant of the page's room.
+    const grant = seen.find((g) => g.session_id === connected.detail.sessionId);
+    const room = grant ? roomOfToken(grant.token) : undefined;
+    const people = fake.participants.filter((p) => p.room === room).map((p) => ({
+      id: p.identity, state: p.state, leftBy: p.leftBy, pub: p.publisherState, sub: p.subscriberState, tracks: p.tracks.length, forwarded: p.forwarded.length,
+      refusals: p.refusals, dropped: p.dropped, data: p.dataSent.map((d) => `${d.type}:${d.topic}->${d.deliveredTo.join('+')}`),
+    }));
+    const names = (await events(page)).map((e) => e.name);
+    throw new Error(`connect: ${connected.detail.outcome} ${JSON.stringify(connected.detail)}; page events ${names.join(',')}; room ${room}: ${JSON.stringify(people)}`);
+  }
   const grant = await until(async () => seen.find((g) => g.session_id === connected.detail.sessionId), { timeoutMs: 5_000, intervalMs: 50, what: 'the grant' });
   return { sessionId: connected.detail.sessionId, room: roomOfToken(grant.token) };
 }
