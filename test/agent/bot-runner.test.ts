@@ -6,6 +6,7 @@
  * runner's options; time bounds only catch hangs.
  */
 import test from 'ava';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { chunkAudio, concat, rms, silence } from '../../core/audio.ts';
 import { RealClock, type Clock } from '../../core/clock.ts';
 import { Registry } from '../../core/registry.ts';
@@ -133,6 +134,12 @@ test.serial('a visitor is greeted after client-ready, talks with the bot, and ha
     t.false(types(visitor).includes('bot-started-speaking'));
 
     const readyAt = Date.now();
+    // This process runs the bot, its face and the visitor: a stalled event loop sends the bot's
+    // audio in bursts, which the visitor's jitter buffer partly conceals and discards. Its delays
+    // go into the message below (run M1, a CPU hog beside the run, heard 480 of 920 ms).
+    const loop = monitorEventLoopDelay({ resolution: 10 });
+    loop.enable();
+    t.teardown(() => loop.disable());
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
     await until(() => botTurns(visitor).length >= 1, { timeoutMs: 20_000, intervalMs: 20, what: () => `the greeting turn; messages: ${types(visitor).join(',')}` });
     t.like(visitor.ofType('bot-ready')[0], { version: '1.0.0', session_id: `s_${s.room.room}`, capabilities: { audio_out: true, video_out: true, audio_in: true } });
@@ -142,7 +149,9 @@ test.serial('a visitor is greeted after client-ready, talks with the bot, and ha
     let saidAudibleMs = 0;
     for (const c of chunkAudio(said, 16_000, 10)) if (rms(c) > 0.01) saidAudibleMs += 10;
     await holdsWithin(() => visitor.audibleMs(readyAt) >= saidAudibleMs * 0.6, { timeoutMs: 3000, intervalMs: 20 });
-    t.true(visitor.audibleMs(readyAt) >= saidAudibleMs * 0.6, `the greeting is heard: ${visitor.audibleMs(readyAt)} of ${saidAudibleMs} ms audible`);
+    loop.disable();
+    const delays = `event loop delay p99 ${(loop.percentile(99) / 1e6).toFixed(0)} ms, max ${(loop.max / 1e6).toFixed(0)} ms`;
+    t.true(visitor.audibleMs(readyAt) >= saidAudibleMs * 0.6, `the greeting is heard: ${visitor.audibleMs(readyAt)} of ${saidAudibleMs} ms audible (${delays})`);
     t.deepEqual(botTurns(visitor)[0], { type: 'transcript-turn', owner: 'bot', text: 'Hello, I am Ada.', final: true, turn_id: 0 });
     const states = visitor.ofType('bot-state').map((m) => m.state);
     t.deepEqual(states.slice(0, 4), ['initializing', 'listening', 'speaking', 'listening']);
