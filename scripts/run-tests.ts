@@ -4,8 +4,7 @@
  * at a time, each in an ava run of its own, so two of them never share the 2 cores and each one's
  * wall time is printed (`[heavy] file ... N s`: a CI run that ran out of time says where it went);
  * light files run beside them in one ava run, one at a time too (they finish long before the heavy
- * lane, so more would only slow the heavy file of the moment), at a lower priority
- * (`RUN_TESTS_DEFAULTS.lightNice`): the heavy file of the moment runs live media in real time.
+ * lane, so more would only slow the heavy file of the moment).
  * `node --import tsx scripts/run-tests.ts [files...]` runs the given files the same way.
  *
  * A killed run leaves nothing behind, however it ends:
@@ -24,10 +23,17 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, wri
 import { dirname, join } from 'node:path';
 import { resolveOptions } from '../core/options.ts';
 import { isRunning, signalDescendants } from '../test/support/process-tree.mjs';
-import { RUN_TESTS_DEFAULTS, splitLanes, suiteFiles } from './test-lanes.ts';
+import { splitLanes, suiteFiles } from './test-lanes.ts';
 
-export { RUN_TESTS_DEFAULTS };
-
+export const RUN_TESTS_DEFAULTS = {
+  /** Between SIGTERM and SIGKILL when the run is stopped. */
+  graceMs: 5_000,
+  /** How often the runner checks that its parent is still there. */
+  watchIntervalMs: 500,
+  /** Files each lane runs at once (ava --concurrency). */
+  heavyConcurrency: 1,
+  lightConcurrency: 1,
+} as const;
 
 const ROOT = join(import.meta.dirname, '..');
 /** Core dumps of the run's processes: program name and pid in a known folder. */
@@ -125,11 +131,7 @@ function startLane(name: Lane['name'], files: readonly string[], concurrency: nu
 function runAva(lane: Lane, files: readonly string[], concurrency: number): Promise<number | null> {
   // Core dumps on (the kernel writes `core` into the crashing process's directory, the
   // repository): a SIGSEGV of chromium or of a worker is then named after the run (scripts/core-backtrace.sh).
-  // The light lane yields: `nice` for its processes, and the autogroup of its session (detached:
-  // setsid) where the kernel has them.
-  const yieldCpu = lane.name === 'light' ? `echo ${options.lightNice} > /proc/self/autogroup 2>/dev/null; ` : '';
-  const exec = lane.name === 'light' ? `exec nice -n ${options.lightNice} "$0" "$@"` : 'exec "$0" "$@"';
-  const child = spawn('/bin/sh', ['-c', `ulimit -c unlimited 2>/dev/null; ${yieldCpu}${exec}`, process.execPath, '--import', EXIT_WITH_PARENT, AVA, `--concurrency=${concurrency}`, ...files], {
+  const child = spawn('/bin/sh', ['-c', 'ulimit -c unlimited 2>/dev/null; exec "$0" "$@"', process.execPath, '--import', EXIT_WITH_PARENT, AVA, `--concurrency=${concurrency}`, ...files], {
     cwd: ROOT,
     detached: true, // a process group of its own, ended as one
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -8,26 +8,6 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
-/** The runner's settings (scripts/run-tests.ts), here so that tests read them without starting a run. */
-export const RUN_TESTS_DEFAULTS = {
-  /** Between SIGTERM and SIGKILL when the run is stopped. */
-  graceMs: 5_000,
-  /** How often the runner checks that its parent is still there. */
-  watchIntervalMs: 500,
-  /** Files each lane runs at once (ava --concurrency). */
-  heavyConcurrency: 1,
-  lightConcurrency: 1,
-  /**
-   * The light lane's nice value, for its processes and its autogroup (each ava run is a session of
-   * its own, and Linux shares the cores between sessions first): the heavy lane's files run live
-   * media in real time (25 fps faces, 20 ms audio, browsers), the light lane's mostly on virtual
-   * clocks, so the heavy file of the moment gets the cores first and the light lane the rest
-   * (it ends long before the heavy lane anyway). Run L1 and M1 (a CPU hog beside the run) lost
-   * heavy-lane media timing while the lanes and the hog shared the cores in equal thirds.
-   */
-  lightNice: 5,
-} as const;
-
 /** What makes a file heavy, as it appears in test code. */
 export const HEAVY_MARKERS = [
   // chromium

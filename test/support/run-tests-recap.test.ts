@@ -5,9 +5,7 @@
  */
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { getPriority } from 'node:os';
 import { join } from 'node:path';
-import { RUN_TESTS_DEFAULTS } from '../../scripts/test-lanes.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const HEAVY = 'test/support/fixtures/failing-heavy.fixture.ts';
@@ -47,13 +45,4 @@ test('a failed test is repeated at the end of the run: its file, its title and i
   t.regex(light, /bonjour/);
   t.notRegex(light, /heavy fixture/);
   t.regex(output, /^2 passed, 2 failed$/m);
-  // The light lane yields the cores to the heavy one: its workers at RUN_TESTS_DEFAULTS.lightNice,
-  // and so is its session's autogroup where the kernel has them; the heavy lane at the runner's own.
-  const priority = (lane: string) => new RegExp(`^\\[${lane}\\]\\s+ℹ priority: nice (-?\\d+), (.*)$`, 'm').exec(output);
-  const lightPriority = priority('light');
-  const heavyPriority = priority('heavy');
-  t.truthy(lightPriority && heavyPriority, output);
-  t.is(Number(lightPriority![1]), Math.min(19, getPriority() + RUN_TESTS_DEFAULTS.lightNice));
-  t.is(Number(heavyPriority![1]), getPriority());
-  if (lightPriority![2] !== 'none') t.regex(lightPriority![2], new RegExp(` nice ${RUN_TESTS_DEFAULTS.lightNice}$`));
 });
