@@ -22,6 +22,11 @@ import type { RoomClientMessage, RoomSubscriberEvent, RoomSubscriberInfo } from 
 import type { AvatarRoom } from '../transports/webrtc/room-provider.ts';
 import type { RoomRegistry } from '../transports/webrtc/room-registry.ts';
 
+/** How the bot publishes its face: the frame pump's settings, and the pictures' size when known (one negotiation for both tracks in a LiveKit room). */
+export interface BotPublishOptions extends FramePumpOptions {
+  readonly videoSize?: { readonly width: number; readonly height: number };
+}
+
 export interface BotRoom {
   readonly provider: 'embedded' | 'livekit';
   readonly name: string;
@@ -34,7 +39,7 @@ export interface BotRoom {
   /** Visitors there now (take this, then follow `presence`). */
   visitors(): RoomSubscriberInfo[];
   /** Publishes the avatar; the publication's `sendMessage` carries the session messages. */
-  publishAvatar(frames: Observable<FaceFrame>, options?: FramePumpOptions): Promise<PublishedAvatar>;
+  publishAvatar(frames: Observable<FaceFrame>, options?: BotPublishOptions): Promise<PublishedAvatar>;
   /** The room was closed under the bot (the server released it, or the provider deleted it). */
   readonly closed: boolean;
   /** The bot leaves the room (after unpublishing); idempotent. */

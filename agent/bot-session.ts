@@ -198,7 +198,8 @@ export class BotSession implements RunningSession {
       // (`face_failed`, fatal). This subscriber only needs not to leave the error unhandled, which
       // rxjs would rethrow from a timer and so take the whole process down.
       this.subscriptions.push(this.face.frames.subscribe({ next: () => (this.firstFrameAt ??= this.clock.now()), error: () => undefined }));
-      this.publication = await room.publishAvatar(this.face.frames, { ...tuning.publish });
+      // The face's size is known now: a LiveKit room gets the video track with the audio, in one negotiation.
+      this.publication = await room.publishAvatar(this.face.frames, { ...tuning.publish, videoSize: { width: this.face.width, height: this.face.height } });
     } catch (error) {
       this.face.close();
       for (const s of this.subscriptions.splice(0)) s.unsubscribe();

@@ -3,9 +3,9 @@
  * livekit-sfu bench can read its CPU time from /proc: prints `url <ws url>` once it listens and
  * stops when its stdin closes (the bench ended, however it ended).
  */
-import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
+import { startLiveKitServerFakeHere } from '../test/fakes/livekit-server.ts';
 
-const fake = await startLiveKitServerFake();
+const fake = await startLiveKitServerFakeHere();
 process.stdout.write(`url ${fake.url} key ${fake.apiKey} secret ${fake.apiSecret}\n`);
 process.stdin.resume();
 process.stdin.on('end', () => void fake.close().finally(() => process.exit(0)));

@@ -10,11 +10,9 @@
  * first lip-synced frame at the visitor (the mouth region moving beyond the idle face's motion),
  * A/V offset at the visitor (that frame against the first audible 10 ms of the speech; positive:
  * the picture after its sound), clear_buffer to silence (the RPC sent to the last audible 10 ms at
- * the visitor). LIVEKIT_AVATAR_BENCH_RUNS (default 5). LIVEKIT_AVATAR_BENCH_FAKE=process runs the fake
- * in a process of its own (bench/_livekit-sfu-host.ts), its media plane off the bench's event loop,
- * as a LiveKit server is. The load average is printed: the machine is shared.
+ * the visitor). LIVEKIT_AVATAR_BENCH_RUNS (default 5). The fake SFU forwards packets in a process
+ * of its own, as a LiveKit server is. The load average is printed: the machine is shared.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -45,23 +43,8 @@ async function speechBytes(voice: LocalTTSService, text: string): Promise<Uint8A
   return new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
 }
 
-/** The fake alone in a process of its own (bench/_livekit-sfu-host.ts): its media plane off this event loop. */
-async function fakeInProcess(): Promise<{ url: string; apiKey: string; apiSecret: string; close(): Promise<void> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '_livekit-sfu-host.ts')], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const line = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (d) => {
-      out += d;
-      if (out.includes('\n')) resolve(out.split('\n')[0]!);
-    });
-    child.once('exit', (code) => reject(new Error(`the fake exited (${code})`)));
-  });
-  const [, url, , apiKey, , apiSecret] = line.split(' ');
-  return { url: url!, apiKey: apiKey!, apiSecret: apiSecret!, close: async () => { child.stdin!.end(); await new Promise((r) => child.once('exit', r)); } };
-}
-
 export async function run(): Promise<void> {
-  const fake = process.env.LIVEKIT_AVATAR_BENCH_FAKE === 'process' ? await fakeInProcess() : await startLiveKitServerFake();
+  const fake = await startLiveKitServerFake();
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-lkavatar-'));
   const registry = new Registry();
   registry.use(facePlugin);

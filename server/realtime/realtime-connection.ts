@@ -349,7 +349,7 @@ export class RealtimeConnection {
     if (!this.deps.publishAvatar) return this.error('webrtc_failed', 'direct WebRTC is not available on this server', false);
     this.publishing = true;
     try {
-      const published = await this.deps.publishAvatar(session.frames, settings, { livekitAllowedRanges: this.deps.livekitAllowedRanges });
+      const published = await this.deps.publishAvatar(session.frames, settings, { livekitAllowedRanges: this.deps.livekitAllowedRanges, videoSize: { width: session.width, height: session.height } });
       if (this.closed) {
         // Never a rejection left unhandled (it would take the process down).
         await Promise.resolve().then(() => published.close()).catch((err: unknown) => this.deps.log('realtime.unpublish_failed', { session_id: this.sessionId, error: errorMessage(err) }));

@@ -58,7 +58,7 @@ export type AvatarPublisher = (
   frames: Observable<FaceFrame>,
   settings: WebRTCSettings,
   /** The operator's SSRF exceptions for client-given LiveKit urls (SVC_LIVEKIT_ALLOWED_RANGES). */
-  extra?: { readonly livekitAllowedRanges?: readonly string[] },
+  extra?: { readonly livekitAllowedRanges?: readonly string[]; readonly videoSize?: { readonly width: number; readonly height: number } },
 ) => Promise<{
   readonly participantId: string;
   readonly room: string;

@@ -31,11 +31,14 @@
  * peer connections; observed: it sends no further request to /rtc/v1). No ICE servers (host
  * candidates only), ping every 5 s with a 15 s timeout.
  *
- * A small SFU, for rooms where participants hear and see each other (sessions in LiveKit rooms):
- * - Publisher PeerConnection (client offers; the server side is libwebrtc through @roamhq/wrtc,
- *   which answers). Received media is read back with wrtc's nonstandard RTCVideoSink (decoded
- *   I420 frames, with their size) and RTCAudioSink (PCM); a received track is matched to its
- *   published track by the track id in its msid, which is the `cid` of the AddTrackRequest.
+ * A small SFU, for rooms where participants hear and see each other (sessions in LiveKit rooms),
+ * that forwards RTP packets as LiveKit does and decodes nothing (livekit-media.ts, on werift), in
+ * a process of its own (`startLiveKitServerFake`, livekit-server-process.ts; what it records is
+ * mirrored into the test process):
+ * - Publisher PeerConnection (client offers, the fake answers with Opus and VP8). What arrives is
+ *   read from the packets (frames by marker bit, picture size from VP8 key frames, audio level
+ *   from the RFC 6464 header extension); a received track is matched to its published track by
+ *   the track id in its msid, which is the `cid` of the AddTrackRequest.
  * - Subscriber PeerConnection, for participants whose grant allows subscribing (others, such as
  *   a publish-only avatar token, keep `subscriber_primary: false` and get none): the JoinResponse
  *   says `subscriber_primary: true` and the server offers at once, with its `_reliable` and
@@ -43,9 +46,12 @@
  * - Forwarding: each received track is added to the subscriber connection of every other
  *   participant of the room (all of them with `auto_subscribe`, the default; else those that
  *   asked with UpdateSubscription) in a stream whose id is `<participant sid>|<track sid>`, the
- *   msid the SDK maps to participant and publication. libwebrtc re-encodes what it forwards
- *   (a real SFU forwards packets): the video sender keeps the resolution and starts at 2 Mbps
- *   (x-google-start-bitrate in the answer) so the picture is not first scaled down by the fake.
+ *   msid the SDK maps to participant and publication: each packet is copied to it unchanged but
+ *   for SSRC, payload type and contiguous sequence numbers; video starts on a key frame (the
+ *   publisher is asked for one, and subscribers' PLIs are passed on). Of a simulcast publication
+ *   the largest layer is forwarded.
+ * - ICE: one host candidate, on `mediaAddress` (127.0.0.1 unless a test's participants are in
+ *   network namespaces), ICE lite, no TURN.
  * - Participants: JoinResponse.other_participants (with their tracks), ParticipantUpdate to the
  *   others when one joins, publishes a track or leaves (state DISCONNECTED).
  * - Data: DataPackets received on a participant's publisher data channels (user packets, data
@@ -65,9 +71,8 @@
  * `leave`; `deleteRoom` sends the server's `leave`, and so does a second join with the same
  * identity (DUPLICATE_IDENTITY) to the earlier connection. Everything else is recorded and ignored.
  *
- * Not modelled: resuming a session (see above), ICE restarts, simulcast layers (a simulcast
- * publication is received as libwebrtc's receiver takes it; the session bot and the widget's
- * microphone publish without simulcast), adaptive stream and
+ * Not modelled: resuming a session (see above), ICE restarts, layer selection per subscriber
+ * (the largest simulcast layer goes to everyone), RTX, congestion control (TWCC, REMB), adaptive stream and
  * track settings, speaker detection, room metadata, webhooks, region/URL failover, the data-track
  * channel, server-initiated RPC, the data message cache of migrations, permissions updates after joining.
  */
@@ -106,7 +111,11 @@ import {
   type AddTrackRequest,
   type UpdateSubscription,
 } from '@livekit/protocol';
-import { wrtcWithSources } from '../../transports/webrtc/wrtc.ts';
+import type { MediaStreamTrack as WeriftTrack, RTCDataChannel, RTCIceCandidate, RTCPeerConnection, RTCRtpReceiver as WeriftReceiver } from 'werift';
+import { candidateAddress, DownTrack, emptyReceivedMedia, inactiveNotRejected, largestLayer, LIVEKIT_MEDIA_FAKE_DEFAULTS, onlyAddress, sfuPeerConnection, UpTrack, type FakeReceivedMedia } from './livekit-media.ts';
+
+export type { FakeReceivedMedia } from './livekit-media.ts';
+export { startLiveKitServerFake } from './livekit-server-process.ts';
 
 export const LIVEKIT_SERVER_FAKE_DEFAULTS = {
   apiKey: 'lk-fake-api-key',
@@ -120,14 +129,26 @@ export const LIVEKIT_SERVER_FAKE_DEFAULTS = {
   /** Seconds, as LiveKit sends them. */
   pingIntervalS: 5,
   pingTimeoutS: 15,
-  /** A 10 ms audio chunk whose peak reaches this (of 32767) counts as sound. */
-  audibleLevel: 500,
+  /** The address the media plane binds and gives out as its only ICE candidate. */
+  mediaAddress: '127.0.0.1',
+  ...LIVEKIT_MEDIA_FAKE_DEFAULTS,
 } as const;
 
 export interface LiveKitServerFakeOptions {
   readonly apiKey?: string;
   readonly apiSecret?: string;
-  readonly audibleLevel?: number;
+  /** An audio packet whose RFC 6464 level is at most this (-dBov) counts as sound. */
+  readonly audibleDbov?: number;
+  /**
+   * Where the media plane listens (its one ICE candidate): 127.0.0.1 by default; a test whose
+   * participants are in network namespaces gives an address they reach (the root side of a veth).
+   */
+  readonly mediaAddress?: string;
+  /**
+   * Holds every publisher answer this long (ms) before it is made, as a loaded or distant server
+   * would (a test's fault, no LiveKit setting): 0 by default.
+   */
+  readonly answerDelayMs?: number;
 }
 
 /** A track the participant announced with AddTrackRequest, and what arrived on it. */
@@ -140,22 +161,8 @@ export interface FakePublishedTrack {
   readonly width: number;
   readonly height: number;
   muted: boolean;
-  /** Whether media for it arrived on the publisher PeerConnection. */
+  /** Whether its track arrived on the publisher PeerConnection (negotiated; packets are counted in `media`). */
   received: boolean;
-}
-
-export interface FakeReceivedMedia {
-  /** Decoded frames handed over by libwebrtc, and the size of the last one. */
-  videoFrames: number;
-  videoWidth: number;
-  videoHeight: number;
-  /** Audio as the receiver decoded it (mono or stereo, usually 48 kHz). */
-  audioChunks: number;
-  audioSamples: number;
-  audioSampleRate: number;
-  /** 10 ms chunks whose peak reached `audibleLevel`, and the loudest sample seen. */
-  audibleChunks: number;
-  audioPeak: number;
 }
 
 export interface FakeParticipant {
@@ -169,6 +176,11 @@ export interface FakeParticipant {
   readonly media: FakeReceivedMedia;
   /** Every SignalRequest case received, in order (`offer`, `trickle`, `addTrack`, ...). */
   readonly requests: string[];
+  /**
+   * Every description exchanged, summarised (`publisher offer 1: audio sendonly 0 <track id>, ...`),
+   * in order: what a negotiation that went wrong held.
+   */
+  readonly negotiations: string[];
   /** Requests the fake refused (no permission), with the reason. */
   readonly refusals: string[];
   state: 'joined' | 'active' | 'disconnected';
@@ -227,7 +239,7 @@ export interface LiveKitServerFake {
    * (reason ROOM_DELETED, action DISCONNECT, no reconnect) and its connection closes. Returns how
    * many were removed.
    */
-  deleteRoom(room: string): number;
+  deleteRoom(room: string): Promise<number>;
   /**
    * A network cut between the participants of `identity` and this server (a test's fault, no
    * LiveKit API): their signalling sockets are dropped without a close handshake, their peer
@@ -235,14 +247,14 @@ export interface LiveKitServerFake {
    * token of that identity (signalling on any path, /rtc/validate) is dropped before an answer, as
    * an unreachable server would be, until `restore(identity)`. Returns how many were cut.
    */
-  cutOff(identity: string): number;
-  restore(identity: string): void;
+  cutOff(identity: string): Promise<number>;
+  restore(identity: string): Promise<void>;
   /**
    * Drops the signalling sockets of `identity` without a close handshake (a test's fault, as a
    * network blip would): the fake forgets those participants as for any closed socket, and their
    * SDK's resume gets the LeaveRequest of `resume` (then it joins again). Returns how many.
    */
-  dropSignal(identity: string): number;
+  dropSignal(identity: string): Promise<number>;
   /** Signalling connections of a cut-off identity dropped since (what its SDK tried meanwhile). */
   readonly droppedWhileCut: string[];
   /** Identities whose resume (`reconnect=1`) was answered with a LeaveRequest (action RECONNECT). */
@@ -255,30 +267,6 @@ export interface LiveKitServerFake {
 const enc = (response: SignalResponse['message']): Uint8Array => new SignalResponse({ message: response }).toBinary();
 const sid = (prefix: string): string => `${prefix}_${randomBytes(9).toString('base64url')}`;
 const SOURCES: Record<string, TrackSource> = { camera: TrackSource.CAMERA, microphone: TrackSource.MICROPHONE, screen_share: TrackSource.SCREEN_SHARE, screen_share_audio: TrackSource.SCREEN_SHARE_AUDIO };
-
-/**
- * The subscriber's answer with a video start bitrate for our sending side (kbps in
- * `x-google-start-bitrate`): libwebrtc re-encodes forwarded video and, starting from its default
- * estimate, would first send a scaled-down picture, where a real SFU forwards the publisher's.
- */
-function withStartBitrate(sdp: string, kbps = 2000): string {
-  const lines = sdp.split('\r\n');
-  const out: string[] = [];
-  let video = false;
-  const withFmtp = new Set(lines.filter((l) => l.startsWith('a=fmtp:')).map((l) => l.slice(7).split(' ')[0]));
-  for (const line of lines) {
-    if (line.startsWith('m=')) video = line.startsWith('m=video');
-    const fmtp = /^a=fmtp:(\d+) (.*)$/.exec(line);
-    const rtpmap = /^a=rtpmap:(\d+) (VP8|VP9|H264|AV1)\//i.exec(line);
-    if (video && fmtp && !line.includes('x-google-start-bitrate') && !/apt=/.test(fmtp[2]!)) {
-      out.push(`${line};x-google-start-bitrate=${kbps}`);
-      continue;
-    }
-    out.push(line);
-    if (video && rtpmap && !withFmtp.has(rtpmap[1]!)) out.push(`a=fmtp:${rtpmap[1]} x-google-start-bitrate=${kbps}`);
-  }
-  return out.join('\r\n');
-}
 
 // ---- Data packets (user packets, data streams, RPC) ----------------------------------------------
 
@@ -397,14 +385,20 @@ function permissionOf(grant: ClaimGrants): ParticipantPermission {
   });
 }
 
+/** For the host process (livekit-server-host.ts). */
+export interface FakeHooks {
+  /** Called before the fake sends anything to a client, so a mirror of its state is never behind what a client was told. */
+  readonly beforeAnswer?: () => void;
+}
+
 interface SubscriberSide {
   readonly pc: RTCPeerConnection;
   /** Server-created data channels (`_reliable`, `_lossy`), what the SDK receives data on. */
   readonly channels: Map<'reliable' | 'lossy', RTCDataChannel>;
   /** Packets waiting for their channel to open. */
   readonly queued: Array<{ kind: 'reliable' | 'lossy'; bytes: Uint8Array }>;
-  /** Track sid -> the sender carrying it. */
-  readonly senders: Map<string, RTCRtpSender>;
+  /** Track sid -> the DownTrack carrying it. */
+  readonly senders: Map<string, DownTrack>;
   remoteSet: boolean;
   readonly pendingCandidates: RTCIceCandidateInit[];
   /** An offer is out (waiting for its answer); `again`: something changed meanwhile. */
@@ -420,9 +414,8 @@ interface Connection {
   pc?: RTCPeerConnection;
   remoteSet: boolean;
   readonly pendingCandidates: RTCIceCandidateInit[];
-  readonly sinks: Array<{ stop(): void }>;
   /** The received media of this participant's published tracks, by track sid (what is forwarded). */
-  readonly media: Map<string, MediaStreamTrack>;
+  readonly media: Map<string, UpTrack>;
   /** Subscriber connection: only for participants allowed to subscribe (subscriber_primary). */
   sub?: SubscriberSide;
   /** `auto_subscribe` (default on, as in the SDKs) or the sids asked for with UpdateSubscription. */
@@ -431,10 +424,18 @@ interface Connection {
   closed: boolean;
 }
 
-export async function startLiveKitServerFake(options: LiveKitServerFakeOptions = {}): Promise<LiveKitServerFake> {
+/**
+ * The fake in this process. Tests use `startLiveKitServerFake` (livekit-server-process.ts), which
+ * runs this in a process of its own, as a LiveKit server is: its media plane (werift, on the
+ * event loop) then neither slows nor is slowed by the bots and SDKs of the test process.
+ */
+export async function startLiveKitServerFakeHere(options: LiveKitServerFakeOptions = {}, hooks: FakeHooks = {}): Promise<LiveKitServerFake> {
+  /** Before every answer (HTTP, signalling): the host process sends what changed first. */
+  const beforeAnswer = hooks.beforeAnswer ?? (() => undefined);
   const apiKey = options.apiKey ?? LIVEKIT_SERVER_FAKE_DEFAULTS.apiKey;
   const apiSecret = options.apiSecret ?? LIVEKIT_SERVER_FAKE_DEFAULTS.apiSecret;
-  const audibleLevel = options.audibleLevel ?? LIVEKIT_SERVER_FAKE_DEFAULTS.audibleLevel;
+  const audibleDbov = options.audibleDbov ?? LIVEKIT_SERVER_FAKE_DEFAULTS.audibleDbov;
+  const mediaAddress = options.mediaAddress ?? LIVEKIT_SERVER_FAKE_DEFAULTS.mediaAddress;
   const verifier = new TokenVerifier(apiKey, apiSecret);
   const participants: FakeParticipant[] = [];
   const refusedUpgrades: Array<{ path: string; status: number; reason: string }> = [];
@@ -503,12 +504,14 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     void authenticate(req, url).then((auth) => {
       const status = 'status' in auth ? auth.status : 200;
       validations.push(status);
+      beforeAnswer();
       res.writeHead(status, { 'Content-Type': 'text/plain' }).end('status' in auth ? auth.reason : 'success');
     });
   });
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1 << 20 });
 
   function twirpError(res: ServerResponse, status: number, code: string, msg: string): void {
+    beforeAnswer();
     if (!res.headersSent) res.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify({ code, msg }));
   }
 
@@ -531,6 +534,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       let room = rooms.get(name);
       if (!room) rooms.set(name, (room = { sid: sid('RM'), createdAt: BigInt(Math.floor(Date.now() / 1000)) }));
       createdRooms.set(name, { name, emptyTimeout: Number(input.emptyTimeout ?? 0), maxParticipants: Number(input.maxParticipants ?? 0) });
+      beforeAnswer();
       res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ sid: room.sid, name, emptyTimeout: input.emptyTimeout ?? 0, maxParticipants: input.maxParticipants ?? 0, creationTime: String(room.createdAt) }));
       return;
     }
@@ -539,6 +543,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       if (!rooms.has(name)) return twirpError(res, 404, 'not_found', 'room not found');
       createdRooms.delete(name);
       deleteRoom(name);
+      beforeAnswer();
       res.writeHead(200, { 'Content-Type': 'application/json' }).end('{}');
       return;
     }
@@ -547,6 +552,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
 
   function refuse(socket: Socket, path: string, status: number, reason: string): void {
     refusedUpgrades.push({ path, status, reason });
+    beforeAnswer();
     const text = status === 404 ? 'Not Found' : 'Unauthorized';
     socket.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(reason)}\r\nConnection: close\r\n\r\n${reason}`);
   }
@@ -567,7 +573,9 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
   });
 
   function send(conn: Connection, message: SignalResponse['message']): void {
-    if (!conn.closed && conn.ws.readyState === conn.ws.OPEN) conn.ws.send(enc(message));
+    if (conn.closed || conn.ws.readyState !== conn.ws.OPEN) return;
+    beforeAnswer();
+    conn.ws.send(enc(message));
   }
 
   /**
@@ -585,6 +593,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       old.ws.close(1000);
     }
     resumesRefused.push(grant.sub!);
+    beforeAnswer();
     ws.send(enc({ case: 'leave', value: new LeaveRequest({ canReconnect: true, reason: DisconnectReason.STATE_MISMATCH, action: LeaveRequest_Action.RECONNECT }) }));
     ws.close(1000);
   }
@@ -607,8 +616,9 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       grant,
       query: Object.fromEntries(Object.entries(query).filter(([k]) => k !== 'access_token')),
       tracks: [],
-      media: { videoFrames: 0, videoWidth: 0, videoHeight: 0, audioChunks: 0, audioSamples: 0, audioSampleRate: 0, audibleChunks: 0, audioPeak: 0 },
+      media: emptyReceivedMedia(),
       requests: [],
+      negotiations: [],
       refusals: [],
       state: 'joined',
       publisherState: 'new',
@@ -625,7 +635,6 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       ws,
       remoteSet: false,
       pendingCandidates: [],
-      sinks: [],
       media: new Map(),
       autoSubscribe: query.auto_subscribe !== '0' && query.auto_subscribe !== 'false',
       wanted: new Set(),
@@ -762,64 +771,79 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     broadcast(conn, info(conn));
   }
 
+  /**
+   * Our ICE candidates to the SDK, as LiveKit trickles them (no end-of-candidates): only those of
+   * the media address (`onlyAddress`), never before the description of that connection was sent,
+   * and none that description already carries. werift's ICE lite gathers while
+   * setLocalDescription runs and writes what it has into the description; a candidate trickled
+   * before our first description reached rtc-node was queued there and failed to apply after it,
+   * and the SDK then dropped the renegotiation it had pending (its second track never offered:
+   * seen with the avatar's video, and with a session bot's video in widget-livekit).
+   */
+  const trickles = new WeakMap<RTCPeerConnection, { sent?: string; held: RTCIceCandidate[] }>();
+
+  function trickleOut(conn: Connection, pc: RTCPeerConnection, target: SignalTarget, c: RTCIceCandidate | undefined): void {
+    if (!c?.candidate || candidateAddress(c.candidate) !== mediaAddress) return;
+    let state = trickles.get(pc);
+    if (!state) trickles.set(pc, (state = { held: [] }));
+    if (state.sent === undefined) return void state.held.push(c);
+    if (state.sent.includes(c.candidate) || conn.closed) return;
+    const init = JSON.stringify({ candidate: c.candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment ?? undefined });
+    send(conn, { case: 'trickle', value: new TrickleRequest({ candidateInit: init, target }) });
+    conn.participant.negotiations.push(`${target === SignalTarget.PUBLISHER ? 'publisher' : 'subscriber'} trickle: ${init}`);
+  }
+
+  /** Sends the description of `pc` (answer or offer), then the candidates held until it went. */
+  function sendDescription(conn: Connection, pc: RTCPeerConnection, target: SignalTarget, description: SessionDescription): void {
+    let state = trickles.get(pc);
+    if (!state) trickles.set(pc, (state = { held: [] }));
+    send(conn, { case: description.type === 'answer' ? 'answer' : 'offer', value: description });
+    conn.participant.negotiations.push(`${target === SignalTarget.PUBLISHER ? 'publisher' : 'subscriber'} ${description.type} ${description.id}: ${sections(description.sdp)}`);
+    if (state.sent === undefined) {
+      state.sent = description.sdp;
+      for (const c of state.held.splice(0)) trickleOut(conn, pc, target, c);
+    }
+  }
+
+  /** A description as the SDKs get it: inactive sections not rejected, only the media address's candidates. */
+  const described = (sdp: string): string => onlyAddress(inactiveNotRejected(sdp), mediaAddress);
+
   function publisherPc(conn: Connection): RTCPeerConnection {
     if (conn.pc) return conn.pc;
-    const wrtc = wrtcWithSources();
-    const pc = new wrtc.RTCPeerConnection({ iceServers: [] });
+    const pc = sfuPeerConnection(mediaAddress);
     conn.pc = pc;
-    pc.onicecandidate = (event) => {
-      const c = event.candidate;
-      if (!c) return; // LiveKit does not send an end-of-candidates trickle
-      const init = JSON.stringify({ candidate: c.candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment ?? undefined });
-      send(conn, { case: 'trickle', value: new TrickleRequest({ candidateInit: init, target: SignalTarget.PUBLISHER }) });
-    };
+    pc.onicecandidate = ({ candidate }) => trickleOut(conn, pc, SignalTarget.PUBLISHER, candidate);
     pc.onconnectionstatechange = () => {
       conn.participant.publisherState = pc.connectionState;
       if (pc.connectionState === 'connected' && conn.participant.state === 'joined') conn.participant.state = 'active';
     };
-    pc.ontrack = (event) => receive(conn, event.track);
+    // werift reports every remote track again at each renegotiation: one UpTrack per receiver.
+    const seen = new WeakSet<object>();
+    pc.ontrack = ({ track, receiver }) => {
+      if (seen.has(receiver)) return;
+      seen.add(receiver);
+      receive(conn, track, receiver);
+    };
     pc.ondatachannel = ({ channel }) => {
       const kind = channel.label === '_reliable' ? 'reliable' : channel.label === '_lossy' ? 'lossy' : null;
       if (!kind) return; // the SDK's data-track channel: not modelled
-      channel.binaryType = 'arraybuffer';
-      channel.onmessage = ({ data }) => {
-        if (data instanceof ArrayBuffer) relayData(conn, kind, new Uint8Array(data));
-      };
+      channel.onMessage.subscribe((data) => {
+        if (typeof data !== 'string') relayData(conn, kind, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+      });
     };
     return pc;
   }
 
-  function receive(conn: Connection, track: MediaStreamTrack): void {
+  function receive(conn: Connection, track: WeriftTrack, receiver: WeriftReceiver): void {
     if (conn.closed) return;
     const p = conn.participant;
-    const published = p.tracks.find((t) => t.cid === track.id);
-    if (published) {
-      published.received = true;
-      conn.media.set(published.sid, track);
-      for (const other of connections) if (other !== conn && other.participant.room === p.room) forward(conn, published.sid, other);
-    } else p.refusals.push(`media for unannounced track ${track.id}`);
-    const { nonstandard } = wrtcWithSources();
-    if (track.kind === 'video') {
-      const sink = new nonstandard.RTCVideoSink(track);
-      sink.onframe = ({ frame }: { frame: { width: number; height: number } }) => {
-        p.media.videoFrames += 1;
-        p.media.videoWidth = frame.width;
-        p.media.videoHeight = frame.height;
-      };
-      conn.sinks.push(sink);
-    } else {
-      const sink = new nonstandard.RTCAudioSink(track);
-      sink.ondata = (data: { samples: Int16Array; sampleRate: number }) => {
-        let peak = 0;
-        for (const s of data.samples) peak = Math.max(peak, Math.abs(s));
-        p.media.audioChunks += 1;
-        p.media.audioSamples += data.samples.length;
-        p.media.audioSampleRate = data.sampleRate;
-        p.media.audioPeak = Math.max(p.media.audioPeak, peak);
-        if (peak >= audibleLevel) p.media.audibleChunks += 1;
-      };
-      conn.sinks.push(sink);
-    }
+    const cid = receiver.remoteTrackId ?? track.id;
+    const published = p.tracks.find((t) => t.cid === cid);
+    if (!published) return void p.refusals.push(`media for unannounced track ${cid}`);
+    published.received = true;
+    const up = new UpTrack(track.kind === 'video' ? 'video' : 'audio', largestLayer(receiver), receiver, p.media, audibleDbov);
+    conn.media.set(published.sid, up);
+    for (const other of connections) if (other !== conn && other.participant.room === p.room) forward(conn, published.sid, other);
   }
 
   async function answer(conn: Connection, offer: SessionDescription): Promise<void> {
@@ -836,17 +860,23 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     // An offer handled after the participant left (its socket closed, the fake closed) makes no
     // connection: one made then was never closed, and kept the test process alive (issue 23).
     if (conn.closed) return;
+    conn.participant.negotiations.push(`publisher offer ${offer.id}: ${sections(offer.sdp)}`);
+    const offeredAt = performance.now();
+    if (options.answerDelayMs) await new Promise((resolve) => setTimeout(resolve, options.answerDelayMs));
     const pc = publisherPc(conn);
+    // werift gives an m-section that appears in a later offer a transceiver it takes from an
+    // inactive one, and then renames it, so the inactive section's mid is gone from the answer
+    // ("Transceiver with mid=7 not found": the SDKs' first publisher offer has recvonly sections
+    // that stay inactive). Marked as used for sending, none is taken.
+    for (const t of pc.getTransceivers()) (t as unknown as { usedForSender: boolean }).usedForSender = true;
     await pc.setRemoteDescription({ type: 'offer', sdp: offer.sdp });
     conn.remoteSet = true;
     for (const c of conn.pendingCandidates.splice(0)) await pc.addIceCandidate(c).catch(() => undefined);
     const local = await pc.createAnswer();
     await pc.setLocalDescription(local);
     if (conn.closed) return;
-    // The answer as created, its candidates trickled (as LiveKit's server does; the SDKs hold early
-    // ones). Never `pc.localDescription`: wrtc serialises it on this thread while libwebrtc's
-    // signalling thread adds gathered candidates to it (SIGSEGV in webrtc::SdpSerialize, local CI run N).
-    send(conn, { case: 'answer', value: new SessionDescription({ type: 'answer', sdp: local.sdp ?? '', id: offer.id }) });
+    sendDescription(conn, pc, SignalTarget.PUBLISHER, new SessionDescription({ type: 'answer', sdp: described(pc.localDescription?.sdp ?? local.sdp ?? ''), id: offer.id }));
+    conn.participant.negotiations.push(`publisher answer ${offer.id} after ${Math.round(performance.now() - offeredAt)} ms`);
   }
 
   async function trickle(conn: Connection, req: TrickleRequest): Promise<void> {
@@ -874,8 +904,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
   /** The subscriber PeerConnection of `conn`: the server offers it, with both data channels. */
   function subscriberSide(conn: Connection): SubscriberSide {
     if (conn.sub) return conn.sub;
-    const wrtc = wrtcWithSources();
-    const pc = new wrtc.RTCPeerConnection({ iceServers: [] });
+    const pc = sfuPeerConnection(mediaAddress);
     const channels = new Map<'reliable' | 'lossy', RTCDataChannel>([
       ['reliable', pc.createDataChannel('_reliable', { ordered: true })],
       ['lossy', pc.createDataChannel('_lossy', { ordered: false, maxRetransmits: 0 })],
@@ -883,17 +912,11 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     const sub: SubscriberSide = { pc, channels, queued: [], senders: new Map(), remoteSet: false, pendingCandidates: [], offering: false, again: false, offerId: 0 };
     conn.sub = sub;
     for (const channel of channels.values()) {
-      channel.binaryType = 'arraybuffer';
-      channel.onopen = () => {
-        for (const q of sub.queued.splice(0)) deliverData(conn, q.kind, q.bytes);
-      };
+      channel.stateChanged.subscribe((state) => {
+        if (state === 'open') for (const q of sub.queued.splice(0)) deliverData(conn, q.kind, q.bytes);
+      });
     }
-    pc.onicecandidate = (event) => {
-      const c = event.candidate;
-      if (!c) return;
-      const init = JSON.stringify({ candidate: c.candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment ?? undefined });
-      send(conn, { case: 'trickle', value: new TrickleRequest({ candidateInit: init, target: SignalTarget.SUBSCRIBER }) });
-    };
+    pc.onicecandidate = ({ candidate }) => trickleOut(conn, pc, SignalTarget.SUBSCRIBER, candidate);
     pc.onconnectionstatechange = () => {
       conn.participant.subscriberState = pc.connectionState;
       if (pc.connectionState === 'connected' && conn.participant.state === 'joined') conn.participant.state = 'active';
@@ -912,8 +935,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       const offer = await sub.pc.createOffer();
       await sub.pc.setLocalDescription(offer);
       if (conn.closed) return;
-      // As created, never read back (see answerNow).
-      send(conn, { case: 'offer', value: new SessionDescription({ type: 'offer', sdp: offer.sdp ?? '', id: ++sub.offerId }) });
+      sendDescription(conn, sub.pc, SignalTarget.SUBSCRIBER, new SessionDescription({ type: 'offer', sdp: described(sub.pc.localDescription?.sdp ?? offer.sdp ?? ''), id: ++sub.offerId }));
     } catch (error) {
       sub.offering = false;
       conn.participant.refusals.push(`internal: subscriber offer failed: ${error instanceof Error ? error.message : String(error)}`);
@@ -923,7 +945,8 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
   async function subscriberAnswer(conn: Connection, answerSdp: SessionDescription): Promise<void> {
     const sub = conn.sub;
     if (!sub || !sub.offering) return void conn.participant.refusals.push('answer without a subscriber offer');
-    await sub.pc.setRemoteDescription({ type: 'answer', sdp: withStartBitrate(answerSdp.sdp) });
+    conn.participant.negotiations.push(`subscriber answer ${answerSdp.id}: ${sections(answerSdp.sdp)}`);
+    await sub.pc.setRemoteDescription({ type: 'answer', sdp: answerSdp.sdp });
     sub.remoteSet = true;
     for (const c of sub.pendingCandidates.splice(0)) await sub.pc.addIceCandidate(c).catch(() => undefined);
     sub.offering = false;
@@ -941,16 +964,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
         if (owner) changed = forward(owner, sid, conn, false) || changed;
       } else {
         conn.wanted.delete(sid);
-        const sender = conn.sub?.senders.get(sid);
-        if (sender && conn.sub) {
-          conn.sub.senders.delete(sid);
-          try {
-            conn.sub.pc.removeTrack(sender);
-            changed = true;
-          } catch (error) {
-            conn.participant.dropped.push(`unsubscribing ${sid}: ${describe(error)}`);
-          }
-        }
+        if (conn.sub && unforward(conn, sid)) changed = true;
       }
     }
     if (changed) void negotiate(conn);
@@ -962,25 +976,32 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
    * Renegotiates unless told not to; returns whether a track was added.
    */
   function forward(from: Connection, trackSid: string, to: Connection, renegotiate = true): boolean {
-    const track = from.media.get(trackSid);
+    const up = from.media.get(trackSid);
     const sub = to.sub;
-    if (!track || !sub || to.closed || sub.senders.has(trackSid)) return false;
+    if (!up || !sub || to.closed || sub.senders.has(trackSid)) return false;
     if (!to.autoSubscribe && !to.wanted.has(trackSid)) return false;
-    const { MediaStream } = wrtcWithSources();
-    const stream = new (MediaStream as unknown as new (init: { id: string }) => MediaStream)({ id: `${from.participant.sid}|${trackSid}` });
-    let sender: RTCRtpSender;
     try {
-      sender = sub.pc.addTrack(track, stream);
+      sub.senders.set(trackSid, DownTrack.open(up, sub.pc, `${from.participant.sid}|${trackSid}`, LIVEKIT_SERVER_FAKE_DEFAULTS.keyFrameRequestIntervalMs));
     } catch (error) {
       to.participant.dropped.push(`track ${trackSid}: ${describe(error)}`);
       return false;
     }
-    sub.senders.set(trackSid, sender);
-    // libwebrtc re-encodes what it forwards (a real SFU forwards the packets): keep the
-    // publisher's picture size rather than let the encoder scale it down to its start bitrate.
-    if (track.kind === 'video') void sender.setParameters({ ...sender.getParameters(), degradationPreference: 'maintain-resolution' } as RTCRtpSendParameters).catch(() => undefined);
     to.participant.forwarded.push(trackSid);
     if (renegotiate) void negotiate(to);
+    return true;
+  }
+
+  /** Stops forwarding `trackSid` to `to` (its transceiver goes inactive at the next offer); whether it was forwarded. */
+  function unforward(to: Connection, trackSid: string): boolean {
+    const down = to.sub?.senders.get(trackSid);
+    if (!down) return false;
+    to.sub!.senders.delete(trackSid);
+    down.stop();
+    try {
+      down.transceiver.setDirection('inactive');
+    } catch (error) {
+      to.participant.dropped.push(`unsubscribing ${trackSid}: ${describe(error)}`);
+    }
     return true;
   }
 
@@ -1032,10 +1053,9 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       return;
     }
     try {
-      channel.send(bytes as Uint8Array<ArrayBuffer>);
+      channel.send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
     } catch (error) {
-      // Closing under the send (wrtc throws InvalidStateError from inside an event handler: an
-      // uncaught exception in the test process, issue 23).
+      // Closing under the send.
       to.participant.dropped.push(`${kind} data packet: ${describe(error)}`);
     }
   }
@@ -1046,13 +1066,13 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     connections.delete(conn);
     conn.participant.state = 'disconnected';
     conn.participant.leftBy = by;
-    for (const sink of conn.sinks.splice(0)) sink.stop();
+    for (const up of conn.media.values()) up.stop();
     const sub = conn.sub;
     if (sub) {
-      for (const channel of sub.channels.values()) channel.onopen = null;
+      for (const down of sub.senders.values()) down.stop();
       sub.pc.onicecandidate = null;
       sub.pc.onconnectionstatechange = null;
-      sub.pc.close();
+      void sub.pc.close().catch(() => undefined);
       conn.participant.subscriberState = 'closed';
     }
     // The others are told, and stop receiving its tracks.
@@ -1063,17 +1083,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       const reason = by === 'room_deleted' ? { disconnectReason: DisconnectReason.ROOM_DELETED } : {};
       send(other, { case: 'update', value: new ParticipantUpdate({ participants: [new ParticipantInfo({ sid: conn.participant.sid, identity: conn.participant.identity, state: ParticipantInfo_State.DISCONNECTED, ...reason })] }) });
       let removed = false;
-      for (const sid of conn.media.keys()) {
-        const sender = other.sub?.senders.get(sid);
-        if (!sender || !other.sub) continue;
-        other.sub.senders.delete(sid);
-        try {
-          other.sub.pc.removeTrack(sender);
-          removed = true;
-        } catch {
-          // its connection is closing
-        }
-      }
+      for (const sid of conn.media.keys()) if (unforward(other, sid)) removed = true;
       if (removed) void negotiate(other);
     }
     conn.media.clear();
@@ -1081,7 +1091,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       conn.pc.onicecandidate = null;
       conn.pc.ontrack = null;
       conn.pc.onconnectionstatechange = null;
-      conn.pc.close();
+      void conn.pc.close().catch(() => undefined);
       conn.participant.publisherState = 'closed';
     }
   }
@@ -1111,17 +1121,18 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       const conn = [...connections].find((c) => c.participant.sid === participantSid);
       if (!conn?.pc) return [];
       const rows: Array<Record<string, unknown>> = [];
-      (await conn.pc.getStats()).forEach((s: Record<string, unknown>) => {
-        if (s.type === 'inbound-rtp') rows.push({ kind: s.kind ?? s.mediaType, packetsReceived: s.packetsReceived, packetsLost: s.packetsLost, framesReceived: s.framesReceived, framesDecoded: s.framesDecoded, keyFramesDecoded: s.keyFramesDecoded, pliCount: s.pliCount, firCount: s.firCount, nackCount: s.nackCount });
-      });
+      for (const stat of (await conn.pc.getStats()).values()) {
+        const s = stat as unknown as Record<string, unknown>;
+        if (s.type === 'inbound-rtp') rows.push({ kind: s.kind, packetsReceived: s.packetsReceived, packetsLost: s.packetsLost, pliCount: s.pliCount, nackCount: s.nackCount });
+      }
       return rows;
     },
     roomApiRequests,
     createdRooms,
-    deleteRoom,
+    deleteRoom: async (room) => deleteRoom(room),
     droppedWhileCut,
     resumesRefused,
-    cutOff(identity) {
+    async cutOff(identity) {
       cut.add(identity);
       const victims = [...connections].filter((c) => c.participant.identity === identity);
       for (const conn of victims) {
@@ -1130,10 +1141,10 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       }
       return victims.length;
     },
-    restore(identity) {
+    async restore(identity) {
       cut.delete(identity);
     },
-    dropSignal(identity) {
+    async dropSignal(identity) {
       const victims = [...connections].filter((c) => c.participant.identity === identity);
       for (const conn of victims) conn.ws.terminate();
       return victims.length;
@@ -1148,6 +1159,22 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** The m-sections of a description: kind, direction, mid and msid track id (`audio sendonly 0 TR_x`). */
+function sections(sdp: string): string {
+  return sdp
+    .split(/\r?\nm=/)
+    .slice(1)
+    .map((m) => {
+      const kind = m.split(' ')[0];
+      const direction = /\r?\na=(sendrecv|sendonly|recvonly|inactive)/.exec(m)?.[1] ?? '?';
+      const mid = /\r?\na=mid:(\S+)/.exec(m)?.[1] ?? '?';
+      const track = /\r?\na=msid:\S+ (\S+)/.exec(m)?.[1];
+      const rids = [...m.matchAll(/\r?\na=rid:(\S+) send/g)].map((r) => r[1]).join('/');
+      return [kind, direction, mid, track, rids && `rids ${rids}`].filter(Boolean).join(' ');
+    })
+    .join(', ');
 }
 
 /** A thrown value as `Name: message` (wrtc's DOMExceptions say what failed in their name). */

@@ -31,15 +31,16 @@ test.after.always(async () => {
 });
 
 // No runner at first: the runner needs the LiveKit relay, which needs the network.
-// A start includes the room API call and the bot's join through the fake SFU (which decodes what it
-// forwards): on two shared cores that can pass the default 5 s the fleet world gives API processes.
+// A start includes the room API call and the bot's join through the fake SFU: on two shared cores
+// that can pass the default 5 s the fleet world gives API processes.
 const getFleet = sharedFleet({ label: 'fleet_livekit', runners: {}, slots: 2, apiEnv: { SVC_RUNNER_START_TIMEOUT_MS: '30000' } });
 
 test.serial('a runner with LiveKit settings: the session room is on the LiveKit server, the runner\'s bot in it; the visitor sees and hears it; release ends it', async (t) => {
   t.timeout(300_000);
   const f = await getFleet(t);
   if (!f) return;
-  fake = await startLiveKitServerFake();
+  // The runner is in a namespace: the SFU's media (its one ICE candidate) on the root side of its veth.
+  fake = await startLiveKitServerFake({ mediaAddress: f.rootAddress });
   relay = new TcpRelay({ host: '127.0.0.1', port: Number(new URL(fake.url).port) }, f.rootAddress);
   await relay.start();
   const livekitUrl = relay.via(fake.url);

@@ -102,7 +102,7 @@ test.serial('a visitor talks to a published agent in a LiveKit room through the 
     // The turn ends when its audio left the bot; through the SFU (two jitter buffers) the tail is
     // still on its way: wait until the visitor has heard nothing loud for 400 ms.
     await tailHeard(visitor);
-    const media = () => `SFU got ${bot.media.audioChunks} audio chunks of the bot (${bot.media.audibleChunks} audible), the visitor ${visitor.audioLevels.length} (${visitor.audibleMs(0)} ms audible); forwarded to the visitor: ${visitor.trackOwners.size} owners`;
+    const media = () => `SFU got ${bot.media.audioPackets} audio packets of the bot (${bot.media.audiblePackets} audible), the visitor ${visitor.audioLevels.length} (${visitor.audibleMs(0)} ms audible); forwarded to the visitor: ${visitor.trackOwners.size} owners`;
     t.true(visitor.audibleMs(readyAt) > 800, `greeting audible at the client: ${visitor.audibleMs(readyAt)} ms; ${media()}`);
     const greetingAudio = audio.filter((a) => a.at >= readyAt);
     const heard = await recognise(concat(greetingAudio.map((a) => a.pcm)), greetingAudio[0]!.rate, [GREETING, 'What is your name?', 'Tell me a joke', 'Goodbye']);
@@ -116,7 +116,7 @@ test.serial('a visitor talks to a published agent in a LiveKit room through the 
     });
     const mean = (xs: { mouth: number }[]) => xs.reduce((a, b) => a + b.mouth, 0) / Math.max(1, xs.length);
     const diagnostics = async () =>
-      `${media()}; SFU decoded ${bot.media.videoFrames} frames of the bot, the visitor ${visitor.videoFrames}; bot inbound ${JSON.stringify(await fake.inboundStats(bot.sid))}`;
+      `${media()}; SFU received ${bot.media.videoFrames} frames of the bot, the visitor ${visitor.videoFrames}; bot inbound ${JSON.stringify(await fake.inboundStats(bot.sid))}`;
     t.true(idle.length > 5 && speaking.length > 5, `frames: ${idle.length} idle, ${speaking.length} speaking; ${await diagnostics()}`);
     t.true(mean(speaking) > mean(idle) * 1.5, `mouth region change speaking ${mean(speaking).toFixed(2)} vs idle ${mean(idle).toFixed(2)}`);
 

@@ -222,7 +222,7 @@ test.serial('the bot leaves on close and its room being deleted ends it', async 
   t.teardown(() => bot.close());
   let completed = false;
   bot.subscriberEvents.subscribe({ complete: () => (completed = true) });
-  t.is(fake.deleteRoom(room), 1);
+  t.is(await fake.deleteRoom(room), 1);
   await bot.ended;
   t.true(bot.closed);
   t.true(completed, 'presence completes when the bot is out');

@@ -1,15 +1,15 @@
 /**
  * The avatar published into a LiveKit room through the real entry point (`publishAvatar` with
  * `provider: 'livekit'`, the real @livekit/rtc-node SDK) against a local fake LiveKit server
- * that speaks LiveKit's signalling protocol and receives the media with libwebrtc
+ * that speaks LiveKit's signalling protocol and receives the media as an SFU does, as RTP packets
  * (test/fakes/livekit-server.ts): the participant joins, announces one camera and one microphone
- * track, the fake decodes video at the session's size and hears the speech, and the participant
+ * track, the fake receives VP8 key frames of the session's size and speech-loud audio levels, and the participant
  * leaves when the publication is closed. A bad token is refused at the upgrade. After a stall of
  * the process, the frame pump's skipping rule is checked frame by frame on the real LiveKit sink
  * (its verdict does not depend on how loaded the machine is).
  */
 import test from 'ava';
-import { NEVER, Subject } from 'rxjs';
+import { delay, NEVER, Subject } from 'rxjs';
 import { dispose, LocalAudioTrack, TrackPublishOptions, TrackSource as RtcTrackSource } from '@livekit/rtc-node';
 import { AccessToken, TrackSource as GrantSource, type VideoGrant } from 'livekit-server-sdk';
 import { TrackSource } from '@livekit/protocol';
@@ -18,7 +18,7 @@ import { HumanFaceModel } from '../../plugins/face/index.ts';
 import type { FaceFrame } from '../../processors/avatar/face-model.ts';
 import { joinLiveKitRoom, LIVEKIT_JOIN_FAILED, LIVEKIT_MEDIA_DEFAULTS, LiveKitMediaSink } from '../../transports/livekit/index.ts';
 import { AvatarFramePump, FRAME_PUMP_DEFAULTS, i420ByteLength, publishAvatar, RoomError, type AvatarMediaSink, type I420Frame } from '../../transports/webrtc/index.ts';
-import { startLiveKitServerFake, type FakeParticipant, type LiveKitServerFake } from '../fakes/livekit-server.ts';
+import { startLiveKitServerFake, type FakeParticipant, type LiveKitServerFake, type LiveKitServerFakeOptions } from '../fakes/livekit-server.ts';
 import { syntheticPhrase } from '../face/speech-signal.ts';
 import { toneFrame } from './synthetic-face.ts';
 import { until } from '../../testing/until.ts';
@@ -55,13 +55,13 @@ async function within<T>(promise: Promise<T>, what: string, timeoutMs = 10_000):
   }
 }
 
-async function startFake(t: { teardown(fn: () => Promise<void> | void): void }): Promise<LiveKitServerFake> {
-  const fake = await startLiveKitServerFake();
+async function startFake(t: { teardown(fn: () => Promise<void> | void): void }, options: LiveKitServerFakeOptions = {}): Promise<LiveKitServerFake> {
+  const fake = await startLiveKitServerFake(options);
   t.teardown(() => fake.close());
   return fake;
 }
 
-test.serial('a face session published with publishAvatar arrives in the LiveKit room: tracks, decoded video, audible speech, and a leave on close', async (t) => {
+test.serial('a face session published with publishAvatar arrives in the LiveKit room: tracks, received video, audible speech, and a leave on close', async (t) => {
   const fake = await startFake(t);
   const room = 'room-avatar-1';
   const jwt = await token(fake, `avatar-${room}`, {
@@ -96,21 +96,21 @@ test.serial('a face session published with publishAvatar arrives in the LiveKit 
   // (transports/webrtc/avatar-frame-pump.ts): what arrives is bounded by what it delivered, not by
   // how quiet the machine is.
   await until(() => published.stats.videoFrames >= 10, { ...ROOM_WAIT, what: () => `pictures delivered by the pump; publisher ${JSON.stringify(published.stats)}` });
-  await until(() => avatar.media.videoFrames >= 3, { ...ROOM_WAIT, what: 'decoded video frames' }).catch(async (error: Error) => {
+  await until(() => avatar.media.videoFrames >= 3 && avatar.media.videoKeyFrames >= 1, { ...ROOM_WAIT, what: 'received video frames and a key frame' }).catch(async (error: Error) => {
     throw new Error(`${error.message}; media ${JSON.stringify(avatar.media)}; publisher ${JSON.stringify(published.stats)}; inbound ${JSON.stringify(await fake.inboundStats(avatar.sid))}`);
   });
-  t.true(avatar.media.videoFrames <= published.stats.videoFrames, 'the room decodes no more pictures than the pump delivered');
+  t.true(avatar.media.videoFrames <= published.stats.videoFrames, 'the room receives no more pictures than the pump delivered');
   t.is(published.stats.badImages, 0);
-  t.is(avatar.media.videoWidth, session.width);
+  t.is(avatar.media.videoWidth, session.width, 'the key frame is of the session size');
   t.is(avatar.media.videoHeight, session.height);
-  await until(() => avatar.media.audioChunks >= 50, { ...ROOM_WAIT, what: 'idle audio' });
-  t.is(avatar.media.audibleChunks, 0, `an idle avatar is silent (peak ${avatar.media.audioPeak})`);
+  // Opus packets of 20 ms, each with its RFC 6464 level: one second of the idle avatar is silence.
+  await until(() => avatar.media.audioPackets >= 50, { ...ROOM_WAIT, what: 'idle audio' });
+  t.is(avatar.media.audiblePackets, 0, `an idle avatar is silent (loudest -${avatar.media.loudestDbov} dBov)`);
 
   session.pushAudio(syntheticPhrase(8));
   session.endTurn();
-  await until(() => avatar.media.audibleChunks >= 50, { ...ROOM_WAIT, what: 'half a second of received speech' });
-  t.true(avatar.media.audioPeak > 5000, `peak ${avatar.media.audioPeak}`);
-  t.is(avatar.media.audioSampleRate, 48_000);
+  await until(() => avatar.media.audiblePackets >= 25, { ...ROOM_WAIT, what: 'half a second of received speech' });
+  t.true(avatar.media.loudestDbov <= 30, `speech reaches -30 dBov or louder: loudest -${avatar.media.loudestDbov} dBov`);
 
   await within(published.close(), 'close()');
   await until(() => avatar.state === 'disconnected', { ...ROOM_WAIT, timeoutMs: 10_000, what: 'the participant to leave' });
@@ -118,6 +118,28 @@ test.serial('a face session published with publishAvatar arrives in the LiveKit 
   t.is(avatar.requests.at(-1), 'leave');
   t.deepEqual(fake.inRoom(room), []);
   t.true(avatar.requests.includes('addTrack') && avatar.requests.includes('offer'));
+});
+
+test.serial('a server slow to answer: a face session of known size is offered with both tracks in one negotiation, and both arrive', async (t) => {
+  // rtc-node 1.1 deadlocks its publisher transport when a second negotiation is asked for while its
+  // first offer waits for the answer: a video track published on the first picture, while the
+  // audio's offer is out, was never offered (a session bot in widget-livekit, intermittently).
+  // With the size known, both tracks go in the first offer, however long the answer takes.
+  const fake = await startFake(t, { answerDelayMs: 400 });
+  const room = 'room-avatar-slow';
+  const jwt = await token(fake, `avatar-${room}`, { roomJoin: true, room, canPublish: true });
+  const session = await new HumanFaceModel('human-portrait').openSession({ configuration: { width: 320, height: 240 }, imageFormat: 'rgb' }, new RealClock());
+  t.teardown(() => session.close());
+  // The first picture comes while the audio's offer is out (offered after the SDK's 150 ms, answered 400 ms later).
+  const frames = session.frames.pipe(delay(300));
+  const published = await publishAvatar(frames, { provider: 'livekit', url: fake.url, token: jwt }, { ...LOOPBACK, videoSize: { width: session.width, height: session.height } });
+  t.teardown(() => published.close());
+  const avatar = fake.participants[0]!;
+  await until(() => avatar.tracks.length === 2 && avatar.tracks.every((tr) => tr.received) && avatar.media.videoKeyFrames >= 1, { ...ROOM_WAIT, what: () => `both tracks received; negotiations ${JSON.stringify(avatar.negotiations)}` });
+  const offers = avatar.negotiations.filter((n) => n.startsWith('publisher offer'));
+  t.is(offers.length, 1, JSON.stringify(offers));
+  t.regex(offers[0]!, /audio sendonly .*video sendonly|video sendonly .*audio sendonly/, 'the one offer carries both tracks');
+  t.is(avatar.media.videoWidth, session.width);
 });
 
 test.serial('when LiveKit deletes the room, publishing ends by itself and the face frames are no longer taken', async (t) => {
@@ -130,11 +152,11 @@ test.serial('when LiveKit deletes the room, publishing ends by itself and the fa
   t.teardown(() => published.close());
   const avatar = fake.participants[0]!;
   await until(() => published.stats.videoFrames >= 5, { ...ROOM_WAIT, what: 'pictures delivered by the pump' });
-  await until(() => avatar.media.videoFrames >= 1, { ...ROOM_WAIT, what: 'decoded video frames' }).catch(async (error: Error) => {
+  await until(() => avatar.media.videoFrames >= 1, { ...ROOM_WAIT, what: 'received video frames' }).catch(async (error: Error) => {
     throw new Error(`${error.message}; media ${JSON.stringify(avatar.media)}; publisher ${JSON.stringify(published.stats)}; inbound ${JSON.stringify(await fake.inboundStats(avatar.sid))}`);
   });
 
-  t.is(fake.deleteRoom(room), 1);
+  t.is(await fake.deleteRoom(room), 1);
   await within(published.ended, 'publishing to end after the room was deleted');
   t.is(avatar.leftBy, 'room_deleted');
   const taken = published.stats.frames;

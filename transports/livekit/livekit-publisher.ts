@@ -24,6 +24,8 @@ import { liveKitAddressPolicy, resolveLiveKitTarget, startPinnedRelay, type Pinn
 import { LIVEKIT_MEDIA_DEFAULTS, LiveKitMediaSink } from './livekit-media-sink.ts';
 
 export interface LiveKitPublishOptions extends FramePumpOptions {
+  /** The pictures' size when known in advance (`PublishFramesOptions.videoSize`). */
+  readonly videoSize?: { readonly width: number; readonly height: number };
   /** `wss://` address of the LiveKit server. */
   readonly url: string;
   /** Access token for the avatar participant (canPublish grant). */
@@ -140,7 +142,12 @@ export interface PublishFramesOptions extends FramePumpOptions {
    * session bot turns them off: one encoding instead of three on the bot's CPU.
    */
   readonly simulcast?: boolean;
-  /** The pictures' size when known in advance: the video track is published at once, with the audio. */
+  /**
+   * The pictures' size when known in advance (a face session's): the video track is published at
+   * once, together with the audio, so that one negotiation carries both (odd sizes cropped to
+   * even, as the pictures are). Without it the video
+   * track comes with the first picture, in a negotiation of its own.
+   */
   readonly videoSize?: { readonly width: number; readonly height: number };
 }
 
@@ -152,8 +159,18 @@ export async function publishFramesToRoom(room: Room, frames: Observable<FaceFra
   }, options.audioQueueMs);
   try {
     const audioTrack = LocalAudioTrack.createAudioTrack(LIVEKIT_MEDIA_DEFAULTS.audioTrackName, sink.audioSource);
-    await participant.publishTrack(audioTrack, new TrackPublishOptions({ source: TrackSource.SOURCE_MICROPHONE }));
-    if (options.videoSize) await sink.openVideo(options.videoSize.width, options.videoSize.height);
+    // Both at once, so that the SDK's negotiation (debounced, 150 ms) offers both: rtc-node 1.1's
+    // publisher transport deadlocks when a negotiation is asked for while its previous offer still
+    // waits for the server's answer (the renegotiation it then owes is made under a lock it
+    // already holds), and the second track is never offered nor its publishTrack resolved. Seen
+    // with the fake LiveKit server answering in 400 ms and the video published 180 ms after the
+    // audio; against any server, a video track published on a first picture that comes while the
+    // audio's offer is out (docs/webrtc.md).
+    // Odd sizes are cropped to even, as the pictures are (rgbaToI420).
+    const video = options.videoSize ? sink.openVideo(options.videoSize.width & ~1, options.videoSize.height & ~1) : undefined;
+    const [audio] = await Promise.allSettled([participant.publishTrack(audioTrack, new TrackPublishOptions({ source: TrackSource.SOURCE_MICROPHONE })), video]);
+    if (audio.status === 'rejected') throw audio.reason;
+    await video;
   } catch (error) {
     await sink.close();
     throw joinFailed(error);

@@ -19,6 +19,8 @@ export interface PublishAvatarContext extends FramePumpOptions {
   readonly rooms?: RoomRegistry;
   /** Private ranges a LiveKit url may resolve to despite the SSRF policy (SVC_LIVEKIT_ALLOWED_RANGES; none by default). */
   readonly livekitAllowedRanges?: readonly string[];
+  /** The pictures' size when known in advance: a LiveKit room gets both tracks in one negotiation (`PublishFramesOptions.videoSize`). */
+  readonly videoSize?: { readonly width: number; readonly height: number };
 }
 
 function requireString(value: unknown, field: string): string {
@@ -54,6 +56,6 @@ export async function publishAvatar(frames: Observable<FaceFrame>, settings: Ava
 /** `publishAvatar` bound to a server's context, in the shape the /realtime endpoint takes. */
 export function createAvatarPublisher(
   context: PublishAvatarContext,
-): (frames: Observable<FaceFrame>, settings: AvatarRoomSettings, extra?: Pick<PublishAvatarContext, 'livekitAllowedRanges'>) => Promise<PublishedAvatar> {
+): (frames: Observable<FaceFrame>, settings: AvatarRoomSettings, extra?: Pick<PublishAvatarContext, 'livekitAllowedRanges' | 'videoSize'>) => Promise<PublishedAvatar> {
   return (frames, settings, extra) => publishAvatar(frames, settings, extra ? { ...context, ...extra } : context);
 }
