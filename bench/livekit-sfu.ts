@@ -1,20 +1,19 @@
 /**
  * What the fake LiveKit server (test/fakes/livekit-server.ts) costs the test machine while it
  * forwards one avatar (publishAvatar, 640x360 at 25 fps, speech) to one visitor (@livekit/rtc-node
- * subscribing to both tracks), as LiveKit tests do. The fake runs alone in a child process
- * (bench/_livekit-sfu-host.ts); its CPU time comes from /proc/<pid>/stat over a window once the
+ * subscribing to both tracks), as LiveKit tests do. The fake runs in a process of its own
+ * (`startLiveKitServerFake`); its CPU time comes from /proc/<pid>/stat over a window once the
  * visitor receives video. Figures: the fake's share of one core, the frames the visitor got in the
  * window, and the publishing process's own share for scale.
  */
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { dispose } from '@livekit/rtc-node';
 import { AccessToken } from 'livekit-server-sdk';
 import { RealClock } from '../core/clock.ts';
 import { HumanFaceModel } from '../plugins/face/index.ts';
 import { publishAvatar } from '../transports/webrtc/index.ts';
 import { LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
+import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
 import { syntheticPhrase } from '../test/face/speech-signal.ts';
 import { until } from '../testing/until.ts';
 import { printJson, printTable } from './table.ts';
@@ -38,14 +37,12 @@ async function token(key: string, secret: string, identity: string, room: string
 }
 
 export async function run(): Promise<void> {
-  const host = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '_livekit-sfu-host.ts')], { stdio: ['pipe', 'pipe', 'inherit'] });
-  let out = '';
-  host.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  const [, url, key, secret] = await until(() => /url (\S+) key (\S+) secret (\S+)/.exec(out) ?? undefined, { timeoutMs: 30_000, what: 'the fake LiveKit server' });
+  const fake = await startLiveKitServerFake();
+  const { url, apiKey: key, apiSecret: secret } = fake;
   const room = 'bench-room';
   const session = await new HumanFaceModel('human-portrait').openSession({ configuration: { width: WIDTH, height: HEIGHT } }, new RealClock());
-  const published = await publishAvatar(session.frames, { provider: 'livekit', url: url!, token: await token(key!, secret!, 'avatar', room) }, { livekitAllowedRanges: ['127.0.0.0/8'] });
-  const visitor = await LiveKitVisitor.join(url!, await token(key!, secret!, 'visitor', room));
+  const published = await publishAvatar(session.frames, { provider: 'livekit', url: url, token: await token(key, secret, 'avatar', room) }, { livekitAllowedRanges: ['127.0.0.0/8'] });
+  const visitor = await LiveKitVisitor.join(url, await token(key, secret, 'visitor', room));
   try {
     await until(() => visitor.videoFrames >= 25, { timeoutMs: 60_000, what: 'video at the visitor' }).catch((error: Error) => {
       throw new Error(`${error.message}: the visitor got ${visitor.audioLevels.length} audio chunks, ${visitor.videoFrames} frames, tracks of ${[...visitor.trackOwners].join(', ')}; the avatar sent ${JSON.stringify(published.stats)}`);
@@ -54,14 +51,14 @@ export async function run(): Promise<void> {
       session.pushAudio(syntheticPhrase(8));
       session.endTurn();
     }, 3000);
-    const fake0 = cpuMsOf(host.pid!);
+    const fake0 = cpuMsOf(fake.pid);
     const self0 = process.cpuUsage();
     const frames0 = visitor.videoFrames;
     const t0 = performance.now();
     await new Promise((resolve) => setTimeout(resolve, WINDOW_MS));
     const wallMs = performance.now() - t0;
     clearInterval(speak);
-    const fakeShare = (cpuMsOf(host.pid!) - fake0) / wallMs;
+    const fakeShare = (cpuMsOf(fake.pid) - fake0) / wallMs;
     const self = process.cpuUsage(self0);
     const selfShare = (self.user + self.system) / 1000 / wallMs;
     const fps = ((visitor.videoFrames - frames0) * 1000) / wallMs;
@@ -72,7 +69,7 @@ export async function run(): Promise<void> {
     await visitor.close();
     await published.close();
     await session.close();
-    host.stdin!.end();
+    await fake.close();
     await dispose();
   }
 }

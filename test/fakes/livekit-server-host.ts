@@ -6,10 +6,7 @@
  * ends when the channel closes: its parent called close, exited or was killed.
  */
 import { startLiveKitServerFakeHere, type LiveKitServerFake, type LiveKitServerFakeOptions } from './livekit-server.ts';
-import { MIRROR_INTERVAL_MS, type FakeCall, type FakeHostMessage, type FakeStateDelta, type ParticipantDelta } from './livekit-server-process.ts';
-
-const APPEND_ONLY = ['requests', 'negotiations', 'refusals', 'forwarded', 'dataSent', 'dropped'] as const;
-const TOP_LISTS = ['refusedUpgrades', 'validations', 'roomApiRequests', 'droppedWhileCut', 'resumesRefused'] as const;
+import { FAKE_LISTS, MIRROR_INTERVAL_MS, PARTICIPANT_LISTS, type FakeCall, type FakeHostMessage, type FakeStateDelta, type ParticipantDelta } from './livekit-server-process.ts';
 
 const options = JSON.parse(process.argv[2] ?? '{}') as LiveKitServerFakeOptions;
 const fake = await startLiveKitServerFakeHere(options, { beforeAnswer: () => push() });
@@ -22,12 +19,15 @@ let roomsSent = '';
 function delta(): FakeStateDelta | undefined {
   const participants: ParticipantDelta[] = [];
   for (const p of fake.participants) {
-    let known = sent.get(p.sid);
-    const fresh = !known;
-    if (!known) sent.set(p.sid, (known = { lengths: {}, part: '' }));
+    const known = sent.get(p.sid);
     const part = JSON.stringify({ state: p.state, leftBy: p.leftBy ?? null, publisherState: p.publisherState, subscriberState: p.subscriberState, media: p.media, tracks: p.tracks });
+    if (!known) {
+      sent.set(p.sid, { lengths: Object.fromEntries(PARTICIPANT_LISTS.map((key) => [key, p[key].length])), part });
+      participants.push({ sid: p.sid, initial: p, lists: {} });
+      continue;
+    }
     const lists: ParticipantDelta['lists'] = {};
-    for (const key of APPEND_ONLY) {
+    for (const key of PARTICIPANT_LISTS) {
       const list = p[key] as unknown[];
       const from = known.lengths[key] ?? 0;
       if (list.length > from) {
@@ -35,18 +35,13 @@ function delta(): FakeStateDelta | undefined {
         known.lengths[key] = list.length;
       }
     }
-    if (!fresh && part === known.part && Object.keys(lists).length === 0) continue;
     const changed = part !== known.part;
+    if (!changed && Object.keys(lists).length === 0) continue;
     known.part = part;
-    participants.push({
-      sid: p.sid,
-      ...(fresh ? { identity: p.identity, room: p.room, grant: p.grant, query: p.query } : {}),
-      ...(changed ? { part: JSON.parse(part) as ParticipantDelta['part'] } : {}),
-      lists,
-    });
+    participants.push({ sid: p.sid, ...(changed ? { part: JSON.parse(part) as ParticipantDelta['part'] } : {}), lists });
   }
   const lists: FakeStateDelta['lists'] = {};
-  for (const key of TOP_LISTS) {
+  for (const key of FAKE_LISTS) {
     const list = fake[key] as unknown[];
     const from = topSent[key] ?? 0;
     if (list.length > from) {

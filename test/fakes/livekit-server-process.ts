@@ -13,12 +13,16 @@
  * it goes.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import type { FakeDataPacket, FakeParticipant, FakePublishedTrack, FakeReceivedMedia, LiveKitServerFake, LiveKitServerFakeOptions } from './livekit-server.ts';
+import type { FakeParticipant, FakePublishedTrack, FakeReceivedMedia, LiveKitServerFake, LiveKitServerFakeOptions } from './livekit-server.ts';
 
 /** How often the child sends what changed (a test's `until` polls see the fake at most this late). */
 export const MIRROR_INTERVAL_MS = 20;
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** A participant's lists and the fake's own: they only grow, so only what is new is sent. */
+export const PARTICIPANT_LISTS = ['requests', 'negotiations', 'refusals', 'forwarded', 'dataSent', 'dropped'] as const;
+export const FAKE_LISTS = ['refusedUpgrades', 'validations', 'roomApiRequests', 'droppedWhileCut', 'resumesRefused'] as const;
 
 interface ListDelta {
   readonly from: number;
@@ -27,10 +31,9 @@ interface ListDelta {
 
 export interface ParticipantDelta {
   readonly sid: string;
-  readonly identity?: string;
-  readonly room?: string;
-  readonly grant?: FakeParticipant['grant'];
-  readonly query?: FakeParticipant['query'];
+  /** The whole participant, the first time it is sent. */
+  readonly initial?: FakeParticipant;
+  /** What can change in place, when it did. */
   readonly part?: {
     state: FakeParticipant['state'];
     leftBy: FakeParticipant['leftBy'] | null;
@@ -39,12 +42,12 @@ export interface ParticipantDelta {
     media: FakeReceivedMedia;
     tracks: FakePublishedTrack[];
   };
-  readonly lists: Partial<Record<'requests' | 'negotiations' | 'refusals' | 'forwarded' | 'dataSent' | 'dropped', ListDelta>>;
+  readonly lists: Partial<Record<(typeof PARTICIPANT_LISTS)[number], ListDelta>>;
 }
 
 export interface FakeStateDelta {
   readonly participants: ParticipantDelta[];
-  readonly lists: Partial<Record<'refusedUpgrades' | 'validations' | 'roomApiRequests' | 'droppedWhileCut' | 'resumesRefused', ListDelta>>;
+  readonly lists: Partial<Record<(typeof FAKE_LISTS)[number], ListDelta>>;
   readonly createdRooms?: Array<[string, { name: string; emptyTimeout: number; maxParticipants: number }]>;
 }
 
@@ -80,29 +83,13 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
 
   function apply(delta: FakeStateDelta): void {
     for (const d of delta.participants) {
-      let p = bySid.get(d.sid) as Mutable<FakeParticipant> | undefined;
-      if (!p) {
-        p = {
-          sid: d.sid,
-          identity: d.identity ?? '',
-          room: d.room ?? '',
-          grant: d.grant ?? {},
-          query: d.query ?? {},
-          tracks: [],
-          media: { ...(d.part?.media as FakeReceivedMedia) },
-          requests: [],
-          negotiations: [],
-          refusals: [],
-          state: 'joined',
-          publisherState: 'new',
-          subscriberState: 'none',
-          forwarded: [],
-          dataSent: [],
-          dropped: [],
-        };
-        bySid.set(d.sid, p);
-        participants.push(p);
+      if (d.initial) {
+        bySid.set(d.sid, d.initial);
+        participants.push(d.initial);
+        continue;
       }
+      const p = bySid.get(d.sid) as Mutable<FakeParticipant> | undefined;
+      if (!p) continue; // never: a participant's first delta carries it whole
       if (d.part) {
         p.state = d.part.state;
         if (d.part.leftBy) p.leftBy = d.part.leftBy;
@@ -115,14 +102,9 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
           else p.tracks.push({ ...t });
         }
       }
-      append(p.requests, d.lists.requests);
-      append(p.negotiations, d.lists.negotiations);
-      append(p.refusals, d.lists.refusals);
-      append(p.forwarded, d.lists.forwarded);
-      append(p.dataSent as FakeDataPacket[], d.lists.dataSent);
-      append(p.dropped, d.lists.dropped);
+      for (const key of PARTICIPANT_LISTS) append(p[key], d.lists[key]);
     }
-    for (const key of Object.keys(top) as Array<keyof typeof top>) append(top[key], delta.lists[key]);
+    for (const key of FAKE_LISTS) append(top[key], delta.lists[key]);
     if (delta.createdRooms) {
       createdRooms.clear();
       for (const [name, room] of delta.createdRooms) createdRooms.set(name, room);
@@ -155,6 +137,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
 
   return {
     url,
+    pid: child.pid!,
     apiKey,
     apiSecret,
     participants,

@@ -259,7 +259,9 @@ export interface LiveKitServerFake {
   readonly droppedWhileCut: string[];
   /** Identities whose resume (`reconnect=1`) was answered with a LeaveRequest (action RECONNECT). */
   readonly resumesRefused: string[];
-  /** libwebrtc's inbound-rtp figures of a participant's publisher connection (diagnostics). */
+  /** The process the fake runs in (a bench reads its CPU time). */
+  readonly pid: number;
+  /** The inbound-rtp figures of a participant's publisher connection (diagnostics). */
   inboundStats(participantSid: string): Promise<Array<Record<string, unknown>>>;
   close(): Promise<void>;
 }
@@ -775,30 +777,34 @@ export async function startLiveKitServerFakeHere(options: LiveKitServerFakeOptio
    * Our ICE candidates to the SDK, as LiveKit trickles them (no end-of-candidates): only those of
    * the media address (`onlyAddress`), never before the description of that connection was sent,
    * and none that description already carries. werift's ICE lite gathers while
-   * setLocalDescription runs and writes what it has into the description; a candidate trickled
-   * before our first description reached rtc-node was queued there and failed to apply after it,
-   * and the SDK then dropped the renegotiation it had pending (its second track never offered:
-   * seen with the avatar's video, and with a session bot's video in widget-livekit).
+   * setLocalDescription runs and writes what it has into the description, so in practice nothing
+   * is trickled; a copy trickled ahead of the description would reach the SDK before it has a
+   * remote description (rtc-node queues such candidates and applies them after it, and any that
+   * fails to apply there ends that negotiation step early).
    */
   const trickles = new WeakMap<RTCPeerConnection, { sent?: string; held: RTCIceCandidate[] }>();
+  const trickleState = (pc: RTCPeerConnection): { sent?: string; held: RTCIceCandidate[] } => {
+    let state = trickles.get(pc);
+    if (!state) trickles.set(pc, (state = { held: [] }));
+    return state;
+  };
+  const side = (target: SignalTarget): string => (target === SignalTarget.PUBLISHER ? 'publisher' : 'subscriber');
 
   function trickleOut(conn: Connection, pc: RTCPeerConnection, target: SignalTarget, c: RTCIceCandidate | undefined): void {
     if (!c?.candidate || candidateAddress(c.candidate) !== mediaAddress) return;
-    let state = trickles.get(pc);
-    if (!state) trickles.set(pc, (state = { held: [] }));
+    const state = trickleState(pc);
     if (state.sent === undefined) return void state.held.push(c);
     if (state.sent.includes(c.candidate) || conn.closed) return;
     const init = JSON.stringify({ candidate: c.candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment ?? undefined });
     send(conn, { case: 'trickle', value: new TrickleRequest({ candidateInit: init, target }) });
-    conn.participant.negotiations.push(`${target === SignalTarget.PUBLISHER ? 'publisher' : 'subscriber'} trickle: ${init}`);
+    conn.participant.negotiations.push(`${side(target)} trickle: ${init}`);
   }
 
-  /** Sends the description of `pc` (answer or offer), then the candidates held until it went. */
-  function sendDescription(conn: Connection, pc: RTCPeerConnection, target: SignalTarget, description: SessionDescription): void {
-    let state = trickles.get(pc);
-    if (!state) trickles.set(pc, (state = { held: [] }));
+  /** Sends the description of `pc` (answer or offer), then the candidates held until it went; `note` goes into its record. */
+  function sendDescription(conn: Connection, pc: RTCPeerConnection, target: SignalTarget, description: SessionDescription, note = ''): void {
+    const state = trickleState(pc);
     send(conn, { case: description.type === 'answer' ? 'answer' : 'offer', value: description });
-    conn.participant.negotiations.push(`${target === SignalTarget.PUBLISHER ? 'publisher' : 'subscriber'} ${description.type} ${description.id}: ${sections(description.sdp)}`);
+    conn.participant.negotiations.push(`${side(target)} ${description.type} ${description.id}: ${sections(description.sdp)}${note}`);
     if (state.sent === undefined) {
       state.sent = description.sdp;
       for (const c of state.held.splice(0)) trickleOut(conn, pc, target, c);
@@ -875,8 +881,7 @@ export async function startLiveKitServerFakeHere(options: LiveKitServerFakeOptio
     const local = await pc.createAnswer();
     await pc.setLocalDescription(local);
     if (conn.closed) return;
-    sendDescription(conn, pc, SignalTarget.PUBLISHER, new SessionDescription({ type: 'answer', sdp: described(pc.localDescription?.sdp ?? local.sdp ?? ''), id: offer.id }));
-    conn.participant.negotiations.push(`publisher answer ${offer.id} after ${Math.round(performance.now() - offeredAt)} ms`);
+    sendDescription(conn, pc, SignalTarget.PUBLISHER, new SessionDescription({ type: 'answer', sdp: described(pc.localDescription?.sdp ?? local.sdp ?? ''), id: offer.id }), ` (after ${Math.round(performance.now() - offeredAt)} ms)`);
   }
 
   async function trickle(conn: Connection, req: TrickleRequest): Promise<void> {
@@ -964,7 +969,7 @@ export async function startLiveKitServerFakeHere(options: LiveKitServerFakeOptio
         if (owner) changed = forward(owner, sid, conn, false) || changed;
       } else {
         conn.wanted.delete(sid);
-        if (conn.sub && unforward(conn, sid)) changed = true;
+        if (unforward(conn, sid)) changed = true;
       }
     }
     if (changed) void negotiate(conn);
@@ -1111,6 +1116,7 @@ export async function startLiveKitServerFakeHere(options: LiveKitServerFakeOptio
   const { port } = server.address() as AddressInfo;
   return {
     url: `ws://127.0.0.1:${port}`,
+    pid: process.pid,
     apiKey,
     apiSecret,
     participants,

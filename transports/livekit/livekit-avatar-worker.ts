@@ -206,7 +206,7 @@ export class LiveKitAvatarWorker {
       .on(RoomEvent.Disconnected, () => void this.finish('room_closed'));
     const frames = this.options.face.frames.pipe(map((frame) => this.onFrame(frame)));
     const face = this.options.face;
-    this.publication = await publishFramesToRoom(room, frames, { simulcast: false, audioQueueMs: this.settings.audioQueueMs, videoDelayFrames: this.settings.videoDelayFrames, videoSize: { width: face.width - (face.width % 2), height: face.height - (face.height % 2) } });
+    this.publication = await publishFramesToRoom(room, frames, { simulcast: false, audioQueueMs: this.settings.audioQueueMs, videoDelayFrames: this.settings.videoDelayFrames, videoSize: { width: face.width, height: face.height } });
     if (this.ending) {
       // Ended while publishing started (the agent left, the room closed): `finish` found no
       // publication to stop, and no timer may be set now (the time limit would hold the worker
