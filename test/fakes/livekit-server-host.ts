@@ -4,6 +4,10 @@
  * goes to the parent as it changes (every `MIRROR_INTERVAL_MS`, only what is new), and the
  * parent's calls (deleteRoom, cutOff, ...) are answered after the state they changed. The process
  * ends when the channel closes: its parent called close, exited or was killed.
+ *
+ * Started without a channel (`tsx test/fakes/livekit-server-host.ts`, as the Python client's tests
+ * do), it prints `url <ws url> key <api key> secret <api secret>` once it listens and ends when its
+ * stdin closes.
  */
 import { startLiveKitServerFakeHere, type LiveKitServerFake, type LiveKitServerFakeOptions } from './livekit-server.ts';
 import { FAKE_LISTS, MIRROR_INTERVAL_MS, PARTICIPANT_LISTS, type FakeCall, type FakeHostMessage, type FakeStateDelta, type ParticipantDelta } from './livekit-server-process.ts';
@@ -82,7 +86,6 @@ async function call(c: FakeCall): Promise<unknown> {
   }
 }
 
-const timer = setInterval(push, MIRROR_INTERVAL_MS);
 process.on('message', (message: FakeCall) => {
   void call(message).then(
     (result) => {
@@ -92,10 +95,17 @@ process.on('message', (message: FakeCall) => {
     (error: unknown) => post({ type: 'reply', id: message.id, error: error instanceof Error ? error.message : String(error) }),
   );
 });
-process.once('disconnect', () => {
+function end(timer?: NodeJS.Timeout): void {
   clearInterval(timer);
   void fake.close().finally(() => process.exit(0));
-});
-push();
-post({ type: 'ready', url: fake.url, apiKey: fake.apiKey, apiSecret: fake.apiSecret });
+}
+if (process.send) {
+  const timer = setInterval(push, MIRROR_INTERVAL_MS);
+  process.once('disconnect', () => end(timer));
+  push();
+  post({ type: 'ready', url: fake.url, apiKey: fake.apiKey, apiSecret: fake.apiSecret });
+} else {
+  process.stdout.write(`url ${fake.url} key ${fake.apiKey} secret ${fake.apiSecret}\n`);
+  process.stdin.on('end', () => end()).resume();
+}
 

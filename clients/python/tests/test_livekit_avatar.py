@@ -38,7 +38,7 @@ class FakeLiveKit:
 def livekit() -> Iterator[FakeLiveKit]:
     """The fake LiveKit server in its own process group; it stops when its stdin closes."""
     proc = subprocess.Popen(
-        [str(TSX), "bench/_livekit-sfu-host.ts"], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        [str(TSX), "test/fakes/livekit-server-host.ts"], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:
