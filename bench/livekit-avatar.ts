@@ -119,8 +119,11 @@ export async function run(): Promise<void> {
     });
     // The worker's own part: its first audio of the segment to the face's first speech frame
     // (before the frame pump's picture delay and libwebrtc), from the session's metrics.
-    const seen = (await (await fetch(`${url}/v1/avatar-sessions/${session.avatar_session_id}`, { headers: { 'X-API-Key': key } })).json()) as { metrics?: { first_audio_to_first_speech_frame_ms?: number | null } };
+    // And the audio the worker's output held ahead of playout at its last speech picture (what
+    // an answer's first sound waits behind, and what the picture delay compensates).
+    const seen = (await (await fetch(`${url}/v1/avatar-sessions/${session.avatar_session_id}`, { headers: { 'X-API-Key': key } })).json()) as { metrics?: { first_audio_to_first_speech_frame_ms?: number | null; av_offset_ms?: number | null } };
     rows.at(-1)!.worker_audio_to_speech_frame_ms = seen.metrics?.first_audio_to_first_speech_frame_ms ?? NaN;
+    rows.at(-1)!.worker_audio_queued_ms = seen.metrics?.av_offset_ms ?? NaN;
     await fetch(`${url}/v1/avatar-sessions/${session.avatar_session_id}`, { method: 'DELETE', headers: { 'X-API-Key': key } });
     await visitor.close();
     await agent.disconnect();
@@ -134,6 +137,7 @@ export async function run(): Promise<void> {
     first_byte_to_synced_frame_p50_ms: percentile(col('first_byte_to_synced_frame_ms'), 50),
     first_byte_to_audible_p50_ms: percentile(col('first_byte_to_audible_ms'), 50),
     worker_audio_to_speech_frame_p50_ms: percentile(col('worker_audio_to_speech_frame_ms'), 50),
+    worker_audio_queued_p50_ms: percentile(col('worker_audio_queued_ms'), 50),
     av_offset_p50_ms: percentile(col('av_offset_ms'), 50),
     av_offset_max_abs_ms: Math.max(...col('av_offset_ms').map(Math.abs)),
     clear_to_silence_p50_ms: percentile(col('clear_to_silence_ms'), 50),
