@@ -149,36 +149,3 @@ test('videoDelayFrames sends each picture that many frames after its audio, and 
   t.is(sink.deliveries[7]!.audio, 0);
   t.is(pump.stats.videoFrames, 6);
 });
-
-test('idle silence beyond idleAheadMs is dropped for a pacing sink; speech and sinks that do not pace keep every chunk', async (t) => {
-  const [jpeg] = await renderSyntheticPictures(64, 48, 1);
-  const idle = (index: number): FaceFrame => ({ ...frame(index, jpeg!), type: 'idle', turnId: null, audio: new Int16Array(640) });
-  class PacingSink extends RecordingSink {
-    audioAheadMs = 0;
-  }
-  const sink = new PacingSink();
-  const subject = new Subject<FaceFrame>();
-  const pump = new AvatarFramePump(subject, sink, { idleAheadMs: 60 });
-  pump.start();
-  // What the sink holds before each frame: a standing queue of 45 ms, then 15, then 100 (a burst).
-  const steps: Array<[FaceFrame, number]> = [[idle(0), 45], [idle(1), 15], [idle(2), 100], [frame(3, jpeg!), 100], [idle(4), 30]];
-  for (const [i, [f, ahead]] of steps.entries()) {
-    sink.audioAheadMs = ahead;
-    subject.next(f);
-    await sink.delivered(i + 1);
-  }
-  subject.complete();
-  await pump.done;
-  // 45 ms ahead: 1 chunk keeps it under 60; 15: 4; 100: none; speech: all 4 whatever the queue; 30: 3.
-  t.deepEqual(sink.deliveries.slice(0, 5).map((d) => d.audio), [1, 4, 0, 4, 3]);
-  t.true(sink.deliveries.slice(0, 5).every((d) => d.video !== null), 'pictures are never dropped with the silence');
-  t.is(pump.stats.droppedIdleChunks, 3 + 0 + 4 + 0 + 1);
-
-  // A sink that does not pace (the embedded publisher's) reports nothing ahead: every chunk goes.
-  const plain = new RecordingSink();
-  const unpaced = new AvatarFramePump(from([idle(0), idle(1)]), plain);
-  unpaced.start();
-  await unpaced.done;
-  t.deepEqual(plain.deliveries.slice(0, 2).map((d) => d.audio), [4, 4]);
-  t.is(unpaced.stats.droppedIdleChunks, 0);
-});

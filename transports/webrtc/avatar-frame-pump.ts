@@ -9,7 +9,7 @@
 import type { Observable, Subscription } from 'rxjs';
 import { resolveOptions } from '../../core/options.ts';
 import type { FaceFrame } from '../../processors/avatar/face-model.ts';
-import { AVATAR_MEDIA, FrameAudioResampler, imageToI420, type I420Frame } from './avatar-media.ts';
+import { FrameAudioResampler, imageToI420, type I420Frame } from './avatar-media.ts';
 
 export const FRAME_PUMP_DEFAULTS = {
   /** Frames allowed to wait for decoding; beyond this, waiting frames go on without their picture. */
@@ -27,14 +27,6 @@ export const FRAME_PUMP_DEFAULTS = {
    * with its own audio.
    */
   videoDelayFrames: 0,
-  /**
-   * Most audio (ms) a pacing sink may hold ahead of playout after an idle frame was handed over:
-   * the silence of idle frames beyond it is dropped (10 ms chunks). A sink that paces at real time
-   * keeps whatever it was once given ahead (a burst of frames at the start, after a stall) for the
-   * rest of the session, and an answer's first sound waited behind it; silence between answers is
-   * where that standing queue can go unheard. A frame (40 ms) and a 20 ms margin.
-   */
-  idleAheadMs: 60,
 } as const;
 
 export interface AvatarMediaSink {
@@ -58,8 +50,6 @@ export interface FramePumpStats {
   badImages: number;
   /** 10 ms audio chunks delivered. */
   audioChunks: number;
-  /** 10 ms chunks of idle silence dropped to keep a pacing sink's queue short (`idleAheadMs`). */
-  droppedIdleChunks: number;
   /** Width and height of the last delivered picture. */
   width: number;
   height: number;
@@ -68,20 +58,18 @@ export interface FramePumpStats {
 export interface FramePumpOptions {
   readonly maxQueuedFrames?: number;
   readonly videoDelayFrames?: number;
-  readonly idleAheadMs?: number;
   /** Called for faults that do not stop the stream (an undecodable image, a failing sink call). */
   readonly onWarning?: (message: string, error: unknown) => void;
 }
 
 export class AvatarFramePump {
-  readonly stats: FramePumpStats = { frames: 0, videoFrames: 0, skippedVideoFrames: 0, badImages: 0, audioChunks: 0, droppedIdleChunks: 0, width: 0, height: 0 };
+  readonly stats: FramePumpStats = { frames: 0, videoFrames: 0, skippedVideoFrames: 0, badImages: 0, audioChunks: 0, width: 0, height: 0 };
   /** Resolves when the stream completed (tail flushed) or the pump was stopped; carries the stream's error, if any. */
   readonly done: Promise<{ readonly error?: unknown }>;
   private readonly queue: FaceFrame[] = [];
   private readonly audio = new FrameAudioResampler();
   private readonly maxQueued: number;
   private readonly videoDelayFrames: number;
-  private readonly idleAheadMs: number;
   /** Decoded pictures (or gaps) waiting out `videoDelayFrames`. */
   private readonly delayedPictures: (I420Frame | null)[] = [];
   private subscription: Subscription | undefined;
@@ -96,9 +84,8 @@ export class AvatarFramePump {
     private readonly sink: AvatarMediaSink,
     private readonly options: FramePumpOptions = {},
   ) {
-    const { maxQueuedFrames, videoDelayFrames, idleAheadMs } = resolveOptions(FRAME_PUMP_DEFAULTS, options);
+    const { maxQueuedFrames, videoDelayFrames } = resolveOptions(FRAME_PUMP_DEFAULTS, options);
     this.maxQueued = maxQueuedFrames;
-    this.idleAheadMs = idleAheadMs;
     this.videoDelayFrames = Math.max(0, Math.floor(videoDelayFrames));
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
   }
@@ -153,8 +140,7 @@ export class AvatarFramePump {
           }
         }
         if (this.stopped) break;
-        let chunks = this.audio.push(frame.audio);
-        if (frame.type === 'idle') chunks = this.trimIdle(chunks);
+        const chunks = this.audio.push(frame.audio);
         this.delayedPictures.push(picture);
         const due = this.delayedPictures.length > this.videoDelayFrames ? this.delayedPictures.shift()! : null;
         await this.deliver(due, chunks);
@@ -169,16 +155,6 @@ export class AvatarFramePump {
       this.running = false;
       if (this.stopped) this.finish();
     }
-  }
-
-  /** An idle frame's silence, less what would leave a pacing sink more than `idleAheadMs` ahead. */
-  private trimIdle(chunks: Int16Array[]): Int16Array[] {
-    const ahead = this.sink.audioAheadMs;
-    if (ahead === undefined || chunks.length === 0) return chunks;
-    const chunkMs = (chunks[0]!.length / AVATAR_MEDIA.audioSampleRate) * 1000;
-    const keep = Math.max(0, Math.min(chunks.length, Math.floor((this.idleAheadMs - ahead) / chunkMs)));
-    this.stats.droppedIdleChunks += chunks.length - keep;
-    return keep === chunks.length ? chunks : chunks.slice(0, keep);
   }
 
   private async deliver(picture: I420Frame | null, chunks: readonly Int16Array[]): Promise<void> {
