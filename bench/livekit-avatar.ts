@@ -121,9 +121,12 @@ export async function run(): Promise<void> {
     // (before the frame pump's picture delay and libwebrtc), from the session's metrics.
     // And the audio the worker's output held ahead of playout at its last speech picture (what
     // an answer's first sound waits behind, and what the picture delay compensates).
-    const seen = (await (await fetch(`${url}/v1/avatar-sessions/${session.avatar_session_id}`, { headers: { 'X-API-Key': key } })).json()) as { metrics?: { first_audio_to_first_speech_frame_ms?: number | null; av_offset_ms?: number | null } };
+    // And when the clear reached the worker (its way through the SFU): the rest of the clear's
+    // time to silence is the sound already on its way to the visitor.
+    const seen = (await (await fetch(`${url}/v1/avatar-sessions/${session.avatar_session_id}`, { headers: { 'X-API-Key': key } })).json()) as { metrics?: { first_audio_to_first_speech_frame_ms?: number | null; av_offset_ms?: number | null; last_clear_at?: string | null } };
     rows.at(-1)!.worker_audio_to_speech_frame_ms = seen.metrics?.first_audio_to_first_speech_frame_ms ?? NaN;
     rows.at(-1)!.worker_audio_queued_ms = seen.metrics?.av_offset_ms ?? NaN;
+    rows.at(-1)!.clear_to_worker_ms = seen.metrics?.last_clear_at ? Date.parse(seen.metrics.last_clear_at) - clearAt : NaN;
     await fetch(`${url}/v1/avatar-sessions/${session.avatar_session_id}`, { method: 'DELETE', headers: { 'X-API-Key': key } });
     await visitor.close();
     await agent.disconnect();
@@ -142,6 +145,7 @@ export async function run(): Promise<void> {
     av_offset_max_abs_ms: Math.max(...col('av_offset_ms').map(Math.abs)),
     clear_to_silence_p50_ms: percentile(col('clear_to_silence_ms'), 50),
     clear_to_silence_max_ms: Math.max(...col('clear_to_silence_ms')),
+    clear_to_worker_p50_ms: percentile(col('clear_to_worker_ms'), 50),
     undetected: rows.length * 2 - col('first_byte_to_synced_frame_ms').length - col('av_offset_ms').length,
     loadavg_1m: Number(load.toFixed(2)),
     loadavg_1m_end: Number(loadavg()[0]!.toFixed(2)),
