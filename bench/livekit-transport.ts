@@ -5,7 +5,8 @@
  * 440 Hz tone at the same moment; an rtc-node visitor in the same room, through the fake LiveKit
  * server (packets forwarded in a process of its own), notes when it first sees the white picture
  * and hears the tone. Figures per step: capture to seen, capture to heard, and the difference
- * (positive: the picture after its sound). This is the floor under `bench -- livekit-avatar`'s
+ * (positive: the picture after its sound), and the audio the publisher's source held ahead of
+ * playout at the step (part of "heard": it is what a sound waits behind). This is the floor under `bench -- livekit-avatar`'s
  * first-byte-to-frame and A/V figures (docs/livekit-agents.md). LIVEKIT_TRANSPORT_BENCH_STEPS
  * (default 10). The load average is printed: the machine is shared.
  */
@@ -51,7 +52,7 @@ export async function run(): Promise<void> {
   const seen: number[] = [];
   visitor.onVideoFrame = (frame, at) => {
     // The centre pixel's luma: white pictures are the steps.
-    if (frame.data[(HEIGHT / 2) * WIDTH + WIDTH / 2]! > 200) seen.push(at);
+    if (frame.data[(frame.height >> 1) * frame.width + (frame.width >> 1)]! > 200) seen.push(at);
   };
   const grey = picture(60);
   const white = picture(235);
@@ -61,6 +62,8 @@ export async function run(): Promise<void> {
   let running = true;
   let stepAt = 0;
   let toneLeft = 0;
+  /** Audio the publisher's source held ahead of playout when the step was captured (part of "heard"). */
+  let queuedAtStep = 0;
   // The publisher's clock: a picture every 40 ms, 10 ms of audio every 10 ms, as the avatar's pump.
   const started = Date.now();
   let ticks = 0;
@@ -69,6 +72,7 @@ export async function run(): Promise<void> {
       const now = Date.now();
       if (stepAt === 0 && ticks > 0 && ticks % 100 === 0) {
         stepAt = now;
+        queuedAtStep = audio.queuedDuration;
         toneLeft = 20;
       }
       if (ticks % 4 === 0) video.captureFrame(stepAt !== 0 && now - stepAt < 40 ? white : grey);
@@ -80,18 +84,19 @@ export async function run(): Promise<void> {
   })();
   try {
     await until(() => visitor.videoFrames > 25 && visitor.audioLevels.length > 100, { timeoutMs: 30_000, what: 'media at the visitor' });
+    stepAt = 0; // a step taken while the visitor was still joining is not one
     for (let i = 0; i < STEPS; i++) {
       await until(() => stepAt !== 0, { timeoutMs: 5_000, what: 'a step' });
       const at = stepAt;
       await until(() => Date.now() - at > 800, { timeoutMs: 5_000, intervalMs: 20, what: 'the step to arrive' });
       const seenAt = seen.find((s) => s >= at);
       const heardAt = visitor.audioLevels.find((l) => l.at >= at && l.rms > 0.05)?.at;
-      rows.push({ step: i + 1, capture_to_seen_ms: seenAt === undefined ? NaN : seenAt - at, capture_to_heard_ms: heardAt === undefined ? NaN : heardAt - at, av_ms: seenAt === undefined || heardAt === undefined ? NaN : seenAt - heardAt });
+      rows.push({ step: i + 1, capture_to_seen_ms: seenAt === undefined ? NaN : seenAt - at, capture_to_heard_ms: heardAt === undefined ? NaN : heardAt - at, av_ms: seenAt === undefined || heardAt === undefined ? NaN : seenAt - heardAt, publisher_queued_ms: queuedAtStep });
       stepAt = 0;
     }
   } finally {
     running = false;
-    await feed;
+    await feed.catch(() => undefined);
     await visitor.close();
     await publisher.disconnect();
     await fake.close();
@@ -106,6 +111,7 @@ export async function run(): Promise<void> {
     capture_to_heard_p50_ms: percentile(col('capture_to_heard_ms'), 50),
     capture_to_heard_max_ms: Math.max(...col('capture_to_heard_ms')),
     av_p50_ms: percentile(col('av_ms'), 50),
+    publisher_queued_p50_ms: percentile(col('publisher_queued_ms'), 50),
     missed: rows.length * 2 - col('capture_to_seen_ms').length - col('capture_to_heard_ms').length,
     loadavg_1m: Number(loadavg()[0]!.toFixed(2)),
   });
