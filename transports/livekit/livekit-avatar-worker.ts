@@ -30,7 +30,7 @@ export const LIVEKIT_AVATAR_WORKER_DEFAULTS = {
   agentWaitMs: 15_000,
   /**
    * Audio the output may queue ahead of playout (ms). Whatever waits there is heard after its
-   * picture was shown (6-15 ms at a speech picture on a quiet machine, `worker_audio_queued_ms` of
+   * picture was shown (6-9 ms at a speech picture on a quiet machine, `worker_audio_queued_ms` of
    * bench livekit-avatar; about 65 ms under load earlier: `avOffsetMs`) and is what an interruption
    * drops. Not below the frame pump's `sinkAheadMs` (120 ms): with a smaller queue the pump takes
    * the sink's pacing for a decoding backlog and skips most pictures (observed with 100 ms: 131
@@ -40,11 +40,11 @@ export const LIVEKIT_AVATAR_WORKER_DEFAULTS = {
   /**
    * Pictures held back this many frames (40 ms each) behind their sound. The way to a visitor
    * shows a picture sooner than its sound: through the fake SFU forwarding packets, an rtc-node
-   * visitor saw a picture 14 ms and heard a sound 75 ms after their capture (`npm run bench --
+   * visitor saw a picture 14 ms and heard a sound 85 ms after their capture (`npm run bench --
    * livekit-transport`). Measured with `bench -- livekit-avatar` (5 runs each, quiet machine,
-   * 2026-11-30): 2 frames put the moving mouth 73-82 ms after its sound (first byte to synced frame
-   * 160 ms); 0 frames, 9-11 ms before it (85-89 ms, but 41-51 ms at worst); 1 frame, 15 ms after
-   * it, 27 at worst (124 ms). The embedded publisher keeps 2 (chromium plays video sooner).
+   * 2026-11-30): 2 frames put the moving mouth 75 ms after its sound (83 at worst; first byte to
+   * synced frame 161 ms); 0 frames, 0 ms (45 at worst; 89 ms); 1 frame, 27 ms after it (39 at
+   * worst; 120 ms). The embedded publisher keeps 2 (chromium plays video sooner).
    */
   videoDelayFrames: 1,
 } as const;
