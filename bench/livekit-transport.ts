@@ -12,10 +12,10 @@
  */
 import { loadavg } from 'node:os';
 import { AudioFrame, AudioSource, dispose, LocalAudioTrack, LocalVideoTrack, Room, TrackPublishOptions, TrackSource, VideoBufferType, VideoFrame, VideoSource } from '@livekit/rtc-node';
-import { AccessToken } from 'livekit-server-sdk';
 import { LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
 import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
 import { until } from '../testing/until.ts';
+import { livekitToken as token } from './_livekit.ts';
 import { percentile, printJson, printTable } from './table.ts';
 
 const STEPS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_STEPS ?? 10);
@@ -29,12 +29,6 @@ function picture(luma: number): VideoFrame {
   data.fill(luma, 0, WIDTH * HEIGHT);
   data.fill(128, WIDTH * HEIGHT);
   return new VideoFrame(data, WIDTH, HEIGHT, VideoBufferType.I420);
-}
-
-async function token(key: string, secret: string, identity: string, room: string): Promise<string> {
-  const at = new AccessToken(key, secret, { identity, ttl: 600 });
-  at.addGrant({ roomJoin: true, room, canPublish: true, canSubscribe: true });
-  return at.toJwt();
 }
 
 export async function run(): Promise<void> {
