@@ -87,6 +87,8 @@ export async function run(): Promise<void> {
     });
     const session = (await res.json()) as { avatar_session_id: string };
     if (res.status !== 201) throw new Error(`POST /v1/avatar-sessions: ${res.status} ${JSON.stringify(session)}`);
+    const sessionMetrics = async () =>
+      ((await (await fetch(`${url}/v1/avatar-sessions/${session.avatar_session_id}`, { headers: { 'X-API-Key': key } })).json()) as { metrics: { first_audio_to_first_speech_frame_ms?: number | null; av_offset_ms?: number | null; last_clear_at?: string | null } }).metrics;
     await holdsWithin(() => video.length > 0, { timeoutMs: 30_000, intervalMs: 5 });
     const joinMs = (video[0]?.at ?? NaN) - requestedAt;
     await holdsWithin(() => video.length > 40, { timeoutMs: 10_000, intervalMs: 5 }); // 1.6 s of idle face: the baseline of mouth motion
@@ -103,6 +105,12 @@ export async function run(): Promise<void> {
     await holdsWithin(() => visitor.audibleMs(firstByteAt) > 800, { timeoutMs: 15_000, intervalMs: 5 });
     const firstAudible = visitor.audioLevels.find((l) => l.at >= firstByteAt && l.rms > 0.01)?.at ?? NaN;
     const firstMoving = video.find((v) => v.at >= firstByteAt && v.mouth > threshold)?.at ?? NaN;
+    // The worker's own part: its first audio of the segment to the face's first speech frame
+    // (before the frame pump's picture delay and libwebrtc), and the audio its output held ahead
+    // of playout at its latest speech picture (what the picture delay compensates), read while
+    // it speaks: after the clear below, the silenced frames of the cleared turn would read 0.
+    const speaking = await sessionMetrics();
+    const speechStats = { worker_audio_to_speech_frame_ms: speaking.first_audio_to_first_speech_frame_ms ?? NaN, worker_audio_queued_ms: speaking.av_offset_ms ?? NaN };
 
     // An interruption in the middle of the speech.
     const clearAt = Date.now();
@@ -116,11 +124,12 @@ export async function run(): Promise<void> {
       first_byte_to_audible_ms: firstAudible - firstByteAt,
       av_offset_ms: firstMoving - firstAudible,
       clear_to_silence_ms: lastLoud === undefined ? 0 : lastLoud + 10 - clearAt,
+      ...speechStats,
     });
-    // The worker's own part: its first audio of the segment to the face's first speech frame
-    // (before the frame pump's picture delay and libwebrtc), from the session's metrics.
-    const seen = (await (await fetch(`${url}/v1/avatar-sessions/${session.avatar_session_id}`, { headers: { 'X-API-Key': key } })).json()) as { metrics?: { first_audio_to_first_speech_frame_ms?: number | null } };
-    rows.at(-1)!.worker_audio_to_speech_frame_ms = seen.metrics?.first_audio_to_first_speech_frame_ms ?? NaN;
+    // When the clear reached the worker (its way through the SFU): the rest of the clear's time
+    // to silence is the sound already on its way to the visitor.
+    const cleared = await sessionMetrics();
+    rows.at(-1)!.clear_to_worker_ms = cleared.last_clear_at ? Date.parse(cleared.last_clear_at) - clearAt : NaN;
     await fetch(`${url}/v1/avatar-sessions/${session.avatar_session_id}`, { method: 'DELETE', headers: { 'X-API-Key': key } });
     await visitor.close();
     await agent.disconnect();
@@ -134,10 +143,12 @@ export async function run(): Promise<void> {
     first_byte_to_synced_frame_p50_ms: percentile(col('first_byte_to_synced_frame_ms'), 50),
     first_byte_to_audible_p50_ms: percentile(col('first_byte_to_audible_ms'), 50),
     worker_audio_to_speech_frame_p50_ms: percentile(col('worker_audio_to_speech_frame_ms'), 50),
+    worker_audio_queued_p50_ms: percentile(col('worker_audio_queued_ms'), 50),
     av_offset_p50_ms: percentile(col('av_offset_ms'), 50),
     av_offset_max_abs_ms: Math.max(...col('av_offset_ms').map(Math.abs)),
     clear_to_silence_p50_ms: percentile(col('clear_to_silence_ms'), 50),
     clear_to_silence_max_ms: Math.max(...col('clear_to_silence_ms')),
+    clear_to_worker_p50_ms: percentile(col('clear_to_worker_ms'), 50),
     undetected: rows.length * 2 - col('first_byte_to_synced_frame_ms').length - col('av_offset_ms').length,
     loadavg_1m: Number(load.toFixed(2)),
     loadavg_1m_end: Number(loadavg()[0]!.toFixed(2)),

@@ -8,7 +8,6 @@
  */
 import { readFileSync } from 'node:fs';
 import { dispose } from '@livekit/rtc-node';
-import { AccessToken } from 'livekit-server-sdk';
 import { RealClock } from '../core/clock.ts';
 import { HumanFaceModel } from '../plugins/face/index.ts';
 import { publishAvatar } from '../transports/webrtc/index.ts';
@@ -16,6 +15,7 @@ import { LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
 import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
 import { syntheticPhrase } from '../test/face/speech-signal.ts';
 import { until } from '../testing/until.ts';
+import { livekitToken as token } from './_livekit.ts';
 import { printJson, printTable } from './table.ts';
 
 const WINDOW_MS = Number(process.env.LIVEKIT_SFU_BENCH_WINDOW_MS ?? 10_000);
@@ -30,18 +30,12 @@ function cpuMsOf(pid: number): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS;
 }
 
-async function token(key: string, secret: string, identity: string, room: string): Promise<string> {
-  const at = new AccessToken(key, secret, { identity, ttl: 600 });
-  at.addGrant({ roomJoin: true, room, canPublish: true, canSubscribe: true });
-  return at.toJwt();
-}
-
 export async function run(): Promise<void> {
   const fake = await startLiveKitServerFake();
   const { url, apiKey: key, apiSecret: secret } = fake;
   const room = 'bench-room';
   const session = await new HumanFaceModel('human-portrait').openSession({ configuration: { width: WIDTH, height: HEIGHT } }, new RealClock());
-  const published = await publishAvatar(session.frames, { provider: 'livekit', url: url, token: await token(key, secret, 'avatar', room) }, { livekitAllowedRanges: ['127.0.0.0/8'] });
+  const published = await publishAvatar(session.frames, { provider: 'livekit', url, token: await token(key, secret, 'avatar', room) }, { livekitAllowedRanges: ['127.0.0.0/8'] });
   const visitor = await LiveKitVisitor.join(url, await token(key, secret, 'visitor', room));
   try {
     await until(() => visitor.videoFrames >= 25, { timeoutMs: 60_000, what: 'video at the visitor' }).catch((error: Error) => {

@@ -113,28 +113,28 @@ export class Assets {
     if (claimedBefore) {
       // A stale claim, taken over only if it is still the one read (a racing finalize may have
       // taken it over first): what its holder assembled, if anything, is recorded below.
-      const stale = this.db('upload_sessions').where({ asset_id: body.asset_id, upload_id: claim });
-      if (row.claim_token == null) stale.whereNull('claim_token');
-      else stale.where('claim_token', row.claim_token);
+      // (knex reads a null in the object as IS NULL: a claim older than its token column.)
+      const stale = this.db('upload_sessions').where({ asset_id: body.asset_id, upload_id: claim, claim_token: row.claim_token ?? null });
       if (!affectedRows(await stale.update({ claim_token: token, claimed_at: this.db.fn.now() }))) throw alreadyFinalized(body.asset_id);
       this.logger.warn({ asset_id: body.asset_id }, 'finalize: took over a stale finalize claim');
-    }
-    for (let attempt = 0; !claimedBefore; attempt++) {
-      const claimed = affectedRows(
-        await this.db('upload_sessions')
-          .where({ asset_id: body.asset_id, organization_id: principal.organizationId, upload_id: session.upload_id })
-          .update({ upload_id: claim, claim_token: token, claimed_at: this.db.fn.now() }),
-      );
-      if (claimed) break;
-      const now = await this.db('upload_sessions').where({ asset_id: body.asset_id, organization_id: principal.organizationId }).first('upload_id');
-      if (now?.upload_id === claim) throw alreadyFinalized(body.asset_id);
-      // Claimed and released again by a racing finalize that failed its verification: the
-      // session is open, so claim it (a bounded number of times; then it is a conflict).
-      if (now?.upload_id === session.upload_id) {
-        if (attempt < 3) continue;
-        throw alreadyFinalized(body.asset_id);
+    } else {
+      for (let attempt = 0; ; attempt++) {
+        const claimed = affectedRows(
+          await this.db('upload_sessions')
+            .where({ asset_id: body.asset_id, organization_id: principal.organizationId, upload_id: session.upload_id })
+            .update({ upload_id: claim, claim_token: token, claimed_at: this.db.fn.now() }),
+        );
+        if (claimed) break;
+        const now = await this.db('upload_sessions').where({ asset_id: body.asset_id, organization_id: principal.organizationId }).first('upload_id');
+        if (now?.upload_id === claim) throw alreadyFinalized(body.asset_id);
+        // Claimed and released again by a racing finalize that failed its verification: the
+        // session is open, so claim it (a bounded number of times; then it is a conflict).
+        if (now?.upload_id === session.upload_id) {
+          if (attempt < 3) continue;
+          throw alreadyFinalized(body.asset_id);
+        }
+        throw uploadNotFound(body.asset_id); // finished (or swept) in between
       }
-      throw uploadNotFound(body.asset_id); // finished (or swept) in between
     }
     // A verification failure leaves the parts as they were: the claim is released, the client
     // may fix its request and finalize again.

@@ -13,6 +13,10 @@ import { startLiveKitServerFakeHere, type LiveKitServerFake, type LiveKitServerF
 import { FAKE_LISTS, MIRROR_INTERVAL_MS, PARTICIPANT_LISTS, type FakeCall, type FakeHostMessage, type FakeStateDelta, type ParticipantDelta } from './livekit-server-process.ts';
 
 const options = JSON.parse(process.argv[2] ?? '{}') as LiveKitServerFakeOptions;
+// Heard from the start: a parent gone while the fake starts (seconds under load) ends this process
+// once it listens, instead of leaving it serving with nobody to stop it.
+let parentGone = false;
+process.once('disconnect', () => (parentGone = true));
 const fake = await startLiveKitServerFakeHere(options, { beforeAnswer: () => push() });
 
 /** What the parent has: per participant the lengths of its lists and the last changeable part sent. */
@@ -66,6 +70,8 @@ function post(message: FakeHostMessage): void {
 }
 
 function push(): void {
+  // Without a parent to mirror to (stdin mode, or the parent gone), nothing is worked out.
+  if (!process.connected) return;
   const d = delta();
   if (d) post({ type: 'state', delta: d });
 }
@@ -92,7 +98,10 @@ process.on('message', (message: FakeCall) => {
       push();
       post({ type: 'reply', id: message.id, result: result ?? null });
     },
-    (error: unknown) => post({ type: 'reply', id: message.id, error: error instanceof Error ? error.message : String(error) }),
+    (error: unknown) => {
+      push();
+      post({ type: 'reply', id: message.id, error: error instanceof Error ? error.message : String(error) });
+    },
   );
 });
 function end(timer?: NodeJS.Timeout): void {
@@ -101,7 +110,8 @@ function end(timer?: NodeJS.Timeout): void {
 }
 if (process.send) {
   const timer = setInterval(push, MIRROR_INTERVAL_MS);
-  process.once('disconnect', () => end(timer));
+  if (parentGone || !process.connected) end(timer);
+  else process.once('disconnect', () => end(timer));
   push();
   post({ type: 'ready', url: fake.url, apiKey: fake.apiKey, apiSecret: fake.apiSecret });
 } else {

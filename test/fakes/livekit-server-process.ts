@@ -112,6 +112,13 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
   }
 
   const ready = new Promise<{ url: string; apiKey: string; apiSecret: string }>((resolve, reject) => {
+    // A failed spawn, or a send or disconnect on a channel that just closed, is an 'error' event:
+    // unheard, it would end the test process instead of failing what waited on the fake.
+    child.on('error', (error) => {
+      reject(error);
+      for (const p of pending.values()) p.reject(error);
+      pending.clear();
+    });
     child.on('message', (message: FakeHostMessage) => {
       if (message.type === 'ready') resolve(message);
       else if (message.type === 'state') apply(message.delta);
@@ -127,11 +134,15 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
   const { url, apiKey, apiSecret } = await ready;
 
   function call<T>(method: FakeCall['method'], arg: string): Promise<T> {
-    if (exited) return Promise.reject(new Error('the fake LiveKit server process has exited'));
+    if (exited || !child.connected) return Promise.reject(new Error('the fake LiveKit server process has exited'));
     const id = ++nextId;
     return new Promise<T>((resolve, reject) => {
       pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      child.send({ id, method, args: [arg] } satisfies FakeCall);
+      child.send({ id, method, args: [arg] } satisfies FakeCall, (error) => {
+        if (!error) return;
+        pending.delete(id);
+        reject(error);
+      });
     });
   }
 
@@ -150,7 +161,7 @@ export async function startLiveKitServerFake(options: LiveKitServerFakeOptions =
     dropSignal: (identity) => call<number>('dropSignal', identity),
     inboundStats: (sid) => call<Array<Record<string, unknown>>>('inboundStats', sid),
     async close() {
-      if (!exited) child.disconnect();
+      if (!exited && child.connected) child.disconnect();
       const killer = setTimeout(() => child.kill('SIGKILL'), 5_000);
       await exit;
       clearTimeout(killer);

@@ -606,8 +606,12 @@ export async function startLiveKitServerFakeHere(options: LiveKitServerFakeOptio
     if (!room) rooms.set(roomName, (room = { sid: sid('RM'), createdAt: BigInt(Math.floor(Date.now() / 1000)) }));
     // LiveKit admits the newcomer and removes an earlier participant with the same identity.
     for (const old of [...connections].filter((c) => c.participant.room === roomName && c.participant.identity === grant.sub)) {
-      send(old, { case: 'leave', value: new LeaveRequest({ canReconnect: false, reason: DisconnectReason.DUPLICATE_IDENTITY, action: LeaveRequest_Action.DISCONNECT }) });
+      // Its end recorded (and mirrored) before it is told, so a test that sees the old client
+      // leave reads why.
+      const open = old.ws.readyState === old.ws.OPEN;
       disconnect(old, 'replaced');
+      beforeAnswer();
+      if (open) old.ws.send(enc({ case: 'leave', value: new LeaveRequest({ canReconnect: false, reason: DisconnectReason.DUPLICATE_IDENTITY, action: LeaveRequest_Action.DISCONNECT }) }));
       old.ws.close(1000);
     }
     const others = participants.filter((p) => p.room === roomName && p.state !== 'disconnected');
@@ -740,6 +744,7 @@ export async function startLiveKitServerFakeHere(options: LiveKitServerFakeOptio
         return send(conn, { case: 'pongResp', value: new Pong({ lastPingTimestamp: m.value.timestamp, timestamp: BigInt(Date.now()) }) });
       case 'leave':
         disconnect(conn, 'leave');
+        beforeAnswer(); // its end mirrored before the client sees the close
         conn.ws.close(1000);
         return;
       default:
@@ -796,15 +801,16 @@ export async function startLiveKitServerFakeHere(options: LiveKitServerFakeOptio
     if (state.sent === undefined) return void state.held.push(c);
     if (state.sent.includes(c.candidate) || conn.closed) return;
     const init = JSON.stringify({ candidate: c.candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex, usernameFragment: c.usernameFragment ?? undefined });
-    send(conn, { case: 'trickle', value: new TrickleRequest({ candidateInit: init, target }) });
+    // Recorded before it is sent (send() mirrors the state first): a client never sees what the record lacks.
     conn.participant.negotiations.push(`${side(target)} trickle: ${init}`);
+    send(conn, { case: 'trickle', value: new TrickleRequest({ candidateInit: init, target }) });
   }
 
   /** Sends the description of `pc` (answer or offer), then the candidates held until it went; `note` goes into its record. */
   function sendDescription(conn: Connection, pc: RTCPeerConnection, target: SignalTarget, description: SessionDescription, note = ''): void {
     const state = trickleState(pc);
-    send(conn, { case: description.type === 'answer' ? 'answer' : 'offer', value: description });
     conn.participant.negotiations.push(`${side(target)} ${description.type} ${description.id}: ${sections(description.sdp)}${note}`);
+    send(conn, { case: description.type === 'answer' ? 'answer' : 'offer', value: description });
     if (state.sent === undefined) {
       state.sent = description.sdp;
       for (const c of state.held.splice(0)) trickleOut(conn, pc, target, c);
@@ -1039,14 +1045,12 @@ export async function startLiveKitServerFakeHere(options: LiveKitServerFakeOptio
     }
     const destinations = new Set(packet.destinationIdentities);
     const out = packet.toBinary();
-    const deliveredTo: string[] = [];
-    for (const other of connections) {
-      if (other === from || other.participant.room !== p.room || !other.sub) continue;
-      if (destinations.size > 0 && !destinations.has(other.participant.identity)) continue;
-      deliverData(other, kind, out);
-      deliveredTo.push(other.participant.identity);
-    }
-    p.dataSent.push({ kind, type: inspected.type, topic: inspected.topic, bytes: inspected.bytes, deliveredTo });
+    const receivers = [...connections].filter((other) => other !== from && other.participant.room === p.room && other.sub && (destinations.size === 0 || destinations.has(other.participant.identity)));
+    // Recorded (and the record sent to a mirroring parent) before the receivers can see the
+    // packet: a test that waits for what a receiver got then reads what the sender sent.
+    p.dataSent.push({ kind, type: inspected.type, topic: inspected.topic, bytes: inspected.bytes, deliveredTo: receivers.map((other) => other.participant.identity) });
+    beforeAnswer();
+    for (const other of receivers) deliverData(other, kind, out);
   }
 
   function deliverData(to: Connection, kind: 'reliable' | 'lossy', bytes: Uint8Array): void {
@@ -1152,7 +1156,11 @@ export async function startLiveKitServerFakeHere(options: LiveKitServerFakeOptio
     },
     async dropSignal(identity) {
       const victims = [...connections].filter((c) => c.participant.identity === identity);
-      for (const conn of victims) conn.ws.terminate();
+      for (const conn of victims) {
+        // Recorded now, as its socket's close would later: the call answers after the state it changed.
+        disconnect(conn, 'socket_closed');
+        conn.ws.terminate();
+      }
       return victims.length;
     },
     async close() {

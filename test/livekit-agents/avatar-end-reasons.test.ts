@@ -1,14 +1,14 @@
 /**
  * How an avatar session ends, each reason readable on GET /v1/avatar-sessions/{id} (`end_reason`)
  * with the capacity slot freed: the agent never came (`agent_absent`), the session's time limit
- * (`time_limit`), the agent's room deleted under it (`room_closed`), and the server shutting down
- * (`server_shutdown`). The agent leaving and a DELETE are in avatar-session.test.ts and
+ * (`time_limit`), the agent's room deleted under it (`room_closed`), its face failing (`face_ended`,
+ * the render worker killed) and the server shutting down (`server_shutdown`). The agent leaving and a DELETE are in avatar-session.test.ts and
  * avatar-bad-input.test.ts. The agent is a plain rtc-node participant on the fake LiveKit server.
  */
 import test from 'ava';
 import { dispose, Room } from '@livekit/rtc-node';
 import { AccessToken, RoomServiceClient } from 'livekit-server-sdk';
-import { facePlugin } from '../../plugins/face/index.ts';
+import { facePlugin, sharedFaceRenderPool } from '../../plugins/face/index.ts';
 import { mountAvatarSessions, type MountedAvatarSessions } from '../../server/avatar-sessions/index.ts';
 import { createCapacityGate, type CapacityGate } from '../../server/capacity/index.ts';
 import { startLiveKitServerFake, type LiveKitServerFake } from '../fakes/livekit-server.ts';
@@ -16,7 +16,8 @@ import { startTestServer, type TestServer } from '../server/harness.ts';
 import { until } from '../../testing/until.ts';
 
 const AGENT_WAIT_MS = 1_500;
-const MAX_DURATION_MS = 4_000;
+/** Long enough for a loaded machine to join and show a first frame before the tests that need one act. */
+const MAX_DURATION_MS = 8_000;
 
 let fake: LiveKitServerFake;
 let ts: TestServer;
@@ -94,6 +95,23 @@ test.serial('the room deleted under the session: room_closed, the slot freed', a
   await new RoomServiceClient(fake.url.replace(/^ws/, 'http'), fake.apiKey, fake.apiSecret).deleteRoom('end-room');
   const view = await ended(id, 15_000);
   t.is(view.end_reason, 'room_closed');
+  t.is(capacity.snapshot().inUse, 0);
+});
+
+test.serial('the face stops rendering (its render worker dies): face_ended, the slot freed', async (t) => {
+  await agentIn(t, 'end-face');
+  const id = await start('end-face');
+  await until(async () => (await ts.call('GET', `/v1/avatar-sessions/${id}`)).body.metrics.first_frame_ms !== null, { timeoutMs: 15_000, intervalMs: 50, what: 'the first frame' });
+  // The fault drill of the render pool the face plugin renders on (a worker crash, as an
+  // out-of-memory kill would be): the sessions it held fail.
+  const pool = sharedFaceRenderPool();
+  const busy = pool?.describe().filter((w) => w.sessions > 0) ?? [];
+  t.true(busy.length > 0, `the session renders on a worker of the shared pool: ${JSON.stringify(pool?.describe())}`);
+  const before = (await ts.call('GET', `/v1/avatar-sessions/${id}`)).body;
+  t.is(before.status, 'active', `still active when its face is killed: ${JSON.stringify(before)}`);
+  for (const worker of busy) await pool!.killWorker(worker.threadId);
+  const view = await ended(id, 15_000);
+  t.is(view.end_reason, 'face_ended');
   t.is(capacity.snapshot().inUse, 0);
 });
 

@@ -86,10 +86,10 @@ test('a finalize finding the upload claimed by another finalize answers 409 alre
 });
 
 /** The state a finalize that died holding its claim leaves, `ageMinutes` ago. */
-async function staleClaim(u: Upload, ageMinutes: number) {
+async function staleClaim(u: Upload, ageMinutes: number, token: string | null = 'the-dead-finalize') {
   await s.server.db('upload_sessions').where('asset_id', u.init.asset_id).update({
     upload_id: `finalizing:${u.init.upload_id}`,
-    claim_token: 'the-dead-finalize',
+    claim_token: token,
     claimed_at: s.server.db.raw(`now() - make_interval(mins => ${ageMinutes})`),
   });
 }
@@ -106,6 +106,14 @@ test('a claim older than FINALIZE_CLAIM_STALE_MS (its finalize died) is taken ov
   t.is(res.status, 201, res.text);
   t.true(Buffer.from(await (await fetch(res.body.asset_url)).arrayBuffer()).equals(u.bytes), 'byte-exact');
   t.is(await s.server.db('upload_sessions').where('asset_id', u.init.asset_id).first(), undefined, 'the session is gone');
+});
+
+test('a stale claim without a token (made before claims had one) is taken over too', async (t) => {
+  const u = await upload([randomBytes(800)]);
+  await staleClaim(u, FINALIZE_CLAIM_STALE_MS / 60_000 + 1, null);
+  const res = await finalize(u, 800);
+  t.is(res.status, 201, res.text);
+  t.true(Buffer.from(await (await fetch(res.body.asset_url)).arrayBuffer()).equals(u.bytes));
 });
 
 test('a stale claim whose finalize assembled the object before it died: the next finalize records that object', async (t) => {

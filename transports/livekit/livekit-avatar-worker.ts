@@ -30,20 +30,23 @@ export const LIVEKIT_AVATAR_WORKER_DEFAULTS = {
   agentWaitMs: 15_000,
   /**
    * Audio the output may queue ahead of playout (ms). Whatever waits there is heard after its
-   * picture was shown (measured: about 65 ms queued, `avOffsetMs`) and is what an interruption
+   * picture was shown (6-9 ms at a speech picture on a quiet machine, `worker_audio_queued_ms` of
+   * bench livekit-avatar; about 65 ms under load earlier: `avOffsetMs`) and is what an interruption
    * drops. Not below the frame pump's `sinkAheadMs` (120 ms): with a smaller queue the pump takes
    * the sink's pacing for a decoding backlog and skips most pictures (observed with 100 ms: 131
    * of 151 skipped).
    */
   audioQueueMs: 200,
   /**
-   * Pictures held back this many frames (40 ms each) behind their sound. Measured at an rtc-node
-   * visitor through the fake SFU (npm run bench -- livekit-avatar, 5 runs, load 8.6): with 0 the
-   * mouth moved 113 ms (p50) before the speech was heard (the audio queue above plus the
-   * receiver's deeper audio jitter buffer); the embedded publisher measured the same in chromium
-   * and holds 2 frames too.
+   * Pictures held back this many frames (40 ms each) behind their sound. The way to a visitor
+   * shows a picture sooner than its sound: through the fake SFU forwarding packets, an rtc-node
+   * visitor saw a picture 14 ms and heard a sound 85 ms after their capture (`npm run bench --
+   * livekit-transport`). Measured with `bench -- livekit-avatar` (5 runs each, quiet machine,
+   * 2026-11-30): 2 frames put the moving mouth 75 ms after its sound (83 at worst; first byte to
+   * synced frame 161 ms); 0 frames, 0 ms (45 at worst; 89 ms); 1 frame, 27 ms after it (39 at
+   * worst; 120 ms). The embedded publisher keeps 2 (chromium plays video sooner).
    */
-  videoDelayFrames: 2,
+  videoDelayFrames: 1,
 } as const;
 
 /** RPC error codes the worker answers with (application codes: LiveKit reserves 1001-1999). */

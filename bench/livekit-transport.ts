@@ -1,0 +1,112 @@
+/**
+ * `npm run bench -- livekit-transport`: what the way from a LiveKit publisher to a visitor adds by
+ * itself, without a face: an rtc-node publisher captures a grey picture every 40 ms and 10 ms of
+ * silence every 10 ms (as the avatar worker's pump does), and once a second a white picture and a
+ * 440 Hz tone at the same moment; an rtc-node visitor in the same room, through the fake LiveKit
+ * server (packets forwarded in a process of its own), notes when it first sees the white picture
+ * and hears the tone. Figures per step: capture to seen, capture to heard, and the difference
+ * (positive: the picture after its sound), and the audio the publisher's source held ahead of
+ * playout at the step (part of "heard": it is what a sound waits behind). This is the floor under `bench -- livekit-avatar`'s
+ * first-byte-to-frame and A/V figures (docs/livekit-agents.md). LIVEKIT_TRANSPORT_BENCH_STEPS
+ * (default 10). The load average is printed: the machine is shared.
+ */
+import { loadavg } from 'node:os';
+import { AudioFrame, AudioSource, dispose, LocalAudioTrack, LocalVideoTrack, Room, TrackPublishOptions, TrackSource, VideoBufferType, VideoFrame, VideoSource } from '@livekit/rtc-node';
+import { LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
+import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
+import { until } from '../testing/until.ts';
+import { livekitToken as token } from './_livekit.ts';
+import { percentile, printJson, printTable } from './table.ts';
+
+const STEPS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_STEPS ?? 10);
+const WIDTH = 640;
+const HEIGHT = 360;
+const RATE = 48_000;
+const CHUNK = RATE / 100;
+
+function picture(luma: number): VideoFrame {
+  const data = new Uint8Array((WIDTH * HEIGHT * 3) / 2);
+  data.fill(luma, 0, WIDTH * HEIGHT);
+  data.fill(128, WIDTH * HEIGHT);
+  return new VideoFrame(data, WIDTH, HEIGHT, VideoBufferType.I420);
+}
+
+export async function run(): Promise<void> {
+  const fake = await startLiveKitServerFake();
+  const room = 'transport-bench';
+  const publisher = new Room();
+  await publisher.connect(fake.url, await token(fake.apiKey, fake.apiSecret, 'publisher', room), { autoSubscribe: false, dynacast: false });
+  const audio = new AudioSource(RATE, 1, 200);
+  const video = new VideoSource(WIDTH, HEIGHT);
+  await Promise.all([
+    publisher.localParticipant!.publishTrack(LocalAudioTrack.createAudioTrack('audio', audio), new TrackPublishOptions({ source: TrackSource.SOURCE_MICROPHONE })),
+    publisher.localParticipant!.publishTrack(LocalVideoTrack.createVideoTrack('video', video), new TrackPublishOptions({ source: TrackSource.SOURCE_CAMERA, simulcast: false })),
+  ]);
+  const visitor = await LiveKitVisitor.join(fake.url, await token(fake.apiKey, fake.apiSecret, 'visitor', room));
+  const seen: number[] = [];
+  visitor.onVideoFrame = (frame, at) => {
+    // The centre pixel's luma: white pictures are the steps.
+    if (frame.data[(frame.height >> 1) * frame.width + (frame.width >> 1)]! > 200) seen.push(at);
+  };
+  const grey = picture(60);
+  const white = picture(235);
+  const silence = new Int16Array(CHUNK);
+  const tone = Int16Array.from({ length: CHUNK }, (_, i) => Math.round(12_000 * Math.sin((2 * Math.PI * 440 * i) / RATE)));
+  const rows: Array<Record<string, number>> = [];
+  let running = true;
+  let stepAt = 0;
+  let toneLeft = 0;
+  /** Audio the publisher's source held ahead of playout when the step was captured (part of "heard"). */
+  let queuedAtStep = 0;
+  // The publisher's clock: a picture every 40 ms, 10 ms of audio every 10 ms, as the avatar's pump.
+  const started = Date.now();
+  let ticks = 0;
+  const feed = (async () => {
+    while (running) {
+      const now = Date.now();
+      if (stepAt === 0 && ticks > 0 && ticks % 100 === 0) {
+        stepAt = now;
+        queuedAtStep = audio.queuedDuration;
+        toneLeft = 20;
+      }
+      if (ticks % 4 === 0) video.captureFrame(stepAt !== 0 && now - stepAt < 40 ? white : grey);
+      await audio.captureFrame(new AudioFrame(toneLeft-- > 0 ? tone : silence, RATE, 1, CHUNK));
+      ticks++;
+      const ahead = started + ticks * 10 - Date.now();
+      if (ahead > 0) await new Promise((resolve) => setTimeout(resolve, ahead));
+    }
+  })();
+  try {
+    await until(() => visitor.videoFrames > 25 && visitor.audioLevels.length > 100, { timeoutMs: 30_000, what: 'media at the visitor' });
+    stepAt = 0; // a step taken while the visitor was still joining is not one
+    for (let i = 0; i < STEPS; i++) {
+      await until(() => stepAt !== 0, { timeoutMs: 5_000, what: 'a step' });
+      const at = stepAt;
+      await until(() => Date.now() - at > 800, { timeoutMs: 5_000, intervalMs: 20, what: 'the step to arrive' });
+      const seenAt = seen.find((s) => s >= at);
+      const heardAt = visitor.audioLevels.find((l) => l.at >= at && l.rms > 0.05)?.at;
+      rows.push({ step: i + 1, capture_to_seen_ms: seenAt === undefined ? NaN : seenAt - at, capture_to_heard_ms: heardAt === undefined ? NaN : heardAt - at, av_ms: seenAt === undefined || heardAt === undefined ? NaN : seenAt - heardAt, publisher_queued_ms: queuedAtStep });
+      stepAt = 0;
+    }
+  } finally {
+    running = false;
+    await feed.catch(() => undefined);
+    await visitor.close();
+    await publisher.disconnect();
+    await fake.close();
+    await dispose();
+  }
+  printTable(rows);
+  const col = (k: string) => rows.map((r) => r[k]!).filter(Number.isFinite);
+  printJson('livekit_transport', {
+    steps: rows.length,
+    capture_to_seen_p50_ms: percentile(col('capture_to_seen_ms'), 50),
+    capture_to_seen_max_ms: Math.max(...col('capture_to_seen_ms')),
+    capture_to_heard_p50_ms: percentile(col('capture_to_heard_ms'), 50),
+    capture_to_heard_max_ms: Math.max(...col('capture_to_heard_ms')),
+    av_p50_ms: percentile(col('av_ms'), 50),
+    publisher_queued_p50_ms: percentile(col('publisher_queued_ms'), 50),
+    missed: rows.length * 2 - col('capture_to_seen_ms').length - col('capture_to_heard_ms').length,
+    loadavg_1m: Number(loadavg()[0]!.toFixed(2)),
+  });
+}
