@@ -80,7 +80,7 @@ export function createVoicePipeline(o: VoicePipelineOptions): VoicePipeline {
   const vad = new VADProcessor(o.vad, o.vadOptions);
   const stt = new STTProcessor(o.stt, { language: o.language, ...o.sttOptions });
   const turnAnalyzer = o.turnAnalyzer === undefined ? new RuleTurnAnalyzer() : o.turnAnalyzer;
-  const turns = new TurnProcessor(turnAnalyzer, { language: o.language, ...o.turnOptions });
+  const turns = new TurnProcessor(turnAnalyzer, { language: o.language, closingPunctuation: o.stt.punctuation !== 'segments', ...o.turnOptions });
   const user = new UserTurnAggregator(context, o.userTurnOptions);
   const behaviours = new ConversationBehaviours(o.behaviours);
   const llm = new LLMProcessor(o.llm, context, { maxTokens: o.llmMaxTokens });

@@ -23,7 +23,8 @@
  * `TURNS_BENCH_REPEAT` (default 1) repeats the corpus; `TURNS_BENCH_VERBOSE` prints each interruption's timeline; `TURNS_BENCH_PARTS` (complete,open,over)
  * and `TURNS_BENCH_RULES` (ours,old) run a part. `TURNS_BENCH_OPEN=beginnings` takes as open utterances
  * beginnings of the offline STT's own phrases ("What is your," ... "name?") instead, in the first two
- * voices, without the human recordings.
+ * voices, without the human recordings. `TURNS_BENCH_STT` names the server's speech-to-text
+ * (`SVC_STT_PROVIDER`; default `local`, the phrase-list stand-in; `moonshine`: open vocabulary).
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -35,24 +36,16 @@ import { RoomVisitor } from '../test/agent/room-visitor.ts';
 import { holdsWithin } from '../testing/until.ts';
 import { startServerProcess, type ServerProcess } from '../test/sessions/server-process.ts';
 import { percentile, printJson, printTable } from './table.ts';
+import { BACKCHANNELS, COMPLETE, OPEN, VOICES } from './_turn-corpus.ts';
 
 const RATE = 16_000;
 const LOUD = 0.02;
 const REPEAT = Number(process.env.TURNS_BENCH_REPEAT ?? 1);
 /** Which parts to run (comma-separated `complete,open,over`; default all) and for which rules (`ours,old`): a diagnosis can run one. */
+/** The server's speech-to-text (SVC_STT_PROVIDER). */
+const STT = process.env.TURNS_BENCH_STT ?? 'local';
 const PARTS = new Set((process.env.TURNS_BENCH_PARTS ?? 'complete,open,over').split(','));
-const VOICES = [
-  ['en-us', 175],
-  ['en', 150],
-  ['en-gb-scotland', 200],
-  ['en-029', 170],
-] as const;
-const COMPLETE = ['What is your name?', 'How are you?', 'Tell me a joke', 'Thank you', 'Who are you?', 'What can you do?', 'Hello'];
-const OPEN: Array<[string, string]> = [
-  ['I would like to book a table for,', 'two people tonight.'],
-  ['My name is,', 'Alex.'],
-  ['Could you tell me about the,', 'weather tomorrow?'],
-];
+
 /** Beginnings of `stt:local`'s phrases and their rests (TURNS_BENCH_OPEN=beginnings). */
 const BEGINNINGS: Array<[string, string]> = [
   ['What is your,', 'name?'],
@@ -62,7 +55,6 @@ const BEGINNINGS: Array<[string, string]> = [
 ];
 const OPEN_CORPUS = process.env.TURNS_BENCH_OPEN === 'beginnings' ? BEGINNINGS : OPEN;
 const PAUSES = [500, 800, 1200, 2000];
-const BACKCHANNELS = ['uh-huh', 'mm-hm', 'yeah', 'right', 'okay'];
 const INTERRUPTIONS = ['What is your name?', 'Who are you?'];
 const HUMAN = '/usr/share/pocketsphinx/test/data/librivox';
 
@@ -113,8 +105,10 @@ export async function run(): Promise<void> {
   const stalls = monitorEventLoopDelay({ resolution: 10 });
   stalls.enable();
   try {
-    server = await startServerProcess({ SVC_DATA_DIR: dataDir, DATABASE_URL: '' });
+    server = await startServerProcess({ SVC_DATA_DIR: dataDir, DATABASE_URL: '', SVC_STT_PROVIDER: STT });
     const key = server.firstKey!;
+    // The engines (the offline ones, and the speech-to-text's model) load after listening: measured once loaded.
+    if (!(await holdsWithin(async () => (await fetch(`${server!.url}/readyz`)).status === 200, { timeoutMs: 60_000 }))) throw new Error('the server did not become ready within 60 s');
     const api = async (method: string, path: string, body?: unknown) => {
       const res = await fetch(`${server!.url}${path}`, { method, headers: { 'x-api-key': key, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
       return (await res.json().catch(() => undefined)) as any;
@@ -289,7 +283,7 @@ export async function run(): Promise<void> {
     const ours = row('ours');
     const old = row('old');
     printTable(Object.keys(ours).map((k) => ({ figure: k, 'ours (analyzer, 200 ms pause)': String((ours as Record<string, unknown>)[k]), 'old rule (800 ms)': String((old as Record<string, unknown>)[k]) })));
-    printJson('turns', { ours, old_rule: old, load_avg: Math.max(...load), corpus: { complete: 7 * VOICES.length, open: OPEN.length * 2 + humanOpen().length, pauses_ms: PAUSES, backchannels: BACKCHANNELS.length, interruptions: INTERRUPTIONS.length, repeat: REPEAT } });
+    printJson('turns', { stt: STT, ours, old_rule: old, load_avg: Math.max(...load), corpus: { complete: 7 * VOICES.length, open: OPEN.length * 2 + humanOpen().length, pauses_ms: PAUSES, backchannels: BACKCHANNELS.length, interruptions: INTERRUPTIONS.length, repeat: REPEAT } });
   } finally {
     stalls.disable();
     server?.kill('SIGTERM');

@@ -45,6 +45,13 @@ export interface STTStream {
 
 export interface STTService {
   readonly name: string;
+  /**
+   * What the transcripts' terminal punctuation means. `sentences` (the default, cloud providers):
+   * a `.` or `?` ends a sentence the speaker finished. `segments`: the recogniser closes every
+   * piece of audio it is given (`stt:moonshine` writes "He was not." for a speaker who paused after
+   * "He was not"), so the turn analyzer does not read its `.` or `!` as an ending (a `?` it does).
+   */
+  readonly punctuation?: 'sentences' | 'segments';
   connect(options: STTStreamOptions, signal?: AbortSignal): Promise<STTStream>;
 }
 
@@ -152,6 +159,8 @@ export interface TurnSignals {
   readonly sampleRate: number;
   /** Silence since the user's last speech (ms). */
   readonly silenceMs: number;
+  /** The STT's terminal punctuation ends sentences (`STTService.punctuation`); false: it closes every segment. Default true. */
+  readonly closingPunctuation?: boolean;
 }
 
 /**

@@ -51,7 +51,7 @@ const { url } = await server.listen().catch((err: Error) => {
 // its greeting, and stalled the other live sessions meanwhile (plugins/local/warm-up.ts). The
 // WebRTC library of embedded rooms too (its native module took 60 ms to load, inside the first
 // bot start). /readyz says `engines: loading` until it is done.
-server.readiness.trackEngines(warmEngines(registry, logger, { webrtc: server.rooms !== undefined }));
+server.readiness.trackEngines(warmEngines(registry, logger, { webrtc: server.rooms !== undefined, stt: config.sessions.providers.stt }));
 const demo = await bootstrapDemo(server.services.organizations, server.services.apiKeys);
 demoAgentId = await ensureDemoAgent(server, demo !== null).catch((err: Error) => {
   logger.warn({ err }, 'the demo agent could not be prepared; the demo page has no agent');

@@ -75,7 +75,7 @@ const capacity = createCapacityGate({ limit: settings.slots, loadCheck: config.c
 // The engines warm before the runner says ready: a first visitor never pays for loading them.
 const warm = (async () => {
   await warmFaceEngine(registry);
-  await warmEngines(registry, logger, { webrtc: true });
+  await warmEngines(registry, logger, { webrtc: true, stt: config.sessions.providers.stt });
 })();
 const server = await buildServer(
   { ...config, surfaces: RUNNER, jobs: { ...config.jobs, runWorker: false } },

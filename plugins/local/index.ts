@@ -3,6 +3,7 @@
  *
  * - `tts:local`  eSpeak-NG speech with phoneme and word timings (LocalTTSService)
  * - `stt:local`  a phrase-list STAND-IN for speech-to-text (LocalPhraseSTT)
+ * - `stt:moonshine` speech-to-text of open vocabulary, English (MoonshineSTT: the Moonshine tiny model, from npm)
  * - `vad:local`  the WebRTC voice activity detector (WebRtcVADAnalyzer)
  * - `llm:local`  a rule-based STAND-IN for a language model (LocalResponder)
  *
@@ -13,6 +14,7 @@ import type { LLMService, STTService, TTSService, VADAnalyzer } from '../../proc
 import { LocalResponder, type LocalResponderOptions } from './local-responder.ts';
 import { LocalPhraseSTT, type LocalSTTOptions } from './local-stt.ts';
 import { LocalTTSService, type LocalTTSOptions } from './local-tts.ts';
+import { MoonshineSTT, type MoonshineSTTOptions } from './moonshine/moonshine-stt.ts';
 import { WebRtcVADAnalyzer, type WebRtcVADOptions } from './webrtc-vad.ts';
 import { warmLocalEngines } from './warm-up.ts';
 
@@ -25,6 +27,9 @@ export const localPlugin: Plugin = {
     });
     registry.register<STTService, LocalSTTOptions>('stt', 'local', (o) => new LocalPhraseSTT(o), {
       label: 'Offline speech-to-text stand-in (phrase list, not real ASR)',
+    });
+    registry.register<STTService, MoonshineSTTOptions>('stt', 'moonshine', (o) => new MoonshineSTT(o), {
+      label: 'Offline speech-to-text, English (Moonshine tiny)',
     });
     registry.register<VADAnalyzer, WebRtcVADOptions>('vad', 'local', (o) => new WebRtcVADAnalyzer(o), {
       label: 'WebRTC VAD (offline)',
@@ -42,6 +47,8 @@ export { LocalEngineError, type LocalEngineErrorCode } from './local-engine-erro
 export { LocalResponder, LOCAL_RESPONDER_DEFAULTS, type LocalResponderOptions } from './local-responder.ts';
 export { LocalPhraseSTT, LOCAL_STT_DEFAULTS, DEFAULT_STT_PHRASES, type LocalSTTOptions } from './local-stt.ts';
 export { LocalTTSService, LOCAL_TTS_DEFAULTS, type LocalTTSOptions } from './local-tts.ts';
+export { MoonshineEngine, sharedMoonshineEngine, MOONSHINE_ENGINE_DEFAULTS, MOONSHINE_SAMPLE_RATE, type MoonshineEngineOptions, type MoonshineModelName, type MoonshineResult } from './moonshine/moonshine-engine.ts';
+export { MoonshineSTT, MOONSHINE_STT_DEFAULTS, type MoonshineSTTOptions } from './moonshine/moonshine-stt.ts';
 export { PhraseRecogniser, type PhraseMatch } from './phrase-recogniser.ts';
 export { END_CALL_TOOL } from './responder/responder-rules.ts';
 export { RESPONDER_PHRASES, pinnedLanguage } from './responder/responder-phrases.ts';

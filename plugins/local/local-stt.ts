@@ -15,17 +15,16 @@
  * its words and an ellipsis (`What can you…`: an open ending for the turn analyzer), and the next
  * utterance is recognised joined to it, transcribed as the words that follow (`do?`).
  */
-import { Subject, type Observable } from 'rxjs';
-import { concat, Resampler } from '../../core/audio.ts';
+import { concat } from '../../core/audio.ts';
 import { abortError } from '../../core/clock.ts';
 import type { STTService, STTStream, STTStreamOptions, TranscriptEvent } from '../../processors/services.ts';
 import type { EspeakEngine } from './espeak-engine.ts';
 import { LocalEngineError } from './local-engine-error.ts';
 import { LocalTTSService } from './local-tts.ts';
 import { normalised, PhraseRecogniser } from './phrase-recogniser.ts';
-import { FEATURE_SAMPLE_RATE, trimSilence } from './speech-features.ts';
+import { trimSilence } from './speech-features.ts';
 import { UNRECOGNISED_SPEECH } from './unrecognised-speech.ts';
-import { WebRtcVADAnalyzer } from './webrtc-vad.ts';
+import { UtteranceCutter, UtteranceStream } from './utterance-cutter.ts';
 
 /** Phrases recognised when none are configured; each one gets an answer from `llm:local`. */
 export const DEFAULT_STT_PHRASES: Readonly<Record<string, readonly string[]>> = {
@@ -126,21 +125,9 @@ export class LocalPhraseSTT implements STTService {
   }
 }
 
-class PhraseSTTStream implements STTStream {
-  private readonly subject = new Subject<TranscriptEvent>();
-  readonly transcripts: Observable<TranscriptEvent> = this.subject.asObservable();
-  private readonly resampler: Resampler | undefined;
-  private readonly vad = new WebRtcVADAnalyzer({ sampleRate: FEATURE_SAMPLE_RATE, windowMs: 10 });
-  private pending = new Int16Array(0);
-  private utterance: Int16Array[] = [];
-  private utteranceSamples = 0;
-  private speechMs = 0;
-  private silenceMs = 0;
-  /** Ms of audio received, for the transcripts' startMs/endMs. */
-  private receivedMs = 0;
-  private utteranceStartMs = 0;
+class PhraseSTTStream extends UtteranceStream {
+  protected readonly cutter: UtteranceCutter;
   private recognitions: Promise<void> = Promise.resolve();
-  private closed = false;
   /** The beginning of a phrase last recognised, waiting for the rest (its trimmed audio, its words, its end). */
   private held: { pcm: Int16Array; words: string; endMs: number } | undefined;
 
@@ -149,69 +136,17 @@ class PhraseSTTStream implements STTStream {
     private readonly options: STTStreamOptions,
     private readonly settings: Settings,
   ) {
-    this.resampler = options.sampleRate === FEATURE_SAMPLE_RATE ? undefined : new Resampler(options.sampleRate, FEATURE_SAMPLE_RATE);
+    super();
+    this.cutter = new UtteranceCutter(options.sampleRate, settings, { endpoint: () => this.endUtterance() });
   }
 
-  sendAudio(pcm: Int16Array): void {
-    if (this.closed) return;
-    const audio = this.resampler ? this.resampler.process(pcm) : pcm;
-    const joined = new Int16Array(this.pending.length + audio.length);
-    joined.set(this.pending);
-    joined.set(audio, this.pending.length);
-    const window = this.vad.windowSamples;
-    let offset = 0;
-    for (; offset + window <= joined.length; offset += window) this.onWindow(joined.slice(offset, offset + window));
-    this.pending = joined.slice(offset);
+  protected pendingOut(): Promise<void> {
+    return this.recognitions;
   }
 
-  finalize(): void {
-    if (!this.closed) this.endUtterance();
-  }
-
-  /** Like a provider's close-stream: pending speech is still transcribed before completing. */
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.endUtterance();
-    this.closed = true;
-    await this.recognitions;
-    this.subject.complete();
-  }
-
-  private onWindow(window: Int16Array): void {
-    const windowMs = 10;
-    this.receivedMs += windowMs;
-    const speech = this.vad.confidence(window) >= 0.5;
-    this.utterance.push(window);
-    this.utteranceSamples += window.length;
-    if (speech) {
-      if (this.speechMs === 0) this.utteranceStartMs = this.receivedMs - (this.utteranceSamples / FEATURE_SAMPLE_RATE) * 1000;
-      this.speechMs += windowMs;
-      this.silenceMs = 0;
-    } else {
-      this.silenceMs += windowMs;
-    }
-    if (this.speechMs === 0) {
-      // Before speech only a short pre-roll is worth keeping.
-      const keep = Math.ceil(this.settings.preRollMs / windowMs);
-      if (this.utterance.length > keep) this.utteranceSamples -= this.utterance.shift()!.length;
-      return;
-    }
-    const utteranceMs = (this.utteranceSamples / FEATURE_SAMPLE_RATE) * 1000;
-    if (this.silenceMs >= this.settings.autoEndpointMs || utteranceMs >= this.settings.maxUtteranceMs) this.endUtterance();
-  }
-
-  private endUtterance(): void {
-    const windows = this.utterance;
-    const speechMs = this.speechMs;
-    const startMs = this.utteranceStartMs;
-    this.utterance = [];
-    this.utteranceSamples = 0;
-    this.speechMs = 0;
-    this.silenceMs = 0;
+  protected endUtterance(): void {
+    const { pcm, speechMs, startMs, endMs } = this.cutter.take();
     if (speechMs < this.settings.minSpeechMs) return;
-    const pcm = new Int16Array(windows.reduce((n, w) => n + w.length, 0));
-    windows.reduce((at, w) => (pcm.set(w, at), at + w.length), 0);
-    const endMs = this.receivedMs;
     // Recognitions finish in order, so transcripts keep the order of the utterances.
     this.recognitions = this.recognitions.then(() => this.recognise(pcm, startMs, endMs));
   }

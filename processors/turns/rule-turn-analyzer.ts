@@ -3,8 +3,8 @@
  *
  * | words (turn-endings.ts) | prosody (prosody.ts) | decision |
  * | --- | --- | --- |
- * | closed (`.`, `?`, `!`) | any | complete |
- * | open (trailing "and", "the", "um", a comma...) | any | incomplete |
+ * | closed (`?`, `!`; `.` after a word a sentence can end on) | any | complete |
+ * | open (trailing "and", "the", "um", a comma...; "for the." too) | any | incomplete |
  * | none or no words | fall (pitch fell, or the voice faded) | complete |
  * | none or no words | held or rising | incomplete |
  * | none or no words | cannot tell | unsure |
@@ -36,7 +36,7 @@ export class RuleTurnAnalyzer implements TurnAnalyzer {
   }
 
   analyze(signals: TurnSignals): TurnVerdict {
-    const words = textCue(signals.transcript, signals.language);
+    const words = textCue(signals.transcript, signals.language, { closingPunctuation: signals.closingPunctuation ?? true });
     if (words === 'closed') return { decision: 'complete', reason: 'text:closed' };
     if (words === 'open') return { decision: 'incomplete', reason: 'text:open' };
     if (!this.useProsody) return { decision: 'unsure', reason: 'text:none' };

@@ -15,7 +15,7 @@ export const OPEN_ENDING_WORDS: Readonly<Record<string, readonly string[]>> = {
     // conjunctions
     'and', 'but', 'or', 'because', 'if', 'when', 'while', 'although', 'though', 'than', 'which', 'whose', 'unless', 'nor', 'whether',
     // prepositions that rarely end a sentence (stranded ones like "where are you from" do)
-    'to', 'of', 'into', 'onto', 'between', 'through', 'towards', 'during', 'per', 'with', 'by',
+    'to', 'of', 'into', 'onto', 'between', 'through', 'towards', 'during', 'per', 'with', 'by', 'for', 'about',
     // articles, determiners, possessives
     'a', 'an', 'the', 'my', 'your', 'our', 'their', 'every', 'each',
     // auxiliaries and modals
@@ -40,6 +40,22 @@ export const BACKCHANNEL_WORDS: Readonly<Record<string, readonly string[]>> = {
   es: ['sí', 'si', 'ajá', 'aja', 'mm', 'mhm', 'vale', 'claro', 'ok', 'okay', 'ya', 'ah', 'oh', 'exacto', 'bueno'],
 };
 
+/**
+ * Open-ending words that outweigh a final period: a sentence ends on none of them, so "I would like
+ * a table for." is a recogniser closing every segment it is given (`stt:moonshine` does: it writes
+ * "My name is." for "My name is,"), not a speaker who finished. Auxiliaries and pronouns are not
+ * here ("Yes, I can." and "That is who I am." are whole sentences): with a period they say nothing
+ * either way, and the prosody decides.
+ */
+export const OPEN_THROUGH_PERIOD_WORDS: Readonly<Record<string, readonly string[]>> = {
+  en: [
+    'and', 'but', 'or', 'because', 'if', 'when', 'while', 'although', 'though', 'than', 'which', 'whose', 'unless', 'nor', 'whether',
+    'to', 'of', 'into', 'onto', 'between', 'through', 'towards', 'during', 'per', 'with', 'by', 'for', 'about',
+    'a', 'an', 'the', 'my', 'your', 'our', 'their', 'every', 'each',
+    'um', 'uh', 'er', 'erm', 'uhm', 'umm',
+  ],
+};
+
 export type TextCue = 'closed' | 'open' | 'none';
 
 const baseLanguage = (language: string) => language.toLowerCase().split(/[-_]/)[0]!;
@@ -58,17 +74,29 @@ function words(text: string): string[] {
     .filter(Boolean);
 }
 
-/** What the end of `text` says: `closed`, `open`, or `none` (no words, or nothing either way). */
-export function textCue(text: string, language: string): TextCue {
-  const spoken = spokenWords(text);
+/**
+ * What the end of `text` says: `closed`, `open`, or `none` (no words, or nothing either way).
+ * `closingPunctuation: false` (an STT that closes every segment): a final `.` or `!` is not read,
+ * the words before it still are (a trailing "for" is open, anything else says nothing); a `?`
+ * still closes (the recogniser heard a question: measured in docs/behaviours.md).
+ */
+export function textCue(text: string, language: string, options: { readonly closingPunctuation?: boolean } = {}): TextCue {
+  let spoken = spokenWords(text);
+  if (options.closingPunctuation === false && !/(\.\.\.|…)["'”’)]*\s*$/.test(spoken)) spoken = spoken.replace(/[.!。！]+["'”’)]*\s*$/, '').trim();
   if (!spoken) return 'none';
   // Trailing commas, dashes and ellipses are a provider's way of saying the sentence goes on.
   if (/(,|;|:|-|–|—|\.\.\.|…)\s*$/.test(spoken)) return 'open';
-  if (/[.!?。！？]["'”’)]*\s*$/.test(spoken)) return 'closed';
   const last = words(spoken).at(-1);
+  const base = baseLanguage(language);
+  if (/[!?！？]["'”’)]*\s*$/.test(spoken)) return 'closed';
+  if (/[.。]["'”’)]*\s*$/.test(spoken)) {
+    const throughPeriod = OPEN_THROUGH_PERIOD_WORDS[base];
+    if (!last || !throughPeriod) return 'closed';
+    if (throughPeriod.includes(last)) return 'open';
+    return OPEN_ENDING_WORDS[base]?.includes(last) ? 'none' : 'closed';
+  }
   if (!last) return 'none';
-  const open = OPEN_ENDING_WORDS[baseLanguage(language)];
-  return open?.includes(last) ? 'open' : 'none';
+  return OPEN_ENDING_WORDS[base]?.includes(last) ? 'open' : 'none';
 }
 
 /**

@@ -51,6 +51,11 @@ export const TURN_DEFAULTS = {
   backchannelWords: [] as readonly string[],
   /** The latest audio kept for the analyzer's prosody reading (ms). */
   analysisAudioMs: 1000,
+  /**
+   * The STT's terminal punctuation says a sentence ended (false when it closes every segment it is
+   * given: `STTService.punctuation` 'segments'; the voice pipeline sets it from the STT).
+   */
+  closingPunctuation: true as boolean,
 } as const;
 
 export interface TurnOptions extends ProcessorOptions, OptionsFor<typeof TURN_DEFAULTS> {}
@@ -227,6 +232,7 @@ export class TurnProcessor extends FrameProcessor {
           audio: concat(this.audio),
           sampleRate: this.audioRate,
           silenceMs: this.clock.now() - silenceSince,
+          closingPunctuation: this.settings.closingPunctuation,
         })
       : { decision: 'complete', reason: 'silence' };
     if (first) this.stats.reasons[verdict.reason] = (this.stats.reasons[verdict.reason] ?? 0) + 1;

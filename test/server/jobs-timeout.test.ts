@@ -26,10 +26,14 @@ const stuckPlugin: Plugin = {
         stuck.calls++;
         return new Promise((_, reject) => {
           if (stuck.honoursAbort) {
-            request.signal.addEventListener('abort', () => {
+            const stop = () => {
               stuck.aborted++;
               setTimeout(() => reject(request.signal.reason), stuck.stopMs);
-            }, { once: true });
+            };
+            // A loaded machine can reach the time limit before the handler starts (the job's reads
+            // come first): like fetch, a signal aborted already stops it at once.
+            if (request.signal.aborted) stop();
+            else request.signal.addEventListener('abort', stop, { once: true });
           }
         });
       },
@@ -60,6 +64,16 @@ async function finalState(server: TestServer, id: string): Promise<any> {
   return job;
 }
 
+/**
+ * Waits (bounded) for the worker to count a timed-out attempt. The row reads `failed` as soon as
+ * the worker's transaction commits; the worker counts the failure when that write returns to it,
+ * a moment later: a test that read the counter right after seeing the row raced it (a loaded CI
+ * run saw `{}`). The assertion after it still says what the counter holds.
+ */
+async function counted(server: TestServer, outcome: 'failed' | 'retrying', n: number): Promise<void> {
+  await until(() => (server.server.services.generationJobs.failures().timed_out?.[outcome] ?? 0) >= n, { timeoutMs: 10_000, what: `${n} timed-out attempt(s) counted ${outcome}` }).catch(() => undefined);
+}
+
 test.serial('an attempt past its time limit is stopped and fails "timed out", retried, then failed; a job after it runs', async (t) => {
   stuck.honoursAbort = true;
   stuck.stopMs = 0;
@@ -78,6 +92,7 @@ test.serial('an attempt past its time limit is stopped and fails "timed out", re
   // What svc_job_failures_total reads: one timed-out attempt retried, one that was the last (the
   // generator rejected with the signal's own reason, which the job service marks generator_failed
   // on its way: the time limit is still the class).
+  await counted(s, 'failed', 1);
   t.deepEqual(s.server.services.generationJobs.failures(), { timed_out: { retrying: 1, failed: 1 } });
 });
 
@@ -109,6 +124,7 @@ test.serial('a job stopping slowly after its time limit keeps its lease: a secon
   t.is(job.status, 'failed');
   t.regex(job.error, /^timed out/, 'failed by its own worker at the limit, not reaped as interrupted');
   t.is(stuck.calls, 1, 'never started by the other worker');
+  await counted(s, 'failed', 1);
   t.deepEqual(s.server.services.generationJobs.failures(), { timed_out: { retrying: 0, failed: 1 } });
   t.deepEqual(other.failures(), {}, 'the other worker reaped nothing');
 });

@@ -57,5 +57,12 @@ test.serial('SVC_STT_PROVIDER without the provider\'s key: npm start says every 
 test.serial('an SVC_STT_PROVIDER that is not installed is a configuration error', async (t) => {
   const r = await registry();
   const report = withEnv({ SVC_STT_PROVIDER: 'whisperx' }, () => speechProvidersReport(r, sttProviderFromEnv(process.env)));
-  t.is(report.error, 'SVC_STT_PROVIDER=whisperx is not an installed speech-to-text provider (installed: deepgram, local, openai)');
+  t.is(report.error, 'SVC_STT_PROVIDER=whisperx is not an installed speech-to-text provider (installed: deepgram, local, moonshine, openai)');
+});
+
+test.serial('SVC_STT_PROVIDER=moonshine: the offline recogniser of open vocabulary, which needs no key', async (t) => {
+  const r = await registry();
+  const report = withEnv({ SVC_STT_PROVIDER: 'moonshine' }, () => speechProvidersReport(r, sttProviderFromEnv(process.env)));
+  t.is(report.error, undefined);
+  t.is(report.lines[0], '  Speech:     speech-to-text moonshine (SVC_STT_PROVIDER)');
 });

@@ -1,0 +1,170 @@
+/**
+ * Main-thread client of the Moonshine worker thread (moonshine-worker.mjs): loads the model once
+ * per process (`sharedMoonshineEngine`), sends it 16 kHz audio and gets the text back. Requests
+ * are served one at a time in arrival order. The worker does not keep the process alive while
+ * nothing is asked of it; `close()` ends it.
+ *
+ * The model is Moonshine "tiny" (English, MIT licence, 27 M parameters; encoder 7.9 MB and decoder
+ * 20 MB, quantised), the copy that the npm package `@usefulsensors/moonshine-js` 0.1.5 ships: no
+ * download at run time.
+ */
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { resolveOptions } from '../../../core/options.ts';
+import { LocalEngineError } from '../local-engine-error.ts';
+
+/** The rate the model takes. */
+export const MOONSHINE_SAMPLE_RATE = 16_000;
+
+/** Shapes of the two models the package ships (decoder layers, attention heads, head size). */
+const MODELS = {
+  tiny: { layers: 6, heads: 8, headDim: 36 },
+  base: { layers: 8, heads: 8, headDim: 52 },
+} as const;
+
+export type MoonshineModelName = keyof typeof MODELS;
+
+export const MOONSHINE_ENGINE_DEFAULTS = {
+  /** `tiny` (27 M parameters) or `base` (61 M: more accurate, about 2.5x the time). */
+  model: 'tiny' as MoonshineModelName,
+  /** Threads onnxruntime may use for one recognition (one leaves the other core to the sessions). */
+  threads: 1,
+} as const;
+
+export interface MoonshineEngineOptions {
+  readonly model?: MoonshineModelName;
+  readonly threads?: number;
+}
+
+export interface MoonshineResult {
+  readonly text: string;
+  /** Tokens decoded (before the end token). */
+  readonly tokens: number;
+  /** Geometric mean of the decoded tokens' probabilities (0-1). */
+  readonly confidence: number;
+  /** Time the worker spent on it. */
+  readonly ms: number;
+}
+
+type Reply =
+  | { type: 'ready' }
+  | { type: 'failed'; message: string }
+  | { type: 'text'; id: number; text: string; tokens: number; confidence: number; ms: number }
+  | { type: 'error'; id: number; message: string };
+
+/** Tokens the tokenizer (llama-tokenizer-js) knows; the model's last ids are unused padding. */
+const VOCABULARY = 32_000;
+
+function modelDirectory(model: MoonshineModelName): string {
+  const entry = fileURLToPath(import.meta.resolve('@usefulsensors/moonshine-js'));
+  return join(dirname(entry), 'model', model, 'quantized');
+}
+
+export class MoonshineEngine {
+  readonly settings: { readonly model: MoonshineModelName; readonly threads: number };
+  private worker: Worker | undefined;
+  private ready: Promise<void> | undefined;
+  private readonly pending = new Map<number, { resolve: (r: MoonshineResult) => void; reject: (e: Error) => void }>();
+  private nextId = 1;
+
+  constructor(options: MoonshineEngineOptions = {}) {
+    this.settings = resolveOptions(MOONSHINE_ENGINE_DEFAULTS, options);
+    if (!(this.settings.model in MODELS)) throw new LocalEngineError('invalid_options', `model must be one of ${Object.keys(MODELS).join(', ')}, got ${JSON.stringify(this.settings.model)}`);
+    if (!Number.isInteger(this.settings.threads) || this.settings.threads < 1 || this.settings.threads > 16) {
+      throw new LocalEngineError('invalid_options', `threads must be an integer within 1-16, got ${this.settings.threads}`);
+    }
+  }
+
+  /** Starts the worker and loads the model (0.3-2 s, once); `transcribe` calls it anyway. */
+  start(): Promise<void> {
+    if (this.ready) return this.ready;
+    const directory = modelDirectory(this.settings.model);
+    const worker = new Worker(new URL('./moonshine-worker.mjs', import.meta.url), {
+      workerData: {
+        encoderPath: join(directory, 'encoder_model.onnx'),
+        decoderPath: join(directory, 'decoder_model_merged.onnx'),
+        threads: this.settings.threads,
+        vocabulary: VOCABULARY,
+        ...MODELS[this.settings.model],
+      },
+    });
+    this.worker = worker;
+    this.ready = new Promise<void>((resolve, reject) => {
+      const crash = (error: Error) => {
+        if (this.worker === worker) {
+          this.worker = undefined;
+          this.ready = undefined;
+        }
+        const wrapped = new LocalEngineError('engine_failure', `moonshine worker stopped: ${error.message}`);
+        reject(wrapped);
+        this.failAll(wrapped);
+      };
+      worker.on('message', (reply: Reply) => {
+        if (reply.type === 'ready') {
+          if (this.pending.size === 0) worker.unref();
+          return resolve();
+        }
+        if (reply.type === 'failed') {
+          crash(new Error(`the model did not load: ${reply.message}`));
+          void worker.terminate();
+          return;
+        }
+        const request = this.pending.get(reply.id);
+        if (!request) return;
+        this.pending.delete(reply.id);
+        if (this.pending.size === 0) worker.unref();
+        if (reply.type === 'text') request.resolve({ text: reply.text, tokens: reply.tokens, confidence: reply.confidence, ms: reply.ms });
+        else request.reject(new LocalEngineError('engine_failure', `moonshine: ${reply.message}`));
+      });
+      worker.on('error', crash);
+      worker.on('exit', (code) => {
+        if (this.worker === worker) crash(new Error(`exit code ${code}`));
+      });
+    });
+    this.ready.catch(() => undefined);
+    return this.ready;
+  }
+
+  /**
+   * The text of `audio` (16 kHz, -1..1). `maxTokens` bounds the decoding (a model that loops on
+   * noise stops there).
+   */
+  async transcribe(audio: Float32Array, maxTokens: number): Promise<MoonshineResult> {
+    await this.start();
+    const worker = this.worker;
+    if (!worker) throw new LocalEngineError('engine_failure', 'moonshine worker stopped');
+    const id = this.nextId++;
+    return new Promise<MoonshineResult>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      worker.ref();
+      worker.postMessage({ type: 'transcribe', id, audio, maxTokens }, [audio.buffer as ArrayBuffer]);
+    });
+  }
+
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = undefined;
+    this.ready = undefined;
+    this.failAll(new LocalEngineError('engine_failure', 'moonshine engine closed'));
+    if (worker) await worker.terminate();
+  }
+
+  private failAll(error: Error): void {
+    const requests = [...this.pending.values()];
+    this.pending.clear();
+    for (const request of requests) request.reject(error);
+  }
+}
+
+const shared = new Map<string, MoonshineEngine>();
+
+/** The process-wide engine for a model (the model is loaded once and serves every session). */
+export function sharedMoonshineEngine(options: MoonshineEngineOptions = {}): MoonshineEngine {
+  const engine = new MoonshineEngine(options);
+  const key = `${engine.settings.model}/${engine.settings.threads}`;
+  const existing = shared.get(key);
+  if (existing) return existing;
+  shared.set(key, engine);
+  return engine;
+}
