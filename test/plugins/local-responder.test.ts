@@ -196,11 +196,12 @@ test('paces deltas on the given clock', async (t) => {
   t.is(textOf(events), 'You are welcome.');
 });
 
-test('the plugin registers the four offline engines', (t) => {
+test('the plugin registers the five offline engines', (t) => {
   const registry = new Registry().use(localPlugin);
-  t.deepEqual(['tts', 'stt', 'vad', 'llm'].map((kind) => registry.slugs(kind)), [['local'], ['local'], ['local'], ['local']]);
+  t.deepEqual(['tts', 'stt', 'vad', 'llm'].map((kind) => registry.slugs(kind)), [['local'], ['local', 'moonshine'], ['local'], ['local']]);
   t.regex(registry.info('llm', 'local').label ?? '', /stand-in/);
   t.regex(registry.info('stt', 'local').label ?? '', /stand-in/);
+  t.regex(registry.info('stt', 'moonshine').label ?? '', /Moonshine/);
   t.is(registry.create<LocalResponder>('llm', 'local', { wordsPerDelta: undefined }).name, 'local-responder');
   t.is(registry.create<{ windowSamples: number }>('vad', 'local', { sampleRate: 48000, windowMs: 10 }).windowSamples, 480);
 });

@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo } from 'node:net';
 import test from 'ava';
 import { createOpenAIRealtimePlugin } from '../../plugins/openai-realtime/index.ts';
 import { startFakeOpenAIModels, type FakeOpenAIModels } from '../fakes/openai-models.ts';
@@ -77,9 +78,13 @@ test.serial('verify-provider never modifies the agent', async (t) => {
 });
 
 test.serial('an unreachable provider is valid=false, not a server error', async (t) => {
-  const closed = await startFakeOpenAIModels({ validKeys: [], models: [] });
-  await closed.close();
-  const s2 = await startTestServer({ label: 'providers_down', plugins: [createOpenAIRealtimePlugin({ baseURL: closed.baseURL, verifyTimeoutMs: 2000 })] });
+  // A port this test holds, whose every connection is dropped at once. (A fake closed before the
+  // call freed its port, and a loaded CI run gave it to another test's server, which answered 404.)
+  const dropping = createServer((socket) => socket.destroy());
+  await new Promise<void>((resolve) => dropping.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => dropping.close(() => resolve())));
+  const baseURL = `http://127.0.0.1:${(dropping.address() as AddressInfo).port}/v1`;
+  const s2 = await startTestServer({ label: 'providers_down', plugins: [createOpenAIRealtimePlugin({ baseURL, verifyTimeoutMs: 2000 })] });
   try {
     const a = (await s2.call('POST', '/v1/agents', { body: { title: 'x', sts_provider: 'openai-realtime', sts_api_key: GOOD_KEY } })).body;
     const res = await s2.call('POST', `/v1/agents/${a.agent_id}/verify-provider`);
