@@ -149,6 +149,7 @@ test.serial('bad options and streams are refused with the engines\' errors', asy
   t.is(t.throws(() => new MoonshineSTT({ padMs: -1 }))!.message, 'padMs must be a number of at least 0, got -1');
   t.is((t.throws(() => new MoonshineSTT({ unrecognised: 'drop' as never })) as LocalEngineError).code, 'invalid_options');
   t.is((t.throws(() => new MoonshineSTT({ minConfidence: 2 })) as LocalEngineError).code, 'invalid_options');
+  t.is((t.throws(() => new MoonshineSTT({ interimSilenceMs: 0 })) as LocalEngineError).code, 'invalid_options');
   t.is((t.throws(() => new MoonshineEngine({ model: 'huge' as never })) as LocalEngineError).code, 'invalid_options');
   t.is((t.throws(() => new MoonshineEngine({ threads: 0 })) as LocalEngineError).code, 'invalid_options');
 });

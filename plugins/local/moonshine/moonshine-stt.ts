@@ -85,6 +85,7 @@ export class MoonshineSTT implements STTService {
       const value = this.settings[key];
       if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) throw new LocalEngineError('invalid_options', `${key} must be a number of at least 0, got ${JSON.stringify(value)}`);
     }
+    if (this.settings.interimSilenceMs < 10) throw new LocalEngineError('invalid_options', `interimSilenceMs must be at least 10 (one VAD window), got ${this.settings.interimSilenceMs}`);
     if (!(this.settings.minConfidence >= 0 && this.settings.minConfidence <= 1)) throw new LocalEngineError('invalid_options', `minConfidence must be within 0-1, got ${JSON.stringify(this.settings.minConfidence)}`);
     if (this.settings.unrecognised !== 'placeholder' && this.settings.unrecognised !== 'ignore') {
       throw new LocalEngineError('invalid_options', `unrecognised must be placeholder or ignore, got ${JSON.stringify(this.settings.unrecognised)}`);
@@ -125,6 +126,8 @@ class MoonshineSTTStream extends UtteranceStream {
   private last: Recognition | undefined;
   /** Emissions in order: each waits for the one before. */
   private emissions: Promise<void> = Promise.resolve();
+  /** An interim result was started in the current silence (one per pause). */
+  private interimSent = false;
 
   constructor(
     private readonly engine: MoonshineEngine,
@@ -136,7 +139,11 @@ class MoonshineSTTStream extends UtteranceStream {
       endpoint: () => this.endUtterance(),
       window: () => {
         const c = this.cutter;
-        if (options.interimResults && c.silenceMs === settings.interimSilenceMs && c.speechMs >= settings.minSpeechMs) this.interim();
+        if (c.silenceMs === 0) this.interimSent = false;
+        else if (options.interimResults && !this.interimSent && c.silenceMs >= settings.interimSilenceMs && c.speechMs >= settings.minSpeechMs) {
+          this.interimSent = true;
+          this.interim();
+        }
       },
     });
   }
@@ -163,6 +170,7 @@ class MoonshineSTTStream extends UtteranceStream {
     const last = this.last;
     const reuse = last && last.samples >= this.cutter.speechEndSamples ? last : undefined;
     this.last = undefined;
+    this.interimSent = false;
     const { pcm, speechMs, startMs, endMs } = this.cutter.take();
     if (speechMs < this.settings.minSpeechMs) return;
     const recognition = reuse ?? this.recognise(pcm);
