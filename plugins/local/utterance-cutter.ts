@@ -51,7 +51,8 @@ export class UtteranceCutter {
   silenceMs = 0;
   /** Ms of audio received in all. */
   receivedMs = 0;
-  private startMs = 0;
+  /** Ms of audio received when the current utterance's speech (with its pre-roll) started. */
+  startMs = 0;
   /** Counts the utterances taken: what was recognised of an utterance belongs to this number. */
   utterance = 0;
 

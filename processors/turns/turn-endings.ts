@@ -9,21 +9,26 @@
  * `[unrecognised speech]`) annotate noise and unknown speech that way.
  */
 
+/**
+ * English words no sentence ends on, even with a period after them (OPEN_THROUGH_PERIOD_WORDS):
+ * conjunctions, prepositions that rarely end a sentence (stranded ones like "where are you from"
+ * do), articles, determiners, possessives, fillers.
+ */
+const EN_NEVER_FINAL = [
+  'and', 'but', 'or', 'because', 'if', 'when', 'while', 'although', 'though', 'than', 'which', 'whose', 'unless', 'nor', 'whether',
+  'to', 'of', 'into', 'onto', 'between', 'through', 'towards', 'during', 'per', 'with', 'by', 'for', 'about',
+  'a', 'an', 'the', 'my', 'your', 'our', 'their', 'every', 'each',
+  'um', 'uh', 'er', 'erm', 'uhm', 'umm',
+] as const;
+
 /** Words after which an utterance cannot end (lower case, without punctuation). */
 export const OPEN_ENDING_WORDS: Readonly<Record<string, readonly string[]>> = {
   en: [
-    // conjunctions
-    'and', 'but', 'or', 'because', 'if', 'when', 'while', 'although', 'though', 'than', 'which', 'whose', 'unless', 'nor', 'whether',
-    // prepositions that rarely end a sentence (stranded ones like "where are you from" do)
-    'to', 'of', 'into', 'onto', 'between', 'through', 'towards', 'during', 'per', 'with', 'by', 'for', 'about',
-    // articles, determiners, possessives
-    'a', 'an', 'the', 'my', 'your', 'our', 'their', 'every', 'each',
+    ...EN_NEVER_FINAL,
     // auxiliaries and modals
     'is', 'are', 'was', 'were', 'be', 'been', 'am', 'will', 'would', 'can', 'could', 'should', 'shall', 'might', 'must', "i'm", "it's", "i'd", "i'll", "we're", "you're", "don't", "can't", "won't",
     // pronouns that need a verb after them
     'i', 'we', 'they',
-    // fillers
-    'um', 'uh', 'er', 'erm', 'uhm', 'umm',
     // intensifiers
     'very', 'quite',
   ],
@@ -47,14 +52,7 @@ export const BACKCHANNEL_WORDS: Readonly<Record<string, readonly string[]>> = {
  * here ("Yes, I can." and "That is who I am." are whole sentences): with a period they say nothing
  * either way, and the prosody decides.
  */
-export const OPEN_THROUGH_PERIOD_WORDS: Readonly<Record<string, readonly string[]>> = {
-  en: [
-    'and', 'but', 'or', 'because', 'if', 'when', 'while', 'although', 'though', 'than', 'which', 'whose', 'unless', 'nor', 'whether',
-    'to', 'of', 'into', 'onto', 'between', 'through', 'towards', 'during', 'per', 'with', 'by', 'for', 'about',
-    'a', 'an', 'the', 'my', 'your', 'our', 'their', 'every', 'each',
-    'um', 'uh', 'er', 'erm', 'uhm', 'umm',
-  ],
-};
+export const OPEN_THROUGH_PERIOD_WORDS: Readonly<Record<string, readonly string[]>> = { en: EN_NEVER_FINAL };
 
 export type TextCue = 'closed' | 'open' | 'none';
 

@@ -22,7 +22,7 @@ import { resolveOptions } from '../../../core/options.ts';
 import type { STTService, STTStream, STTStreamOptions, TranscriptEvent } from '../../../processors/services.ts';
 import { LocalEngineError } from '../local-engine-error.ts';
 import { UNRECOGNISED_SPEECH } from '../unrecognised-speech.ts';
-import { UTTERANCE_SAMPLE_RATE, UtteranceCutter, UtteranceStream } from '../utterance-cutter.ts';
+import { UtteranceCutter, UtteranceStream } from '../utterance-cutter.ts';
 import { MOONSHINE_ENGINE_DEFAULTS, MOONSHINE_SAMPLE_RATE, sharedMoonshineEngine, type MoonshineEngine, type MoonshineModelName } from './moonshine-engine.ts';
 
 export const MOONSHINE_STT_DEFAULTS = {
@@ -156,7 +156,7 @@ class MoonshineSTTStream extends UtteranceStream {
   private interim(): void {
     const recognition = this.recognise(this.cutter.audio());
     this.last = recognition;
-    const startMs = this.cutter.receivedMs - (recognition.samples / UTTERANCE_SAMPLE_RATE) * 1000;
+    const startMs = this.cutter.startMs;
     const endMs = this.cutter.receivedMs;
     const utterance = this.cutter.utterance;
     this.emit(async () => {
