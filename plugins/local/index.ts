@@ -47,7 +47,7 @@ export { LocalEngineError, type LocalEngineErrorCode } from './local-engine-erro
 export { LocalResponder, LOCAL_RESPONDER_DEFAULTS, type LocalResponderOptions } from './local-responder.ts';
 export { LocalPhraseSTT, LOCAL_STT_DEFAULTS, DEFAULT_STT_PHRASES, type LocalSTTOptions } from './local-stt.ts';
 export { LocalTTSService, LOCAL_TTS_DEFAULTS, type LocalTTSOptions } from './local-tts.ts';
-export { MoonshineEngine, sharedMoonshineEngine, MOONSHINE_ENGINE_DEFAULTS, MOONSHINE_SAMPLE_RATE, type MoonshineEngineOptions, type MoonshineModelName, type MoonshineResult } from './moonshine/moonshine-engine.ts';
+export { MoonshineEngine, sharedMoonshineEngine, MOONSHINE_ENGINE_DEFAULTS, MOONSHINE_MIN_SAMPLES, MOONSHINE_SAMPLE_RATE, type MoonshineEngineOptions, type MoonshineModelName, type MoonshineResult } from './moonshine/moonshine-engine.ts';
 export { MoonshineSTT, MOONSHINE_STT_DEFAULTS, type MoonshineSTTOptions } from './moonshine/moonshine-stt.ts';
 export { PhraseRecogniser, type PhraseMatch } from './phrase-recogniser.ts';
 export { END_CALL_TOOL } from './responder/responder-rules.ts';

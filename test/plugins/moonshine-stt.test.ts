@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import test from 'ava';
 import { chunkAudio, concat, silence } from '../../core/audio.ts';
 import type { STTStream, STTStreamOptions, TranscriptEvent } from '../../processors/services.ts';
-import { LocalTTSService, MoonshineEngine, MoonshineSTT, UNRECOGNISED_SPEECH, type MoonshineSTTOptions } from '../../plugins/local/index.ts';
+import { LocalTTSService, MOONSHINE_MIN_SAMPLES, MoonshineEngine, MoonshineSTT, UNRECOGNISED_SPEECH, type MoonshineSTTOptions } from '../../plugins/local/index.ts';
 import type { LocalEngineError } from '../../plugins/local/local-engine-error.ts';
 
 const tts = new LocalTTSService();
@@ -165,4 +165,13 @@ test.serial('a closed engine fails the recognitions waiting on it and starts aga
   const again = await own.transcribe(new Float32Array(16000), 8);
   t.is(typeof again.text, 'string');
   await own.close();
+});
+
+test.serial('audio too short for the encoder, or already handed to the worker, is no words (not an engine error, not a wait that never ends)', async (t) => {
+  for (const n of [0, 10, MOONSHINE_MIN_SAMPLES - 1]) t.deepEqual(await engine.transcribe(new Float32Array(n), 8), { text: '', tokens: 0, confidence: 0, ms: 0 }, `${n} samples`);
+  const audio = new Float32Array(MOONSHINE_MIN_SAMPLES);
+  const first = await engine.transcribe(audio, 8);
+  t.true(first.tokens >= 0 && typeof first.text === 'string', 'the shortest audio the encoder takes is recognised');
+  t.is(audio.length, 0, 'its buffer went to the worker');
+  t.is((await engine.transcribe(audio, 8)).tokens, 0, 'the same array again is no words');
 });

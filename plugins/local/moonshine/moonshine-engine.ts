@@ -56,6 +56,13 @@ type Reply =
 /** Tokens the tokenizer (llama-tokenizer-js) knows; the model's last ids are unused padding. */
 const VOCABULARY = 32_000;
 
+/**
+ * The shortest audio the encoder takes (56 ms): its three convolutions (kernel 127 stride 64,
+ * kernel 7 stride 3, kernel 3 stride 2) need 127 + 12 * 64 samples; shorter audio is an
+ * onnxruntime error there, and holds no word anyway.
+ */
+export const MOONSHINE_MIN_SAMPLES = 895;
+
 function modelDirectory(model: MoonshineModelName): string {
   const entry = fileURLToPath(import.meta.resolve('@usefulsensors/moonshine-js'));
   return join(dirname(entry), 'model', model, 'quantized');
@@ -131,6 +138,9 @@ export class MoonshineEngine {
    * noise stops there).
    */
   async transcribe(audio: Float32Array, maxTokens: number): Promise<MoonshineResult> {
+    // Too short for the encoder, or a buffer already handed to the worker (detached: length 0,
+    // and a message carrying it never arrives).
+    if (audio.length < MOONSHINE_MIN_SAMPLES) return { text: '', tokens: 0, confidence: 0, ms: 0 };
     await this.start();
     const worker = this.worker;
     if (!worker) throw new LocalEngineError('engine_failure', 'moonshine worker stopped');
