@@ -52,3 +52,31 @@ test('publishing ends by itself when the frames complete or the room closes', as
   await new Promise((resolve) => setTimeout(resolve, 120));
   t.is(live.stats.frames, framesAtEnd, 'no frames are taken after the room closed');
 });
+
+test("a publisher's messages still reach the room after its frames ran out, until another publishes or the room closes", async (t) => {
+  // A bot's farewell ends its frames, and its session-ended goes out after (bot-session.ts): the
+  // visitor must get it whichever comes first (CI saw it lost when the frames ended first).
+  const rooms = new RoomRegistry();
+  const created = rooms.createRoom();
+  const room = rooms.get(created.room)!;
+  const sent: Array<Record<string, unknown>> = [];
+  room.join('grant-visitor', { send: (m) => void sent.push(m as unknown as Record<string, unknown>), close: () => undefined });
+  const settings = { provider: 'embedded' as const, room: created.room, token: created.publisherToken };
+  const frames = new Subject<FaceFrame>();
+  const first = await publishAvatar(frames, settings, { rooms });
+  frames.complete();
+  await first.ended;
+  t.is(room.publisherId, null, 'the media ended');
+  t.is(first.sendMessage!({ type: 'session-ended', reason: 'agent_ended' }), 1);
+  const appMessages = () => sent.filter((m) => m.type === 'app_message').map((m) => m.message);
+  t.deepEqual(appMessages(), [{ type: 'session-ended', reason: 'agent_ended' }]);
+  t.is(sent.findIndex((m) => m.type === 'unpublished') < sent.findIndex((m) => m.type === 'app_message'), true);
+
+  const second = await publishAvatar(NEVER, settings, { rooms });
+  t.is(first.sendMessage!({ type: 'bot-state', state: 'listening' }), 0, 'the earlier publisher is not the room any more');
+  t.is(second.sendMessage!({ type: 'bot-ready' }), 1);
+  rooms.closeRoom(created.room, 'session released');
+  t.is(second.sendMessage!({ type: 'bot-state', state: 'ended' }), 0, 'nothing after the room closed');
+  t.deepEqual(appMessages(), [{ type: 'session-ended', reason: 'agent_ended' }, { type: 'bot-ready' }]);
+  await second.close();
+});

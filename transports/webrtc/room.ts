@@ -117,6 +117,12 @@ const GATHERING_FAILURES: Record<PeerGatheringFailure, string> = {
 
 export class Room {
   private publication: RoomPublication | null = null;
+  /**
+   * Who may send app messages: the current publication, or the last one after its media ended,
+   * until another publishes. A bot's last messages (`session-ended` after a farewell) must not
+   * depend on whether its frames ran out before it sent them.
+   */
+  private messenger: RoomPublication | null = null;
   private readonly members = new Map<string, Subscriber>();
   /** Each token's join budget (ROOM_JOIN_LIMITS): joins left, as of `atMs`. */
   private readonly joinBudgets = new Map<string, { left: number; atMs: number }>();
@@ -193,16 +199,18 @@ export class Room {
     if (this.closedReason !== null) throw new RoomError('room_closed', `room ${this.name} is closed`);
     if (this.publication) throw new RoomError('already_publishing', `room ${this.name} already has a publisher (${this.publication.participantId})`);
     this.publication = publication;
+    this.messenger = publication;
     this.touch();
     for (const s of this.members.values()) this.connect(s);
   }
 
   /**
    * Sends a bot message to every subscriber over its signalling connection (ordered, reliable).
-   * Only the room's current publisher may; returns how many subscribers it reached.
+   * Only the room's publisher may: the current one, or the last one after its media ended (until
+   * another publishes or the room closes); returns how many subscribers it reached.
    */
   sendAppMessage(publication: RoomPublication, message: Readonly<Record<string, unknown>>): number {
-    if (this.publication !== publication) return 0;
+    if (this.messenger !== publication || this.closedReason !== null) return 0;
     for (const s of this.members.values()) s.channel.send({ type: 'app_message', publisher_id: publication.participantId, message });
     return this.members.size;
   }
@@ -275,6 +283,7 @@ export class Room {
     this.closedReason = reason;
     const pub = this.publication;
     this.publication = null;
+    this.messenger = null;
     for (const s of [...this.members.values()]) {
       this.remove(s.participantId, 'room closed');
       s.channel.send({ type: 'closed', reason });
