@@ -7,17 +7,29 @@
  * included), how many complete questions came out closed (`?`/`.` after a word a sentence ends on:
  * the turn ends at the pause) and how many open halves came out open or saying nothing either way
  * (the turn waits). The load average is printed: the machine is shared.
+ *
+ * And what the turn analyzer (`RuleTurnAnalyzer`, as the voice pipeline sets it up for this STT:
+ * its periods not read as endings) decides at the pipeline VAD's 200 ms pause, from the words the
+ * pipeline has by then (the interim result) and the last second of audio: complete utterances
+ * ended at the pause, and open first halves (the espeak ones and the human sentences cut as the
+ * turns bench cuts them) not ended (`analyzer_*`, with each wrong decision listed). These figures
+ * do not depend on the machine's load: they are what the turns bench's cut-offs and long waits
+ * come from, without the transport. `MOONSHINE_BENCH_MODEL=base` measures the larger model.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { chunkAudio, concat, silence } from '../core/audio.ts';
 import { LocalTTSService, MoonshineEngine, MoonshineSTT } from '../plugins/local/index.ts';
+import { RuleTurnAnalyzer } from '../processors/turns/rule-turn-analyzer.ts';
 import { textCue } from '../processors/turns/turn-endings.ts';
+import type { MoonshineModelName } from '../plugins/local/index.ts';
 import { percentile, printJson, printTable } from './table.ts';
-import { BACKCHANNELS, COMPLETE, OPEN, VOICES } from './_turn-corpus.ts';
+import { BACKCHANNELS, COMPLETE, HUMAN, HUMAN_IDS, humanOpen, humanSentence, OPEN, VOICES } from './_turn-corpus.ts';
 
 const RATE = 16_000;
-const HUMAN = '/usr/share/pocketsphinx/test/data/librivox';
+const MODEL = (process.env.MOONSHINE_BENCH_MODEL ?? 'tiny') as MoonshineModelName;
+/** The pipeline VAD's pause, when the analyzer first decides. */
+const PAUSE_MS = 200;
 
 /** The real engine, noting each recognition's own time. */
 class TimedEngine extends MoonshineEngine {
@@ -37,7 +49,7 @@ async function speak(text: string, voice: string, rateWpm: number): Promise<Int1
 }
 
 export async function run(): Promise<void> {
-  const engine = new TimedEngine();
+  const engine = new TimedEngine({ model: MODEL });
   const stt = new MoonshineSTT({ engine });
   const load = [loadavg()[0]!];
   try {
@@ -52,6 +64,22 @@ export async function run(): Promise<void> {
       await stream.close();
       const used = process.cpuUsage(cpu);
       return { text, cpuMs: (used.user + used.system) / 1000 };
+    };
+    // The analyzer at the pause: the words the pipeline has then (the interim result, sent at
+    // interimSilenceMs; the final when no interim came) and the last second of audio.
+    const analyzer = new RuleTurnAnalyzer();
+    const decide = async (pcm: Int16Array): Promise<{ heard: string; decision: string }> => {
+      const stream = await stt.connect({ language: 'en', sampleRate: RATE, channels: 1, interimResults: true });
+      let interim = '';
+      let final = '';
+      stream.transcripts.subscribe((e) => (e.final ? (final = e.text) : (interim ||= e.text)));
+      for (const chunk of chunkAudio(concat([silence(200, RATE), pcm, silence(PAUSE_MS, RATE)]), RATE, 20)) stream.sendAudio(chunk);
+      stream.finalize();
+      await stream.close();
+      const heard = interim || final;
+      const audio = concat([silence(1000, RATE), pcm, silence(PAUSE_MS, RATE)]).slice(-RATE);
+      const v = analyzer.analyze({ transcript: heard, language: 'en', audio, sampleRate: RATE, silenceMs: PAUSE_MS, closingPunctuation: stt.punctuation !== 'segments' });
+      return { heard, decision: `${v.decision} (${v.reason ?? ''})` };
     };
     const rows: Array<Record<string, string>> = [];
     const cpu: number[] = [];
@@ -79,16 +107,35 @@ export async function run(): Promise<void> {
     }
     let human = 0;
     if (existsSync(HUMAN)) {
-      for (const id of ['0870', '0880', '0890', '0920', '0930']) {
-        const b = readFileSync(`${HUMAN}/sense_and_sensibility_01_austen_64kb-${id}.wav`);
-        const r = await transcribe(new Int16Array(b.buffer.slice(b.byteOffset + 44, b.byteOffset + b.length)));
+      for (const id of HUMAN_IDS) {
+        const r = await transcribe(humanSentence(id));
         cpu.push(r.cpuMs);
         human++;
         rows.push({ voice: 'human (librivox)', said: id, heard: r.text, cue: textCue(r.text, 'en') });
       }
     }
+    // The analyzer's decisions at the pause, on the turns bench's corpus.
+    const decisions: Array<Record<string, string>> = [];
+    const wrong: string[] = [];
+    let endedAtPause = 0;
+    let completeN = 0;
+    let held = 0;
+    let openN = 0;
+    const judge = async (kind: 'complete' | 'open', label: string, pcm: Int16Array) => {
+      const d = await decide(pcm);
+      const right = kind === 'complete' ? d.decision.startsWith('complete') : !d.decision.startsWith('complete');
+      if (kind === 'complete') (completeN++, right && endedAtPause++);
+      else (openN++, right && held++);
+      if (!right) wrong.push(`${kind} ${label}: ${d.decision}, heard ${JSON.stringify(d.heard)}`);
+      decisions.push({ kind, said: label, heard: d.heard, decision: d.decision, right: right ? 'yes' : 'NO' });
+    };
+    for (const [voice, wpm] of VOICES) for (const said of COMPLETE) await judge('complete', `${voice}@${wpm} "${said}"`, await speak(said, voice, wpm));
+    for (const [voice, wpm] of VOICES.slice(0, 2)) for (const [first] of OPEN) await judge('open', `${voice}@${wpm} "${first}"`, await speak(first, voice, wpm));
+    let h = 0;
+    for (const [first] of humanOpen()) await judge('open', `human ${++h} (first half)`, first);
     load.push(loadavg()[0]!);
     printTable(rows);
+    printTable(decisions);
     const ms = engine.times.map((t) => t.ms);
     const perSecond = engine.times.map((t) => t.ms / (t.audioMs / 1000));
     const figures = {
@@ -102,9 +149,13 @@ export async function run(): Promise<void> {
       open_not_closed: `${heldOpen}/${open}`,
       backchannels_heard_as_such: `${backchannelWords}/${BACKCHANNELS.length * VOICES.length}`,
       human_utterances: human,
+      analyzer_complete_ended_at_pause: `${endedAtPause}/${completeN}`,
+      analyzer_open_not_ended: `${held}/${openN}`,
+      model: MODEL,
       load_avg: Math.round(Math.max(...load) * 100) / 100,
     };
     printTable(Object.entries(figures).map(([figure, value]) => ({ figure, value: String(value) })));
+    if (wrong.length) console.log(`the analyzer's wrong decisions at the pause:\n  ${wrong.join('\n  ')}`);
     printJson('moonshine_stt', figures);
   } finally {
     await engine.close();

@@ -26,17 +26,17 @@
  * voices, without the human recordings. `TURNS_BENCH_STT` names the server's speech-to-text
  * (`SVC_STT_PROVIDER`; default `local`, the phrase-list stand-in; `moonshine`: open vocabulary).
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { concat, rms, silence } from '../core/audio.ts';
+import { concat, silence } from '../core/audio.ts';
 import { LocalTTSService } from '../plugins/local/index.ts';
 import { RoomVisitor } from '../test/agent/room-visitor.ts';
 import { holdsWithin } from '../testing/until.ts';
 import { startServerProcess, type ServerProcess } from '../test/sessions/server-process.ts';
 import { percentile, printJson, printTable } from './table.ts';
-import { BACKCHANNELS, COMPLETE, OPEN, VOICES } from './_turn-corpus.ts';
+import { BACKCHANNELS, COMPLETE, humanOpen, OPEN, VOICES } from './_turn-corpus.ts';
 
 const RATE = 16_000;
 const LOUD = 0.02;
@@ -56,30 +56,12 @@ const BEGINNINGS: Array<[string, string]> = [
 const OPEN_CORPUS = process.env.TURNS_BENCH_OPEN === 'beginnings' ? BEGINNINGS : OPEN;
 const PAUSES = [500, 800, 1200, 2000];
 const INTERRUPTIONS = ['What is your name?', 'Who are you?'];
-const HUMAN = '/usr/share/pocketsphinx/test/data/librivox';
 
 async function speak(text: string, voice: string, rateWpm: number): Promise<Int16Array> {
   const tts = new LocalTTSService({ voice, rateWpm });
   const parts: Int16Array[] = [];
   for await (const e of tts.synthesize({ text, sampleRate: RATE })) if (e.type === 'audio') parts.push(e.pcm);
   return concat(parts);
-}
-
-/** The librivox sentences split at their quietest 30 ms between 35 % and 65 % of their length. */
-function humanOpen(): Array<[Int16Array, Int16Array]> {
-  if (!existsSync(HUMAN)) return [];
-  return ['0870', '0880', '0890', '0920', '0930'].map((id) => {
-    const b = readFileSync(join(HUMAN, `sense_and_sensibility_01_austen_64kb-${id}.wav`));
-    const pcm = new Int16Array(b.buffer.slice(b.byteOffset + 44, b.byteOffset + b.length));
-    const frame = 160;
-    let cut = 0;
-    let quietest = Infinity;
-    for (let i = Math.floor((pcm.length * 0.35) / frame); i < (pcm.length * 0.65) / frame; i++) {
-      const e = rms(pcm.subarray(i * frame, (i + 3) * frame));
-      if (e < quietest) [quietest, cut] = [e, (i + 1) * frame];
-    }
-    return [pcm.slice(0, cut), pcm.slice(cut)];
-  });
 }
 
 interface Figures {
