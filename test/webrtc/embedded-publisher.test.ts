@@ -79,4 +79,10 @@ test("a publisher's messages still reach the room after its frames ran out, unti
   t.is(second.sendMessage!({ type: 'bot-state', state: 'ended' }), 0, 'nothing after the room closed');
   t.deepEqual(appMessages(), [{ type: 'session-ended', reason: 'agent_ended' }, { type: 'bot-ready' }]);
   await second.close();
+
+  // Closed by its owner, a publication sends nothing more (browser-messages tests it at a page).
+  const other = rooms.createRoom();
+  const third = await publishAvatar(NEVER, { provider: 'embedded', room: other.room, token: other.publisherToken }, { rooms });
+  await third.close();
+  t.is(third.sendMessage!({ type: 'bot-ready' }), 0);
 });

@@ -36,7 +36,9 @@ export interface PublishedAvatar {
   /**
    * Sends a message to the room's clients (e.g. a client-mode tool call, which the browser
    * client turns into the `svcToolCall` window event). Returns how many clients it reached;
-   * 0 once publishing ended. Messages must be JSON-serialisable objects.
+   * 0 after `close()`, once another publisher took the room, or once the room closed. Frames that
+   * completed by themselves end the media, not the messages: a session's last ones (its
+   * `session-ended` after a farewell) still reach the room. Messages must be JSON-serialisable objects.
    */
   sendMessage?(message: Readonly<Record<string, unknown>>): number;
 }
@@ -95,18 +97,22 @@ export async function publishToEmbeddedRoom(frames: Observable<FaceFrame>, optio
   room.publish(publication);
   pump.start();
   const ended = pump.done.then(() => room.unpublish(publication));
+  // Closed by its owner: no message after that. Frames that ran out (a face that finished its
+  // farewell) leave the messages open: the session's last ones (session-ended) may still follow.
+  let closed = false;
   return {
     participantId: publication.participantId,
     room: room.name,
     stats: pump.stats,
     ended,
     async close() {
+      closed = true;
       pump.stop();
       await ended;
     },
     sendMessage(message) {
       if (!message || typeof message !== 'object' || Array.isArray(message)) throw new TypeError('sendMessage expects a JSON object');
-      return room.sendAppMessage(publication, message);
+      return closed ? 0 : room.sendAppMessage(publication, message);
     },
   };
 }
