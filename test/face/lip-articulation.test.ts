@@ -82,6 +82,7 @@ test('phoneme chunks add up: the first chunk\'s bilabial still closes the lips a
 
 for (const variant of ['human-portrait', 'human-presence'] as const) {
   test(`phoneme-timed corpus, ${variant}: closures, rounding, spread, a relaxed smile that returns, no flicker`, async (t) => {
+    t.timeout(300_000); // 27-94 s in loaded CI runs (the six corpus tests of this file run at once, beside the light lane); bounded at about three times that
     const s = await goals(variant, 'phonemes');
     t.log(fmt(s));
     t.true(s.closure >= 0.9, `bilabials closed: ${s.closure}`);
@@ -94,6 +95,7 @@ for (const variant of ['human-portrait', 'human-presence'] as const) {
   });
 
   test(`character-timed corpus (ElevenLabs alignment), ${variant}: the letters' sounds close, round and spread the lips`, async (t) => {
+    t.timeout(300_000); // 27-94 s in loaded CI runs (the six corpus tests of this file run at once, beside the light lane); bounded at about three times that
     const s = await goals(variant, 'letters');
     t.log(fmt(s));
     // The phoneme-timed path's goals: the letters' sounds are as good as eSpeak's own phonemes.
@@ -106,6 +108,7 @@ for (const variant of ['human-portrait', 'human-presence'] as const) {
   });
 
   test(`audio-only corpus, ${variant}: closures, rounding and no closures on open vowels from the audio alone`, async (t) => {
+    t.timeout(300_000); // 27-94 s in loaded CI runs (the six corpus tests of this file run at once, beside the light lane); bounded at about three times that
     const s = await goals(variant, 'audio');
     t.log(fmt(s));
     t.true(s.closure >= 0.75, `bilabials closed: ${s.closure}`);

@@ -53,6 +53,7 @@ function sameFrames(t: import('ava').ExecutionContext, a: Array<{ frame: FaceFra
 }
 
 test('a source renders the same pixels through a render worker as inline (byte-identical), with or without reused buffers', async (t) => {
+  t.timeout(180_000); // up to 20 s in loaded CI runs (longer beside other work); bounded well above that, and above the 120 s a test may otherwise go without a result
   const a = await inline.openSource({ configuration: { ...SMALL, seed: 11 } });
   const b = await pooled.openSource({ configuration: { ...SMALL, seed: 11 } });
   const c = await pooled.openSource({ configuration: { ...SMALL, seed: 11 } });
@@ -91,6 +92,7 @@ test('I420 pictures made on the render worker equal the inline RGB pictures conv
 });
 
 test('JPEG pictures encoded on the render worker are the inline RGB pictures encoded here, byte for byte', async (t) => {
+  t.timeout(180_000); // up to 20 s in loaded CI runs (longer beside other work); bounded well above that, and above the 120 s a test may otherwise go without a result
   const rgb = await inline.openSource({ configuration: { ...SMALL, seed: 7 } });
   const workerJpeg = await pooled.openSource({ configuration: { ...SMALL, seed: 7 } });
   const inlineJpeg = await inline.openSource({ configuration: { ...SMALL, seed: 7 } });

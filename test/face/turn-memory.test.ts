@@ -131,6 +131,7 @@ async function play(p: Program, faces: Face[], withPhonemes: boolean, seed: numb
 }
 
 test('a long open turn holds a bounded window of its audio, analysis and phoneme timings', async (t) => {
+  t.timeout(180_000); // up to 22 s in loaded CI runs (longer beside other work); bounded well above that, and above the 120 s a test may otherwise go without a result
   const minutes = 5;
   const p = program(minutes * 60, 11);
   for (const withPhonemes of [false, true]) {

@@ -86,24 +86,28 @@ test('plain JavaScript: every entry point of the exports map imports from the in
 });
 
 test('the svc command of the installed package runs (the service ships as sources run by tsx)', (t) => {
+  t.timeout(180_000); // up to 27 s in loaded CI runs (longer beside other work); bounded well above that, and above the 120 s a test may otherwise go without a result
   const result = run(process.execPath, [join(scratch, 'node_modules', 'svc-avatar', 'bin', 'svc.js'), '--help'], scratch);
   t.is(result.status, 0, result.stderr);
   t.regex(result.stdout, /^usage: svc <command>/);
 });
 
 test('internals stay unexported: a file that is not an entry point cannot be imported', (t) => {
+  t.timeout(180_000); // up to 26 s in loaded CI runs (longer beside other work); bounded well above that, and above the 120 s a test may otherwise go without a result
   const result = run(process.execPath, ['--input-type=module', '-e', "await import('svc-avatar/dist/core/frames.js')"], scratch);
   t.not(result.status, 0);
   t.regex(result.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/);
 });
 
 test('TypeScript: tsc checks a bot against the shipped declaration files (and the types are not any)', (t) => {
+  t.timeout(180_000); // up to 26 s in loaded CI runs (longer beside other work); bounded well above that, and above the 120 s a test may otherwise go without a result
   const result = run(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], scratch);
   t.is(result.status, 0, `${result.stdout}${result.stderr}`);
 });
 
 for (const entry of ENTRY_POINTS) {
   test(`importing svc-avatar/${entry.subpath} loads ${entry.heavy.length ? entry.heavy.join(', ') : 'no heavy optional part'}`, (t) => {
+    t.timeout(180_000); // up to 22 s in loaded CI runs (longer beside other work); bounded well above that, and above the 120 s a test may otherwise go without a result
     const loads = join(dir, `loads-${entry.subpath.replaceAll('/', '-')}.txt`);
     writeFileSync(loads, '');
     const result = run(process.execPath, ['--import', './record-loads.mjs', '--input-type=module', '-e', `await import('svc-avatar/${entry.subpath}')`], scratch, {
@@ -117,6 +121,7 @@ for (const entry of ENTRY_POINTS) {
 }
 
 test('sharp loads on first use: converting a picture for video with svc-avatar/transports/webrtc loads it (and wrtc)', (t) => {
+  t.timeout(180_000); // as the imports above (longer beside other work); bounded well above that, and above the 120 s a test may otherwise go without a result
   const loads = join(dir, 'loads-sharp.txt');
   writeFileSync(loads, '');
   const script = [
@@ -131,6 +136,7 @@ test('sharp loads on first use: converting a picture for video with svc-avatar/t
 });
 
 test('the recorder sees heavy parts that are loaded later through require (wrtc is loaded on first use)', (t) => {
+  t.timeout(180_000); // as the imports above (longer beside other work); bounded well above that, and above the 120 s a test may otherwise go without a result
   const loads = join(dir, 'loads-wrtc.txt');
   writeFileSync(loads, '');
   const script = "const { createRequire } = await import('node:module'); createRequire(import.meta.url)('@roamhq/wrtc');";

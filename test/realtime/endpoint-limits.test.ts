@@ -164,6 +164,7 @@ test('sessions per process: the limit is served, one more is server_busy (4503),
 });
 
 test('a client that stops reading is ended slow_consumer once its socket holds the hard bound, its session and slot freed; a bystander carries on; a flood of bad messages is answered a few times a second', async (t) => {
+  t.timeout(180_000); // up to 24 s in loaded CI runs (longer beside other work); bounded well above that, and above the 120 s a test may otherwise go without a result
   const path = '/realtime-slow';
   const endpoint = attachRealtime(ts.server.httpServer, { registry: ts.server.registry, resolver: createRealtimeResolver(ts.server), maxSessions: 4, path, hardMaxBufferedBytes: 256 * 1024 });
   t.teardown(() => endpoint.close());
