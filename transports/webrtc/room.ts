@@ -210,7 +210,7 @@ export class Room {
    * another publishes or the room closes); returns how many subscribers it reached.
    */
   sendAppMessage(publication: RoomPublication, message: Readonly<Record<string, unknown>>): number {
-    if (this.messenger !== publication || this.closedReason !== null) return 0;
+    if (this.messenger !== publication) return 0;
     for (const s of this.members.values()) s.channel.send({ type: 'app_message', publisher_id: publication.participantId, message });
     return this.members.size;
   }
