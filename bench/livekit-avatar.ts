@@ -1,7 +1,6 @@
 /**
  * `npm run bench -- livekit-avatar`: our avatar in a LiveKit Agents room (docs/livekit-agents.md),
- * through the fake LiveKit server (which decodes and re-encodes what it forwards: a real SFU
- * forwards packets, so the figures include one more encode than production). Per run: a new room,
+ * through the fake LiveKit server (it forwards RTP packets, as a real SFU does). Per run: a new room,
  * a scripted agent (rtc-node speaking the avatar protocol as @livekit/agents' DataStreamAudioOutput
  * does: 24 kHz byte streams, lk.clear_buffer), a visitor (rtc-node) and POST /v1/avatar-sessions
  * with the default face (svc/human-portrait, 640x360) on PGlite.
@@ -10,7 +9,9 @@
  * first lip-synced frame at the visitor (the mouth region moving beyond the idle face's motion),
  * A/V offset at the visitor (that frame against the first audible 10 ms of the speech; positive:
  * the picture after its sound), clear_buffer to silence (the RPC sent to the last audible 10 ms at
- * the visitor). LIVEKIT_AVATAR_BENCH_RUNS (default 5). The fake SFU forwards packets in a process
+ * the visitor). LIVEKIT_AVATAR_BENCH_RUNS (default 5); the worker's media settings where they
+ * differ from its defaults (LIVEKIT_AVATAR_WORKER_DEFAULTS): LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES,
+ * LIVEKIT_AVATAR_BENCH_SPEECH_LEAD_MS (`off`: the idle silence queued is kept). The fake SFU forwards packets in a process
  * of its own, as a LiveKit server is. The load average is printed: the machine is shared.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -25,6 +26,7 @@ import { LocalTTSService } from '../plugins/local/index.ts';
 import { createServer } from '../server/build-server.ts';
 import { mountAvatarSessions } from '../server/avatar-sessions/index.ts';
 import { createCapacityGate } from '../server/capacity/index.ts';
+import { LIVEKIT_AVATAR_WORKER_DEFAULTS } from '../transports/livekit/index.ts';
 import { LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
 import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
 import { SECRETS } from '../test/server/harness.ts';
@@ -33,6 +35,8 @@ import { holdsWithin } from '../testing/until.ts';
 import { percentile, printJson, printTable } from './table.ts';
 
 const RUNS = Number(process.env.LIVEKIT_AVATAR_BENCH_RUNS ?? 5);
+const VIDEO_DELAY_FRAMES = process.env.LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES;
+const SPEECH_LEAD_MS = process.env.LIVEKIT_AVATAR_BENCH_SPEECH_LEAD_MS;
 const RATE = 24_000;
 const MOUTH: [number, number, number, number] = [0.4, 0.38, 0.5, 0.47];
 
@@ -53,7 +57,12 @@ export async function run(): Promise<void> {
   const key = (await server.services.apiKeys.create('bench-org', 'bench')).key;
   // Count only: one session at a time, and the shared machine's load must not refuse the bench's sessions.
   const capacity = createCapacityGate({ limit: 2, loadCheck: false });
-  const avatars = mountAvatarSessions(server, { capacity });
+  const media = {
+    ...(VIDEO_DELAY_FRAMES ? { videoDelayFrames: Number(VIDEO_DELAY_FRAMES) } : {}),
+    // 'off': a lead longer than any queue, so nothing is ever dropped.
+    ...(SPEECH_LEAD_MS ? { speechLeadMs: SPEECH_LEAD_MS === 'off' ? Number.POSITIVE_INFINITY : Number(SPEECH_LEAD_MS) } : {}),
+  };
+  const avatars = mountAvatarSessions(server, { capacity, media });
   const voice = new LocalTTSService();
   await voice.warmUp();
   const phrase = await speechBytes(voice, 'Welcome to the space station tour. The crew is waiting for you.');
@@ -149,6 +158,8 @@ export async function run(): Promise<void> {
     clear_to_silence_p50_ms: percentile(col('clear_to_silence_ms'), 50),
     clear_to_silence_max_ms: Math.max(...col('clear_to_silence_ms')),
     clear_to_worker_p50_ms: percentile(col('clear_to_worker_ms'), 50),
+    video_delay_frames: media.videoDelayFrames ?? LIVEKIT_AVATAR_WORKER_DEFAULTS.videoDelayFrames,
+    speech_lead_ms: SPEECH_LEAD_MS === 'off' ? 'off' : (media.speechLeadMs ?? LIVEKIT_AVATAR_WORKER_DEFAULTS.speechLeadMs),
     undetected: rows.length * 2 - col('first_byte_to_synced_frame_ms').length - col('av_offset_ms').length,
     loadavg_1m: Number(load.toFixed(2)),
     loadavg_1m_end: Number(loadavg()[0]!.toFixed(2)),

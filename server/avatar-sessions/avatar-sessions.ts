@@ -16,7 +16,7 @@ import type { Logger } from 'pino';
 import { RealClock } from '../../core/clock.ts';
 import type { Registry } from '../../core/registry.ts';
 import type { HostResolver } from '../../processors/tools/webhook-target.ts';
-import { LiveKitAddressRefused, liveKitAddressPolicy, LiveKitAvatarWorker, resolveLiveKitTarget, type AvatarWorkerEndReason } from '../../transports/livekit/index.ts';
+import { LiveKitAddressRefused, liveKitAddressPolicy, LiveKitAvatarWorker, resolveLiveKitTarget, type AvatarWorkerEndReason, type LiveKitAvatarWorkerOptions } from '../../transports/livekit/index.ts';
 import { RoomError } from '../../transports/webrtc/index.ts';
 import type { CapacityGate } from '../capacity/index.ts';
 import { ApiError } from '../http/api-error.ts';
@@ -60,6 +60,8 @@ export interface AvatarSessionsOptions {
   /** Host name resolution for the address policy and the join (tests); CAs for `wss://` (private CAs). */
   readonly resolver?: HostResolver;
   readonly ca?: string | readonly string[];
+  /** The worker's media settings where they differ from its defaults (LIVEKIT_AVATAR_WORKER_DEFAULTS): benches compare them. */
+  readonly media?: Pick<LiveKitAvatarWorkerOptions, 'audioQueueMs' | 'videoDelayFrames' | 'speechLeadMs'>;
 }
 
 interface AvatarSession {
@@ -134,6 +136,7 @@ export class AvatarSessions {
         face,
         maxDurationMs,
         agentWaitMs: this.options.agentWaitMs ?? AVATAR_SESSION_DEFAULTS.agentWaitMs,
+        ...this.options.media,
         onWarning: (message, details) => log?.warn(details, message),
         onMeasure: (what, value) => {
           if (what === 'first_frame') metrics?.firstFrame((value - receivedAtMs) / 1000);

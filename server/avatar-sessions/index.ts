@@ -23,7 +23,7 @@ export interface MountedAvatarSessions {
 
 export function mountAvatarSessions(
   server: Pick<ServiceCore, 'db' | 'storage' | 'registry' | 'services' | 'config' | 'logger'> & Pick<HttpHost, 'api' | 'router'>,
-  options: { readonly capacity: CapacityGate; readonly metrics?: AvatarSessionMetrics } & Partial<Pick<AvatarSessionsOptions, 'maxDurationMs' | 'agentWaitMs' | 'keepEndedMs' | 'onFrameLateness' | 'resolver' | 'ca'>>,
+  options: { readonly capacity: CapacityGate; readonly metrics?: AvatarSessionMetrics } & Partial<Pick<AvatarSessionsOptions, 'maxDurationMs' | 'agentWaitMs' | 'keepEndedMs' | 'onFrameLateness' | 'resolver' | 'ca' | 'media'>>,
 ): MountedAvatarSessions {
   const resolver = createRealtimeResolver({ db: server.db, storage: server.storage, registry: server.registry, services: server.services });
   let sessions: AvatarSessions | undefined;

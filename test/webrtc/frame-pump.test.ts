@@ -149,3 +149,25 @@ test('videoDelayFrames sends each picture that many frames after its audio, and 
   t.is(sink.deliveries[7]!.audio, 0);
   t.is(pump.stats.videoFrames, 6);
 });
+
+test('a speech-start frame tells the sink before its audio is delivered, once per turn', async (t) => {
+  const [jpeg] = await renderSyntheticPictures(64, 48, 1);
+  const subject = new Subject<FaceFrame>();
+  const events: string[] = [];
+  const sink = new (class extends RecordingSink {
+    override deliver(video: I420Frame | null, audio: readonly Int16Array[]): void {
+      events.push(`deliver ${audio.length}`);
+      super.deliver(video, audio);
+    }
+    async speechStarting(): Promise<void> {
+      events.push('speech');
+      await new Promise((resolve) => setImmediate(resolve)); // a sink that takes its time: the audio still waits for it
+    }
+  })();
+  const pump = new AvatarFramePump(subject, sink);
+  pump.start();
+  const typed = (i: number, type: FaceFrame['type']): FaceFrame => ({ ...frame(i, jpeg!), type });
+  await feedInStep(subject, sink, [typed(0, 'idle'), typed(1, 'speech-start'), typed(2, 'speech'), typed(3, 'fade-out'), typed(4, 'idle'), typed(5, 'speech-start')]);
+  await pump.done;
+  t.deepEqual(events.slice(0, 8), ['deliver 4', 'speech', 'deliver 4', 'deliver 4', 'deliver 4', 'deliver 4', 'speech', 'deliver 4']);
+});

@@ -58,6 +58,42 @@ test('the media sink feeds real LiveKit sources and creates the video track once
   await sink.close();
 });
 
+/** 40 ms of 48 kHz audio as four 10 ms chunks: silence, or a tone. */
+const chunks40 = (tone: boolean) => Array.from({ length: 4 }, (_, i) => (tone ? toneFrame(i, 0.3).subarray(0, 480) : new Int16Array(480)));
+
+test('with a speech lead, the idle silence queued ahead of a turn is dropped down to the lead when its speech starts', async (t) => {
+  const sink = new LiveKitMediaSink(() => undefined, 200, 20);
+  for (let i = 0; i < 4; i++) await sink.deliver(null, chunks40(false)); // 160 ms of idle silence, faster than real time
+  const before = sink.audioAheadMs;
+  t.true(before > 40, `the silence is still queued (${before} ms; a stall of 120 ms would void this check)`);
+  await sink.speechStarting();
+  t.true(sink.audioAheadMs <= 20, `${sink.audioAheadMs} ms queued after the drop: the lead at most`);
+  t.true(sink.droppedSilenceMs >= before - 20 - 10 && sink.droppedSilenceMs <= before, `dropped ${sink.droppedSilenceMs} of ${before} ms`);
+  await sink.deliver(null, chunks40(true));
+  t.true(sink.audioAheadMs > 40 && sink.audioAheadMs <= 60, `${sink.audioAheadMs} ms: the speech right behind the lead`);
+  await sink.close();
+});
+
+test('queued sound is never dropped: the end of a turn before still plays whole, and without a lead nothing is dropped', async (t) => {
+  const sink = new LiveKitMediaSink(() => undefined, 200, 20);
+  await sink.deliver(null, chunks40(true));
+  await sink.deliver(null, chunks40(true));
+  await sink.deliver(null, chunks40(false)); // a short pause after a turn: the queue still holds its end
+  const before = sink.audioAheadMs;
+  t.true(before > 40, `sound and silence still queued (${before} ms)`);
+  await sink.speechStarting();
+  t.is(sink.droppedSilenceMs, 0);
+  t.true(sink.audioAheadMs > 30, `${sink.audioAheadMs} of ${before} ms still queued (a drop leaves 20 at most)`);
+  await sink.close();
+
+  const keeping = new LiveKitMediaSink(() => undefined, 200);
+  for (let i = 0; i < 4; i++) await keeping.deliver(null, chunks40(false));
+  await keeping.speechStarting();
+  t.is(keeping.droppedSilenceMs, 0);
+  t.true(keeping.audioAheadMs > 30, `${keeping.audioAheadMs} ms still queued (a drop leaves 20 at most)`);
+  await keeping.close();
+});
+
 test('a LiveKit server that cannot be reached is a publish_failed RoomError', async (t) => {
   const refusing = createServer((_req, res) => res.writeHead(401).end('unauthorized'));
   await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));

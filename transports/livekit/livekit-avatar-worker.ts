@@ -47,6 +47,12 @@ export const LIVEKIT_AVATAR_WORKER_DEFAULTS = {
    * worst; 120 ms). The embedded publisher keeps 2 (chromium plays video sooner).
    */
   videoDelayFrames: 1,
+  /**
+   * A turn's speech does not wait behind the idle silence the audio source still holds: at its
+   * start that silence is dropped down to this lead (ms), kept against late frames (a frame later
+   * than the lead is a gap in the sound). Measured: bench livekit-avatar's `worker_audio_queued`.
+   */
+  speechLeadMs: 20,
 } as const;
 
 /** RPC error codes the worker answers with (application codes: LiveKit reserves 1001-1999). */
@@ -65,6 +71,7 @@ export interface LiveKitAvatarWorkerOptions extends LiveKitJoinOptions {
   readonly agentWaitMs?: number;
   readonly audioQueueMs?: number;
   readonly videoDelayFrames?: number;
+  readonly speechLeadMs?: number;
   /** Faults that end nothing (a refused stream, a failed RPC): for the owner's log. */
   readonly onWarning?: (message: string, details: Record<string, unknown>) => void;
   /**
@@ -107,7 +114,7 @@ export class LiveKitAvatarWorker {
   readonly ended: Promise<AvatarWorkerEndReason>;
   private resolveEnded!: (reason: AvatarWorkerEndReason) => void;
   private readonly playback = new AvatarPlayback();
-  private readonly settings: { maxDurationMs: number; agentWaitMs: number; audioQueueMs: number; videoDelayFrames: number };
+  private readonly settings: { maxDurationMs: number; agentWaitMs: number; audioQueueMs: number; videoDelayFrames: number; speechLeadMs: number };
   private publication: LiveKitAvatarPublication | undefined;
   private streams: Promise<void> = Promise.resolve();
   private rpcs: Promise<void> = Promise.resolve();
@@ -120,7 +127,7 @@ export class LiveKitAvatarWorker {
     private readonly joined: JoinedLiveKitRoom,
     private readonly options: LiveKitAvatarWorkerOptions,
   ) {
-    this.settings = resolveOptions(LIVEKIT_AVATAR_WORKER_DEFAULTS, { maxDurationMs: options.maxDurationMs, agentWaitMs: options.agentWaitMs, audioQueueMs: options.audioQueueMs, videoDelayFrames: options.videoDelayFrames });
+    this.settings = resolveOptions(LIVEKIT_AVATAR_WORKER_DEFAULTS, { maxDurationMs: options.maxDurationMs, agentWaitMs: options.agentWaitMs, audioQueueMs: options.audioQueueMs, videoDelayFrames: options.videoDelayFrames, speechLeadMs: options.speechLeadMs });
     this.ended = new Promise((resolve) => (this.resolveEnded = resolve));
   }
 
@@ -209,7 +216,7 @@ export class LiveKitAvatarWorker {
       .on(RoomEvent.Disconnected, () => void this.finish('room_closed'));
     const frames = this.options.face.frames.pipe(map((frame) => this.onFrame(frame)));
     const face = this.options.face;
-    this.publication = await publishFramesToRoom(room, frames, { simulcast: false, audioQueueMs: this.settings.audioQueueMs, videoDelayFrames: this.settings.videoDelayFrames, videoSize: { width: face.width, height: face.height } });
+    this.publication = await publishFramesToRoom(room, frames, { simulcast: false, audioQueueMs: this.settings.audioQueueMs, videoDelayFrames: this.settings.videoDelayFrames, speechLeadMs: this.settings.speechLeadMs, videoSize: { width: face.width, height: face.height } });
     if (this.ending) {
       // Ended while publishing started (the agent left, the room closed): `finish` found no
       // publication to stop, and no timer may be set now (the time limit would hold the worker

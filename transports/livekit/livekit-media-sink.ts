@@ -24,18 +24,28 @@ export function toLiveKitAudioFrame(chunk: Int16Array, sampleRate: number = AVAT
   return new AudioFrame(chunk, sampleRate, 1, chunk.length);
 }
 
+const CHUNK_MS = 10;
+
 export class LiveKitMediaSink implements AvatarMediaSink {
   readonly audioSource: AudioSource;
+  /** Queued silence dropped when speech started (ms, in all). */
+  droppedSilenceMs = 0;
   private videoSource: VideoSource | undefined;
   private videoSize = { width: 0, height: 0 };
+  /** How much of the audio captured last was silence (ms): the queue holds only silence while it is at most this. */
+  private silentTailMs = 0;
 
   /**
    * @param onVideoTrack called once with the video track when the first picture arrives (the
    *   publisher publishes it); the sink keeps feeding the source meanwhile.
+   * @param speechLeadMs when set, a turn's speech does not wait behind queued silence: at its
+   *   start the silence is dropped down to this much (a lead against late frames; a frame later
+   *   than its lead is a gap in the sound). Whole 10 ms chunks; null keeps the queue as it is.
    */
   constructor(
     private readonly onVideoTrack: (track: LocalVideoTrack) => Promise<void> | void,
     audioQueueMs: number = LIVEKIT_MEDIA_DEFAULTS.audioQueueMs,
+    private readonly speechLeadMs: number | null = null,
   ) {
     this.audioSource = new AudioSource(AVATAR_MEDIA.audioSampleRate, 1, audioQueueMs);
   }
@@ -71,7 +81,26 @@ export class LiveKitMediaSink implements AvatarMediaSink {
       // A source keeps its first size as its resolution hint; later sizes still encode correctly.
       this.videoSource.captureFrame(toLiveKitVideoFrame(video));
     }
-    for (const chunk of audio) await this.audioSource.captureFrame(toLiveKitAudioFrame(chunk));
+    for (const chunk of audio) {
+      this.silentTailMs = chunk.every((sample) => sample === 0) ? this.silentTailMs + (chunk.length / AVATAR_MEDIA.audioSampleRate) * 1000 : 0;
+      await this.audioSource.captureFrame(toLiveKitAudioFrame(chunk));
+    }
+  }
+
+  /**
+   * A turn's speech comes next: the silence queued ahead of it (idle frames' audio not yet sent)
+   * is dropped down to the lead, so the speech is sent that much sooner. Only when all that is
+   * queued is silence: the end of a turn just before still plays whole.
+   */
+  async speechStarting(): Promise<void> {
+    if (this.speechLeadMs === null) return;
+    const lead = Math.max(0, Math.ceil(this.speechLeadMs / CHUNK_MS)) * CHUNK_MS;
+    const queued = this.audioSource.queuedDuration;
+    if (queued <= lead || queued > this.silentTailMs) return;
+    this.audioSource.clearQueue();
+    for (let ms = 0; ms < lead; ms += CHUNK_MS) await this.audioSource.captureFrame(toLiveKitAudioFrame(new Int16Array((AVATAR_MEDIA.audioSampleRate / 1000) * CHUNK_MS)));
+    this.droppedSilenceMs += queued - lead;
+    this.silentTailMs = lead;
   }
 
   get size(): { readonly width: number; readonly height: number } {

@@ -138,6 +138,12 @@ export interface LiveKitAvatarPublication {
 export interface PublishFramesOptions extends FramePumpOptions {
   readonly audioQueueMs?: number;
   /**
+   * When set, a turn's speech does not wait behind the idle silence queued in the audio source:
+   * it is dropped down to this lead (ms) when the speech starts (`LiveKitMediaSink`). Unset, the
+   * queue is kept.
+   */
+  readonly speechLeadMs?: number;
+  /**
    * Simulcast layers for the video (default: the SDK's, on). A session has one viewer, so the
    * session bot turns them off: one encoding instead of three on the bot's CPU.
    */
@@ -156,7 +162,7 @@ export async function publishFramesToRoom(room: Room, frames: Observable<FaceFra
   if (!participant) throw joinFailed(new Error('the LiveKit room has no local participant'));
   const sink = new LiveKitMediaSink(async (track: LocalVideoTrack) => {
     await participant.publishTrack(track, new TrackPublishOptions({ source: TrackSource.SOURCE_CAMERA, ...(options.simulcast === undefined ? {} : { simulcast: options.simulcast }) }));
-  }, options.audioQueueMs);
+  }, options.audioQueueMs, options.speechLeadMs ?? null);
   try {
     const audioTrack = LocalAudioTrack.createAudioTrack(LIVEKIT_MEDIA_DEFAULTS.audioTrackName, sink.audioSource);
     // Both at once, so that the SDK's negotiation (debounced, 150 ms) offers both: rtc-node 1.1's

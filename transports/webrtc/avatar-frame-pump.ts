@@ -37,6 +37,11 @@ export interface AvatarMediaSink {
   deliver(video: I420Frame | null, audio: readonly Int16Array[]): void | Promise<void>;
   /** Audio (ms) a sink that paces delivery holds ahead of playout; absent for sinks that never wait. */
   readonly audioAheadMs?: number;
+  /**
+   * Optional: the next chunks open a turn's speech (a `speech-start` frame). A sink that holds
+   * silence ahead of playout may drop it here, so the speech is not heard after it.
+   */
+  speechStarting?(): void | Promise<void>;
 }
 
 export interface FramePumpStats {
@@ -141,6 +146,8 @@ export class AvatarFramePump {
         }
         if (this.stopped) break;
         const chunks = this.audio.push(frame.audio);
+        if (frame.type === 'speech-start') await this.speechStarting();
+        if (this.stopped) break;
         this.delayedPictures.push(picture);
         const due = this.delayedPictures.length > this.videoDelayFrames ? this.delayedPictures.shift()! : null;
         await this.deliver(due, chunks);
@@ -166,6 +173,14 @@ export class AvatarFramePump {
         this.stats.height = picture.height;
       }
       this.stats.audioChunks += chunks.length;
+    } catch (error) {
+      this.options.onWarning?.('media sink failed', error);
+    }
+  }
+
+  private async speechStarting(): Promise<void> {
+    try {
+      await this.sink.speechStarting?.();
     } catch (error) {
       this.options.onWarning?.('media sink failed', error);
     }
