@@ -24,7 +24,8 @@
  * and `TURNS_BENCH_RULES` (ours,old) run a part. `TURNS_BENCH_OPEN=beginnings` takes as open utterances
  * beginnings of the offline STT's own phrases ("What is your," ... "name?") instead, in the first two
  * voices, without the human recordings. `TURNS_BENCH_STT` names the server's speech-to-text
- * (`SVC_STT_PROVIDER`; default `local`, the phrase-list stand-in; `moonshine`: open vocabulary).
+ * (`SVC_STT_PROVIDER`; default `local`, the phrase-list stand-in; `moonshine`: open vocabulary),
+ * `TURNS_BENCH_STT_MODEL` its model (`SVC_STT_MODEL`: `base` for moonshine's larger one).
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -44,6 +45,7 @@ const REPEAT = Number(process.env.TURNS_BENCH_REPEAT ?? 1);
 /** Which parts to run (comma-separated `complete,open,over`; default all) and for which rules (`ours,old`): a diagnosis can run one. */
 /** The server's speech-to-text (SVC_STT_PROVIDER). */
 const STT = process.env.TURNS_BENCH_STT ?? 'local';
+const STT_MODEL = process.env.TURNS_BENCH_STT_MODEL ?? '';
 const PARTS = new Set((process.env.TURNS_BENCH_PARTS ?? 'complete,open,over').split(','));
 
 /** Beginnings of `stt:local`'s phrases and their rests (TURNS_BENCH_OPEN=beginnings). */
@@ -87,7 +89,7 @@ export async function run(): Promise<void> {
   const stalls = monitorEventLoopDelay({ resolution: 10 });
   stalls.enable();
   try {
-    server = await startServerProcess({ SVC_DATA_DIR: dataDir, DATABASE_URL: '', SVC_STT_PROVIDER: STT });
+    server = await startServerProcess({ SVC_DATA_DIR: dataDir, DATABASE_URL: '', SVC_STT_PROVIDER: STT, SVC_STT_MODEL: STT_MODEL });
     const key = server.firstKey!;
     // The engines (the offline ones, and the speech-to-text's model) load after listening: measured once loaded.
     if (!(await holdsWithin(async () => (await fetch(`${server!.url}/readyz`)).status === 200, { timeoutMs: 60_000 }))) throw new Error('the server did not become ready within 60 s');
@@ -265,7 +267,7 @@ export async function run(): Promise<void> {
     const ours = row('ours');
     const old = row('old');
     printTable(Object.keys(ours).map((k) => ({ figure: k, 'ours (analyzer, 200 ms pause)': String((ours as Record<string, unknown>)[k]), 'old rule (800 ms)': String((old as Record<string, unknown>)[k]) })));
-    printJson('turns', { stt: STT, ours, old_rule: old, load_avg: Math.max(...load), corpus: { complete: 7 * VOICES.length, open: OPEN.length * 2 + humanOpen().length, pauses_ms: PAUSES, backchannels: BACKCHANNELS.length, interruptions: INTERRUPTIONS.length, repeat: REPEAT } });
+    printJson('turns', { stt: STT, ...(STT_MODEL ? { stt_model: STT_MODEL } : {}), ours, old_rule: old, load_avg: Math.max(...load), corpus: { complete: 7 * VOICES.length, open: OPEN.length * 2 + humanOpen().length, pauses_ms: PAUSES, backchannels: BACKCHANNELS.length, interruptions: INTERRUPTIONS.length, repeat: REPEAT } });
   } finally {
     stalls.disable();
     server?.kill('SIGTERM');

@@ -244,12 +244,12 @@ export async function warmFaceEngine(registry: Registry): Promise<void> {
  * then the WebRTC library of embedded rooms (its native module took 60 ms to load inside the
  * first bot start). Failures are logged; the first use pays for them instead. Never throws.
  */
-export async function warmEngines(registry: Registry, logger: Logger, options: { readonly webrtc: boolean; readonly stt?: string }): Promise<void> {
+export async function warmEngines(registry: Registry, logger: Logger, options: { readonly webrtc: boolean; readonly stt?: string; readonly sttOptions?: Readonly<Record<string, unknown>> | undefined }): Promise<void> {
   await registry.warmUp((plugin, err) => logger.warn({ err, plugin }, 'plugin warm-up failed; its first use pays for it instead'));
   // The deployment's speech-to-text, when it has a model to load (stt:moonshine: 0.3-2 s, once).
   if (options.stt && registry.has('stt', options.stt)) {
     try {
-      const stt = registry.create<STTService & { warmUp?: () => Promise<void> }>('stt', options.stt);
+      const stt = registry.create<STTService & { warmUp?: () => Promise<void> }>('stt', options.stt, options.sttOptions ? { ...options.sttOptions } : undefined);
       await stt.warmUp?.();
     } catch (err) {
       logger.warn({ err, stt: options.stt }, 'speech-to-text warm-up failed; its first session pays for it instead');

@@ -10,7 +10,7 @@ import { heapGrowthFromEnv, loadConfigFromEnv } from './config/env.ts';
 import { loadDefaultPlugins } from './default-plugins.ts';
 import { applyHeapGrowth } from './operations/heap-growth.ts';
 import { createLogDestination } from './operations/log-destination.ts';
-import { speechProvidersReport } from './speech-providers.ts';
+import { speechProvidersReport, sttModelOf } from './speech-providers.ts';
 
 /** Past the shutdown grace plus this, the process exits 1 whatever is still closing (a stuck database, ...). */
 const SHUTDOWN_BACKSTOP_MS = 10_000;
@@ -32,7 +32,7 @@ const logger = pino({ level: config.logLevel, redact: ['req.headers["x-api-key"]
 const registry = new Registry();
 const plugins = await loadDefaultPlugins(registry, logger);
 // The speech providers, checked before anything listens: an unknown SVC_STT_PROVIDER stops here.
-const speech = speechProvidersReport(registry, { slug: config.sessions.providers.stt, reason: config.sessions.sttReason ?? 'configured' });
+const speech = speechProvidersReport(registry, { slug: config.sessions.providers.stt, reason: config.sessions.sttReason ?? 'configured', model: sttModelOf(config.sessions.providers) });
 if (speech.error) {
   process.stderr.write(`svc server configuration error: ${speech.error}\n`);
   process.exit(1);
@@ -51,7 +51,7 @@ const { url } = await server.listen().catch((err: Error) => {
 // its greeting, and stalled the other live sessions meanwhile (plugins/local/warm-up.ts). The
 // WebRTC library of embedded rooms too (its native module took 60 ms to load, inside the first
 // bot start). /readyz says `engines: loading` until it is done.
-server.readiness.trackEngines(warmEngines(registry, logger, { webrtc: server.rooms !== undefined, stt: config.sessions.providers.stt }));
+server.readiness.trackEngines(warmEngines(registry, logger, { webrtc: server.rooms !== undefined, stt: config.sessions.providers.stt, sttOptions: config.sessions.providers.options?.[`stt:${config.sessions.providers.stt}`] }));
 const demo = await bootstrapDemo(server.services.organizations, server.services.apiKeys);
 demoAgentId = await ensureDemoAgent(server, demo !== null).catch((err: Error) => {
   logger.warn({ err }, 'the demo agent could not be prepared; the demo page has no agent');

@@ -35,7 +35,7 @@ import { applyHeapGrowth } from './operations/heap-growth.ts';
 import { createLogDestination } from './operations/log-destination.ts';
 import { createInlineBotRunner } from './sessions/embedded-sessions.ts';
 import { SESSION_LEASE, SessionStore } from './sessions/session-store.ts';
-import { speechProvidersReport } from './speech-providers.ts';
+import { speechProvidersReport, sttModelOf } from './speech-providers.ts';
 
 /** Past the drain and the shutdown grace plus this, the process exits 1 whatever is still closing. */
 const SHUTDOWN_BACKSTOP_MS = 10_000;
@@ -56,7 +56,7 @@ const runnerId = settings.runnerId ?? `${hostname()}:${process.pid}:${randomUUID
 const logger = pino({ level: config.logLevel, base: { pid: process.pid, runner: runnerId } }, logDestination);
 const registry = new Registry();
 const plugins = await loadDefaultPlugins(registry, logger);
-const speech = speechProvidersReport(registry, { slug: config.sessions.providers.stt, reason: config.sessions.sttReason ?? 'configured' });
+const speech = speechProvidersReport(registry, { slug: config.sessions.providers.stt, reason: config.sessions.sttReason ?? 'configured', model: sttModelOf(config.sessions.providers) });
 if (speech.error) {
   process.stderr.write(`svc runner configuration error: ${speech.error}\n`);
   process.exit(1);
@@ -75,7 +75,7 @@ const capacity = createCapacityGate({ limit: settings.slots, loadCheck: config.c
 // The engines warm before the runner says ready: a first visitor never pays for loading them.
 const warm = (async () => {
   await warmFaceEngine(registry);
-  await warmEngines(registry, logger, { webrtc: true, stt: config.sessions.providers.stt });
+  await warmEngines(registry, logger, { webrtc: true, stt: config.sessions.providers.stt, sttOptions: config.sessions.providers.options?.[`stt:${config.sessions.providers.stt}`] });
 })();
 const server = await buildServer(
   { ...config, surfaces: RUNNER, jobs: { ...config.jobs, runWorker: false } },

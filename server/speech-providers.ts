@@ -7,6 +7,7 @@
  */
 import { ProviderError } from '../core/provider-error.ts';
 import type { Registry } from '../core/registry.ts';
+import type { ProviderChoice } from '../agent/agent-pipeline.ts';
 
 export interface SpeechProvidersReport {
   /** Lines for the start-up banner. */
@@ -16,10 +17,10 @@ export interface SpeechProvidersReport {
 }
 
 /** Why `kind:slug` cannot start from this environment, or undefined when it can. */
-function startProblem(registry: Registry, kind: string, slug: string): string | undefined {
+function startProblem(registry: Registry, kind: string, slug: string, options?: Record<string, unknown>): string | undefined {
   if (slug === 'local') return undefined; // offline engines need no key
   try {
-    registry.create(kind, slug);
+    registry.create(kind, slug, options);
     return undefined;
   } catch (err) {
     if (err instanceof ProviderError && err.code === 'key_missing') return err.message;
@@ -27,13 +28,28 @@ function startProblem(registry: Registry, kind: string, slug: string): string | 
   }
 }
 
-export function speechProvidersReport(registry: Registry, stt: { readonly slug: string; readonly reason: string }): SpeechProvidersReport {
+/** The model `SVC_STT_MODEL` set for the deployment's speech-to-text (config/env.ts puts it in the provider's options). */
+export function sttModelOf(providers: ProviderChoice): string | undefined {
+  const model = providers.options?.[`stt:${providers.stt}`]?.model;
+  return typeof model === 'string' ? model : undefined;
+}
+
+export function speechProvidersReport(registry: Registry, stt: { readonly slug: string; readonly reason: string; readonly model?: string | undefined }): SpeechProvidersReport {
   const installed = registry.slugs('stt');
   if (!installed.includes(stt.slug)) {
     return { lines: [], error: `SVC_STT_PROVIDER=${stt.slug} is not an installed speech-to-text provider (installed: ${installed.join(', ')})` };
   }
-  const sttProblem = startProblem(registry, 'stt', stt.slug);
-  const lines = [`  Speech:     speech-to-text ${stt.slug} (${stt.reason})${sttProblem ? ` -- CANNOT START: ${sttProblem}; every session will fail (stt_key_missing)` : ''}`];
+  const options = stt.model === undefined ? undefined : { model: stt.model };
+  if (options) {
+    // A model the plugin itself refuses (moonshine knows two) would fail every session: not a start.
+    try {
+      registry.create('stt', stt.slug, options);
+    } catch (err) {
+      if (err instanceof ProviderError && err.code === 'invalid_options') return { lines: [], error: `SVC_STT_MODEL=${stt.model} is refused by speech-to-text ${stt.slug}: ${err.message}` };
+    }
+  }
+  const sttProblem = startProblem(registry, 'stt', stt.slug, options);
+  const lines = [`  Speech:     speech-to-text ${stt.slug}${stt.model ? ` model ${stt.model}` : ''} (${stt.reason}${stt.model ? ', SVC_STT_MODEL' : ''})${sttProblem ? ` -- CANNOT START: ${sttProblem}; every session will fail (stt_key_missing)` : ''}`];
   const voices = registry.slugs('tts').map((slug) => {
     const problem = startProblem(registry, 'tts', slug);
     return problem ? `${slug} (no key: agents using it fail to start, tts_key_missing)` : slug;

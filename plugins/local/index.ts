@@ -3,7 +3,7 @@
  *
  * - `tts:local`  eSpeak-NG speech with phoneme and word timings (LocalTTSService)
  * - `stt:local`  a phrase-list STAND-IN for speech-to-text (LocalPhraseSTT)
- * - `stt:moonshine` speech-to-text of open vocabulary, English (MoonshineSTT: the Moonshine tiny model, from npm)
+ * - `stt:moonshine` speech-to-text of open vocabulary, English (MoonshineSTT: the Moonshine tiny or base model, from npm)
  * - `vad:local`  the WebRTC voice activity detector (WebRtcVADAnalyzer)
  * - `llm:local`  a rule-based STAND-IN for a language model (LocalResponder)
  *
@@ -29,7 +29,7 @@ export const localPlugin: Plugin = {
       label: 'Offline speech-to-text stand-in (phrase list, not real ASR)',
     });
     registry.register<STTService, MoonshineSTTOptions>('stt', 'moonshine', (o) => new MoonshineSTT(o), {
-      label: 'Offline speech-to-text, English (Moonshine tiny)',
+      label: 'Offline speech-to-text, English (Moonshine tiny or base)',
     });
     registry.register<VADAnalyzer, WebRtcVADOptions>('vad', 'local', (o) => new WebRtcVADAnalyzer(o), {
       label: 'WebRTC VAD (offline)',

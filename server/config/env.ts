@@ -388,21 +388,35 @@ export function botHostFromEnv(env: Env): BotHostSettings | null {
 
 /** Cloud engines when their keys are configured (the plugins read the keys), offline engines otherwise. */
 export function providersFromEnv(env: Env): ProviderChoice {
+  const stt = sttProviderFromEnv(env);
   return {
-    stt: sttProviderFromEnv(env).slug,
+    stt: stt.slug,
     llm: env.OPENAI_API_KEY || env.OPENAI_BASE_URL ? 'openai' : 'local',
     vad: 'local',
+    ...(stt.model ? { options: { [`stt:${stt.slug}`]: { model: stt.model } } } : {}),
   };
 }
 
 /**
- * The deployment's speech-to-text provider, and why: `SVC_STT_PROVIDER` when set (a provider slug;
+ * The deployment's speech-to-text provider, and why, with its model when `SVC_STT_MODEL` names one
+ * (a provider's own model name: `base` for moonshine, `nova-3` for deepgram; the plugin checks it
+ * when the server starts, server/speech-providers.ts): `SVC_STT_PROVIDER` when set (a provider slug;
  * whether its plugin is installed is checked once the plugins are loaded, server/speech-providers.ts);
  * else the first configured cloud key (Deepgram, then OpenAI); else `local`. An OpenAI key counts
  * only for OpenAI's own service or a server given in `OPENAI_STT_BASE_URL`: with `OPENAI_BASE_URL`
  * alone (a self-hosted language model) the language model's server is not assumed to transcribe.
  */
-export function sttProviderFromEnv(env: Env): { readonly slug: string; readonly reason: string } {
+export function sttProviderFromEnv(env: Env): { readonly slug: string; readonly reason: string; readonly model?: string } {
+  const chosen = sttSlugFromEnv(env);
+  const model = env.SVC_STT_MODEL?.trim();
+  if (!model) return chosen;
+  if (!/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$/.test(model)) throw new ConfigError(`SVC_STT_MODEL must be a model name (letters, digits and . _ : / -, at most 100), got ${JSON.stringify(env.SVC_STT_MODEL)}`);
+  // The phrase-list stand-in has no model: a model set for it is a mistake, not a choice to ignore.
+  if (chosen.slug === 'local') throw new ConfigError(`SVC_STT_MODEL=${model} is for a speech-to-text provider that takes a model (moonshine, deepgram, openai); the deployment's is local (${chosen.reason}), which takes none`);
+  return { ...chosen, model };
+}
+
+function sttSlugFromEnv(env: Env): { readonly slug: string; readonly reason: string } {
   const chosen = env.SVC_STT_PROVIDER?.trim().toLowerCase();
   if (chosen) {
     if (!/^[a-z0-9][a-z0-9_-]*$/.test(chosen)) throw new ConfigError(`SVC_STT_PROVIDER must be a provider slug (deepgram, openai, local, ...), got ${JSON.stringify(env.SVC_STT_PROVIDER)}`);

@@ -4,7 +4,8 @@ import { Conversation } from '../../testing/index.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
 import { buildAgentPipeline, createProvider, ProviderStartError, type AgentRuntimeRecord } from '../../agent/agent-pipeline.ts';
 import { openaiPlugin } from '../../plugins/openai/index.ts';
-import { providersFromEnv, sttProviderFromEnv } from '../../server/config/env.ts';
+import { ConfigError, providersFromEnv, sttProviderFromEnv } from '../../server/config/env.ts';
+import { localPlugin, type MoonshineSTT } from '../../plugins/local/index.ts';
 import { AGENT_DEFAULTS } from '../../server/services/agent-defaults.ts';
 import { TURN_DEFAULTS } from '../../processors/turns/turn-processor.ts';
 import { VAD_DEFAULTS } from '../../processors/vad/vad-processor.ts';
@@ -158,6 +159,20 @@ test('the speech-to-text provider: SVC_STT_PROVIDER, else the first cloud key (D
   t.is(sttProviderFromEnv({ OPENAI_API_KEY: 'x', OPENAI_BASE_URL: 'http://vllm:8000/v1' }).slug, 'local');
   // ...a transcription server named for it is.
   t.deepEqual(sttProviderFromEnv({ OPENAI_API_KEY: 'x', OPENAI_BASE_URL: 'http://vllm:8000/v1', OPENAI_STT_BASE_URL: 'http://whisper:8000/v1' }), { slug: 'openai', reason: 'OPENAI_STT_BASE_URL is set' });
+});
+
+test('SVC_STT_MODEL: the deployment\'s speech-to-text model goes to its provider\'s options; local takes none; a malformed name is refused', (t) => {
+  t.deepEqual(sttProviderFromEnv({ SVC_STT_PROVIDER: 'moonshine', SVC_STT_MODEL: ' base ' }), { slug: 'moonshine', reason: 'SVC_STT_PROVIDER', model: 'base' });
+  t.deepEqual(providersFromEnv({ SVC_STT_PROVIDER: 'moonshine', SVC_STT_MODEL: 'base' }), { stt: 'moonshine', llm: 'local', vad: 'local', options: { 'stt:moonshine': { model: 'base' } } });
+  t.deepEqual(providersFromEnv({ DEEPGRAM_API_KEY: 'k', SVC_STT_MODEL: 'nova-3' }).options, { 'stt:deepgram': { model: 'nova-3' } });
+  t.deepEqual(providersFromEnv({ SVC_STT_MODEL: '  ', SVC_STT_PROVIDER: 'moonshine' }), { stt: 'moonshine', llm: 'local', vad: 'local' }, 'blank: the provider\'s default');
+  t.throws(() => sttProviderFromEnv({ SVC_STT_MODEL: 'base' }), { instanceOf: ConfigError, message: /SVC_STT_MODEL=base .* the deployment's is local \(no cloud speech-to-text key\), which takes none/ });
+  t.throws(() => sttProviderFromEnv({ SVC_STT_PROVIDER: 'moonshine', SVC_STT_MODEL: 'base; rm -rf' }), { instanceOf: ConfigError, message: /^SVC_STT_MODEL must be a model name/ });
+  // The pipeline gives a provider its `kind:slug` options: the model reaches the engine.
+  const registry = new Registry().use(localPlugin);
+  const options = providersFromEnv({ SVC_STT_PROVIDER: 'moonshine', SVC_STT_MODEL: 'base' }).options!['stt:moonshine']!;
+  t.is(createProvider<MoonshineSTT>(registry, 'stt', 'moonshine', { ...options }).settings.model, 'base');
+  t.is(createProvider<MoonshineSTT>(registry, 'stt', 'moonshine', {}).settings.model, 'tiny');
 });
 
 test('a provider without its key fails the start with a ProviderStartError coded <kind>_key_missing', (t) => {

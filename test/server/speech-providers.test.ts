@@ -16,7 +16,7 @@ async function registry(): Promise<Registry> {
 }
 
 // The plugins read their keys from process.env when built; each case sets exactly its own.
-const KEYS = ['DEEPGRAM_API_KEY', 'OPENAI_API_KEY', 'OPENAI_STT_API_KEY', 'OPENAI_TTS_API_KEY', 'OPENAI_BASE_URL', 'OPENAI_STT_BASE_URL', 'ELEVENLABS_API_KEY', 'CARTESIA_API_KEY', 'SVC_STT_PROVIDER'];
+const KEYS = ['DEEPGRAM_API_KEY', 'OPENAI_API_KEY', 'OPENAI_STT_API_KEY', 'OPENAI_TTS_API_KEY', 'OPENAI_BASE_URL', 'OPENAI_STT_BASE_URL', 'ELEVENLABS_API_KEY', 'CARTESIA_API_KEY', 'SVC_STT_PROVIDER', 'SVC_STT_MODEL'];
 function withEnv<T>(env: Record<string, string>, run: () => T): T {
   const saved = Object.fromEntries(KEYS.map((k) => [k, process.env[k]]));
   for (const k of KEYS) delete process.env[k];
@@ -65,4 +65,17 @@ test.serial('SVC_STT_PROVIDER=moonshine: the offline recogniser of open vocabula
   const report = withEnv({ SVC_STT_PROVIDER: 'moonshine' }, () => speechProvidersReport(r, sttProviderFromEnv(process.env)));
   t.is(report.error, undefined);
   t.is(report.lines[0], '  Speech:     speech-to-text moonshine (SVC_STT_PROVIDER)');
+});
+
+test.serial('SVC_STT_MODEL names the model in the start-up line; a model the provider refuses is a configuration error', async (t) => {
+  const r = await registry();
+  const report = withEnv({ SVC_STT_PROVIDER: 'moonshine', SVC_STT_MODEL: 'base' }, () => speechProvidersReport(r, sttProviderFromEnv(process.env)));
+  t.is(report.error, undefined);
+  t.is(report.lines[0], '  Speech:     speech-to-text moonshine model base (SVC_STT_PROVIDER, SVC_STT_MODEL)');
+  const refused = withEnv({ SVC_STT_PROVIDER: 'moonshine', SVC_STT_MODEL: 'large' }, () => speechProvidersReport(r, sttProviderFromEnv(process.env)));
+  t.regex(refused.error ?? '', /^SVC_STT_MODEL=large is refused by speech-to-text moonshine: model must be one of tiny, base, got "large"$/);
+  // A cloud provider's model is the vendor's to check (its names change): it is passed as given.
+  const cloud = withEnv({ DEEPGRAM_API_KEY: 'k', SVC_STT_MODEL: 'nova-3' }, () => speechProvidersReport(r, sttProviderFromEnv(process.env)));
+  t.is(cloud.error, undefined);
+  t.is(cloud.lines[0], '  Speech:     speech-to-text deepgram model nova-3 (DEEPGRAM_API_KEY is set, SVC_STT_MODEL)');
 });
