@@ -8,6 +8,8 @@
 import { facePlugin } from '../../plugins/face/index.ts';
 import { DEFAULT_STT_PHRASES, localPlugin } from '../../plugins/local/index.ts';
 import type { Middleware } from 'koa';
+import { pino } from 'pino';
+import { warmEngines } from '../../server/build-server.ts';
 import { createCapacityGate, type CapacityGate } from '../../server/capacity/index.ts';
 import type { MountedRooms } from '../../server/rooms/mount.ts';
 import type { EmbeddedSessions } from '../../server/sessions/embedded-sessions.ts';
@@ -78,6 +80,9 @@ export async function startWidgetServer(label = 'widget', options: { livekit?: {
       },
     },
   });
+  // The engines warmed as npm start warms them before it says ready (server/main.ts): the first
+  // session must not pay for eSpeak's worker and WASM (under a CPU hog, seconds before a greeting).
+  await warmEngines(ts.server.registry, pino({ level: 'silent' }), { webrtc: true, stt: 'local' });
   const handle = ts as WidgetServer;
   const rooms = ts.server.rooms!;
   const live = ts.server.sessions!;
