@@ -77,6 +77,8 @@ export class SessionMessageEmitter implements FrameObserver {
   private botTurnOpen = false;
   /** The output said the current turn's speech is over (`tts-stopped`). */
   private botTurnOver = false;
+  /** The output stopped playing (bot-stopped-speaking) and has not started again. */
+  private playbackDry = true;
   private botOutput = '';
   private lastTranscriptKey: string | null = null;
   /** The LLM's frames of an undecided preemptive reply: its messages wait for the decision. */
@@ -249,6 +251,7 @@ export class SessionMessageEmitter implements FrameObserver {
     switch (f.type) {
       case 'bot-started-speaking':
         this.botTurnOpen = true;
+        this.playbackDry = false;
         this.send({ type: 'bot-started-speaking' });
         this.setState('speaking');
         this.reportLatency(at);
@@ -260,12 +263,19 @@ export class SessionMessageEmitter implements FrameObserver {
         return;
       case 'tts-stopped':
         this.botTurnOver = true;
+        // Played out already (a loaded machine: the last audio played before this frame reached
+        // the output): the turn ends now, not merged into the next one.
+        if (this.botTurnOpen && this.playbackDry) {
+          this.endBotTurn(false);
+          this.setState('listening');
+        }
         return;
       case 'interruption':
         if (this.botTurnOpen) this.endBotTurn(true);
         if (this.botState === 'speaking' || this.botState === 'thinking') this.setState('listening');
         return;
       case 'bot-stopped-speaking':
+        this.playbackDry = true;
         this.send({ type: 'bot-stopped-speaking' });
         if (this.botTurnOpen && this.botTurnOver) this.endBotTurn(false);
         // Playback ran dry in the middle of a turn: more is coming.
