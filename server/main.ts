@@ -10,7 +10,7 @@ import { heapGrowthFromEnv, loadConfigFromEnv } from './config/env.ts';
 import { loadDefaultPlugins } from './default-plugins.ts';
 import { applyHeapGrowth } from './operations/heap-growth.ts';
 import { createLogDestination } from './operations/log-destination.ts';
-import { speechProvidersReport, sttModelOf } from './speech-providers.ts';
+import { speechProvidersReport, sttModelOf, sttOptionsOf } from './speech-providers.ts';
 
 /** Past the shutdown grace plus this, the process exits 1 whatever is still closing (a stuck database, ...). */
 const SHUTDOWN_BACKSTOP_MS = 10_000;
@@ -51,7 +51,7 @@ const { url } = await server.listen().catch((err: Error) => {
 // its greeting, and stalled the other live sessions meanwhile (plugins/local/warm-up.ts). The
 // WebRTC library of embedded rooms too (its native module took 60 ms to load, inside the first
 // bot start). /readyz says `engines: loading` until it is done.
-server.readiness.trackEngines(warmEngines(registry, logger, { webrtc: server.rooms !== undefined, stt: config.sessions.providers.stt, sttOptions: config.sessions.providers.options?.[`stt:${config.sessions.providers.stt}`] }));
+server.readiness.trackEngines(warmEngines(registry, logger, { webrtc: server.rooms !== undefined, stt: config.sessions.providers.stt, sttOptions: sttOptionsOf(config.sessions.providers) }));
 const demo = await bootstrapDemo(server.services.organizations, server.services.apiKeys);
 demoAgentId = await ensureDemoAgent(server, demo !== null).catch((err: Error) => {
   logger.warn({ err }, 'the demo agent could not be prepared; the demo page has no agent');

@@ -35,7 +35,7 @@ import { applyHeapGrowth } from './operations/heap-growth.ts';
 import { createLogDestination } from './operations/log-destination.ts';
 import { createInlineBotRunner } from './sessions/embedded-sessions.ts';
 import { SESSION_LEASE, SessionStore } from './sessions/session-store.ts';
-import { speechProvidersReport, sttModelOf } from './speech-providers.ts';
+import { speechProvidersReport, sttModelOf, sttOptionsOf } from './speech-providers.ts';
 
 /** Past the drain and the shutdown grace plus this, the process exits 1 whatever is still closing. */
 const SHUTDOWN_BACKSTOP_MS = 10_000;
@@ -75,7 +75,7 @@ const capacity = createCapacityGate({ limit: settings.slots, loadCheck: config.c
 // The engines warm before the runner says ready: a first visitor never pays for loading them.
 const warm = (async () => {
   await warmFaceEngine(registry);
-  await warmEngines(registry, logger, { webrtc: true, stt: config.sessions.providers.stt, sttOptions: config.sessions.providers.options?.[`stt:${config.sessions.providers.stt}`] });
+  await warmEngines(registry, logger, { webrtc: true, stt: config.sessions.providers.stt, sttOptions: sttOptionsOf(config.sessions.providers) });
 })();
 const server = await buildServer(
   { ...config, surfaces: RUNNER, jobs: { ...config.jobs, runWorker: false } },

@@ -16,21 +16,31 @@ export interface SpeechProvidersReport {
   readonly error?: string;
 }
 
-/** Why `kind:slug` cannot start from this environment, or undefined when it can. */
-function startProblem(registry: Registry, kind: string, slug: string, options?: Record<string, unknown>): string | undefined {
+/** What `kind:slug` refuses to start with from this environment (its key missing, an option it refuses), or undefined. */
+function startRefusal(registry: Registry, kind: string, slug: string, options?: Record<string, unknown>): ProviderError | undefined {
   if (slug === 'local') return undefined; // offline engines need no key
   try {
     registry.create(kind, slug, options);
     return undefined;
   } catch (err) {
-    if (err instanceof ProviderError && err.code === 'key_missing') return err.message;
-    return undefined; // other refusals show per session, with their own reason
+    return err instanceof ProviderError ? err : undefined; // other refusals show per session, with their own reason
   }
 }
 
-/** The model `SVC_STT_MODEL` set for the deployment's speech-to-text (config/env.ts puts it in the provider's options). */
+/** Why `kind:slug` cannot start from this environment (its key), or undefined when it can. */
+function startProblem(registry: Registry, kind: string, slug: string): string | undefined {
+  const refusal = startRefusal(registry, kind, slug);
+  return refusal?.code === 'key_missing' ? refusal.message : undefined;
+}
+
+/** The options of the deployment's speech-to-text (`SVC_STT_MODEL`'s model: config/env.ts puts it there). */
+export function sttOptionsOf(providers: ProviderChoice): Readonly<Record<string, unknown>> | undefined {
+  return providers.options?.[`stt:${providers.stt}`];
+}
+
+/** The model `SVC_STT_MODEL` set for the deployment's speech-to-text. */
 export function sttModelOf(providers: ProviderChoice): string | undefined {
-  const model = providers.options?.[`stt:${providers.stt}`]?.model;
+  const model = sttOptionsOf(providers)?.model;
   return typeof model === 'string' ? model : undefined;
 }
 
@@ -39,16 +49,10 @@ export function speechProvidersReport(registry: Registry, stt: { readonly slug: 
   if (!installed.includes(stt.slug)) {
     return { lines: [], error: `SVC_STT_PROVIDER=${stt.slug} is not an installed speech-to-text provider (installed: ${installed.join(', ')})` };
   }
-  const options = stt.model === undefined ? undefined : { model: stt.model };
-  if (options) {
-    // A model the plugin itself refuses (moonshine knows two) would fail every session: not a start.
-    try {
-      registry.create('stt', stt.slug, options);
-    } catch (err) {
-      if (err instanceof ProviderError && err.code === 'invalid_options') return { lines: [], error: `SVC_STT_MODEL=${stt.model} is refused by speech-to-text ${stt.slug}: ${err.message}` };
-    }
-  }
-  const sttProblem = startProblem(registry, 'stt', stt.slug, options);
+  const refusal = startRefusal(registry, 'stt', stt.slug, stt.model === undefined ? undefined : { model: stt.model });
+  // A model the plugin itself refuses (moonshine knows two) would fail every session: not a start.
+  if (stt.model !== undefined && refusal?.code === 'invalid_options') return { lines: [], error: `SVC_STT_MODEL=${stt.model} is refused by speech-to-text ${stt.slug}: ${refusal.message}` };
+  const sttProblem = refusal?.code === 'key_missing' ? refusal.message : undefined;
   const lines = [`  Speech:     speech-to-text ${stt.slug}${stt.model ? ` model ${stt.model}` : ''} (${stt.reason}${stt.model ? ', SVC_STT_MODEL' : ''})${sttProblem ? ` -- CANNOT START: ${sttProblem}; every session will fail (stt_key_missing)` : ''}`];
   const voices = registry.slugs('tts').map((slug) => {
     const problem = startProblem(registry, 'tts', slug);

@@ -34,6 +34,8 @@ export class LiveKitMediaSink implements AvatarMediaSink {
   private videoSize = { width: 0, height: 0 };
   /** How much of the audio captured last was silence (ms): the queue holds only silence while it is at most this. */
   private silentTailMs = 0;
+  /** The lead in whole 10 ms chunks; null: queued silence is kept (and no chunk is scanned). */
+  private readonly speechLeadMs: number | null;
 
   /**
    * @param onVideoTrack called once with the video track when the first picture arrives (the
@@ -45,9 +47,10 @@ export class LiveKitMediaSink implements AvatarMediaSink {
   constructor(
     private readonly onVideoTrack: (track: LocalVideoTrack) => Promise<void> | void,
     audioQueueMs: number = LIVEKIT_MEDIA_DEFAULTS.audioQueueMs,
-    private readonly speechLeadMs: number | null = null,
+    speechLeadMs: number | null = null,
   ) {
     this.audioSource = new AudioSource(AVATAR_MEDIA.audioSampleRate, 1, audioQueueMs);
+    this.speechLeadMs = speechLeadMs === null ? null : Math.max(0, Math.ceil(speechLeadMs / CHUNK_MS)) * CHUNK_MS;
   }
 
   /** Audio queued in the source ahead of playout: the frame pump keeps pictures while it is full. */
@@ -82,7 +85,7 @@ export class LiveKitMediaSink implements AvatarMediaSink {
       this.videoSource.captureFrame(toLiveKitVideoFrame(video));
     }
     for (const chunk of audio) {
-      this.silentTailMs = chunk.every((sample) => sample === 0) ? this.silentTailMs + (chunk.length / AVATAR_MEDIA.audioSampleRate) * 1000 : 0;
+      if (this.speechLeadMs !== null) this.silentTailMs = chunk.every((sample) => sample === 0) ? this.silentTailMs + (chunk.length / AVATAR_MEDIA.audioSampleRate) * 1000 : 0;
       await this.audioSource.captureFrame(toLiveKitAudioFrame(chunk));
     }
   }
@@ -93,8 +96,8 @@ export class LiveKitMediaSink implements AvatarMediaSink {
    * queued is silence: the end of a turn just before still plays whole.
    */
   async speechStarting(): Promise<void> {
-    if (this.speechLeadMs === null) return;
-    const lead = Math.max(0, Math.ceil(this.speechLeadMs / CHUNK_MS)) * CHUNK_MS;
+    const lead = this.speechLeadMs;
+    if (lead === null) return;
     const queued = this.audioSource.queuedDuration;
     if (queued <= lead || queued > this.silentTailMs) return;
     this.audioSource.clearQueue();
