@@ -8,6 +8,7 @@ import test from 'ava';
 import { concat, silence, VirtualClock } from '../../core/index.ts';
 import type { Frame } from '../../core/frames.ts';
 import { Conversation } from '../../testing/index.ts';
+import { TURN_DEFAULTS } from '../../processors/turns/turn-processor.ts';
 import { createVoicePipeline } from '../../agent/voice-pipeline.ts';
 import { MemoryMediaSink } from '../../transports/media-sink.ts';
 import { LocalResponder, LocalTTSService, MoonshineEngine, MoonshineSTT, WebRtcVADAnalyzer } from '../../plugins/local/index.ts';
@@ -61,6 +62,15 @@ async function conversation() {
   return { c, voice, say, turns, decisions };
 }
 
+/** Transcripts and the turn processor's decisions with their virtual times: what a failure shows. */
+function timeline(c: Conversation): string {
+  const shown = new Set(['transcription', 'vad-speech-started', 'vad-speech-stopped', 'user-turn-pending', 'user-stopped-speaking']);
+  return c.recorder.events
+    .filter((e) => shown.has(e.frame.type) && (e.source.startsWith('TurnProcessor') || (e.destination.startsWith('TurnProcessor') && e.frame.type === 'transcription')))
+    .map((e) => `${e.timestampMs} ms ${e.source} ${e.frame.type} ${JSON.stringify({ ...e.frame, id: undefined, type: undefined })}`)
+    .join('\n');
+}
+
 test.serial('a question said with a rising end in a voice stt:local does not know ends at the short pause, on its question mark', async (t) => {
   // en-029's "What can you do?": its pitch does not fall (prosody: incomplete) and stt:local's
   // templates are too far from it (`[unrecognised speech]`): with stt:local the turn waited 2.5 s.
@@ -90,9 +100,15 @@ test.serial('a phrase that stops on an open word is heard out: "I would like a t
   const { c, say, decisions, turns } = await conversation();
   await say('I would like a table for,', 'en-us', 1200);
   t.deepEqual(decisions(), [], 'the turn did not end in the pause');
-  await say('two people at eight tonight.', 'en-us', 1000);
+  // How soon the turn ends after the second half is not what this test is about: it depends on the
+  // model's words for that half, which vary with the audio's exact cut (below; words ending open,
+  // "...at eight to", hold the turn to the incomplete bound). A hog CI run once saw no end within
+  // the 1 s this test gave (its cause not captured: a failure now prints the timeline), so it waits
+  // up to the longest bound, in virtual time.
+  await say('two people at eight tonight.', 'en-us', 200);
+  await c.settle(() => decisions().length > 0, TURN_DEFAULTS.incompleteMs + 500);
   const ended = decisions();
-  t.is(ended.length, 1, JSON.stringify(ended));
+  t.is(ended.length, 1, `${JSON.stringify(ended)}; what the turn processor was told and said:\n${timeline(c)}`);
   const user = turns().filter((m) => m.startsWith('user:'));
   t.is(user.length, 1, user.join(' | '));
   // Both halves are in the one turn. The model's words for the second differ with the audio's
