@@ -27,9 +27,8 @@ function startRefusal(registry: Registry, kind: string, slug: string, options?: 
   }
 }
 
-/** Why `kind:slug` cannot start from this environment (its key), or undefined when it can. */
-function startProblem(registry: Registry, kind: string, slug: string): string | undefined {
-  const refusal = startRefusal(registry, kind, slug);
+/** The missing key a refusal names (its message), or undefined for any other refusal or none. */
+function keyProblem(refusal: ProviderError | undefined): string | undefined {
   return refusal?.code === 'key_missing' ? refusal.message : undefined;
 }
 
@@ -52,10 +51,10 @@ export function speechProvidersReport(registry: Registry, stt: { readonly slug: 
   const refusal = startRefusal(registry, 'stt', stt.slug, stt.model === undefined ? undefined : { model: stt.model });
   // A model the plugin itself refuses (moonshine knows two) would fail every session: not a start.
   if (stt.model !== undefined && refusal?.code === 'invalid_options') return { lines: [], error: `SVC_STT_MODEL=${stt.model} is refused by speech-to-text ${stt.slug}: ${refusal.message}` };
-  const sttProblem = refusal?.code === 'key_missing' ? refusal.message : undefined;
+  const sttProblem = keyProblem(refusal);
   const lines = [`  Speech:     speech-to-text ${stt.slug}${stt.model ? ` model ${stt.model}` : ''} (${stt.reason}${stt.model ? ', SVC_STT_MODEL' : ''})${sttProblem ? ` -- CANNOT START: ${sttProblem}; every session will fail (stt_key_missing)` : ''}`];
   const voices = registry.slugs('tts').map((slug) => {
-    const problem = startProblem(registry, 'tts', slug);
+    const problem = keyProblem(startRefusal(registry, 'tts', slug));
     return problem ? `${slug} (no key: agents using it fail to start, tts_key_missing)` : slug;
   });
   lines.push(`  Voices:     text-to-speech per agent (tts_provider): ${voices.join(', ')}`);

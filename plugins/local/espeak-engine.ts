@@ -3,8 +3,8 @@
  * requests one at a time in arrival order, audio is streamed back chunk by chunk, and an abort
  * goes through a shared flag so a barge-in stops synthesis mid-sentence rather than after it.
  */
-import { Worker } from 'node:worker_threads';
 import { abortError } from '../../core/clock.ts';
+import { EngineWorker } from './engine-worker.ts';
 import { LocalEngineError, type LocalEngineErrorCode } from './local-engine-error.ts';
 import { resolveOptions } from '../../core/options.ts';
 
@@ -49,7 +49,6 @@ export interface EspeakSynthesisOptions {
 }
 
 type WorkerReply =
-  | { type: 'ready' }
   | { type: 'chunk'; id: number; pcm: Int16Array; events: EspeakEvent[] }
   | { type: 'done'; id: number; aborted: boolean }
   | { type: 'voices'; id: number; voices: EspeakVoice[] }
@@ -74,68 +73,44 @@ export interface EspeakEngineOptions {
 
 /** One worker thread and the requests it is serving. */
 class EspeakWorkerSlot {
-  private worker: Worker | undefined;
-  private ready: Promise<void> | undefined;
   readonly handlers = new Map<number, Handler>();
+  private readonly worker: EngineWorker<WorkerReply>;
 
-  constructor(private readonly abortBuffer: SharedArrayBuffer) {}
+  constructor(abortBuffer: SharedArrayBuffer) {
+    this.worker = new EngineWorker<WorkerReply>({
+      name: 'espeak-ng',
+      url: new URL('./espeak-worker.mjs', import.meta.url),
+      workerData: () => ({ abortBuffer }),
+      onReply: (reply) => this.handlers.get(reply.id)?.(reply),
+      onStop: (error) => {
+        for (const handler of [...this.handlers.values()]) handler({ type: 'crash', error });
+      },
+      busy: () => this.handlers.size > 0,
+    });
+  }
 
   /** Sends a request; `handler` receives every reply for `id` until it is released. */
   async send(id: number, message: Record<string, unknown>, handler: Handler): Promise<void> {
     this.handlers.set(id, handler);
     try {
-      await this.start();
+      await this.worker.post({ ...message, id });
     } catch (err) {
       this.release(id);
       throw err;
     }
-    this.worker!.ref();
-    this.worker!.postMessage({ ...message, id });
   }
 
   release(id: number): void {
     this.handlers.delete(id);
-    if (this.handlers.size === 0) this.worker?.unref();
+    this.worker.letGo();
   }
 
   start(): Promise<void> {
-    if (this.ready) return this.ready;
-    const worker = new Worker(new URL('./espeak-worker.mjs', import.meta.url), { workerData: { abortBuffer: this.abortBuffer } });
-    this.worker = worker;
-    this.ready = new Promise<void>((resolve, reject) => {
-      const crash = (error: Error) => {
-        if (this.worker === worker) {
-          this.worker = undefined;
-          this.ready = undefined;
-        }
-        const wrapped = new LocalEngineError('engine_failure', `espeak-ng worker stopped: ${error.message}`);
-        reject(wrapped);
-        this.failAll(wrapped);
-      };
-      worker.on('message', (reply: WorkerReply) => {
-        if (reply.type === 'ready') return resolve();
-        this.handlers.get(reply.id)?.(reply);
-      });
-      worker.on('error', crash);
-      worker.on('exit', (code) => {
-        if (this.worker === worker) crash(new Error(`exit code ${code}`));
-      });
-    });
-    // A start failure is reported to the requests waiting for it, never left unhandled.
-    this.ready.catch(() => undefined);
-    return this.ready;
+    return this.worker.start();
   }
 
-  async close(): Promise<void> {
-    const worker = this.worker;
-    this.worker = undefined;
-    this.ready = undefined;
-    this.failAll(new LocalEngineError('engine_failure', 'espeak-ng engine closed'));
-    if (worker) await worker.terminate();
-  }
-
-  private failAll(error: Error): void {
-    for (const handler of [...this.handlers.values()]) handler({ type: 'crash', error });
+  close(): Promise<void> {
+    return this.worker.close();
   }
 }
 

@@ -160,6 +160,8 @@ interface ConnectionDeps {
 class SignallingConnection {
   private participant: RoomParticipant | null = null;
   private joinTimer: ReturnType<typeof setTimeout> | undefined;
+  private joinCheck: ReturnType<typeof setImmediate> | undefined;
+  private pongCheck: ReturnType<typeof setImmediate> | undefined;
   private closed = false;
   private awaitingPong = false;
   private windowStartMs = 0;
@@ -193,19 +195,32 @@ class SignallingConnection {
       return;
     }
     this.joinTimer = setTimeout(() => {
-      if (!this.participant) this.fail(new SignallingError('join_timeout', `no \`join\` within ${this.deps.joinTimeoutMs} ms`, true));
+      // Judged after the event loop's next read of its sockets: Node runs due timers before it
+      // reads, so a `join` that arrived while this loop was busy past the deadline (a bot host
+      // starting a bot at nice 10 under load) would otherwise be refused unread.
+      this.joinCheck = setImmediate(() => {
+        if (!this.participant) this.fail(new SignallingError('join_timeout', `no \`join\` within ${this.deps.joinTimeoutMs} ms`, true));
+      });
     }, this.deps.joinTimeoutMs);
   }
 
   /** Drops the connection if the previous ping went unanswered, then pings again. */
   heartbeat(): void {
     if (this.closed) return;
-    if (this.awaitingPong) {
+    if (!this.awaitingPong) return this.ping();
+    // As the join deadline: judged after the loop's next read, so a pong that came while this
+    // event loop was busy is not taken for a dead peer.
+    clearImmediate(this.pongCheck);
+    this.pongCheck = setImmediate(() => {
+      if (this.closed) return;
+      if (!this.awaitingPong) return this.ping();
       this.deps.log('room_signalling_dead', { participant_id: this.participant?.participantId ?? null });
       this.cleanup();
       this.ws.terminate();
-      return;
-    }
+    });
+  }
+
+  private ping(): void {
     this.awaitingPong = true;
     this.ws.ping();
   }
@@ -256,6 +271,7 @@ class SignallingConnection {
       throw error;
     }
     clearTimeout(this.joinTimer);
+    clearImmediate(this.joinCheck);
     this.participant = authorized.room.join(authorized.grant.grantId, {
       send: (m) => this.send(m),
       close: (code, reason) => this.close(code === 'normal' ? 1000 : (SIGNALLING_CLOSE_CODES[code] ?? 1000), reason),
@@ -301,6 +317,8 @@ class SignallingConnection {
     if (this.closed) return;
     this.closed = true;
     clearTimeout(this.joinTimer);
+    clearImmediate(this.joinCheck);
+    clearImmediate(this.pongCheck);
     this.deps.live.delete(this);
     this.participant?.leave();
     this.participant = null;

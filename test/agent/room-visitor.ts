@@ -57,7 +57,14 @@ export class RoomVisitor {
   static async join(url: string, token: string, options: { readonly media?: boolean } = {}): Promise<RoomVisitor> {
     const visitor = new RoomVisitor();
     visitor.media = options.media ?? true;
-    await visitor.connect(url, token);
+    try {
+      await visitor.connect(url, token);
+    } catch (error) {
+      // Its microphone pump and socket must not outlive a join that failed: they would keep the
+      // test's process from ending (ava: "Failed to exit", then its run timeout).
+      visitor.close();
+      throw error;
+    }
     return visitor;
   }
 

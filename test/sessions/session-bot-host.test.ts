@@ -173,9 +173,16 @@ test('npm start with SVC_BOT_HOST=process: a session is served by the host; SIGT
   const connected = await fetch(`${server.url}/v1/public/agents/connect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ agent_id: agentId }) });
   t.is(connected.status, 200);
   const grant = (await connected.json()) as { session_id: string; room_url: string; token: string };
-  const visitor = await RoomVisitor.join(grant.room_url, grant.token);
-  visitors.push(visitor);
-  await until(() => visitor.videoFrames > 5, { timeoutMs: 20_000, intervalMs: 20, what: 'the face to arrive' });
+  let visitor: RoomVisitor;
+  try {
+    visitor = await RoomVisitor.join(grant.room_url, grant.token);
+    visitors.push(visitor);
+    await until(() => visitor.videoFrames > 5, { timeoutMs: 20_000, intervalMs: 20, what: 'the face to arrive' });
+  } catch (error) {
+    // What the server and its host said meanwhile (a CI run under a CPU hog once saw the join refused).
+    t.log(`server output, last 4 KB:\n${server.output.slice(-4096)}`);
+    throw error;
+  }
   // The bot's process: the server's child, a process of its own.
   const children = await new Promise<string>((resolve) => {
     const ps = spawn('ps', ['-o', 'pid=,ppid=,ni=', '--ppid', String(server.child.pid)]);

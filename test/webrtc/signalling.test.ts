@@ -108,6 +108,40 @@ test('wrong token, wrong room and publisher token are all auth_failed (4401)', a
   t.like(await mismatch.next('error'), { code: 'auth_failed' });
 });
 
+/** Keeps this process (the server and its clients) from running anything else for `ms`: a loaded machine's stall. */
+function stall(ms: number): void {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    // busy
+  }
+}
+
+// Serial: the stall holds every test of the process, and ava runs serial tests before the others.
+test.serial('a join that came while the event loop was stalled past its deadline is read before the deadline is judged', async (t) => {
+  const created = rooms.createRoom();
+  const client = await connect();
+  client.send({ type: 'join', token: created.subscriberToken });
+  stall(500); // past the 300 ms join deadline, the join already in the server's socket
+  const first = await Promise.race([client.next('joined'), client.next('error')]);
+  t.like(first, { type: 'joined', room: created.room });
+  client.ws.close();
+});
+
+test.serial('a pong that came while the event loop was stalled past the next heartbeat keeps the connection', async (t) => {
+  const created = rooms.createRoom();
+  const client = await connect();
+  client.send({ type: 'join', token: created.subscriberToken });
+  await client.next('joined');
+  // The server pings every 150 ms; this client answers each ping as it reads it.
+  await new Promise<void>((resolve) => client.ws.once('ping', () => resolve()));
+  stall(400); // the pong is in the server's socket, and the next heartbeat is due
+  await new Promise((resolve) => setTimeout(resolve, 450)); // three more heartbeats, answered in time
+  client.send({ type: 'ping', t: 7 });
+  t.like(await Promise.race([client.next('pong'), client.closed.then((c) => ({ type: 'closed', ...c }))]), { type: 'pong', t: 7 });
+  t.is(client.ws.readyState, WebSocket.OPEN);
+  client.ws.close();
+});
+
 test('no join in time closes with join_timeout; ping before joining is answered', async (t) => {
   const client = await connect();
   client.send({ type: 'ping', t: 42 });

@@ -18,6 +18,7 @@ import type { Page } from 'playwright-core';
 import { dispose, Room } from '@livekit/rtc-node';
 import { AccessToken } from 'livekit-server-sdk';
 import { LIVEKIT_SESSION_TOPIC as WIDGET_TOPIC } from '../../clients/web/transport.ts';
+import { rms } from '../../core/audio.ts';
 import { WIDGET_VERSION } from '../../protocol/widget-version.ts';
 import { LIVEKIT_SESSION_TOPIC } from '../../transports/livekit/livekit-bot-room.ts';
 import { holdsWithin, until } from '../../testing/until.ts';
@@ -68,13 +69,6 @@ test.after.always(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-/** The customer's own site on another origin, embedding the widget from the server. */
-/**
- * Records (calls through, changes nothing) the sound of the widget's <audio> element: whenever its
- * srcObject is set to a stream with an audio track, that track is recorded from then on (mono PCM
- * at the AudioContext's rate) into `window.__botAudio`, replacing the recording of the one before
- * (the widget first plays a silent stream to unlock audio, then the bot's track).
- */
 /**
  * Records what the page's audio element is given (the bot's track), for the offline recogniser. An
  * AudioWorklet copies every block on the audio thread and posts it to the page: a busy main thread
@@ -155,9 +149,7 @@ function loudSpans(pcm: Int16Array, rate: number): Array<[number, number]> {
   const win = Math.round(rate / 100);
   const spans: Array<[number, number]> = [];
   for (let i = 0; i + win <= pcm.length; i += win) {
-    let sum = 0;
-    for (let j = i; j < i + win; j++) sum += (pcm[j]! / 32768) ** 2;
-    if (Math.sqrt(sum / win) < 0.02) continue;
+    if (rms(pcm.subarray(i, i + win)) < 0.02) continue;
     const ms = Math.round((i / rate) * 1000);
     const last = spans.at(-1);
     if (last && ms - last[1] <= 10) last[1] = ms + 10;
@@ -179,6 +171,7 @@ async function open(browser: WidgetBrowser, url: string, t: ExecutionContext): P
   return { page, requests };
 }
 
+/** The customer's own site on another origin, embedding the widget from the server. */
 const customerPage = (agentId: string, extra = '') => site.page(agentId, server.url, { extra });
 
 const callEnded = (agentId: string, sessionId: string, ms?: number) => server.callEnded(agentId, sessionId, ms);

@@ -10,8 +10,8 @@
  */
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
 import { resolveOptions } from '../../../core/options.ts';
+import { EngineWorker } from '../engine-worker.ts';
 import { LocalEngineError } from '../local-engine-error.ts';
 
 /** The rate the model takes. */
@@ -48,8 +48,6 @@ export interface MoonshineResult {
 }
 
 type Reply =
-  | { type: 'ready' }
-  | { type: 'failed'; message: string }
   | { type: 'text'; id: number; text: string; tokens: number; confidence: number; ms: number }
   | { type: 'error'; id: number; message: string };
 
@@ -70,8 +68,7 @@ function modelDirectory(model: MoonshineModelName): string {
 
 export class MoonshineEngine {
   readonly settings: { readonly model: MoonshineModelName; readonly threads: number };
-  private worker: Worker | undefined;
-  private ready: Promise<void> | undefined;
+  private readonly worker: EngineWorker<Reply>;
   private readonly pending = new Map<number, { resolve: (r: MoonshineResult) => void; reject: (e: Error) => void }>();
   private nextId = 1;
 
@@ -81,56 +78,40 @@ export class MoonshineEngine {
     if (!Number.isInteger(this.settings.threads) || this.settings.threads < 1 || this.settings.threads > 16) {
       throw new LocalEngineError('invalid_options', `threads must be an integer within 1-16, got ${this.settings.threads}`);
     }
+    const { model, threads } = this.settings;
+    this.worker = new EngineWorker<Reply>({
+      name: 'moonshine',
+      url: new URL('./moonshine-worker.mjs', import.meta.url),
+      workerData: () => {
+        const directory = modelDirectory(model);
+        return {
+          encoderPath: join(directory, 'encoder_model.onnx'),
+          decoderPath: join(directory, 'decoder_model_merged.onnx'),
+          threads,
+          vocabulary: VOCABULARY,
+          ...MODELS[model],
+        };
+      },
+      onReply: (reply) => {
+        const request = this.pending.get(reply.id);
+        if (!request) return;
+        this.pending.delete(reply.id);
+        this.worker.letGo();
+        if (reply.type === 'text') request.resolve({ text: reply.text, tokens: reply.tokens, confidence: reply.confidence, ms: reply.ms });
+        else request.reject(new LocalEngineError('engine_failure', `moonshine: ${reply.message}`));
+      },
+      onStop: (error) => {
+        const requests = [...this.pending.values()];
+        this.pending.clear();
+        for (const request of requests) request.reject(error);
+      },
+      busy: () => this.pending.size > 0,
+    });
   }
 
   /** Starts the worker and loads the model (0.3-2 s, once); `transcribe` calls it anyway. */
   start(): Promise<void> {
-    if (this.ready) return this.ready;
-    const directory = modelDirectory(this.settings.model);
-    const worker = new Worker(new URL('./moonshine-worker.mjs', import.meta.url), {
-      workerData: {
-        encoderPath: join(directory, 'encoder_model.onnx'),
-        decoderPath: join(directory, 'decoder_model_merged.onnx'),
-        threads: this.settings.threads,
-        vocabulary: VOCABULARY,
-        ...MODELS[this.settings.model],
-      },
-    });
-    this.worker = worker;
-    this.ready = new Promise<void>((resolve, reject) => {
-      const crash = (error: Error) => {
-        if (this.worker === worker) {
-          this.worker = undefined;
-          this.ready = undefined;
-        }
-        const wrapped = new LocalEngineError('engine_failure', `moonshine worker stopped: ${error.message}`);
-        reject(wrapped);
-        this.failAll(wrapped);
-      };
-      worker.on('message', (reply: Reply) => {
-        if (reply.type === 'ready') {
-          if (this.pending.size === 0) worker.unref();
-          return resolve();
-        }
-        if (reply.type === 'failed') {
-          crash(new Error(`the model did not load: ${reply.message}`));
-          void worker.terminate();
-          return;
-        }
-        const request = this.pending.get(reply.id);
-        if (!request) return;
-        this.pending.delete(reply.id);
-        if (this.pending.size === 0) worker.unref();
-        if (reply.type === 'text') request.resolve({ text: reply.text, tokens: reply.tokens, confidence: reply.confidence, ms: reply.ms });
-        else request.reject(new LocalEngineError('engine_failure', `moonshine: ${reply.message}`));
-      });
-      worker.on('error', crash);
-      worker.on('exit', (code) => {
-        if (this.worker === worker) crash(new Error(`exit code ${code}`));
-      });
-    });
-    this.ready.catch(() => undefined);
-    return this.ready;
+    return this.worker.start();
   }
 
   /**
@@ -141,29 +122,19 @@ export class MoonshineEngine {
     // Too short for the encoder, or a buffer already handed to the worker (detached: length 0,
     // and a message carrying it never arrives).
     if (audio.length < MOONSHINE_MIN_SAMPLES) return { text: '', tokens: 0, confidence: 0, ms: 0 };
-    await this.start();
-    const worker = this.worker;
-    if (!worker) throw new LocalEngineError('engine_failure', 'moonshine worker stopped');
+    // Held before the worker is waited for: a close from now on fails it.
     const id = this.nextId++;
     return new Promise<MoonshineResult>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      worker.ref();
-      worker.postMessage({ type: 'transcribe', id, audio, maxTokens }, [audio.buffer as ArrayBuffer]);
+      this.worker.post({ type: 'transcribe', id, audio, maxTokens }, [audio.buffer as ArrayBuffer]).catch((err: unknown) => {
+        this.pending.delete(id);
+        reject(err as Error);
+      });
     });
   }
 
-  async close(): Promise<void> {
-    const worker = this.worker;
-    this.worker = undefined;
-    this.ready = undefined;
-    this.failAll(new LocalEngineError('engine_failure', 'moonshine engine closed'));
-    if (worker) await worker.terminate();
-  }
-
-  private failAll(error: Error): void {
-    const requests = [...this.pending.values()];
-    this.pending.clear();
-    for (const request of requests) request.reject(error);
+  close(): Promise<void> {
+    return this.worker.close();
   }
 }
 
