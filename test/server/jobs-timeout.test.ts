@@ -115,11 +115,15 @@ test.serial('a job stopping slowly after its time limit keeps its lease: a secon
   stuck.stopMs = 3_000; // longer than the lease: without renewals it would lapse while stopping
   stuck.calls = stuck.aborted = 0;
   s = await startTestServer({ label: 'jobs_timeout_lease', plugins: [stuckPlugin], config: { jobs: { concurrency: 1, maxAttempts: 1, pollMs: 50, leaseMs: 1_500, heartbeatMs: 500, attemptTimeoutMs: 1_000 } } });
-  // A second worker on the same database, as a second process would have.
+  const res = await s.call('POST', '/v1/assets/generate/stuck', { body: { source_asset_id: TEMPLATE_FACE_ASSET.asset_id } });
+  // A second worker on the same database, as a second process would have, once the server's own
+  // worker holds the job: started with it, either could claim it first (a loaded CI run saw the
+  // second one run it, and the server's counters empty).
+  const server = s;
+  await until(async () => (await server.call('GET', `/v1/assets/generate/jobs/${res.body.job_id}`)).body.status !== 'queued', { timeoutMs: 30_000, intervalMs: 20, what: "the server's worker to claim the job" });
   const other = new GenerationJobs(s.server.db, s.server.registry, s.server.services.assets, s.server.storage, pino({ level: 'silent' }), s.server.config.jobs);
   other.startWorker();
   t.teardown(() => other.close());
-  const res = await s.call('POST', '/v1/assets/generate/stuck', { body: { source_asset_id: TEMPLATE_FACE_ASSET.asset_id } });
   const job = await finalState(s, res.body.job_id);
   t.is(job.status, 'failed');
   t.regex(job.error, /^timed out/, 'failed by its own worker at the limit, not reaped as interrupted');
