@@ -51,13 +51,7 @@ export class LiveKitVisitor {
 
   static async join(url: string, token: string): Promise<LiveKitVisitor> {
     const visitor = new LiveKitVisitor();
-    try {
-      await visitor.connect(url, token);
-    } catch (error) {
-      // As RoomVisitor: a join that failed leaves no room connection or audio source behind.
-      await visitor.close();
-      throw error;
-    }
+    await visitor.connect(url, token);
     return visitor;
   }
 
