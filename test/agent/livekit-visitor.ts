@@ -51,7 +51,13 @@ export class LiveKitVisitor {
 
   static async join(url: string, token: string): Promise<LiveKitVisitor> {
     const visitor = new LiveKitVisitor();
-    await visitor.connect(url, token);
+    try {
+      await visitor.connect(url, token);
+    } catch (error) {
+      // As RoomVisitor: a join that failed leaves no room connection or audio source behind.
+      await visitor.close();
+      throw error;
+    }
     return visitor;
   }
 
