@@ -179,8 +179,12 @@ export class BotHost implements SessionRunner, RoomProvider, SignallingDelegate 
     // waits for the child's answer: forever once the child is gone); instead the socket is cut
     // from the server and destroyed here once sent, which counts it out of the server's
     // connections (its descriptor is the host's by then).
-    const sent = socket as Socket & { server: unknown };
+    const sent = socket as Socket & { server: unknown; _handle?: { readStop?: () => number } | null };
     sent.server = null;
+    // This process stops reading the descriptor first. Node keeps a sent handle open, reading into
+    // nothing, until the host acknowledges it; the host answers the upgrade meanwhile, so a
+    // visitor's `join` could be read here and lost (a CI run, plain, saw `join_timeout` that way).
+    sent._handle?.readStop?.();
     child.send(message, sent, (err) => {
       if (err) this.log.warn({ err }, 'could not hand a signalling upgrade to the bot host');
       socket.destroy();
