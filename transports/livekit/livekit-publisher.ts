@@ -200,7 +200,9 @@ export async function publishFramesToRoom(room: Room, frames: Observable<FaceFra
       return sink.audioAheadMs;
     },
     clearAudio() {
-      return sink.clearAudio();
+      const dropped = sink.audioAheadMs;
+      sink.audioSource.clearQueue();
+      return dropped;
     },
   };
 }
