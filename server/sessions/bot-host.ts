@@ -20,7 +20,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { Duplex } from 'node:stream';
-import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import {
   SESSION_TIMEOUTS,
@@ -36,6 +35,7 @@ import type { CreatedRoom } from '../../transports/webrtc/room-registry.ts';
 import { RoomError } from '../../transports/webrtc/room-errors.ts';
 import type { SignallingDelegate, UpgradeRequest } from '../rooms/room-signalling.ts';
 import type { SessionFaceResolver } from './agent-face.ts';
+import { handOverSocket } from './socket-handover.ts';
 import type { BotHostInit, FromHost, HostReplyValue, HostRequest, ToHost } from './bot-host-protocol.ts';
 
 export const BOT_HOST_DEFAULTS = {
@@ -174,21 +174,9 @@ export class BotHost implements SessionRunner, RoomProvider, SignallingDelegate 
       return;
     }
     const message: ToHost = { t: 'upgrade', url: req.url ?? '/', method: req.method ?? 'GET', headers: { ...req.headers }, head: new Uint8Array(head) };
-    // The socket's descriptor goes to the host, and this process forgets it. Not as cluster
-    // workers do (a socket of a server is tracked in the child then, and that server's close()
-    // waits for the child's answer: forever once the child is gone); instead the socket is cut
-    // from the server and destroyed here once sent, which counts it out of the server's
-    // connections (its descriptor is the host's by then).
-    const sent = socket as Socket & { server: unknown; _handle?: { readStop?: () => number } | null };
-    sent.server = null;
-    // This process stops reading the descriptor first. Node keeps a sent handle open, reading into
-    // nothing, until the host acknowledges it; the host answers the upgrade meanwhile, so a
-    // visitor's `join` could be read here and lost (a CI run, plain, saw `join_timeout` that way).
-    sent._handle?.readStop?.();
-    child.send(message, sent, (err) => {
-      if (err) this.log.warn({ err }, 'could not hand a signalling upgrade to the bot host');
-      socket.destroy();
-    });
+    // The descriptor goes to the host and this process forgets it, stopping its own reads first
+    // (a visitor's `join` could otherwise be read here and lost: socket-handover.ts).
+    handOverSocket(child, message, socket, (err) => this.log.warn({ err }, 'could not hand a signalling upgrade to the bot host'));
   }
 
   // ---- SessionRunner --------------------------------------------------------------------------
