@@ -8,11 +8,20 @@
  * Figures: join (request to the avatar's first video frame at the visitor), first TTS byte to the
  * first lip-synced frame at the visitor (the mouth region moving beyond the idle face's motion),
  * A/V offset at the visitor (that frame against the first audible 10 ms of the speech; positive:
- * the picture after its sound), clear_buffer to silence (the RPC sent to the last audible 10 ms at
- * the visitor). LIVEKIT_AVATAR_BENCH_RUNS (default 5); the worker's media settings where they
+ * the picture after its sound), clear_buffer to silence (the RPC sent to the end of the last 10 ms
+ * above -40 dBFS at the visitor; and to quiet, above -26 dBFS: bench -- livekit-transport gives
+ * the transport's own floor under both). LIVEKIT_AVATAR_BENCH_RUNS (default 5); the worker's media settings where they
  * differ from its defaults (LIVEKIT_AVATAR_WORKER_DEFAULTS): LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES,
  * LIVEKIT_AVATAR_BENCH_SPEECH_LEAD_MS (`off`: the idle silence queued is kept). The fake SFU forwards packets in a process
  * of its own, as a LiveKit server is. The load average is printed: the machine is shared.
+ *
+ * Where the server runs (LIVEKIT_AVATAR_BENCH_SERVER): `process` (the default) is `npm start` in
+ * a process of its own, as a deployment runs it, while this process is the agent and the visitor
+ * (in a deployment they are an agent worker and a browser elsewhere); `inline` builds the server
+ * in this process, beside them (the bench's shape until 2026-12-01: the visitor's timestamps then
+ * wait for whatever the server's event loop is doing, its video frame copies and the agent's
+ * packets too). The media settings above exist only inline (npm start has no setting for them):
+ * setting one runs the server inline.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -30,6 +39,7 @@ import { LIVEKIT_AVATAR_WORKER_DEFAULTS } from '../transports/livekit/index.ts';
 import { LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
 import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
 import { SECRETS } from '../test/server/harness.ts';
+import { startServerProcess } from '../test/sessions/server-process.ts';
 import { regionMotion } from '../test/sessions/conversation-audio.ts';
 import { holdsWithin } from '../testing/until.ts';
 import { percentile, printJson, printTable } from './table.ts';
@@ -37,6 +47,9 @@ import { percentile, printJson, printTable } from './table.ts';
 const RUNS = Number(process.env.LIVEKIT_AVATAR_BENCH_RUNS ?? 5);
 const VIDEO_DELAY_FRAMES = process.env.LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES;
 const SPEECH_LEAD_MS = process.env.LIVEKIT_AVATAR_BENCH_SPEECH_LEAD_MS;
+const SERVER = process.env.LIVEKIT_AVATAR_BENCH_SERVER ?? (VIDEO_DELAY_FRAMES || SPEECH_LEAD_MS ? 'inline' : 'process');
+if (SERVER !== 'process' && SERVER !== 'inline') throw new Error(`LIVEKIT_AVATAR_BENCH_SERVER must be process or inline, got ${SERVER}`);
+if (SERVER === 'process' && (VIDEO_DELAY_FRAMES || SPEECH_LEAD_MS)) throw new Error('the media settings (LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES, _SPEECH_LEAD_MS) exist only with LIVEKIT_AVATAR_BENCH_SERVER=inline');
 const RATE = 24_000;
 const MOUTH: [number, number, number, number] = [0.4, 0.38, 0.5, 0.47];
 
@@ -47,9 +60,33 @@ async function speechBytes(voice: LocalTTSService, text: string): Promise<Uint8A
   return new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
 }
 
-export async function run(): Promise<void> {
-  const fake = await startLiveKitServerFake();
-  const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-lkavatar-'));
+interface BenchServer {
+  readonly url: string;
+  readonly key: string;
+  close(): Promise<void>;
+}
+
+/** `npm start` on PGlite in `dataDir`, its first-start key, LiveKit rooms on this machine allowed. */
+async function serverProcess(dataDir: string): Promise<BenchServer> {
+  const server = await startServerProcess({ SVC_DATA_DIR: dataDir, DATABASE_URL: '', SVC_LIVEKIT_ALLOWED_RANGES: '127.0.0.0/8' });
+  const key = server.firstKey;
+  if (!key) {
+    server.kill('SIGKILL');
+    throw new Error(`no first-start API key in the server output:\n${server.output}`);
+  }
+  return {
+    url: server.url,
+    key,
+    async close() {
+      server.kill('SIGTERM');
+      const gone = await Promise.race([server.exited.then(() => true), new Promise<false>((resolve) => setTimeout(() => resolve(false), 10_000).unref())]);
+      if (!gone) server.kill('SIGKILL');
+    },
+  };
+}
+
+/** The server in this process, with the worker's media settings. */
+async function inlineServer(dataDir: string, media: { videoDelayFrames?: number; speechLeadMs?: number }): Promise<BenchServer> {
   const registry = new Registry();
   registry.use(facePlugin);
   const server = await createServer({ ...SECRETS, port: 0, host: '127.0.0.1', logLevel: 'silent', dataDir, livekitAllowedRanges: ['127.0.0.0/8'] }, { registry });
@@ -57,12 +94,27 @@ export async function run(): Promise<void> {
   const key = (await server.services.apiKeys.create('bench-org', 'bench')).key;
   // Count only: one session at a time, and the shared machine's load must not refuse the bench's sessions.
   const capacity = createCapacityGate({ limit: 2, loadCheck: false });
+  const avatars = mountAvatarSessions(server, { capacity, media });
+  return {
+    url,
+    key,
+    async close() {
+      await avatars.close();
+      capacity.close();
+      await server.close();
+    },
+  };
+}
+
+export async function run(): Promise<void> {
+  const fake = await startLiveKitServerFake();
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-lkavatar-'));
   const media = {
     ...(VIDEO_DELAY_FRAMES ? { videoDelayFrames: Number(VIDEO_DELAY_FRAMES) } : {}),
     // 'off': a lead longer than any queue, so nothing is ever dropped.
     ...(SPEECH_LEAD_MS ? { speechLeadMs: SPEECH_LEAD_MS === 'off' ? Number.POSITIVE_INFINITY : Number(SPEECH_LEAD_MS) } : {}),
   };
-  const avatars = mountAvatarSessions(server, { capacity, media });
+  const { url, key, close: closeServer } = SERVER === 'process' ? await serverProcess(dataDir) : await inlineServer(dataDir, media);
   const voice = new LocalTTSService();
   await voice.warmUp();
   const phrase = await speechBytes(voice, 'Welcome to the space station tour. The crew is waiting for you.');
@@ -126,6 +178,8 @@ export async function run(): Promise<void> {
     await agent.localParticipant!.performRpc({ destinationIdentity: 'svc-avatar', method: 'lk.clear_buffer', payload: '' });
     await holdsWithin(() => visitor.audioLevels.some((l) => l.at > clearAt + 1000), { timeoutMs: 5_000, intervalMs: 5 });
     const lastLoud = visitor.audioLevels.filter((l) => l.at >= clearAt && l.at <= clearAt + 1000 && l.rms > 0.01).at(-1)?.at;
+    // Also to quiet (-26 dBFS): bench -- livekit-transport measures the transport's own floor under both.
+    const lastAboveQuiet = visitor.audioLevels.filter((l) => l.at >= clearAt && l.at <= clearAt + 1000 && l.rms > 0.05).at(-1)?.at;
     rows.push({
       run: i + 1,
       join_ms: joinMs,
@@ -133,6 +187,7 @@ export async function run(): Promise<void> {
       first_byte_to_audible_ms: firstAudible - firstByteAt,
       av_offset_ms: firstMoving - firstAudible,
       clear_to_silence_ms: lastLoud === undefined ? 0 : lastLoud + 10 - clearAt,
+      clear_to_quiet_ms: lastAboveQuiet === undefined ? 0 : lastAboveQuiet + 10 - clearAt,
       ...speechStats,
     });
     // When the clear reached the worker (its way through the SFU): the rest of the clear's time
@@ -157,16 +212,16 @@ export async function run(): Promise<void> {
     av_offset_max_abs_ms: Math.max(...col('av_offset_ms').map(Math.abs)),
     clear_to_silence_p50_ms: percentile(col('clear_to_silence_ms'), 50),
     clear_to_silence_max_ms: Math.max(...col('clear_to_silence_ms')),
+    clear_to_quiet_p50_ms: percentile(col('clear_to_quiet_ms'), 50),
     clear_to_worker_p50_ms: percentile(col('clear_to_worker_ms'), 50),
+    server: SERVER,
     video_delay_frames: media.videoDelayFrames ?? LIVEKIT_AVATAR_WORKER_DEFAULTS.videoDelayFrames,
     speech_lead_ms: SPEECH_LEAD_MS === 'off' ? 'off' : (media.speechLeadMs ?? LIVEKIT_AVATAR_WORKER_DEFAULTS.speechLeadMs),
     undetected: rows.length * 2 - col('first_byte_to_synced_frame_ms').length - col('av_offset_ms').length,
     loadavg_1m: Number(load.toFixed(2)),
     loadavg_1m_end: Number(loadavg()[0]!.toFixed(2)),
   });
-  await avatars.close();
-  capacity.close();
-  await server.close();
+  await closeServer();
   await fake.close();
   await dispose();
   rmSync(dataDir, { recursive: true, force: true });

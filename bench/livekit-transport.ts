@@ -8,7 +8,15 @@
  * (positive: the picture after its sound), and the audio the publisher's source held ahead of
  * playout at the step (part of "heard": it is what a sound waits behind). This is the floor under `bench -- livekit-avatar`'s
  * first-byte-to-frame and A/V figures (docs/livekit-agents.md). LIVEKIT_TRANSPORT_BENCH_STEPS
- * (default 10). The load average is printed: the machine is shared.
+ * (default 10).
+ *
+ * Then the floor under its clear_buffer-to-silence: LIVEKIT_TRANSPORT_BENCH_CLEARS times (default
+ * 5), the tone for 400 ms, then at once the source's queue cleared (`clearQueue`, what the avatar
+ * worker does on `lk.clear_buffer`) and silence captured from then on; the figure is the clear to
+ * the end of the last 10 ms at the visitor above -40 dBFS (silence as bench -- livekit-avatar reads
+ * it) and above -26 dBFS (quiet): the sound already past the publisher's queue (Opus, the SFU, the
+ * visitor's jitter buffer and playout; the tone's end decays there over some 100 ms from about
+ * -34 dBFS, measured 2026-12-01). The load average is printed: the machine is shared.
  */
 import { loadavg } from 'node:os';
 import { AudioFrame, AudioSource, dispose, LocalAudioTrack, LocalVideoTrack, Room, TrackPublishOptions, TrackSource, VideoBufferType, VideoFrame, VideoSource } from '@livekit/rtc-node';
@@ -19,6 +27,22 @@ import { livekitToken as token } from './_livekit.ts';
 import { percentile, printJson, printTable } from './table.ts';
 
 const STEPS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_STEPS ?? 10);
+const CLEARS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_CLEARS ?? 5);
+/** Silence as bench -- livekit-avatar reads it (10 ms under -40 dBFS RMS), and quiet (under -26 dBFS: the steps' own level). */
+const SILENT_RMS = 0.01;
+const QUIET_RMS = 0.05;
+/** The audio track's Opus DTX and RED (LIVEKIT_TRANSPORT_BENCH_DTX, _RED: on or off; unset: the SDK's defaults, as the avatar worker publishes). */
+const onOff = (name: string): boolean | undefined => {
+  const value = process.env[name];
+  if (value === undefined || value === '') return undefined;
+  if (value !== 'on' && value !== 'off') throw new Error(`${name} must be on or off, got ${value}`);
+  return value === 'on';
+};
+/** Silence captured at once after a clear (ms; LIVEKIT_TRANSPORT_BENCH_CLEAR_REFILL_MS, default 0: only the clear). */
+const CLEAR_REFILL_MS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_CLEAR_REFILL_MS ?? 0);
+const DTX = onOff('LIVEKIT_TRANSPORT_BENCH_DTX');
+const RED = onOff('LIVEKIT_TRANSPORT_BENCH_RED');
+const AUDIO_OPTIONS = { ...(DTX === undefined ? {} : { dtx: DTX }), ...(RED === undefined ? {} : { red: RED }) };
 const WIDTH = 640;
 const HEIGHT = 360;
 const RATE = 48_000;
@@ -39,7 +63,7 @@ export async function run(): Promise<void> {
   const audio = new AudioSource(RATE, 1, 200);
   const video = new VideoSource(WIDTH, HEIGHT);
   await Promise.all([
-    publisher.localParticipant!.publishTrack(LocalAudioTrack.createAudioTrack('audio', audio), new TrackPublishOptions({ source: TrackSource.SOURCE_MICROPHONE })),
+    publisher.localParticipant!.publishTrack(LocalAudioTrack.createAudioTrack('audio', audio), new TrackPublishOptions({ source: TrackSource.SOURCE_MICROPHONE, ...AUDIO_OPTIONS })),
     publisher.localParticipant!.publishTrack(LocalVideoTrack.createVideoTrack('video', video), new TrackPublishOptions({ source: TrackSource.SOURCE_CAMERA, simulcast: false })),
   ]);
   const visitor = await LiveKitVisitor.join(fake.url, await token(fake.apiKey, fake.apiSecret, 'visitor', room));
@@ -53,6 +77,7 @@ export async function run(): Promise<void> {
   const silence = new Int16Array(CHUNK);
   const tone = Int16Array.from({ length: CHUNK }, (_, i) => Math.round(12_000 * Math.sin((2 * Math.PI * 440 * i) / RATE)));
   const rows: Array<Record<string, number>> = [];
+  const clears: Array<Record<string, number>> = [];
   let running = true;
   let stepAt = 0;
   let toneLeft = 0;
@@ -61,10 +86,23 @@ export async function run(): Promise<void> {
   // The publisher's clock: a picture every 40 ms, 10 ms of audio every 10 ms, as the avatar's pump.
   const started = Date.now();
   let ticks = 0;
+  /** Steps are taken while true; the clears run after them. */
+  let stepping = true;
+  /** Set to ask the feed for a clear at its next tick; the feed writes when it cleared. */
+  let clearRequested = false;
+  let clearedAt = 0;
   const feed = (async () => {
     while (running) {
       const now = Date.now();
-      if (stepAt === 0 && ticks > 0 && ticks % 100 === 0) {
+      if (clearRequested) {
+        // Between captures, as the worker's clear comes between its pump's deliveries.
+        clearRequested = false;
+        audio.clearQueue();
+        toneLeft = 0;
+        clearedAt = Date.now();
+        for (let ms = 0; ms < CLEAR_REFILL_MS; ms += 10) await audio.captureFrame(new AudioFrame(silence, RATE, 1, CHUNK));
+      }
+      if (stepping && stepAt === 0 && ticks > 0 && ticks % 100 === 0) {
         stepAt = now;
         queuedAtStep = audio.queuedDuration;
         toneLeft = 20;
@@ -88,6 +126,23 @@ export async function run(): Promise<void> {
       rows.push({ step: i + 1, capture_to_seen_ms: seenAt === undefined ? NaN : seenAt - at, capture_to_heard_ms: heardAt === undefined ? NaN : heardAt - at, av_ms: seenAt === undefined || heardAt === undefined ? NaN : seenAt - heardAt, publisher_queued_ms: queuedAtStep });
       stepAt = 0;
     }
+    stepping = false;
+    for (let i = 0; i < CLEARS; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      toneLeft = 40; // 400 ms of tone, cleared after 300
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      clearedAt = 0;
+      clearRequested = true;
+      await until(() => clearedAt !== 0, { timeoutMs: 5_000, what: 'the clear' });
+      const at = clearedAt;
+      await until(() => Date.now() - at > 800, { timeoutMs: 5_000, intervalMs: 20, what: 'the clear to arrive' });
+      // The end of the last 10 ms above a level; a clear whose tone never reached the visitor measures nothing.
+      const after = (rms: number) => {
+        const last = visitor.audioLevels.filter((l) => l.at >= at - 300 && l.at <= at + 800 && l.rms > rms).at(-1)?.at;
+        return last === undefined ? NaN : Math.max(0, last + 10 - at);
+      };
+      clears.push({ clear: i + 1, clear_to_silence_ms: after(SILENT_RMS), clear_to_quiet_ms: after(QUIET_RMS) });
+    }
   } finally {
     running = false;
     await feed.catch(() => undefined);
@@ -97,7 +152,9 @@ export async function run(): Promise<void> {
     await dispose();
   }
   printTable(rows);
+  printTable(clears);
   const col = (k: string) => rows.map((r) => r[k]!).filter(Number.isFinite);
+  const cleared = (k: string) => clears.map((r) => r[k]!).filter(Number.isFinite);
   printJson('livekit_transport', {
     steps: rows.length,
     capture_to_seen_p50_ms: percentile(col('capture_to_seen_ms'), 50),
@@ -106,7 +163,14 @@ export async function run(): Promise<void> {
     capture_to_heard_max_ms: Math.max(...col('capture_to_heard_ms')),
     av_p50_ms: percentile(col('av_ms'), 50),
     publisher_queued_p50_ms: percentile(col('publisher_queued_ms'), 50),
-    missed: rows.length * 2 - col('capture_to_seen_ms').length - col('capture_to_heard_ms').length,
+    clears: clears.length,
+    clear_to_silence_p50_ms: percentile(cleared('clear_to_silence_ms'), 50),
+    clear_to_silence_max_ms: Math.max(...cleared('clear_to_silence_ms')),
+    clear_to_quiet_p50_ms: percentile(cleared('clear_to_quiet_ms'), 50),
+    clear_refill_ms: CLEAR_REFILL_MS,
+    dtx: DTX === undefined ? 'default' : DTX,
+    red: RED === undefined ? 'default' : RED,
+    missed: rows.length * 2 - col('capture_to_seen_ms').length - col('capture_to_heard_ms').length + clears.length - cleared('clear_to_silence_ms').length,
     loadavg_1m: Number(loadavg()[0]!.toFixed(2)),
   });
 }

@@ -200,9 +200,7 @@ export async function publishFramesToRoom(room: Room, frames: Observable<FaceFra
       return sink.audioAheadMs;
     },
     clearAudio() {
-      const dropped = sink.audioAheadMs;
-      sink.audioSource.clearQueue();
-      return dropped;
+      return sink.clearAudio();
     },
   };
 }
