@@ -47,9 +47,19 @@ function sleepWith(clock: Clock, ms: number, signal?: AbortSignal): Promise<void
   });
 }
 
+export interface RealClockOptions {
+  /**
+   * Timers that do not hold the process open by themselves (Node's `unref`): for waits that only
+   * matter while something else keeps the process alive (a server's pacing of its start-ups).
+   */
+  readonly unref?: boolean;
+}
+
 export class RealClock implements Clock {
   private nextId = 1;
   private readonly timers = new Map<number, NodeJS.Timeout>();
+
+  constructor(private readonly options: RealClockOptions = {}) {}
 
   now(): number {
     return performance.now();
@@ -57,10 +67,12 @@ export class RealClock implements Clock {
 
   setTimeout(fn: () => void, ms: number): TimerHandle {
     const id = this.nextId++;
-    this.timers.set(id, setTimeout(() => {
+    const timer = setTimeout(() => {
       this.timers.delete(id);
       fn();
-    }, Math.max(0, ms)));
+    }, Math.max(0, ms));
+    if (this.options.unref) timer.unref();
+    this.timers.set(id, timer);
     return { id };
   }
 
@@ -73,7 +85,9 @@ export class RealClock implements Clock {
 
   setInterval(fn: () => void, ms: number): TimerHandle {
     const id = this.nextId++;
-    this.timers.set(id, setInterval(fn, Math.max(1, ms)));
+    const timer = setInterval(fn, Math.max(1, ms));
+    if (this.options.unref) timer.unref();
+    this.timers.set(id, timer);
     return { id };
   }
 

@@ -4,6 +4,8 @@
  * admissions is answered before the bots' start-ups take the event loop. Used by LiveSessions
  * (live-sessions.ts).
  */
+import { RealClock, type Clock } from '../../core/clock.ts';
+
 export const SESSION_START = {
   /**
    * Bots this process starts at once; further admitted sessions wait their turn. A start (the
@@ -40,12 +42,14 @@ export const SESSION_START = {
  * `SESSION_START.quietWaitMaxMs`), or after `maxMs` whatever happens.
  */
 export class PendingDecisions {
+  /** `clock`: real time by default, its timers unref'd (a start-up's wait never holds a process open by itself). */
+  constructor(private readonly clock: Clock = new RealClock({ unref: true })) {}
   private count = 0;
   private lastArrival = Number.NEGATIVE_INFINITY;
   private readonly waiters: (() => void)[] = [];
   begin(): () => void {
     this.count++;
-    this.lastArrival = performance.now();
+    this.lastArrival = this.clock.now();
     let done = false;
     return () => {
       if (done) return;
@@ -54,12 +58,12 @@ export class PendingDecisions {
     };
   }
   quiet(maxMs: number): Promise<void> {
-    const started = performance.now();
+    const started = this.clock.now();
     const until = started + maxMs;
     const quietUntil = started + Math.min(maxMs, SESSION_START.quietWaitMaxMs);
     const settled = async (): Promise<void> => {
       for (;;) {
-        const now = performance.now();
+        const now = this.clock.now();
         if (now >= until) return;
         if (this.count > 0) {
           await this.wake(until - now);
@@ -67,7 +71,7 @@ export class PendingDecisions {
         }
         const sinceArrival = now - this.lastArrival;
         if (sinceArrival >= SESSION_START.quietAfterArrivalMs || now >= quietUntil) return;
-        await sleep(Math.min(SESSION_START.quietAfterArrivalMs - sinceArrival, quietUntil - now));
+        await this.clock.sleep(Math.min(SESSION_START.quietAfterArrivalMs - sinceArrival, quietUntil - now));
       }
     };
     return settled();
@@ -75,23 +79,18 @@ export class PendingDecisions {
   /** Resolves when the count falls to 0, or after `ms`. */
   private wake(ms: number): Promise<void> {
     return new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
+      const timer = this.clock.setTimeout(() => {
         const i = this.waiters.indexOf(wake);
         if (i >= 0) this.waiters.splice(i, 1);
         resolve();
       }, ms);
-      timer.unref();
       const wake = () => {
-        clearTimeout(timer);
+        this.clock.clearTimeout(timer);
         resolve();
       };
       this.waiters.push(wake);
     });
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
 /** At most `limit` starts at once, in arrival order, each after the connects being decided (PendingDecisions). */
