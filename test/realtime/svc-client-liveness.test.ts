@@ -72,6 +72,33 @@ test('a server that answers its pings is kept', async (t) => {
   t.is(seen.messages.filter((m) => m.type === 'error').length, 0);
 });
 
+test('a client stalled past its silence bound, with the server\'s answer waiting in its socket, is kept: the answer is read before the verdict', async (t) => {
+  // The server answers a ping, then this process blocks for 6 keep-alive periods (a busy loop, as a
+  // laptop that slept or a loaded machine would): when it runs again the client's timer comes
+  // before the pong waiting in its socket is read. Judged at that timer, the connection was lost.
+  let stalled = false;
+  const url = await server(t, (ws) => ws.on('message', (data) => {
+    const m = JSON.parse(String(data));
+    if (m.type !== 'ping') return;
+    ws.send(JSON.stringify({ type: 'pong', t: 0 }));
+    if (stalled) return;
+    stalled = true;
+    setImmediate(() => {
+      const until = performance.now() + 300;
+      while (performance.now() < until);
+    });
+  }));
+  const client = new SvcClient({ apiKey: 'k', configId: 'c1', url, keepAliveMs: 50 });
+  t.teardown(() => client.close());
+  const seen = record(client);
+  await client.connect();
+  await until(() => stalled, { timeoutMs: 5_000, what: 'the first ping answered and the stall done' });
+  // A few periods more, each answered.
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.deepEqual(seen.messages.filter((m) => m.type === 'error'), []);
+  t.true(client.isConnected);
+});
+
 test('a dropped socket (1006) is a fatal error before the end; a server that says why it closes is reported once', async (t) => {
   const dropped = await server(t, (ws) => setTimeout(() => ws.terminate(), 20));
   const a = new SvcClient({ apiKey: 'k', configId: 'c1', url: dropped, keepAliveMs: 60_000 });

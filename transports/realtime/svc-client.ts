@@ -122,12 +122,20 @@ export class SvcClient {
           const serverIdle = typeof message.limits?.idleTimeoutMs === 'number' ? message.limits.idleTimeoutMs / 3 : Infinity;
           const every = Math.min(this.settings.keepAliveMs, serverIdle);
           if (every > 0) {
+            const bound = every * SVC_CLIENT_DEFAULTS.silentPeriods;
+            const silent = () => Date.now() - this.lastHeardAt > bound;
             this.keepAlive = setInterval(() => {
-              if (Date.now() - this.lastHeardAt > every * SVC_CLIENT_DEFAULTS.silentPeriods) {
-                clearInterval(this.keepAlive);
-                this.fatalSeen = true;
-                this.subject.next({ type: 'error', code: 'internal_error', message: `connection lost: nothing from the server for ${Math.round(Date.now() - this.lastHeardAt)} ms`, fatal: true });
-                ws.terminate();
+              if (silent()) {
+                // Judged once this turn's input is read (setImmediate runs after the poll phase):
+                // timers run first, and a process that was itself stalled past the bound (a busy
+                // loop, a laptop waking) has the server's answer waiting in its socket.
+                setImmediate(() => {
+                  if (this.fatalSeen || ws.readyState !== WebSocket.OPEN || !silent()) return;
+                  clearInterval(this.keepAlive);
+                  this.fatalSeen = true;
+                  this.subject.next({ type: 'error', code: 'internal_error', message: `connection lost: nothing from the server for ${Math.round(Date.now() - this.lastHeardAt)} ms`, fatal: true });
+                  ws.terminate();
+                });
                 return;
               }
               this.send({ type: 'ping' });
