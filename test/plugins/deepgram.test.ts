@@ -165,8 +165,8 @@ test('keepalives run on the injected clock', async (t) => {
   t.deepEqual(fake.connections[0]!.controls, ['KeepAlive']);
   stream.sendAudio(silence(20));
   await clock.advance(4000);
-  await new Promise((r) => setTimeout(r, 50));
-  t.is(fake.connections[0]!.controls.length, 2);
+  await until(() => fake.connections[0]!.controls.length >= 2, { ...FAKE_WAIT, what: 'a second KeepAlive' });
+  t.deepEqual(fake.connections[0]!.controls, ['KeepAlive', 'KeepAlive']);
   await stream.close();
 });
 
@@ -267,7 +267,7 @@ test('an abort during the connection attempt rejects with an AbortError and leav
   controller.abort();
   const err = await t.throwsAsync(attempt);
   t.true(isAbortError(err), `got ${err?.name}: ${err?.message}`);
-  await new Promise((r) => setTimeout(r, 50));
+  await until(() => fake.connections.every((c) => c.closeCode !== undefined), { ...FAKE_WAIT, what: 'any socket that got through to be closed' });
   t.true(fake.connections.every((c) => c.closeCode !== undefined), 'any socket that got through was closed');
 });
 
@@ -296,8 +296,14 @@ test('through the STT processor: a drop mid-utterance is reconnected and the utt
     for (let at = 0; at < pcm.length; at += RATE / 50) worker.queueFrame(frame('input-audio', { pcm: pcm.subarray(at, at + RATE / 50), sampleRate: RATE, channels: 1 }));
   };
   await until(() => fake.connections.length === 1, { ...FAKE_WAIT, what: 'the first connection' });
-  // The processor sends audio once its stream is open (it does not replay what came before).
-  await new Promise((r) => setTimeout(r, 200));
+  // The processor sends audio once its stream is open (it does not replay what came before):
+  // silence until the fake hears it (a 200 ms sleep stood in for the opening, and a loaded
+  // machine can take longer).
+  await until(() => {
+    if (fake.connections[0]!.audioBytes > 0) return true;
+    feed(silence(20));
+    return false;
+  }, { ...FAKE_WAIT, intervalMs: 20, what: 'the stream open: audio reaching the fake' });
 
   feed(voice(700));
   feed(silence(400));

@@ -47,6 +47,9 @@ test('leases not renewed in time: the bots are stopped runner_lost; renewed, the
   await until(() => runner.stops.length > 0, { timeoutMs: 4 * LEASE_MS, intervalMs: 20, what: 'the bot stopped after its lease' });
   const after = Date.now() - stalledAt;
   t.deepEqual(runner.stops, [{ sessionId: connected.body.session_id, reason: 'runner_lost' }]);
-  t.true(after >= LEASE_MS - 300, `not before the lease could lapse (${after} ms after the stall)`);
+  // Not before its lease could lapse: the last renewal started before the stall, a heartbeat (250
+  // ms) before it when the machine keeps up; half a lease leaves room for a slow one (a renewal
+  // slow through the relay, or a late tick, under load), as runner-sessions.test.ts does.
+  t.true(after >= LEASE_MS / 2, `not before the lease could lapse (${after} ms after the stall)`);
   relay.resume();
 });
