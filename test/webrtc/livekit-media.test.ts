@@ -107,28 +107,14 @@ test('queued sound is never dropped: the end of a turn before still plays whole,
   await keeping.close();
 });
 
-test('a clear drops the queued sound and queues the refill of silence in its place, which the next turn drops down to its lead', async (t) => {
-  const sink = new LiveKitMediaSink(() => undefined, SOURCE_MS, 20, 40);
-  for (let i = 0; i < 20; i++) await sink.deliver(null, chunks40(true)); // 800 ms of speech, faster than real time
+test('a clear drops the queued sound: nothing is queued after it, and it says how much it dropped', async (t) => {
+  const sink = new LiveKitMediaSink(() => undefined, SOURCE_MS, 20);
+  for (let i = 0; i < 5; i++) await sink.deliver(null, chunks40(true)); // 200 ms of speech, faster than real time
   const before = sink.audioAheadMs;
-  const t0 = performance.now();
   const dropped = sink.clearAudio();
-  const tookMs = performance.now() - t0;
-  const after = sink.audioAheadMs;
-  t.log(`queued ${before} ms of speech; the clear dropped ${dropped}, ${after} ms queued after it`);
-  t.true(dropped <= before && dropped >= before - tookMs - 10, `dropped ${dropped} of ${before} ms`);
-  t.true(after > 20 && after <= 40, `${after} ms queued after the clear: the refill's 40 ms, less what drained`);
-  // What is queued now is silence: a turn starting now drops it down to the lead.
-  const next = await aroundSpeechStart(sink);
-  t.true(sink.droppedSilenceMs > 0 || next.before <= 20, `the refill's silence was dropped (${sink.droppedSilenceMs} ms of ${next.before})`);
-  t.true(next.after <= 20, `${next.after} ms queued after the turn's start: the lead at most`);
+  t.true(before > 0 && dropped > 0 && dropped <= before, `dropped ${dropped} of ${before} ms`);
+  t.is(sink.audioAheadMs, 0, 'nothing queued after a clear');
   await sink.close();
-
-  const plain = new LiveKitMediaSink(() => undefined, SOURCE_MS, 20, 0);
-  for (let i = 0; i < 5; i++) await plain.deliver(null, chunks40(true));
-  plain.clearAudio();
-  t.is(plain.audioAheadMs, 0, 'without a refill a clear leaves nothing queued');
-  await plain.close();
 });
 
 test('a LiveKit server that cannot be reached is a publish_failed RoomError', async (t) => {

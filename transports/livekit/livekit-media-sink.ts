@@ -11,13 +11,6 @@ import type { AvatarMediaSink } from '../webrtc/avatar-frame-pump.ts';
 export const LIVEKIT_MEDIA_DEFAULTS = {
   /** Audio the AudioSource may hold ahead of playout; capture waits when it is full. */
   audioQueueMs: 200,
-  /**
-   * Silence queued at once in place of the sound a clear drops (ms; `clearAudio`), so the track
-   * goes on sending until the next frame's audio comes (up to a frame, 40 ms, later): an emptied
-   * queue sent nothing meanwhile, and the visitor's jitter buffer, short of packets, stretched the
-   * cleared speech's last sound into a fading tail (bench -- livekit-transport). 0: only the clear.
-   */
-  clearRefillMs: 40,
   videoTrackName: 'avatar-video',
   audioTrackName: 'avatar-audio',
 } as const;
@@ -55,7 +48,6 @@ export class LiveKitMediaSink implements AvatarMediaSink {
     private readonly onVideoTrack: (track: LocalVideoTrack) => Promise<void> | void,
     audioQueueMs: number = LIVEKIT_MEDIA_DEFAULTS.audioQueueMs,
     speechLeadMs: number | null = null,
-    private readonly clearRefillMs: number = LIVEKIT_MEDIA_DEFAULTS.clearRefillMs,
   ) {
     this.audioSource = new AudioSource(AVATAR_MEDIA.audioSampleRate, 1, audioQueueMs);
     this.speechLeadMs = speechLeadMs === null ? null : Math.max(0, Math.ceil(speechLeadMs / CHUNK_MS)) * CHUNK_MS;
@@ -114,17 +106,11 @@ export class LiveKitMediaSink implements AvatarMediaSink {
     this.silentTailMs = lead;
   }
 
-  /**
-   * Drops the sound queued (an `lk.clear_buffer`) and queues `clearRefillMs` of silence in its
-   * place; returns how much sound was dropped (ms). The silence is captured in the background,
-   * in order, before anything delivered after this call.
-   */
+  /** Drops the sound queued (an `lk.clear_buffer`); returns how much was dropped (ms). */
   clearAudio(): number {
     const dropped = this.audioSource.queuedDuration;
     this.audioSource.clearQueue();
-    const chunks = Math.ceil(Math.max(0, this.clearRefillMs) / CHUNK_MS);
-    this.silentTailMs = chunks * CHUNK_MS;
-    for (let i = 0; i < chunks; i++) void this.audioSource.captureFrame(toLiveKitAudioFrame(new Int16Array((AVATAR_MEDIA.audioSampleRate / 1000) * CHUNK_MS))).catch(() => undefined);
+    this.silentTailMs = 0;
     return dropped;
   }
 
