@@ -46,12 +46,14 @@ test.serial('a browser receives the avatar: decoded video at the frame size and 
   const first = await waitForStats(page, (s) => s.framesDecoded > 0);
   const firstFrameMs = Date.now() - joinedAt;
   t.true(first.framesDecoded > 0, `no frame decoded: ${JSON.stringify(first)}`);
-  const later = await waitForStats(page, (s) => s.framesDecoded >= first.framesDecoded + 10 && s.totalSamplesReceived > first.totalSamplesReceived + 4800 && s.audioLevel > 0);
+  const later = await waitForStats(page, (s) => s.framesDecoded >= first.framesDecoded + 10 && s.totalSamplesReceived > first.totalSamplesReceived + 4800 && s.audioLevel > 0.2 && s.audioLevel < 0.4);
   t.true(later.framesDecoded >= first.framesDecoded + 10, `decoding stalled: ${JSON.stringify(later)}`);
   t.is(later.frameWidth, 320);
   t.is(later.frameHeight, 240);
   t.true(later.totalSamplesReceived > first.totalSamplesReceived + 4800, `audio did not flow: ${JSON.stringify(later)}`);
   // The published tone has amplitude 0.3; the receiver's level must show it, not silence or clipping.
+  // (Waited for: audioLevel is the level of the moment, and a loaded machine's bursty delivery has
+  // the receiver conceal and fade between bursts.)
   t.true(later.audioLevel > 0.2 && later.audioLevel < 0.4, `the tone's level should be about 0.3, got ${later.audioLevel}`);
   t.deepEqual(later.tracks.map((tr) => tr.kind).sort(), ['audio', 'video']);
   t.true(later.tracks.every((tr) => tr.readyState === 'live'));

@@ -65,8 +65,16 @@ async function packetsForOneSecond(edit: boolean): Promise<number> {
       source.onData({ samples: tone, sampleRate: 48_000, bitsPerSample: 16, channelCount: 1, numberOfFrames: 480 });
       await new Promise((r) => setTimeout(r, 10));
     }
-    await new Promise((r) => setTimeout(r, 300));
-    return (await packetsSent(a)) - before;
+    // Until the sender has sent what it was given (the count holds still over 200 ms): a fixed
+    // 300 ms wait read a starved encoder's count before it caught up.
+    let sent = await packetsSent(a);
+    for (let waited = 0; waited < 5_000; waited += 200) {
+      await new Promise((r) => setTimeout(r, 200));
+      const now = await packetsSent(a);
+      if (now === sent) break;
+      sent = now;
+    }
+    return sent - before;
   } finally {
     track.stop();
     a.close();
