@@ -2,7 +2,7 @@
  * `npm run bench -- livekit-transport`: what the way from a LiveKit publisher to a visitor adds by
  * itself, without a face: an rtc-node publisher captures a grey picture every 40 ms and 10 ms of
  * silence every 10 ms (as the avatar worker's pump does), and once a second a white picture and a
- * 440 Hz tone at the same moment; an rtc-node visitor in the same room, through the fake LiveKit
+ * 400 Hz tone at the same moment; an rtc-node visitor in the same room, through the fake LiveKit
  * server (packets forwarded in a process of its own), notes when it first sees the white picture
  * and hears the tone. Figures per step: capture to seen, capture to heard, and the difference
  * (positive: the picture after its sound), and the audio the publisher's source held ahead of
@@ -15,8 +15,7 @@
  * worker does on `lk.clear_buffer`) and silence captured from then on; the figure is the clear to
  * the end of the last 10 ms at the visitor above -40 dBFS (silence as bench -- livekit-avatar reads
  * it) and above -26 dBFS (quiet): the sound already past the publisher's queue (Opus, the SFU, the
- * visitor's jitter buffer and playout; the tone's end decays there over some 100 ms from about
- * -34 dBFS, measured 2026-12-01). The load average is printed: the machine is shared.
+ * visitor's jitter buffer and playout). The load average is printed: the machine is shared.
  */
 import { loadavg } from 'node:os';
 import { AudioFrame, AudioSource, dispose, LocalAudioTrack, LocalVideoTrack, Room, TrackPublishOptions, TrackSource, VideoBufferType, VideoFrame, VideoSource } from '@livekit/rtc-node';
@@ -41,17 +40,28 @@ const onOff = (name: string): boolean | undefined => {
 /** Silence captured at once after a clear (ms; LIVEKIT_TRANSPORT_BENCH_CLEAR_REFILL_MS, default 0: only the clear). */
 const CLEAR_REFILL_MS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_CLEAR_REFILL_MS ?? 0);
 const DTX = onOff('LIVEKIT_TRANSPORT_BENCH_DTX');
+/**
+ * The pictures between steps (LIVEKIT_TRANSPORT_BENCH_PICTURES): `still` (default), one grey
+ * picture, as little video traffic as there is; `moving`, a region of the lower third changing in
+ * every picture (noise: more traffic than a face's motion), for the audio's way beside the video
+ * traffic an avatar sends.
+ */
+const PICTURES = process.env.LIVEKIT_TRANSPORT_BENCH_PICTURES ?? 'still';
+if (PICTURES !== 'still' && PICTURES !== 'moving') throw new Error(`LIVEKIT_TRANSPORT_BENCH_PICTURES must be still or moving, got ${PICTURES}`);
 const RED = onOff('LIVEKIT_TRANSPORT_BENCH_RED');
 const AUDIO_OPTIONS = { ...(DTX === undefined ? {} : { dtx: DTX }), ...(RED === undefined ? {} : { red: RED }) };
 const WIDTH = 640;
 const HEIGHT = 360;
 const RATE = 48_000;
 const CHUNK = RATE / 100;
+const TONE_HZ = 400;
 
-function picture(luma: number): VideoFrame {
+function picture(luma: number, noise = false): VideoFrame {
   const data = new Uint8Array((WIDTH * HEIGHT * 3) / 2);
   data.fill(luma, 0, WIDTH * HEIGHT);
   data.fill(128, WIDTH * HEIGHT);
+  // Noise in the lower third's middle (luma 20-99), away from the centre pixel the steps are read at.
+  if (noise) for (let y = 240; y < 330; y++) for (let x = 160; x < 480; x++) data[y * WIDTH + x] = 20 + Math.floor(Math.random() * 80);
   return new VideoFrame(data, WIDTH, HEIGHT, VideoBufferType.I420);
 }
 
@@ -72,10 +82,15 @@ export async function run(): Promise<void> {
     // The centre pixel's luma: white pictures are the steps.
     if (frame.data[(frame.height >> 1) * frame.width + (frame.width >> 1)]! > 200) seen.push(at);
   };
-  const grey = picture(60);
+  const greys = PICTURES === 'moving' ? Array.from({ length: 16 }, () => picture(60, true)) : [picture(60)];
   const white = picture(235);
   const silence = new Int16Array(CHUNK);
-  const tone = Int16Array.from({ length: CHUNK }, (_, i) => Math.round(12_000 * Math.sin((2 * Math.PI * 440 * i) / RATE)));
+  // 400 Hz: a whole number of cycles (4) in each 10 ms chunk, so the chunks join without a step
+  // and the tone carries no DC. The 440 Hz chunk it replaces (4.4 cycles, restarting each chunk)
+  // had a mean of 778 (-32 dBFS): the Opus encoder's DC-reject filter (3 Hz) passed that step into
+  // a tail decaying over some 100 ms at the visitor after the tone stopped, read as the transport's
+  // clear floor until 2026-12-01 (docs/livekit-agents.md).
+  const tone = Int16Array.from({ length: CHUNK }, (_, i) => Math.round(12_000 * Math.sin((2 * Math.PI * TONE_HZ * i) / RATE)));
   const rows: Array<Record<string, number>> = [];
   const clears: Array<Record<string, number>> = [];
   let running = true;
@@ -107,7 +122,7 @@ export async function run(): Promise<void> {
         queuedAtStep = audio.queuedDuration;
         toneLeft = 20;
       }
-      if (ticks % 4 === 0) video.captureFrame(stepAt !== 0 && now - stepAt < 40 ? white : grey);
+      if (ticks % 4 === 0) video.captureFrame(stepAt !== 0 && now - stepAt < 40 ? white : greys[(ticks / 4) % greys.length]!);
       await audio.captureFrame(new AudioFrame(toneLeft-- > 0 ? tone : silence, RATE, 1, CHUNK));
       ticks++;
       const ahead = started + ticks * 10 - Date.now();
@@ -170,6 +185,7 @@ export async function run(): Promise<void> {
     clear_refill_ms: CLEAR_REFILL_MS,
     dtx: DTX === undefined ? 'default' : DTX,
     red: RED === undefined ? 'default' : RED,
+    pictures: PICTURES,
     missed: rows.length * 2 - col('capture_to_seen_ms').length - col('capture_to_heard_ms').length + clears.length - cleared('clear_to_silence_ms').length,
     loadavg_1m: Number(loadavg()[0]!.toFixed(2)),
   });

@@ -27,6 +27,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { RealClock, type Clock } from '../../core/clock.ts';
 import { fakeSpeech, type FakeVoiceName } from './fake-voice.ts';
 import { listenPolyglot, selfSignedCertificate } from './s2s-turns.ts';
+import { Pacing } from './pacing.ts';
 
 export const CARTESIA_FAKE_DEFAULTS = {
   apiKey: 'sk_car_fake_key',
@@ -131,9 +132,13 @@ export async function startCartesiaFake(options: CartesiaFakeOptions = {}): Prom
       const speech = await fakeSpeech(r.transcript, rate, cfg.voice);
       const step = Math.max(1, Math.round((cfg.chunkMs * rate) / 1000));
       if (cfg.firstAudioDelayMs > 0) await clock.sleep(cfg.firstAudioDelayMs, abort.signal);
+      // Chunks on a fixed timeline from the first (test/fakes/pacing.ts).
+      const pacing = new Pacing(() => clock.now(), cfg.chunkIntervalMs);
       for (let at = 0; at < speech.pcm.length; at += step) {
         if (cancelled.has(id) || ws.readyState !== ws.OPEN) return;
-        if (at > 0 && cfg.chunkIntervalMs > 0) await clock.sleep(cfg.chunkIntervalMs, abort.signal);
+        const wait = pacing.slot();
+        // Between chunks the fake always yields (a sleep of 0 when overdue), so a cancel is read between them.
+        if (at > 0 && cfg.chunkIntervalMs > 0) await clock.sleep(wait, abort.signal);
         if (cancelled.has(id)) return;
         if (faults.dropAfterChunks !== undefined && chunks >= faults.dropAfterChunks) return void ws.terminate();
         chunks++;

@@ -23,6 +23,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { RealClock, type Clock } from '../../core/clock.ts';
 import { authorized, rejectUpgrade } from './deepgram.ts';
 import { fakeSpeech, type FakeVoiceName } from './fake-voice.ts';
+import { Pacing } from './pacing.ts';
 
 export const DEEPGRAM_SPEAK_FAKE_DEFAULTS = {
   apiKey: 'dg-fake-speak-key',
@@ -137,9 +138,13 @@ export async function startDeepgramSpeakFake(options: DeepgramSpeakFakeOptions =
       const audio = (await fakeSpeech(words, rate, cfg.voice)).pcm;
       const step = Math.max(1, Math.round((cfg.chunkMs * rate) / 1000));
       if (cfg.firstAudioDelayMs > 0) await clock.sleep(cfg.firstAudioDelayMs, abort.signal);
+      // Chunks on a fixed timeline from the first (test/fakes/pacing.ts).
+      const pacing = new Pacing(() => clock.now(), cfg.chunkIntervalMs);
       for (let at = 0; at < audio.length; at += step) {
         if (gen !== generation || ws.readyState !== ws.OPEN) return;
-        if (at > 0 && cfg.chunkIntervalMs > 0) await clock.sleep(cfg.chunkIntervalMs, abort.signal);
+        const wait = pacing.slot();
+        // Between chunks the fake always yields (a sleep of 0 when overdue), so a cancel is read between them.
+        if (at > 0 && cfg.chunkIntervalMs > 0) await clock.sleep(wait, abort.signal);
         if (gen !== generation) return;
         if (faults.dropAfterChunks !== undefined && chunksSent >= faults.dropAfterChunks) return void ws.terminate();
         chunksSent++;

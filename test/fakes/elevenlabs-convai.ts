@@ -27,6 +27,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo, Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { EnergyTurnDetector, fakeBotVoice } from './s2s-turns.ts';
+import { Pacing } from './pacing.ts';
 
 export const ELEVENLABS_CONVAI_FAKE_DEFAULTS = {
   apiKey: 'xi-convai-fake-key',
@@ -206,12 +207,8 @@ export async function startElevenLabsConvaiFake(options: ElevenLabsConvaiFakeOpt
       const chunk = Math.round((cfg.audioChunkMs / 1000) * outRate);
       let offset = 0;
       let late = -1;
-      // Chunks on a fixed timeline from the first (absolute due times, not each re-armed after the
-      // last): a provider's audio keeps coming while this process is stalled and waits in the
-      // socket, and the fake lives in the stalled process; re-armed, a stall under load delayed
-      // every later chunk and starved the face (an underrun, silence in mid-reply).
-      let firstAt = 0;
-      let sent = 0;
+      // Chunks on a fixed timeline from the first (test/fakes/pacing.ts).
+      const pacing = new Pacing(() => performance.now(), cfg.chunkIntervalMs);
       const step = () => {
         if (ws.readyState !== ws.OPEN || offset >= pcm.length) return;
         if (state.interrupted) {
@@ -230,8 +227,8 @@ export async function startElevenLabsConvaiFake(options: ElevenLabsConvaiFakeOpt
         const part = pcm.subarray(offset, offset + chunk);
         offset += part.length;
         send({ type: 'audio', audio_event: { audio_base_64: Buffer.from(part.buffer, part.byteOffset, part.byteLength).toString('base64'), event_id: id, alignment: null } });
-        if (sent++ === 0) firstAt = performance.now();
-        later(step, Math.max(0, firstAt + sent * cfg.chunkIntervalMs - performance.now()));
+        pacing.slot();
+        later(step, pacing.untilNext());
       };
       later(step, delayMs);
     }

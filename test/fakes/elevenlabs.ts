@@ -15,6 +15,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { RealClock, type Clock } from '../../core/clock.ts';
+import { Pacing } from './pacing.ts';
 
 export const ELEVENLABS_FAKE_DEFAULTS = {
   /** The only key accepted in `xi-api-key`. */
@@ -180,8 +181,12 @@ export async function startElevenLabsFake(options: ElevenLabsFakeOptions = {}): 
     try {
       if (cfg.firstAudioDelayMs > 0) await clock.sleep(cfg.firstAudioDelayMs, abort.signal);
       let index = 0;
+      // Chunks on a fixed timeline from the first (test/fakes/pacing.ts).
+      const pacing = new Pacing(() => clock.now(), cfg.chunkIntervalMs);
       for (let start = 0; start < totalSamples; start += chunkSamples, index++) {
-        if (index > 0 && cfg.chunkIntervalMs > 0) await clock.sleep(cfg.chunkIntervalMs, abort.signal);
+        const wait = pacing.slot();
+        // Between chunks the fake always yields (a sleep of 0 when overdue), so a cancel is read between them.
+        if (index > 0 && cfg.chunkIntervalMs > 0) await clock.sleep(wait, abort.signal);
         if (faults.dropAfterChunks !== undefined && index >= faults.dropAfterChunks) {
           finished = true;
           req.socket.destroy();

@@ -27,6 +27,7 @@ import { RealClock, type Clock } from '../../core/clock.ts';
 import type { OptionsFor } from '../../core/options.ts';
 import { fakeSpeech, type FakeVoiceName } from './fake-voice.ts';
 import { serveTranscriptionSocket, type TranscriptionSocketRecord } from './openai-transcription-ws.ts';
+import { Pacing } from './pacing.ts';
 
 export const OPENAI_AUDIO_FAKE_DEFAULTS = {
   apiKey: 'sk-fake-openai-audio-key',
@@ -249,8 +250,11 @@ export async function startOpenAIAudioFake(options: OpenAIAudioFakeOptions = {})
     const step = Math.max(2, Math.round((cfg.chunkMs * cfg.sampleRate) / 1000) * 2);
     try {
       if (cfg.firstAudioDelayMs > 0) await clock.sleep(cfg.firstAudioDelayMs, abort.signal);
+      // Chunks on a fixed timeline from the first (test/fakes/pacing.ts).
+      const pacing = new Pacing(() => clock.now(), cfg.chunkIntervalMs);
       for (let at = 0, index = 0; at < bytes.length; at += step, index++) {
-        if (index > 0 && cfg.chunkIntervalMs > 0) await clock.sleep(cfg.chunkIntervalMs, abort.signal);
+        const wait = pacing.slot();
+        if (index > 0 && cfg.chunkIntervalMs > 0) await clock.sleep(wait, abort.signal);
         if (state.faults.dropSpeechAfterChunks !== undefined && index >= state.faults.dropSpeechAfterChunks) {
           finished = true;
           return void req.socket.destroy();

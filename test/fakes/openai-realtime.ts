@@ -28,6 +28,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { EnergyTurnDetector, fakeBotVoice, listenPolyglot, selfSignedCertificate } from './s2s-turns.ts';
+import { Pacing } from './pacing.ts';
 
 export const OPENAI_REALTIME_FAKE_DEFAULTS = {
   apiKey: 'sk-realtime-fake-key',
@@ -203,12 +204,8 @@ export async function startOpenAIRealtimeFake(options: OpenAIRealtimeFakeOptions
       let offset = 0;
       let word = 0;
       let late = -1;
-      // Deltas on a fixed timeline from the first (absolute due times, not each re-armed after the
-      // last): a provider's audio keeps coming while this process is stalled and waits in the
-      // socket, and the fake lives in the stalled process; re-armed, a stall under load delayed
-      // every later delta and starved the face (an underrun, silence in mid-reply).
-      let firstAt = 0;
-      let sent = 0;
+      // Deltas on a fixed timeline from the first (test/fakes/pacing.ts).
+      const pacing = new Pacing(() => performance.now(), cfg.deltaIntervalMs);
       const step = () => {
         if (ws.readyState !== ws.OPEN) return;
         if (response.cancelled) {
@@ -228,8 +225,8 @@ export async function startOpenAIRealtimeFake(options: OpenAIRealtimeFakeOptions
         offset += part.length;
         send({ type: names.audioDelta, response_id: response.id, item_id: response.itemId, output_index: 0, content_index: 0, delta: Buffer.from(part.buffer, part.byteOffset, part.byteLength).toString('base64') });
         if (word < words.length) send({ type: names.trDelta, response_id: response.id, item_id: response.itemId, output_index: 0, content_index: 0, delta: (word ? ' ' : '') + words[word++] });
-        if (sent++ === 0) firstAt = performance.now();
-        later(step, Math.max(0, firstAt + sent * cfg.deltaIntervalMs - performance.now()));
+        pacing.slot();
+        later(step, pacing.untilNext());
       };
       const finish = (status: 'completed' | 'cancelled') => {
         if (status === 'completed') {
