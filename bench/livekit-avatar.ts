@@ -12,7 +12,10 @@
  * above -40 dBFS at the visitor; and to quiet, above -26 dBFS: bench -- livekit-transport gives
  * the transport's own floor under both). LIVEKIT_AVATAR_BENCH_RUNS (default 5); the worker's media settings where they
  * differ from its defaults (LIVEKIT_AVATAR_WORKER_DEFAULTS): LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES,
- * LIVEKIT_AVATAR_BENCH_SPEECH_LEAD_MS (`off`: the idle silence queued is kept). The fake SFU forwards packets in a process
+ * LIVEKIT_AVATAR_BENCH_SPEECH_LEAD_MS (`off`: the idle silence queued is kept),
+ * LIVEKIT_AVATAR_BENCH_PICTURE_LAG_MS (`off`: pictures held back by the frame count instead). How long
+ * the visitor watches the idle face before the speech: LIVEKIT_AVATAR_BENCH_SETTLE_MS (default 1600,
+ * at least 40 frames: the baseline of mouth motion). The fake SFU forwards packets in a process
  * of its own, as a LiveKit server is. The load average is printed: the machine is shared.
  *
  * Where the server runs (LIVEKIT_AVATAR_BENCH_SERVER): `process` (the default) is `npm start` in
@@ -47,9 +50,13 @@ import { percentile, printJson, printTable } from './table.ts';
 const RUNS = Number(process.env.LIVEKIT_AVATAR_BENCH_RUNS ?? 5);
 const VIDEO_DELAY_FRAMES = process.env.LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES;
 const SPEECH_LEAD_MS = process.env.LIVEKIT_AVATAR_BENCH_SPEECH_LEAD_MS;
-const SERVER = process.env.LIVEKIT_AVATAR_BENCH_SERVER ?? (VIDEO_DELAY_FRAMES || SPEECH_LEAD_MS ? 'inline' : 'process');
+const PICTURE_LAG_MS = process.env.LIVEKIT_AVATAR_BENCH_PICTURE_LAG_MS;
+const SETTLE_MS = Number(process.env.LIVEKIT_AVATAR_BENCH_SETTLE_MS ?? 1600);
+const MEDIA_SET = Boolean(VIDEO_DELAY_FRAMES || SPEECH_LEAD_MS || PICTURE_LAG_MS);
+const SERVER = process.env.LIVEKIT_AVATAR_BENCH_SERVER ?? (MEDIA_SET ? 'inline' : 'process');
 if (SERVER !== 'process' && SERVER !== 'inline') throw new Error(`LIVEKIT_AVATAR_BENCH_SERVER must be process or inline, got ${SERVER}`);
-if (SERVER === 'process' && (VIDEO_DELAY_FRAMES || SPEECH_LEAD_MS)) throw new Error('the media settings (LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES, _SPEECH_LEAD_MS) exist only with LIVEKIT_AVATAR_BENCH_SERVER=inline');
+if (SERVER === 'process' && MEDIA_SET) throw new Error('the media settings (LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES, _SPEECH_LEAD_MS, _PICTURE_LAG_MS) exist only with LIVEKIT_AVATAR_BENCH_SERVER=inline');
+if (!(SETTLE_MS >= 0)) throw new Error(`LIVEKIT_AVATAR_BENCH_SETTLE_MS must be a number of ms, got ${process.env.LIVEKIT_AVATAR_BENCH_SETTLE_MS}`);
 const RATE = 24_000;
 const MOUTH: [number, number, number, number] = [0.4, 0.38, 0.5, 0.47];
 
@@ -86,7 +93,7 @@ async function serverProcess(dataDir: string): Promise<BenchServer> {
 }
 
 /** The server in this process, with the worker's media settings. */
-async function inlineServer(dataDir: string, media: { videoDelayFrames?: number; speechLeadMs?: number }): Promise<BenchServer> {
+async function inlineServer(dataDir: string, media: { videoDelayFrames?: number; speechLeadMs?: number; pictureLagMs?: number | null }): Promise<BenchServer> {
   const registry = new Registry();
   registry.use(facePlugin);
   const server = await createServer({ ...SECRETS, port: 0, host: '127.0.0.1', logLevel: 'silent', dataDir, livekitAllowedRanges: ['127.0.0.0/8'] }, { registry });
@@ -113,6 +120,7 @@ export async function run(): Promise<void> {
     ...(VIDEO_DELAY_FRAMES ? { videoDelayFrames: Number(VIDEO_DELAY_FRAMES) } : {}),
     // 'off': a lead longer than any queue, so nothing is ever dropped.
     ...(SPEECH_LEAD_MS ? { speechLeadMs: SPEECH_LEAD_MS === 'off' ? Number.POSITIVE_INFINITY : Number(SPEECH_LEAD_MS) } : {}),
+    ...(PICTURE_LAG_MS ? { pictureLagMs: PICTURE_LAG_MS === 'off' ? null : Number(PICTURE_LAG_MS) } : {}),
   };
   const { url, key, close: closeServer } = SERVER === 'process' ? await serverProcess(dataDir) : await inlineServer(dataDir, media);
   const voice = new LocalTTSService();
@@ -149,10 +157,12 @@ export async function run(): Promise<void> {
     const session = (await res.json()) as { avatar_session_id: string };
     if (res.status !== 201) throw new Error(`POST /v1/avatar-sessions: ${res.status} ${JSON.stringify(session)}`);
     const sessionMetrics = async () =>
-      ((await (await fetch(`${url}/v1/avatar-sessions/${session.avatar_session_id}`, { headers: { 'X-API-Key': key } })).json()) as { metrics: { first_audio_to_first_speech_frame_ms?: number | null; av_offset_ms?: number | null; last_clear_at?: string | null } }).metrics;
+      ((await (await fetch(`${url}/v1/avatar-sessions/${session.avatar_session_id}`, { headers: { 'X-API-Key': key } })).json()) as { metrics: { first_audio_to_first_speech_frame_ms?: number | null; av_offset_ms?: number | null; last_clear_at?: string | null; audio_underruns?: number; audio_underrun_ms?: number } }).metrics;
     await holdsWithin(() => video.length > 0, { timeoutMs: 30_000, intervalMs: 5 });
     const joinMs = (video[0]?.at ?? NaN) - requestedAt;
-    await holdsWithin(() => video.length > 40, { timeoutMs: 10_000, intervalMs: 5 }); // 1.6 s of idle face: the baseline of mouth motion
+    // 1.6 s of idle face at least: the baseline of mouth motion (and the visitor's jitter buffers settle).
+    const settleFrom = Date.now();
+    await holdsWithin(() => video.length > 40 && Date.now() - settleFrom >= SETTLE_MS - 1600, { timeoutMs: 10_000 + SETTLE_MS, intervalMs: 5 });
     const idle = video.slice(5).map((v) => v.mouth);
     const mean = idle.reduce((a, b) => a + b, 0) / idle.length;
     const sd = Math.sqrt(idle.reduce((a, b) => a + (b - mean) ** 2, 0) / idle.length);
@@ -171,7 +181,7 @@ export async function run(): Promise<void> {
     // of playout at its latest speech picture (what the picture delay compensates), read while
     // it speaks: after the clear below, the silenced frames of the cleared turn would read 0.
     const speaking = await sessionMetrics();
-    const speechStats = { worker_audio_to_speech_frame_ms: speaking.first_audio_to_first_speech_frame_ms ?? NaN, worker_audio_queued_ms: speaking.av_offset_ms ?? NaN };
+    const speechStats = { worker_audio_to_speech_frame_ms: speaking.first_audio_to_first_speech_frame_ms ?? NaN, worker_picture_lead_ms: speaking.av_offset_ms ?? NaN };
 
     // An interruption in the middle of the speech.
     const clearAt = Date.now();
@@ -194,11 +204,15 @@ export async function run(): Promise<void> {
     // to silence is the sound already on its way to the visitor.
     const cleared = await sessionMetrics();
     rows.at(-1)!.clear_to_worker_ms = cleared.last_clear_at ? Date.parse(cleared.last_clear_at) - clearAt : NaN;
+    // Times the worker's outgoing audio ran dry in the run (a gap the visitor's jitter buffer covers, and may grow for).
+    rows.at(-1)!.underruns = cleared.audio_underruns ?? NaN;
+    rows.at(-1)!.underrun_ms = cleared.audio_underrun_ms ?? NaN;
     await fetch(`${url}/v1/avatar-sessions/${session.avatar_session_id}`, { method: 'DELETE', headers: { 'X-API-Key': key } });
     await visitor.close();
     await agent.disconnect();
   }
   printTable(rows);
+  const pictureLag = media.pictureLagMs === undefined ? LIVEKIT_AVATAR_WORKER_DEFAULTS.pictureLagMs : media.pictureLagMs;
   const col = (k: string) => rows.map((r) => r[k]!).filter(Number.isFinite);
   printJson('livekit_avatar', {
     runs: rows.length,
@@ -207,16 +221,22 @@ export async function run(): Promise<void> {
     first_byte_to_synced_frame_p50_ms: percentile(col('first_byte_to_synced_frame_ms'), 50),
     first_byte_to_audible_p50_ms: percentile(col('first_byte_to_audible_ms'), 50),
     worker_audio_to_speech_frame_p50_ms: percentile(col('worker_audio_to_speech_frame_ms'), 50),
-    worker_audio_queued_p50_ms: percentile(col('worker_audio_queued_ms'), 50),
+    worker_picture_lead_p50_ms: percentile(col('worker_picture_lead_ms'), 50),
     av_offset_p50_ms: percentile(col('av_offset_ms'), 50),
     av_offset_max_abs_ms: Math.max(...col('av_offset_ms').map(Math.abs)),
     clear_to_silence_p50_ms: percentile(col('clear_to_silence_ms'), 50),
     clear_to_silence_max_ms: Math.max(...col('clear_to_silence_ms')),
     clear_to_quiet_p50_ms: percentile(col('clear_to_quiet_ms'), 50),
     clear_to_worker_p50_ms: percentile(col('clear_to_worker_ms'), 50),
+    underruns_p50: percentile(col('underruns'), 50),
+    underruns_max: Math.max(...col('underruns')),
+    underrun_ms_max: Math.max(...col('underrun_ms')),
     server: SERVER,
-    video_delay_frames: media.videoDelayFrames ?? LIVEKIT_AVATAR_WORKER_DEFAULTS.videoDelayFrames,
+    // The frame count holds pictures back only while no picture lag times them.
+    video_delay_frames: pictureLag === null ? (media.videoDelayFrames ?? LIVEKIT_AVATAR_WORKER_DEFAULTS.videoDelayFrames) : 0,
     speech_lead_ms: SPEECH_LEAD_MS === 'off' ? 'off' : (media.speechLeadMs ?? LIVEKIT_AVATAR_WORKER_DEFAULTS.speechLeadMs),
+    picture_lag_ms: pictureLag ?? 'off',
+    settle_ms: SETTLE_MS,
     undetected: rows.length * 2 - col('first_byte_to_synced_frame_ms').length - col('av_offset_ms').length,
     loadavg_1m: Number(load.toFixed(2)),
     loadavg_1m_end: Number(loadavg()[0]!.toFixed(2)),

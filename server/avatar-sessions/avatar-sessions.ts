@@ -61,7 +61,7 @@ export interface AvatarSessionsOptions {
   readonly resolver?: HostResolver;
   readonly ca?: string | readonly string[];
   /** The worker's media settings where they differ from its defaults (LIVEKIT_AVATAR_WORKER_DEFAULTS): benches compare them. */
-  readonly media?: Pick<LiveKitAvatarWorkerOptions, 'audioQueueMs' | 'videoDelayFrames' | 'speechLeadMs'>;
+  readonly media?: Pick<LiveKitAvatarWorkerOptions, 'audioQueueMs' | 'videoDelayFrames' | 'speechLeadMs' | 'pictureLagMs'>;
 }
 
 interface AvatarSession {
@@ -229,6 +229,8 @@ export class AvatarSessions {
         first_frame_ms: since(st.firstFrameAtMs),
         first_audio_to_first_speech_frame_ms: st.firstAudioAtMs !== null && st.firstSpeechFrameAtMs !== null ? st.firstSpeechFrameAtMs - st.firstAudioAtMs : null,
         av_offset_ms: st.avOffsetMs,
+        audio_underruns: st.audioUnderruns,
+        audio_underrun_ms: st.audioUnderrunMs,
         segments: st.segments,
         segments_interrupted: st.segmentsInterrupted,
         clears: st.clears,

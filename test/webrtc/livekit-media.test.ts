@@ -9,8 +9,9 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { NEVER } from 'rxjs';
 import { VideoBufferType, dispose, type LocalVideoTrack } from '@livekit/rtc-node';
-import { LiveKitMediaSink, toLiveKitAudioFrame, toLiveKitVideoFrame } from '../../transports/livekit/index.ts';
+import { LIVEKIT_MEDIA_DEFAULTS, LiveKitMediaSink, toLiveKitAudioFrame, toLiveKitVideoFrame } from '../../transports/livekit/index.ts';
 import { imageToI420, publishAvatar, RoomError } from '../../transports/webrtc/index.ts';
+import { VirtualClock } from '../../core/clock.ts';
 import { renderSyntheticPictures, toneFrame } from './synthetic-face.ts';
 
 test.after.always(async () => {
@@ -75,7 +76,7 @@ async function aroundSpeechStart(sink: LiveKitMediaSink): Promise<{ before: numb
 }
 
 test('with a speech lead, the idle silence queued ahead of a turn is dropped down to the lead when its speech starts', async (t) => {
-  const sink = new LiveKitMediaSink(() => undefined, SOURCE_MS, 20);
+  const sink = new LiveKitMediaSink(() => undefined, { audioQueueMs: SOURCE_MS, speechLeadMs: 20 });
   for (let i = 0; i < 15; i++) await sink.deliver(null, chunks40(false)); // 600 ms of idle silence, faster than real time
   const { before, after } = await aroundSpeechStart(sink);
   t.log(`queued ${before} ms before, ${after} after; dropped ${sink.droppedSilenceMs}`);
@@ -89,7 +90,7 @@ test('with a speech lead, the idle silence queued ahead of a turn is dropped dow
 
 test('queued sound is never dropped: the end of a turn before still plays whole, and without a lead nothing is dropped', async (t) => {
   // Sound, then a pause after it: the sink drops nothing while sound may still be queued.
-  const sink = new LiveKitMediaSink(() => undefined, SOURCE_MS, 20);
+  const sink = new LiveKitMediaSink(() => undefined, { audioQueueMs: SOURCE_MS, speechLeadMs: 20 });
   for (let i = 0; i < 11; i++) await sink.deliver(null, chunks40(true));
   await sink.deliver(null, chunks40(false));
   await sink.deliver(null, [toneFrame(0, 0.3).subarray(0, 480)]); // the queue ends in sound: never all silence
@@ -99,7 +100,7 @@ test('queued sound is never dropped: the end of a turn before still plays whole,
   t.true(kept.after > 20 || kept.before - kept.tookMs <= 30, `${kept.after} of ${kept.before} ms still queued`);
   await sink.close();
 
-  const keeping = new LiveKitMediaSink(() => undefined, SOURCE_MS);
+  const keeping = new LiveKitMediaSink(() => undefined, { audioQueueMs: SOURCE_MS });
   for (let i = 0; i < 15; i++) await keeping.deliver(null, chunks40(false));
   const noLead = await aroundSpeechStart(keeping);
   t.is(keeping.droppedSilenceMs, 0);
@@ -108,12 +109,140 @@ test('queued sound is never dropped: the end of a turn before still plays whole,
 });
 
 test('a clear drops the queued sound: nothing is queued after it, and it says how much it dropped', async (t) => {
-  const sink = new LiveKitMediaSink(() => undefined, SOURCE_MS, 20);
+  const sink = new LiveKitMediaSink(() => undefined, { audioQueueMs: SOURCE_MS, speechLeadMs: 20 });
   for (let i = 0; i < 5; i++) await sink.deliver(null, chunks40(true)); // 200 ms of speech, faster than real time
   const before = sink.audioAheadMs;
   const dropped = sink.clearAudio();
   t.true(before > 0 && dropped > 0 && dropped <= before, `dropped ${dropped} of ${before} ms`);
   t.is(sink.audioAheadMs, 0, 'nothing queued after a clear');
+  await sink.close();
+});
+
+/** Delivers `ms` of silence (40 ms per delivery) at once. */
+async function fill(sink: LiveKitMediaSink, ms: number): Promise<void> {
+  for (let i = 0; i < ms / 40; i++) await sink.deliver(null, chunks40(false));
+}
+
+async function syntheticPicture(): Promise<Awaited<ReturnType<typeof imageToI420>>> {
+  const [jpeg] = await renderSyntheticPictures(160, 120, 1);
+  return imageToI420({ width: 160, height: 120, format: 'jpeg', data: jpeg! });
+}
+
+// The sink's timing (its estimate of the audio queued ahead, when a held picture goes, what is an
+// underrun) runs on its clock: on a virtual one these tests are exact whatever the machine's load.
+// The real audio source still drains in real time; nothing here reads it.
+
+test('with a picture lag, a picture waits for its own sound: sent when the audio queued ahead of it has been sent, plus the lag', async (t) => {
+  const clock = new VirtualClock(1000);
+  const sink = new LiveKitMediaSink(() => undefined, { audioQueueMs: SOURCE_MS, pictureLagMs: 5, clock });
+  const picture = await syntheticPicture();
+  await fill(sink, 200);
+  await sink.deliver(picture, chunks40(true)); // its sound is sent after the 200 ms ahead of it
+  await clock.advance(100);
+  await sink.deliver(picture, chunks40(true)); // 100 ms later: behind 140 ms (200 + 40 - 100)
+  t.is(sink.heldPictures, 2);
+  await clock.advance(104);
+  t.is(sink.heldPictures, 2, 'not before its sound and the lag (205 ms)');
+  t.is(sink.stats.lastPictureLeadMs, null);
+  await clock.advance(1);
+  t.is(sink.heldPictures, 1);
+  t.is(sink.stats.lastPictureLeadMs, -5, 'sent 5 ms after its sound');
+  await clock.advance(40);
+  t.is(sink.heldPictures, 0, 'the second at 100 + 140 + 5');
+  t.is(sink.stats.lastPictureLeadMs, -5);
+  t.deepEqual([sink.stats.picturesHeld, sink.stats.picturesForced, sink.stats.picturesDropped], [2, 0, 0]);
+  // Nothing queued ahead (the audio has all been sent by now) and no lag: sent at once.
+  const prompt = new LiveKitMediaSink(() => undefined, { audioQueueMs: SOURCE_MS, pictureLagMs: 0, clock });
+  await prompt.deliver(picture, chunks40(true));
+  t.is(prompt.heldPictures, 0);
+  t.is(prompt.stats.lastPictureLeadMs, 0);
+  await Promise.all([sink.close(), prompt.close()]);
+});
+
+test('held pictures keep their order and are bounded: beyond the bound the oldest goes at once', async (t) => {
+  const clock = new VirtualClock();
+  const sink = new LiveKitMediaSink(() => undefined, { audioQueueMs: SOURCE_MS, pictureLagMs: 0, clock });
+  const picture = await syntheticPicture();
+  await fill(sink, 800);
+  for (let i = 0; i < LIVEKIT_MEDIA_DEFAULTS.maxHeldPictures + 2; i++) await sink.deliver(picture, []);
+  t.is(sink.heldPictures, LIVEKIT_MEDIA_DEFAULTS.maxHeldPictures);
+  t.is(sink.stats.picturesForced, 2);
+  t.is(sink.stats.lastPictureLeadMs, 800, 'the forced one went 800 ms before its sound');
+  await clock.advance(800);
+  t.is(sink.heldPictures, 0, 'all due at the same time, sent together');
+  await sink.close();
+});
+
+test('without a picture lag, a picture is sent at once; its lead is the audio queued ahead of it', async (t) => {
+  const clock = new VirtualClock();
+  const sink = new LiveKitMediaSink(() => undefined, { audioQueueMs: SOURCE_MS, clock });
+  await fill(sink, 400);
+  await clock.advance(30);
+  await sink.deliver(await syntheticPicture(), chunks40(true));
+  t.is(sink.heldPictures, 0);
+  t.is(sink.stats.picturesHeld, 0);
+  t.is(sink.stats.lastPictureLeadMs, 370);
+  await sink.close();
+});
+
+test('a speech start that drops queued silence brings the pictures held for it that much sooner', async (t) => {
+  const clock = new VirtualClock();
+  const sink = new LiveKitMediaSink(() => undefined, { audioQueueMs: SOURCE_MS, speechLeadMs: 20, pictureLagMs: 0, clock });
+  const picture = await syntheticPicture();
+  await fill(sink, 200);
+  await sink.deliver(picture, chunks40(false)); // an idle picture, its sound behind 200 ms of silence
+  await fill(sink, 200);
+  await clock.advance(10);
+  t.is(sink.heldPictures, 1);
+  await sink.speechStarting(); // 430 ms of silence queued: dropped down to the 20 ms lead
+  t.is(sink.droppedSilenceMs, 410);
+  // Its sound was due at 200: now 410 ms sooner, i.e. past. Without the drop it would wait until 200.
+  await clock.advance(0);
+  t.is(sink.heldPictures, 0);
+  t.is(sink.stats.lastPictureLeadMs, -220);
+  await sink.close();
+});
+
+test('a clear drops the pictures held for the sound it drops; closing drops the rest, and nothing is sent after', async (t) => {
+  const clock = new VirtualClock();
+  const sink = new LiveKitMediaSink(() => undefined, { audioQueueMs: SOURCE_MS, pictureLagMs: 0, clock });
+  const picture = await syntheticPicture();
+  await fill(sink, 400);
+  await sink.deliver(picture, chunks40(true));
+  await sink.deliver(picture, chunks40(true));
+  t.is(sink.heldPictures, 2);
+  sink.clearAudio();
+  t.is(sink.heldPictures, 0);
+  t.is(sink.stats.picturesDropped, 2);
+  await fill(sink, 400);
+  await sink.deliver(picture, chunks40(true));
+  t.is(sink.heldPictures, 1, 'timed after the new audio');
+  await sink.close();
+  t.is(sink.heldPictures, 0);
+  t.is(clock.pendingTimers(), 0, 'no timer left');
+  await clock.advance(1000);
+  t.is(sink.stats.lastPictureLeadMs, null, 'never sent');
+});
+
+test('the sink counts the times its audio ran dry between deliveries, and how long: not while it is fed ahead, not after a clear', async (t) => {
+  const clock = new VirtualClock();
+  const sink = new LiveKitMediaSink(() => undefined, { audioQueueMs: SOURCE_MS, clock });
+  await fill(sink, 200);
+  await clock.advance(150);
+  await fill(sink, 40); // 50 ms still ahead
+  await clock.advance(90);
+  await fill(sink, 40); // exactly at the end of what was sent: no gap
+  await clock.advance(40 + LIVEKIT_MEDIA_DEFAULTS.underrunToleranceMs);
+  await fill(sink, 40); // within the estimate's tolerance
+  t.is(sink.stats.underruns, 0);
+  await clock.advance(150);
+  await fill(sink, 40);
+  t.is(sink.stats.underruns, 1);
+  t.is(sink.stats.underrunMs, 110, 'dry from the end of the 40 ms to the next, 150 ms later');
+  sink.clearAudio();
+  await clock.advance(60);
+  await fill(sink, 40);
+  t.is(sink.stats.underruns, 1, 'a cleared queue is empty on purpose');
   await sink.close();
 });
 

@@ -54,6 +54,15 @@ export const LIVEKIT_AVATAR_WORKER_DEFAULTS = {
    * at a speech picture 106 -> 23 ms, the first audible sound 346 -> 189 ms (docs/livekit-agents.md).
    */
   speechLeadMs: 20,
+  /**
+   * When a number, each picture is sent when its own sound is, plus this lag (ms), however much
+   * audio is queued ahead of it (`LiveKitMediaSink`), and `videoDelayFrames` is not used; null
+   * holds pictures back by the frame count above. bench livekit-avatar, alternated (2026-12-02,
+   * inline, 5 runs each, load about 2): with 0 the first synced frame came 139 and 130 ms after the
+   * first TTS byte (p50) against 214 and 221 with 1 frame, the A/V offset at the visitor 0 and -17
+   * ms p50 (largest 45 and 53) against +28 and +35 (69 and 68); clear to silence alike.
+   */
+  pictureLagMs: 0 as number | null,
 } as const;
 
 /** RPC error codes the worker answers with (application codes: LiveKit reserves 1001-1999). */
@@ -73,11 +82,12 @@ export interface LiveKitAvatarWorkerOptions extends LiveKitJoinOptions {
   readonly audioQueueMs?: number;
   readonly videoDelayFrames?: number;
   readonly speechLeadMs?: number;
+  readonly pictureLagMs?: number | null;
   /** Faults that end nothing (a refused stream, a failed RPC): for the owner's log. */
   readonly onWarning?: (message: string, details: Record<string, unknown>) => void;
   /**
    * Figures as they happen, for the owner's metrics: `first_frame` (epoch ms of the first picture
-   * out), `av_offset` (ms of audio queued ahead of a speech picture, at most once a second),
+   * out), `av_offset` (ms a picture at a speech frame went out before its sound, `avOffsetMs`, at most once a second),
    * `clear` (ms an `lk.clear_buffer` took).
    */
   readonly onMeasure?: (what: 'first_frame' | 'av_offset' | 'clear', value: number) => void;
@@ -91,8 +101,14 @@ export interface LiveKitAvatarWorkerStats {
   /** Epoch ms of the first agent audio received, and of the first frame that played it. */
   firstAudioAtMs: number | null;
   firstSpeechFrameAtMs: number | null;
-  /** Audio (ms) queued ahead of the latest speech picture: how much sooner the picture shows than its sound. */
+  /**
+   * How much sooner the latest picture (at a speech frame) went out than its sound (ms; negative:
+   * after it), as the publication measures it (`LiveKitAvatarPublication.pictureLeadMs`).
+   */
   avOffsetMs: number | null;
+  /** Times the audio sent ran dry between two deliveries, and for how long in all (ms): gaps the visitor's jitter buffer must cover. */
+  audioUnderruns: number;
+  audioUnderrunMs: number;
   segments: number;
   segmentsInterrupted: number;
   clears: number;
@@ -108,14 +124,14 @@ export interface LiveKitAvatarWorkerStats {
 
 export class LiveKitAvatarWorker {
   readonly stats: LiveKitAvatarWorkerStats = {
-    joinMs: 0, firstFrameAtMs: null, firstAudioAtMs: null, firstSpeechFrameAtMs: null, avOffsetMs: null,
+    joinMs: 0, firstFrameAtMs: null, firstAudioAtMs: null, firstSpeechFrameAtMs: null, avOffsetMs: null, audioUnderruns: 0, audioUnderrunMs: 0,
     segments: 0, segmentsInterrupted: 0, clears: 0, lastClearMs: null, lastClearAtMs: null, streamsRefused: 0, lastStreamError: null, rpcFailures: 0,
   };
   /** Settles with why the worker ended (it has left the room and closed the face by then). */
   readonly ended: Promise<AvatarWorkerEndReason>;
   private resolveEnded!: (reason: AvatarWorkerEndReason) => void;
   private readonly playback = new AvatarPlayback();
-  private readonly settings: { maxDurationMs: number; agentWaitMs: number; audioQueueMs: number; videoDelayFrames: number; speechLeadMs: number };
+  private readonly settings: { maxDurationMs: number; agentWaitMs: number; audioQueueMs: number; videoDelayFrames: number; speechLeadMs: number; pictureLagMs: number | null };
   private publication: LiveKitAvatarPublication | undefined;
   private streams: Promise<void> = Promise.resolve();
   private rpcs: Promise<void> = Promise.resolve();
@@ -128,7 +144,7 @@ export class LiveKitAvatarWorker {
     private readonly joined: JoinedLiveKitRoom,
     private readonly options: LiveKitAvatarWorkerOptions,
   ) {
-    this.settings = resolveOptions(LIVEKIT_AVATAR_WORKER_DEFAULTS, { maxDurationMs: options.maxDurationMs, agentWaitMs: options.agentWaitMs, audioQueueMs: options.audioQueueMs, videoDelayFrames: options.videoDelayFrames, speechLeadMs: options.speechLeadMs });
+    this.settings = resolveOptions(LIVEKIT_AVATAR_WORKER_DEFAULTS, { maxDurationMs: options.maxDurationMs, agentWaitMs: options.agentWaitMs, audioQueueMs: options.audioQueueMs, videoDelayFrames: options.videoDelayFrames, speechLeadMs: options.speechLeadMs, pictureLagMs: options.pictureLagMs });
     this.ended = new Promise((resolve) => (this.resolveEnded = resolve));
   }
 
@@ -217,7 +233,9 @@ export class LiveKitAvatarWorker {
       .on(RoomEvent.Disconnected, () => void this.finish('room_closed'));
     const frames = this.options.face.frames.pipe(map((frame) => this.onFrame(frame)));
     const face = this.options.face;
-    this.publication = await publishFramesToRoom(room, frames, { simulcast: false, audioQueueMs: this.settings.audioQueueMs, videoDelayFrames: this.settings.videoDelayFrames, speechLeadMs: this.settings.speechLeadMs, videoSize: { width: face.width, height: face.height } });
+    const { audioQueueMs, videoDelayFrames, speechLeadMs, pictureLagMs } = this.settings;
+    const timing = pictureLagMs === null ? { videoDelayFrames } : { videoDelayFrames: 0, pictureLagMs };
+    this.publication = await publishFramesToRoom(room, frames, { simulcast: false, audioQueueMs, speechLeadMs, ...timing, videoSize: { width: face.width, height: face.height } });
     if (this.ending) {
       // Ended while publishing started (the agent left, the room closed): `finish` found no
       // publication to stop, and no timer may be set now (the time limit would hold the worker
@@ -246,10 +264,16 @@ export class LiveKitAvatarWorker {
       this.stats.firstFrameAtMs = now;
       this.options.onMeasure?.('first_frame', now);
     }
+    const sink = this.publication?.sinkStats;
+    if (sink) {
+      this.stats.audioUnderruns = sink.underruns;
+      this.stats.audioUnderrunMs = Math.round(sink.underrunMs);
+    }
     const { frame: out, events } = this.playback.observe(frame);
     if (out.type === 'speech-start' || out.type === 'speech') {
       if (this.stats.firstSpeechFrameAtMs === null && out.type === 'speech-start') this.stats.firstSpeechFrameAtMs = now;
-      this.stats.avOffsetMs = this.publication?.audioQueuedMs ?? null;
+      const lead = this.publication?.pictureLeadMs ?? null;
+      this.stats.avOffsetMs = lead === null ? null : Math.round(lead);
       if (this.stats.avOffsetMs !== null && now - this.avSampledAt >= 1000) {
         this.avSampledAt = now;
         this.options.onMeasure?.('av_offset', this.stats.avOffsetMs);

@@ -16,12 +16,13 @@
 import type { Observable } from 'rxjs';
 import { LocalAudioTrack, Room, RoomEvent, TrackPublishOptions, TrackSource, type LocalParticipant, type LocalVideoTrack } from '@livekit/rtc-node';
 import type { FaceFrame } from '../../processors/avatar/face-model.ts';
-import { AvatarFramePump, type FramePumpOptions } from '../webrtc/avatar-frame-pump.ts';
+import { AvatarFramePump, FRAME_PUMP_DEFAULTS, type FramePumpOptions } from '../webrtc/avatar-frame-pump.ts';
 import type { PublishedAvatar } from '../webrtc/embedded-publisher.ts';
 import { RoomError } from '../webrtc/room-errors.ts';
 import type { HostResolver } from '../../processors/tools/webhook-target.ts';
 import { liveKitAddressPolicy, resolveLiveKitTarget, startPinnedRelay, type PinnedRelay } from './livekit-address.ts';
-import { LIVEKIT_MEDIA_DEFAULTS, LiveKitMediaSink } from './livekit-media-sink.ts';
+import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
+import { LIVEKIT_MEDIA_DEFAULTS, LiveKitMediaSink, type LiveKitMediaSinkStats } from './livekit-media-sink.ts';
 
 export interface LiveKitPublishOptions extends FramePumpOptions {
   /** The pictures' size when known in advance (`PublishFramesOptions.videoSize`). */
@@ -121,8 +122,16 @@ export interface LiveKitAvatarPublication {
   /** Settles when publishing ended (frames completed, the room disconnected, or `stop()`), sources closed. */
   readonly ended: Promise<void>;
   stop(): Promise<void>;
-  /** Audio (ms) waiting in the audio source, not yet sent: pictures captured now show this much before their sound. */
+  /** Audio (ms) waiting in the audio source, not yet sent. */
   readonly audioQueuedMs: number;
+  /**
+   * How much sooner the latest picture went out than its sound (ms; negative: after it): the
+   * audio queued ahead of it, less the time it was held back (`pictureLagMs`, or the frame
+   * pump's `videoDelayFrames`). Null before the first picture.
+   */
+  readonly pictureLeadMs: number | null;
+  /** The media sink's own figures (audio underruns, pictures held). */
+  readonly sinkStats: Readonly<LiveKitMediaSinkStats>;
   /**
    * Drops the audio waiting in the audio source (an interruption: the sound stops now rather
    * than after the queue drains). Returns how many ms were dropped.
@@ -144,6 +153,12 @@ export interface PublishFramesOptions extends FramePumpOptions {
    */
   readonly speechLeadMs?: number;
   /**
+   * When set, each picture goes out when the audio delivered with it is sent, plus this lag (ms),
+   * however much audio is queued ahead (`LiveKitMediaSink`); use with `videoDelayFrames` 0.
+   * Unset, pictures go out as they come.
+   */
+  readonly pictureLagMs?: number;
+  /**
    * Simulcast layers for the video (default: the SDK's, on). A session has one viewer, so the
    * session bot turns them off: one encoding instead of three on the bot's CPU.
    */
@@ -162,7 +177,7 @@ export async function publishFramesToRoom(room: Room, frames: Observable<FaceFra
   if (!participant) throw joinFailed(new Error('the LiveKit room has no local participant'));
   const sink = new LiveKitMediaSink(async (track: LocalVideoTrack) => {
     await participant.publishTrack(track, new TrackPublishOptions({ source: TrackSource.SOURCE_CAMERA, ...(options.simulcast === undefined ? {} : { simulcast: options.simulcast }) }));
-  }, options.audioQueueMs, options.speechLeadMs ?? null);
+  }, { audioQueueMs: options.audioQueueMs, speechLeadMs: options.speechLeadMs ?? null, pictureLagMs: options.pictureLagMs ?? null });
   try {
     const audioTrack = LocalAudioTrack.createAudioTrack(LIVEKIT_MEDIA_DEFAULTS.audioTrackName, sink.audioSource);
     // Both at once, so that the SDK's negotiation (debounced, 150 ms) offers both: rtc-node 1.1's
@@ -199,6 +214,12 @@ export async function publishFramesToRoom(room: Room, frames: Observable<FaceFra
     get audioQueuedMs() {
       return sink.audioAheadMs;
     },
+    get pictureLeadMs() {
+      const lead = sink.stats.lastPictureLeadMs;
+      // Pictures the pump held back by a count went out that many frames after their own sound's audio.
+      return lead === null ? null : lead - (options.videoDelayFrames ?? FRAME_PUMP_DEFAULTS.videoDelayFrames) * FACE_TIMING.frameDurationMs;
+    },
+    sinkStats: sink.stats,
     clearAudio() {
       return sink.clearAudio();
     },
