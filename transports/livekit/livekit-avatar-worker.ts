@@ -29,16 +29,16 @@ export const LIVEKIT_AVATAR_WORKER_DEFAULTS = {
   /** How long the agent may take to be in the room after the avatar joined. */
   agentWaitMs: 15_000,
   /**
-   * Audio the output may queue ahead of playout (ms). Whatever waits there is heard after its
-   * picture was shown (6-9 ms at a speech picture on a quiet machine, `worker_audio_queued_ms` of
-   * bench livekit-avatar; about 65 ms under load earlier: `avOffsetMs`) and is what an interruption
-   * drops. Not below the frame pump's `sinkAheadMs` (120 ms): with a smaller queue the pump takes
+   * Audio the output may queue ahead of playout (ms). What waits there is heard that much later
+   * (6-9 ms at a speech picture on a quiet machine, about 65 ms under load earlier), its pictures
+   * held with it (`pictureLagMs`), and is what an interruption drops. Not below the frame pump's `sinkAheadMs` (120 ms): with a smaller queue the pump takes
    * the sink's pacing for a decoding backlog and skips most pictures (observed with 100 ms: 131
    * of 151 skipped).
    */
   audioQueueMs: 200,
   /**
-   * Pictures held back this many frames (40 ms each) behind their sound. The way to a visitor
+   * Used only when `pictureLagMs` is null: pictures held back this many frames (40 ms each)
+   * behind whatever audio is queued. The way to a visitor
    * shows a picture sooner than its sound: through the fake SFU forwarding packets, an rtc-node
    * visitor saw a picture 14 ms and heard a sound 85 ms after their capture (`npm run bench --
    * livekit-transport`). Measured with `bench -- livekit-avatar` (5 runs each, quiet machine,
