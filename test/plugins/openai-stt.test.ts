@@ -148,8 +148,9 @@ async function onProcessor(t: any, mode: 'realtime' | 'batch', fakeOptions: Open
   };
   const stop = () => worker.queueFrame(frame('vad-speech-stopped', { silenceMs: 200 }));
   const finals = () => below.frames.filter((f) => f.type === 'transcription' && f.final && f.text).map((f) => (f as { text: string }).text);
-  if (mode === 'realtime') await until(() => fake.sockets.length === 1, { ...FAKE_WAIT, what: 'the first connection' });
-  await new Promise((r) => setTimeout(r, 100)); // the processor sends audio once its stream is open
+  // Audio from before the stream is open waits in the processor's replay buffer and goes out on
+  // it; the tests count what each connection received, so they start once the first is set up.
+  if (mode === 'realtime') await until(() => fake.sockets.length === 1 && fake.sockets[0]!.session !== undefined, { ...FAKE_WAIT, what: 'the first connection set up' });
   return { fake, stt, worker, errors, finished, feed, turn, stop, finals };
 }
 
