@@ -8,7 +8,9 @@
  * Figures: join (request to the avatar's first video frame at the visitor), first TTS byte to the
  * first lip-synced frame at the visitor (the mouth region moving beyond the idle face's motion),
  * A/V offset at the visitor (that frame against the first audible 10 ms of the speech; positive:
- * the picture after its sound), clear_buffer to silence (the RPC sent to the end of the last 10 ms
+ * the picture after its sound; and `av_xcorr`, over the whole speech before the clear: the lag that
+ * best correlates the visitor's audio level with the mouth's distance from the idle face, in 10 ms
+ * steps, with that correlation `r`), clear_buffer to silence (the RPC sent to the end of the last 10 ms
  * above -40 dBFS at the visitor; and to quiet, above -26 dBFS: bench -- livekit-transport gives
  * the transport's own floor under both). LIVEKIT_AVATAR_BENCH_RUNS (default 5); the worker's media settings where they
  * differ from its defaults (LIVEKIT_AVATAR_WORKER_DEFAULTS): LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES,
@@ -44,6 +46,7 @@ import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
 import { SECRETS } from '../test/server/harness.ts';
 import { startServerProcess } from '../test/sessions/server-process.ts';
 import { regionMotion } from '../test/sessions/conversation-audio.ts';
+import { pearson } from '../test/face/speech-signal.ts';
 import { holdsWithin } from '../testing/until.ts';
 import { percentile, printJson, printTable } from './table.ts';
 
@@ -65,6 +68,48 @@ async function speechBytes(voice: LocalTTSService, text: string): Promise<Uint8A
   for await (const e of voice.synthesize({ text, language: 'en', sampleRate: RATE })) if (e.type === 'audio') parts.push(e.pcm);
   const pcm = concat(parts);
   return new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+}
+
+const AV_STEP_MS = 10;
+const AV_MAX_LAG_MS = 200;
+
+/**
+ * The A/V offset over the whole speech heard before the clear, not only its first sound: the lag
+ * (ms, positive: the picture after its sound) that best correlates the visitor's audio level (10 ms)
+ * with how far the mouth is from the idle face's (each picture held until the next, as shown),
+ * on a 10 ms grid within +-200 ms; `r` is that correlation.
+ */
+function avLag(levels: readonly { at: number; rms: number }[], video: readonly { at: number; open: number }[], from: number, to: number): { lagMs: number; r: number } {
+  const steps = Math.floor((to - from) / AV_STEP_MS);
+  const audio = new Array<number>(steps).fill(0);
+  for (const l of levels) {
+    const k = Math.floor((l.at - from) / AV_STEP_MS);
+    if (k >= 0 && k < steps) audio[k] = Math.max(audio[k]!, l.rms);
+  }
+  const pictures = video.filter((v) => v.at >= from - 1000 && v.at <= to + AV_MAX_LAG_MS);
+  const shown = (t: number) => {
+    let open = 0;
+    for (const v of pictures) {
+      if (v.at > t) break;
+      open = v.open;
+    }
+    return open;
+  };
+  const maxLag = AV_MAX_LAG_MS / AV_STEP_MS;
+  const mouth = Array.from({ length: steps + maxLag }, (_, k) => shown(from + k * AV_STEP_MS));
+  let best = { lagMs: NaN, r: -Infinity };
+  // Only lags that keep the whole audio window inside the pictures seen (none before `from - 1 s`).
+  for (let lag = -maxLag; lag <= maxLag; lag++) {
+    const a: number[] = [];
+    const v: number[] = [];
+    for (let k = Math.max(0, -lag); k < steps; k++) {
+      a.push(audio[k]!);
+      v.push(mouth[k + lag]!);
+    }
+    const r = pearson(a, v);
+    if (r > best.r) best = { lagMs: lag * AV_STEP_MS, r };
+  }
+  return best;
 }
 
 interface BenchServer {
@@ -141,11 +186,14 @@ export async function run(): Promise<void> {
     agent.localParticipant!.registerRpcMethod('lk.playback_started', async () => 'ok');
     agent.localParticipant!.registerRpcMethod('lk.playback_finished', async () => 'ok');
     const visitor = await LiveKitVisitor.join(fake.url, await mint('visitor', room));
-    const video: Array<{ at: number; mouth: number }> = [];
+    const video: Array<{ at: number; mouth: number; open: number }> = [];
     let last: Uint8Array | null = null;
+    // The idle face's last picture before the speech: how far the mouth is from it is how open it is.
+    let rest: Uint8Array | null = null;
     visitor.onVideoFrame = (frame, at) => {
       const luma = frame.data.subarray(0, frame.width * frame.height);
-      video.push({ at, mouth: last && last.length === luma.length ? regionMotion(last, luma, frame.width, frame.height, MOUTH) : 0 });
+      const same = (other: Uint8Array | null): other is Uint8Array => other !== null && other.length === luma.length;
+      video.push({ at, mouth: same(last) ? regionMotion(last, luma, frame.width, frame.height, MOUTH) : 0, open: same(rest) ? regionMotion(rest, luma, frame.width, frame.height, MOUTH) : 0 });
       last = Uint8Array.from(luma);
     };
     const requestedAt = Date.now();
@@ -168,6 +216,7 @@ export async function run(): Promise<void> {
     const sd = Math.sqrt(idle.reduce((a, b) => a + (b - mean) ** 2, 0) / idle.length);
     const threshold = Math.max(mean + 4 * sd, mean * 2);
 
+    rest = last;
     // A segment, sent as a TTS streams it (all at once, faster than real time).
     const firstByteAt = Date.now();
     const writer = await agent.localParticipant!.streamBytes({ name: `AUDIO_${i}`, topic: 'lk.audio_stream', destinationIdentities: ['svc-avatar'], attributes: { sample_rate: String(RATE), num_channels: '1' } });
@@ -185,6 +234,7 @@ export async function run(): Promise<void> {
 
     // An interruption in the middle of the speech.
     const clearAt = Date.now();
+    const whole = avLag(visitor.audioLevels, video, firstByteAt, clearAt);
     await agent.localParticipant!.performRpc({ destinationIdentity: 'svc-avatar', method: 'lk.clear_buffer', payload: '' });
     await holdsWithin(() => visitor.audioLevels.some((l) => l.at > clearAt + 1000), { timeoutMs: 5_000, intervalMs: 5 });
     const lastLoud = visitor.audioLevels.filter((l) => l.at >= clearAt && l.at <= clearAt + 1000 && l.rms > 0.01).at(-1)?.at;
@@ -196,6 +246,8 @@ export async function run(): Promise<void> {
       first_byte_to_synced_frame_ms: firstMoving - firstByteAt,
       first_byte_to_audible_ms: firstAudible - firstByteAt,
       av_offset_ms: firstMoving - firstAudible,
+      av_xcorr_ms: whole.lagMs,
+      av_xcorr_r: whole.r,
       clear_to_silence_ms: lastLoud === undefined ? 0 : lastLoud + 10 - clearAt,
       clear_to_quiet_ms: lastAboveQuiet === undefined ? 0 : lastAboveQuiet + 10 - clearAt,
       ...speechStats,
@@ -224,6 +276,9 @@ export async function run(): Promise<void> {
     worker_picture_lead_p50_ms: percentile(col('worker_picture_lead_ms'), 50),
     av_offset_p50_ms: percentile(col('av_offset_ms'), 50),
     av_offset_max_abs_ms: Math.max(...col('av_offset_ms').map(Math.abs)),
+    av_xcorr_p50_ms: percentile(col('av_xcorr_ms'), 50),
+    av_xcorr_max_abs_ms: Math.max(...col('av_xcorr_ms').map(Math.abs)),
+    av_xcorr_r_min: Number(Math.min(...col('av_xcorr_r')).toFixed(2)),
     clear_to_silence_p50_ms: percentile(col('clear_to_silence_ms'), 50),
     clear_to_silence_max_ms: Math.max(...col('clear_to_silence_ms')),
     clear_to_quiet_p50_ms: percentile(col('clear_to_quiet_ms'), 50),
