@@ -98,7 +98,7 @@ function avLag(levels: readonly { at: number; rms: number }[], video: readonly {
   const maxLag = AV_MAX_LAG_MS / AV_STEP_MS;
   const mouth = Array.from({ length: steps + maxLag }, (_, k) => shown(from + k * AV_STEP_MS));
   let best = { lagMs: NaN, r: -Infinity };
-  // Only lags that keep the whole audio window inside the pictures seen (none before `from - 1 s`).
+  // The mouth grid starts at `from` (the picture shown then): a negative lag leaves out the first audio steps.
   for (let lag = -maxLag; lag <= maxLag; lag++) {
     const a: number[] = [];
     const v: number[] = [];

@@ -106,9 +106,9 @@ export interface LiveKitAvatarWorkerStats {
    * after it), as the publication measures it (`LiveKitAvatarPublication.pictureLeadMs`).
    */
   avOffsetMs: number | null;
-  /** Times the audio sent ran dry between two deliveries, and for how long in all (ms): gaps the visitor's jitter buffer must cover. */
-  audioUnderruns: number;
-  audioUnderrunMs: number;
+  /** Times the audio sent ran dry between two deliveries, and for how long in all (ms): gaps the visitor's jitter buffer must cover (read from the media sink). */
+  readonly audioUnderruns: number;
+  readonly audioUnderrunMs: number;
   segments: number;
   segmentsInterrupted: number;
   clears: number;
@@ -124,7 +124,9 @@ export interface LiveKitAvatarWorkerStats {
 
 export class LiveKitAvatarWorker {
   readonly stats: LiveKitAvatarWorkerStats = {
-    joinMs: 0, firstFrameAtMs: null, firstAudioAtMs: null, firstSpeechFrameAtMs: null, avOffsetMs: null, audioUnderruns: 0, audioUnderrunMs: 0,
+    joinMs: 0, firstFrameAtMs: null, firstAudioAtMs: null, firstSpeechFrameAtMs: null, avOffsetMs: null,
+    // Read from the media sink when asked (they change with every 10 ms of audio, not with a frame).
+    audioUnderruns: 0, audioUnderrunMs: 0,
     segments: 0, segmentsInterrupted: 0, clears: 0, lastClearMs: null, lastClearAtMs: null, streamsRefused: 0, lastStreamError: null, rpcFailures: 0,
   };
   /** Settles with why the worker ended (it has left the room and closed the face by then). */
@@ -146,6 +148,10 @@ export class LiveKitAvatarWorker {
   ) {
     this.settings = resolveOptions(LIVEKIT_AVATAR_WORKER_DEFAULTS, { maxDurationMs: options.maxDurationMs, agentWaitMs: options.agentWaitMs, audioQueueMs: options.audioQueueMs, videoDelayFrames: options.videoDelayFrames, speechLeadMs: options.speechLeadMs, pictureLagMs: options.pictureLagMs });
     this.ended = new Promise((resolve) => (this.resolveEnded = resolve));
+    Object.defineProperties(this.stats, {
+      audioUnderruns: { enumerable: true, get: () => this.publication?.sinkStats.underruns ?? 0 },
+      audioUnderrunMs: { enumerable: true, get: () => Math.round(this.publication?.sinkStats.underrunMs ?? 0) },
+    });
   }
 
   /**
@@ -263,11 +269,6 @@ export class LiveKitAvatarWorker {
     if (this.stats.firstFrameAtMs === null) {
       this.stats.firstFrameAtMs = now;
       this.options.onMeasure?.('first_frame', now);
-    }
-    const sink = this.publication?.sinkStats;
-    if (sink) {
-      this.stats.audioUnderruns = sink.underruns;
-      this.stats.audioUnderrunMs = Math.round(sink.underrunMs);
     }
     const { frame: out, events } = this.playback.observe(frame);
     if (out.type === 'speech-start' || out.type === 'speech') {

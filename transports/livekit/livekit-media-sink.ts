@@ -81,7 +81,6 @@ export interface LiveKitMediaSinkStats {
 
 interface HeldPicture {
   readonly frame: VideoFrame;
-  readonly deliveredAt: number;
   soundAt: number;
   dueAt: number;
 }
@@ -91,7 +90,7 @@ export class LiveKitMediaSink implements AvatarMediaSink {
   /** Queued silence dropped when speech started (ms, in all). */
   droppedSilenceMs = 0;
   readonly stats: LiveKitMediaSinkStats = { underruns: 0, underrunMs: 0, picturesHeld: 0, picturesForced: 0, picturesDropped: 0, lastPictureLeadMs: null };
-  /** performance.now() at which the audio captured so far has all been sent; null before any audio, and after a clear. */
+  /** The clock's time at which the audio captured so far has all been sent; null before any audio, and after a clear. */
   private audioEndsAt: number | null = null;
   private readonly held: HeldPicture[] = [];
   private heldTimer: TimerHandle | undefined;
@@ -173,22 +172,24 @@ export class LiveKitMediaSink implements AvatarMediaSink {
     const now = this.clock.now();
     const soundAt = Math.max(now, this.audioEndsAt ?? now);
     if (this.pictureLagMs === null) {
-      this.capture({ frame, deliveredAt: now, soundAt, dueAt: now }, now);
+      this.capture({ frame, soundAt, dueAt: now }, now);
       return;
     }
     // Never before a picture already held: pictures keep their order.
     const dueAt = Math.max(soundAt + this.pictureLagMs, this.held.at(-1)?.dueAt ?? 0);
     if (dueAt <= now && this.held.length === 0) {
-      this.capture({ frame, deliveredAt: now, soundAt, dueAt }, now);
+      this.capture({ frame, soundAt, dueAt }, now);
       return;
     }
+    const head = this.held[0];
     this.stats.picturesHeld++;
-    this.held.push({ frame, deliveredAt: now, soundAt, dueAt });
+    this.held.push({ frame, soundAt, dueAt });
     while (this.held.length > LIVEKIT_MEDIA_DEFAULTS.maxHeldPictures) {
       this.stats.picturesForced++;
       this.capture(this.held.shift()!, now);
     }
-    this.armHeld();
+    // The timer waits for the first held picture: only a new first one needs it set again.
+    if (this.held[0] !== head) this.armHeld();
   }
 
   private armHeld(): void {

@@ -15,13 +15,12 @@
  */
 import type { Observable } from 'rxjs';
 import { LocalAudioTrack, Room, RoomEvent, TrackPublishOptions, TrackSource, type LocalParticipant, type LocalVideoTrack } from '@livekit/rtc-node';
-import type { FaceFrame } from '../../processors/avatar/face-model.ts';
+import { FACE_TIMING, type FaceFrame } from '../../processors/avatar/face-model.ts';
 import { AvatarFramePump, FRAME_PUMP_DEFAULTS, type FramePumpOptions } from '../webrtc/avatar-frame-pump.ts';
 import type { PublishedAvatar } from '../webrtc/embedded-publisher.ts';
 import { RoomError } from '../webrtc/room-errors.ts';
 import type { HostResolver } from '../../processors/tools/webhook-target.ts';
 import { liveKitAddressPolicy, resolveLiveKitTarget, startPinnedRelay, type PinnedRelay } from './livekit-address.ts';
-import { FACE_TIMING } from '../../processors/avatar/face-model.ts';
 import { LIVEKIT_MEDIA_DEFAULTS, LiveKitMediaSink, type LiveKitMediaSinkStats } from './livekit-media-sink.ts';
 
 export interface LiveKitPublishOptions extends FramePumpOptions {
