@@ -12,7 +12,10 @@
  * best correlates the visitor's audio level with the mouth's distance from the idle face, in 10 ms
  * steps, with that correlation `r`), clear_buffer to silence (the RPC sent to the end of the last 10 ms
  * above -40 dBFS at the visitor; and to quiet, above -26 dBFS: bench -- livekit-transport gives
- * the transport's own floor under both). LIVEKIT_AVATAR_BENCH_RUNS (default 5); the worker's media settings where they
+ * the transport's own floor under both; `clear_to_silence_played` times the last loud frame by the
+ * receiver's stream instead of by when this process read it, LiveKitVisitor.playedAt).
+ * LIVEKIT_AVATAR_BENCH_VERBOSE prints the 10 ms the visitor played around each clear (time by the
+ * stream, dBFS, zero crossings). LIVEKIT_AVATAR_BENCH_RUNS (default 5); the worker's media settings where they
  * differ from its defaults (LIVEKIT_AVATAR_WORKER_DEFAULTS): LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES,
  * LIVEKIT_AVATAR_BENCH_SPEECH_LEAD_MS (`off`: the idle silence queued is kept),
  * LIVEKIT_AVATAR_BENCH_PICTURE_LAG_MS (`off`: pictures held back by the frame count instead). How long
@@ -196,6 +199,17 @@ export async function run(): Promise<void> {
       video.push({ at, mouth: same(last) ? regionMotion(last, luma, frame.width, frame.height, MOUTH) : 0, open: same(rest) ? regionMotion(rest, luma, frame.width, frame.height, MOUTH) : 0 });
       last = Uint8Array.from(luma);
     };
+    /** Zero crossings of each audio frame the visitor read, by its stream end (verbose only). */
+    const crossings = new Map<number, number>();
+    let readMs = 0;
+    if (process.env.LIVEKIT_AVATAR_BENCH_VERBOSE) {
+      visitor.onAudio = (samples, sampleRate) => {
+        readMs += (samples.length / sampleRate) * 1000;
+        let zc = 0;
+        for (let k = 1; k < samples.length; k++) if (samples[k]! >= 0 !== samples[k - 1]! >= 0) zc++;
+        crossings.set(readMs, zc);
+      };
+    }
     const requestedAt = Date.now();
     const res = await fetch(`${url}/v1/avatar-sessions`, {
       method: 'POST',
@@ -232,12 +246,19 @@ export async function run(): Promise<void> {
     const speaking = await sessionMetrics();
     const speechStats = { worker_audio_to_speech_frame_ms: speaking.first_audio_to_first_speech_frame_ms ?? NaN, worker_picture_lead_ms: speaking.av_offset_ms ?? NaN };
 
-    // An interruption in the middle of the speech.
+    // An interruption in the middle of the speech (the whole speech's A/V lag read first: its
+    // computation between the clear's time and its sending was counted in the clear's figure).
+    const whole = avLag(visitor.audioLevels, video, firstByteAt, Date.now());
     const clearAt = Date.now();
-    const whole = avLag(visitor.audioLevels, video, firstByteAt, clearAt);
     await agent.localParticipant!.performRpc({ destinationIdentity: 'svc-avatar', method: 'lk.clear_buffer', payload: '' });
     await holdsWithin(() => visitor.audioLevels.some((l) => l.at > clearAt + 1000), { timeoutMs: 5_000, intervalMs: 5 });
-    const lastLoud = visitor.audioLevels.filter((l) => l.at >= clearAt && l.at <= clearAt + 1000 && l.rms > 0.01).at(-1)?.at;
+    if (process.env.LIVEKIT_AVATAR_BENCH_VERBOSE) {
+      // Each 10 ms the visitor played from 30 ms before the clear: its time (by the stream), level and zero crossings.
+      const tail = visitor.audioLevels.filter((l) => l.at >= clearAt - 30 && l.at <= clearAt + 250);
+      console.log(`run ${i + 1} clear tail: ${tail.map((l) => `${Math.round(visitor.playedAt(l) - clearAt)}:${Math.round(20 * Math.log10(l.rms + 1e-9))}/${crossings.get(l.endMs) ?? '?'}`).join(' ')}`);
+    }
+    const lastLoudLevel = visitor.audioLevels.filter((l) => l.at >= clearAt && l.at <= clearAt + 1000 && l.rms > 0.01).at(-1);
+    const lastLoud = lastLoudLevel?.at;
     // Also to quiet (-26 dBFS): bench -- livekit-transport measures the transport's own floor under both.
     const lastAboveQuiet = visitor.audioLevels.filter((l) => l.at >= clearAt && l.at <= clearAt + 1000 && l.rms > 0.05).at(-1)?.at;
     rows.push({
@@ -249,6 +270,8 @@ export async function run(): Promise<void> {
       av_xcorr_ms: whole.lagMs,
       av_xcorr_r: whole.r,
       clear_to_silence_ms: lastLoud === undefined ? 0 : lastLoud + 10 - clearAt,
+      // The same by the receiver's stream clock (the last loud frame's playout, not its reading).
+      clear_to_silence_played_ms: lastLoudLevel === undefined ? 0 : Math.round(visitor.playedAt(lastLoudLevel) - clearAt),
       clear_to_quiet_ms: lastAboveQuiet === undefined ? 0 : lastAboveQuiet + 10 - clearAt,
       ...speechStats,
     });
@@ -281,6 +304,8 @@ export async function run(): Promise<void> {
     av_xcorr_r_min: Number(Math.min(...col('av_xcorr_r')).toFixed(2)),
     clear_to_silence_p50_ms: percentile(col('clear_to_silence_ms'), 50),
     clear_to_silence_max_ms: Math.max(...col('clear_to_silence_ms')),
+    clear_to_silence_played_p50_ms: percentile(col('clear_to_silence_played_ms'), 50),
+    clear_to_silence_played_max_ms: Math.max(...col('clear_to_silence_played_ms')),
     clear_to_quiet_p50_ms: percentile(col('clear_to_quiet_ms'), 50),
     clear_to_worker_p50_ms: percentile(col('clear_to_worker_ms'), 50),
     underruns_p50: percentile(col('underruns'), 50),

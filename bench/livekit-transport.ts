@@ -15,10 +15,16 @@
  * worker does on `lk.clear_buffer`) and silence captured from then on; the figure is the clear to
  * the end of the last 10 ms at the visitor above -40 dBFS (silence as bench -- livekit-avatar reads
  * it) and above -26 dBFS (quiet): the sound already past the publisher's queue (Opus, the SFU, the
- * visitor's jitter buffer and playout). The load average is printed: the machine is shared.
+ * visitor's jitter buffer and playout); `clear_to_silence_played` times the last loud frame by the
+ * receiver's stream (LiveKitVisitor.playedAt) rather than by its reading. Knobs for what differs
+ * from the avatar's way (each documented where it is read): _STALL_MS, _CAPTURE_MS, _LEAD_MS,
+ * _SOUND, _SOUND_MS (docs/livekit-agents.md, "The clear's tail, narrowed"). The load average is
+ * printed: the machine is shared.
  */
 import { loadavg } from 'node:os';
 import { AudioFrame, AudioSource, dispose, LocalAudioTrack, LocalVideoTrack, Room, TrackPublishOptions, TrackSource, VideoBufferType, VideoFrame, VideoSource } from '@livekit/rtc-node';
+import { concat } from '../core/audio.ts';
+import { LocalTTSService } from '../plugins/local/index.ts';
 import { LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
 import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
 import { until } from '../testing/until.ts';
@@ -41,6 +47,37 @@ const onOff = (name: string): boolean | undefined => {
 const CLEAR_REFILL_MS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_CLEAR_REFILL_MS ?? 0);
 const DTX = onOff('LIVEKIT_TRANSPORT_BENCH_DTX');
 /**
+ * A stall of the publisher's feed this long (ms) once a second, half a second after each step's moment
+ * (LIVEKIT_TRANSPORT_BENCH_STALL_MS, default 0: none): its source runs dry, then the frames it
+ * missed are captured at once, as the avatar worker's audio does after its process stalled. What
+ * such underruns do to the visitor's jitter buffer, and so to the clear's tail, is the question.
+ */
+const STALL_MS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_STALL_MS ?? 0);
+/**
+ * Audio captured this many ms at a time (LIVEKIT_TRANSPORT_BENCH_CAPTURE_MS: 10, the default, or
+ * 40: four 10 ms chunks at once every 40 ms, as the avatar's frame pump delivers a face frame's sound).
+ */
+const CAPTURE_MS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_CAPTURE_MS ?? 10);
+/**
+ * The audio the source holds ahead of playout, set once the visitor has media
+ * (LIVEKIT_TRANSPORT_BENCH_LEAD_MS: the queue is cleared and this much silence captured at once;
+ * unset: whatever the start left, 20-30 ms). The avatar worker's idle face rides at 0-4 ms.
+ */
+/**
+ * What is cleared (LIVEKIT_TRANSPORT_BENCH_SOUND): `tone` (default), or `speech`: the offline
+ * voice's phrase that bench -- livekit-avatar sends, from 600 ms in, so that the clear comes where
+ * that bench's does (its first words; the steps keep the tone).
+ */
+const SOUND = process.env.LIVEKIT_TRANSPORT_BENCH_SOUND ?? 'tone';
+if (SOUND !== 'tone' && SOUND !== 'speech') throw new Error(`LIVEKIT_TRANSPORT_BENCH_SOUND must be tone or speech, got ${SOUND}`);
+/** How long the sound plays before it is cleared (ms; LIVEKIT_TRANSPORT_BENCH_SOUND_MS, default 300). */
+const SOUND_MS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_SOUND_MS ?? 300);
+if (!(SOUND_MS >= 10 && SOUND_MS <= 3000)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_SOUND_MS must be 10-3000, got ${process.env.LIVEKIT_TRANSPORT_BENCH_SOUND_MS}`);
+const LEAD_MS = process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS === undefined ? null : Number(process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS);
+if (LEAD_MS !== null && !(LEAD_MS >= 0 && LEAD_MS % 10 === 0)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_LEAD_MS must be a multiple of 10 ms, got ${process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS}`);
+if (CAPTURE_MS !== 10 && CAPTURE_MS !== 40) throw new Error(`LIVEKIT_TRANSPORT_BENCH_CAPTURE_MS must be 10 or 40, got ${process.env.LIVEKIT_TRANSPORT_BENCH_CAPTURE_MS}`);
+if (!(STALL_MS >= 0)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_STALL_MS must be a number of at least 0, got ${process.env.LIVEKIT_TRANSPORT_BENCH_STALL_MS}`);
+/**
  * The pictures between steps (LIVEKIT_TRANSPORT_BENCH_PICTURES): `still` (default), one grey
  * picture, as little video traffic as there is; `moving`, a region of the lower third changing in
  * every picture (noise: more traffic than a face's motion), for the audio's way beside the video
@@ -55,6 +92,13 @@ const HEIGHT = 360;
 const RATE = 48_000;
 const CHUNK = RATE / 100;
 const TONE_HZ = 400;
+
+async function phraseChunks(): Promise<Int16Array[]> {
+  const parts: Int16Array[] = [];
+  for await (const e of new LocalTTSService().synthesize({ text: 'Welcome to the space station tour. The crew is waiting for you.', language: 'en', sampleRate: RATE })) if (e.type === 'audio') parts.push(e.pcm);
+  const pcm = concat(parts);
+  return Array.from({ length: Math.floor(pcm.length / CHUNK) }, (_, i) => pcm.slice(i * CHUNK, (i + 1) * CHUNK));
+}
 
 function picture(luma: number, noise = false): VideoFrame {
   const data = new Uint8Array((WIDTH * HEIGHT * 3) / 2);
@@ -99,16 +143,26 @@ export async function run(): Promise<void> {
   /** Audio the publisher's source held ahead of playout when the step was captured (part of "heard"). */
   let queuedAtStep = 0;
   // The publisher's clock: a picture every 40 ms, 10 ms of audio every 10 ms, as the avatar's pump.
+  /** The phrase in 10 ms chunks (SOUND speech), and the next chunk to send. */
+  const speech = SOUND === 'speech' ? await phraseChunks() : null;
+  let speechAt = 0;
   const started = Date.now();
   let ticks = 0;
   /** Steps are taken while true; the clears run after them. */
   let stepping = true;
   /** Set to ask the feed for a clear at its next tick; the feed writes when it cleared. */
   let clearRequested = false;
+  /** Set to have the feed set the source's lead (LEAD_MS) at its next tick. */
+  let leadRequested = false;
   let clearedAt = 0;
   const feed = (async () => {
     while (running) {
       const now = Date.now();
+      if (leadRequested) {
+        leadRequested = false;
+        audio.clearQueue();
+        for (let ms = 0; ms < (LEAD_MS ?? 0); ms += 10) await audio.captureFrame(new AudioFrame(silence, RATE, 1, CHUNK));
+      }
       if (clearRequested) {
         // Between captures, as the worker's clear comes between its pump's deliveries.
         clearRequested = false;
@@ -122,15 +176,26 @@ export async function run(): Promise<void> {
         queuedAtStep = audio.queuedDuration;
         toneLeft = 20;
       }
+      if (STALL_MS > 0 && ticks % 100 === 50) {
+        // Only the feed waits: the visitor, here in the same process, stands for another machine.
+        await new Promise((resolve) => setTimeout(resolve, STALL_MS));
+      }
       if (ticks % 4 === 0) video.captureFrame(stepAt !== 0 && now - stepAt < 40 ? white : greys[(ticks / 4) % greys.length]!);
-      await audio.captureFrame(new AudioFrame(toneLeft-- > 0 ? tone : silence, RATE, 1, CHUNK));
+      const sound = stepping || !speech ? tone : (speech[speechAt++] ?? silence);
+      await audio.captureFrame(new AudioFrame(toneLeft-- > 0 ? sound : silence, RATE, 1, CHUNK));
       ticks++;
+      if (ticks % (CAPTURE_MS / 10) !== 0) continue;
       const ahead = started + ticks * 10 - Date.now();
       if (ahead > 0) await new Promise((resolve) => setTimeout(resolve, ahead));
     }
   })();
   try {
     await until(() => visitor.videoFrames > 25 && visitor.audioLevels.length > 100, { timeoutMs: 30_000, what: 'media at the visitor' });
+    if (LEAD_MS !== null) {
+      leadRequested = true;
+      await until(() => !leadRequested, { timeoutMs: 5_000, what: 'the lead set' });
+      await new Promise((resolve) => setTimeout(resolve, 2000)); // the visitor's jitter buffer adapts to it
+    }
     stepAt = 0; // a step taken while the visitor was still joining is not one
     for (let i = 0; i < STEPS; i++) {
       await until(() => stepAt !== 0, { timeoutMs: 5_000, what: 'a step' });
@@ -144,8 +209,9 @@ export async function run(): Promise<void> {
     stepping = false;
     for (let i = 0; i < CLEARS; i++) {
       await new Promise((resolve) => setTimeout(resolve, 400));
-      toneLeft = 40; // 400 ms of tone, cleared after 300
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      speechAt = Math.max(0, 90 - SOUND_MS / 10);
+      toneLeft = SOUND_MS / 10 + 10; // the tone (or speech) for SOUND_MS and 100 ms more, cleared after SOUND_MS
+      await new Promise((resolve) => setTimeout(resolve, SOUND_MS));
       clearedAt = 0;
       clearRequested = true;
       await until(() => clearedAt !== 0, { timeoutMs: 5_000, what: 'the clear' });
@@ -156,7 +222,10 @@ export async function run(): Promise<void> {
         const last = visitor.audioLevels.filter((l) => l.at >= at - 300 && l.at <= at + 800 && l.rms > rms).at(-1)?.at;
         return last === undefined ? NaN : Math.max(0, last + 10 - at);
       };
-      clears.push({ clear: i + 1, clear_to_silence_ms: after(SILENT_RMS), clear_to_quiet_ms: after(QUIET_RMS) });
+      // The same by the receiver's stream clock (the last loud frame's playout, not its reading).
+      const lastLoud = visitor.audioLevels.filter((l) => l.at >= at - 300 && l.at <= at + 800 && l.rms > SILENT_RMS).at(-1);
+      const played = lastLoud === undefined ? NaN : Math.max(0, Math.round(visitor.playedAt(lastLoud) - at));
+      clears.push({ clear: i + 1, clear_to_silence_ms: after(SILENT_RMS), clear_to_quiet_ms: after(QUIET_RMS), clear_to_silence_played_ms: played });
     }
   } finally {
     running = false;
@@ -182,7 +251,13 @@ export async function run(): Promise<void> {
     clear_to_silence_p50_ms: percentile(cleared('clear_to_silence_ms'), 50),
     clear_to_silence_max_ms: Math.max(...cleared('clear_to_silence_ms')),
     clear_to_quiet_p50_ms: percentile(cleared('clear_to_quiet_ms'), 50),
+    clear_to_silence_played_p50_ms: percentile(cleared('clear_to_silence_played_ms'), 50),
     clear_refill_ms: CLEAR_REFILL_MS,
+    stall_ms: STALL_MS,
+    capture_ms: CAPTURE_MS,
+    lead_ms: LEAD_MS ?? 'start',
+    sound: SOUND,
+    sound_ms: SOUND_MS,
     dtx: DTX === undefined ? 'default' : DTX,
     red: RED === undefined ? 'default' : RED,
     pictures: PICTURES,

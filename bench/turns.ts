@@ -126,9 +126,33 @@ export async function run(): Promise<void> {
       v.sendMessage({ type: 'client-ready', version: '1.0.0' });
       await holdsWithin(() => v.ofType('bot-state').some((m) => m.state === 'listening'), { timeoutMs: 20_000, intervalMs: 20 });
       const f: Figures = { replyMs: [], oursMs: [], endOfTurnMs: [], notQuiet: 0, cutOffs: {}, cutCauses: [], stallMs: { all: [], cut: [] }, backchannels: { n: 0, resumed: 0 }, interruptions: { n: 0, cut: 0, within100: 0, cutMs: [] } };
+      /** The visitor's turn is open (started and not yet ended), and when the last one ended. */
+      const userTurn = () => {
+        let open = false;
+        let endedAt = 0;
+        let botPaused = false;
+        for (const m of v.messages) {
+          const type = m.message.type;
+          if (type === 'user-started-speaking') open = true;
+          else if (type === 'user-stopped-speaking') [open, endedAt] = [false, m.at];
+          else if (type === 'bot-paused') botPaused = true;
+          else if (type === 'bot-resumed' || type === 'bot-interrupted' || type === 'bot-tts-stopped') botPaused = false;
+        }
+        return { open, endedAt, botPaused };
+      };
       const quiet = async () => {
-        // Until the bot has been silent for a second.
-        await holdsWithin(() => !v.speaking && !v.audioLevels.some((a) => a.at > Date.now() - 1000 && a.rms > LOUD), { timeoutMs: 30_000, intervalMs: 20 });
+        // Until the visitor's turn has ended (a turn left open by words that go on, "...to hide,",
+        // waits its incomplete bound: the next item would have been heard as its continuation),
+        // the bot is not paused on visitor sound (its decision, waiting for words, would come in
+        // the next item) and has been silent for a second.
+        await holdsWithin(
+          () => {
+            const turn = userTurn();
+            const now = Date.now();
+            return !turn.open && !turn.botPaused && now - turn.endedAt >= 1000 && !v.speaking && !v.audioLevels.some((a) => a.at > now - 1000 && a.rms > LOUD);
+          },
+          { timeoutMs: 30_000, intervalMs: 20 },
+        );
       };
       const sayAndWait = async (pcm: Int16Array) => {
         v.say(pcm);
@@ -164,7 +188,8 @@ export async function run(): Promise<void> {
             const mark = v.messages.length;
             // The microphone sends queued speech from now on, in real time (later, never sooner,
             // when this process stalls): the server cannot hear the second part before this.
-            const secondAt = Date.now() + (a.length / RATE) * 1000 + pauseMs;
+            const itemAt = Date.now();
+            const secondAt = itemAt + (a.length / RATE) * 1000 + pauseMs;
             stalls.reset();
             await sayAndWait(concat([a, silence(pauseMs, RATE), b, silence(100, RATE)]));
             const c = (f.cutOffs[pauseMs] ??= { n: 0, cut: 0 });
@@ -180,6 +205,11 @@ export async function run(): Promise<void> {
             const decision = v.messages.slice(mark).find((m) => m.message.type === 'latency-report')?.message.turn_decision;
             const heard = v.messages.slice(mark).filter((m) => m.message.type === 'user-transcription' && m.at <= cutAt + 50).map((m) => m.message.text);
             f.cutCauses.push(`${pauseMs} ms, ${label}: ${String(decision)}, words ${JSON.stringify(heard)}, stall ${stall} ms`);
+            if (process.env.TURNS_BENCH_VERBOSE === 'messages') {
+              await quiet();
+              const timeline = v.messages.slice(mark).filter((m) => m.message.type !== 'latency-report').map((m) => `+${m.at - itemAt} ${String(m.message.type)}${m.message.text === undefined ? '' : ` ${JSON.stringify(m.message.text)}`}`);
+              console.log(`open ${label} at ${pauseMs} ms (second part at +${secondAt - itemAt}): ${timeline.join(', ')}`);
+            }
           }
         }
         // 3. Backchannels and 4. real interruptions over the bot's answer.
@@ -199,6 +229,10 @@ export async function run(): Promise<void> {
             if (kind === 'backchannel') {
               f.backchannels.n++;
               if (resumed) f.backchannels.resumed++;
+              if (process.env.TURNS_BENCH_VERBOSE) {
+                const words = v.messages.slice(over).filter((m) => m.message.type === 'user-transcription').map((m) => m.message.text);
+                console.log(`backchannel (${name}): outcome ${String(outcome?.type)}, words ${JSON.stringify(words)}`);
+              }
             } else {
               f.interruptions.n++;
               const cut = outcome?.type === 'bot-interrupted' || (outcome?.type === 'bot-tts-stopped' && outcome.interrupted === true);

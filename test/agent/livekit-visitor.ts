@@ -34,7 +34,13 @@ export class LiveKitVisitor {
   videoFrames = 0;
   videoSize: { width: number; height: number } | null = null;
   lastLoudSentAt = 0;
-  readonly audioLevels: { at: number; rms: number }[] = [];
+  /**
+   * Each audio frame read: when this process read it (`at`, later than it was played whenever
+   * this process was busy), its level, and where it ends in the stream (`endMs`: ms of audio read
+   * up to its end), from which `playedAt` tells when it was made, free of this process's delays.
+   */
+  readonly audioLevels: { at: number; rms: number; endMs: number }[] = [];
+  private audioReadMs = 0;
   /** Identities of the participants whose tracks were subscribed. */
   readonly trackOwners = new Set<string>();
   onVideoFrame?: (frame: { width: number; height: number; data: Uint8Array }, at: number) => void;
@@ -118,7 +124,8 @@ export class LiveKitVisitor {
         const { done, value } = await reader.read();
         if (done || this.closed) break;
         const at = Date.now();
-        this.audioLevels.push({ at, rms: rms(value.data) });
+        this.audioReadMs += (value.samplesPerChannel / value.sampleRate) * 1000;
+        this.audioLevels.push({ at, rms: rms(value.data), endMs: this.audioReadMs });
         this.onAudio?.(value.data, value.sampleRate, value.channels, at);
       }
     } catch {
@@ -166,6 +173,20 @@ export class LiveKitVisitor {
   }
 
   /** Milliseconds of received audio louder than `threshold` (RMS), since `since`. */
+  /**
+   * When `level`'s frame was made by the receiver (its playout), on this process's clock. The
+   * receiver makes 10 ms of audio every 10 ms without a break, and a frame is read no sooner than
+   * it was made: the least delayed reading of the frames within `windowMs` of it (each read time
+   * less its stream position) dates the stream, and the frame is its stream position after that.
+   * A reading delayed by this process (a stall, a burst of video to decode) no longer delays the
+   * figure; a break in the stream (none is expected) would make it early by the break.
+   */
+  playedAt(level: { at: number; endMs: number }, windowMs = 1000): number {
+    let origin = Infinity;
+    for (const l of this.audioLevels) if (Math.abs(l.at - level.at) <= windowMs) origin = Math.min(origin, l.at - l.endMs);
+    return origin + level.endMs;
+  }
+
   audibleMs(since = 0, threshold = 0.01): number {
     return this.audioLevels.filter((l) => l.at >= since && l.rms > threshold).length * 10;
   }
