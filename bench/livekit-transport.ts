@@ -25,6 +25,7 @@ import { loadavg } from 'node:os';
 import { AudioFrame, AudioSource, dispose, LocalAudioTrack, LocalVideoTrack, Room, TrackPublishOptions, TrackSource, VideoBufferType, VideoFrame, VideoSource } from '@livekit/rtc-node';
 import { concat } from '../core/audio.ts';
 import { LocalTTSService } from '../plugins/local/index.ts';
+import { LIVEKIT_AVATAR_WORKER_DEFAULTS, LiveKitMediaSink } from '../transports/livekit/index.ts';
 import { LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
 import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
 import { until } from '../testing/until.ts';
@@ -73,8 +74,20 @@ if (SOUND !== 'tone' && SOUND !== 'speech') throw new Error(`LIVEKIT_TRANSPORT_B
 /** How long the sound plays before it is cleared (ms; LIVEKIT_TRANSPORT_BENCH_SOUND_MS, default 300). */
 const SOUND_MS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_SOUND_MS ?? 300);
 if (!(SOUND_MS >= 10 && SOUND_MS <= 3000)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_SOUND_MS must be 10-3000, got ${process.env.LIVEKIT_TRANSPORT_BENCH_SOUND_MS}`);
+/**
+ * How the publisher sends (LIVEKIT_TRANSPORT_BENCH_PUBLISHER): `source` (default), straight into an
+ * rtc-node AudioSource and VideoSource; `sink`, through the avatar worker's own `LiveKitMediaSink`
+ * with the worker's settings (a 20 ms speech lead, pictures timed by their sound), fed 40 ms at a
+ * time as its frame pump feeds it, each sound opened with `speechStarting` and cleared with
+ * `clearAudio`: the avatar's way without a face.
+ */
+const PUBLISHER = process.env.LIVEKIT_TRANSPORT_BENCH_PUBLISHER ?? 'source';
+if (PUBLISHER !== 'source' && PUBLISHER !== 'sink') throw new Error(`LIVEKIT_TRANSPORT_BENCH_PUBLISHER must be source or sink, got ${PUBLISHER}`);
 const LEAD_MS = process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS === undefined ? null : Number(process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS);
 if (LEAD_MS !== null && !(LEAD_MS >= 0 && LEAD_MS % 10 === 0)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_LEAD_MS must be a multiple of 10 ms, got ${process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS}`);
+if (PUBLISHER === 'sink' && (process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS !== undefined || process.env.LIVEKIT_TRANSPORT_BENCH_CAPTURE_MS !== undefined || CLEAR_REFILL_MS !== 0)) {
+  throw new Error('LIVEKIT_TRANSPORT_BENCH_PUBLISHER=sink sets its own lead and capture (the worker\'s); _LEAD_MS, _CAPTURE_MS and _CLEAR_REFILL_MS are for the source');
+}
 if (CAPTURE_MS !== 10 && CAPTURE_MS !== 40) throw new Error(`LIVEKIT_TRANSPORT_BENCH_CAPTURE_MS must be 10 or 40, got ${process.env.LIVEKIT_TRANSPORT_BENCH_CAPTURE_MS}`);
 if (!(STALL_MS >= 0)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_STALL_MS must be a number of at least 0, got ${process.env.LIVEKIT_TRANSPORT_BENCH_STALL_MS}`);
 /**
@@ -101,12 +114,16 @@ async function phraseChunks(): Promise<Int16Array[]> {
 }
 
 function picture(luma: number, noise = false): VideoFrame {
+  return new VideoFrame(pictureData(luma, noise), WIDTH, HEIGHT, VideoBufferType.I420);
+}
+
+function pictureData(luma: number, noise: boolean): Uint8Array {
   const data = new Uint8Array((WIDTH * HEIGHT * 3) / 2);
   data.fill(luma, 0, WIDTH * HEIGHT);
   data.fill(128, WIDTH * HEIGHT);
   // Noise in the lower third's middle (luma 20-99), away from the centre pixel the steps are read at.
   if (noise) for (let y = 240; y < 330; y++) for (let x = 160; x < 480; x++) data[y * WIDTH + x] = 20 + Math.floor(Math.random() * 80);
-  return new VideoFrame(data, WIDTH, HEIGHT, VideoBufferType.I420);
+  return data;
 }
 
 export async function run(): Promise<void> {
@@ -114,11 +131,20 @@ export async function run(): Promise<void> {
   const room = 'transport-bench';
   const publisher = new Room();
   await publisher.connect(fake.url, await token(fake.apiKey, fake.apiSecret, 'publisher', room), { autoSubscribe: false, dynacast: false });
-  const audio = new AudioSource(RATE, 1, 200);
-  const video = new VideoSource(WIDTH, HEIGHT);
+  const sink =
+    PUBLISHER === 'sink'
+      ? new LiveKitMediaSink(
+          async (track) => {
+            await publisher.localParticipant!.publishTrack(track, new TrackPublishOptions({ source: TrackSource.SOURCE_CAMERA, simulcast: false }));
+          },
+          { audioQueueMs: LIVEKIT_AVATAR_WORKER_DEFAULTS.audioQueueMs, speechLeadMs: LIVEKIT_AVATAR_WORKER_DEFAULTS.speechLeadMs, pictureLagMs: LIVEKIT_AVATAR_WORKER_DEFAULTS.pictureLagMs },
+        )
+      : null;
+  const audio = sink?.audioSource ?? new AudioSource(RATE, 1, 200);
+  const video = sink ? null : new VideoSource(WIDTH, HEIGHT);
   await Promise.all([
     publisher.localParticipant!.publishTrack(LocalAudioTrack.createAudioTrack('audio', audio), new TrackPublishOptions({ source: TrackSource.SOURCE_MICROPHONE, ...AUDIO_OPTIONS })),
-    publisher.localParticipant!.publishTrack(LocalVideoTrack.createVideoTrack('video', video), new TrackPublishOptions({ source: TrackSource.SOURCE_CAMERA, simulcast: false })),
+    video ? publisher.localParticipant!.publishTrack(LocalVideoTrack.createVideoTrack('video', video), new TrackPublishOptions({ source: TrackSource.SOURCE_CAMERA, simulcast: false })) : sink!.openVideo(WIDTH, HEIGHT),
   ]);
   const visitor = await LiveKitVisitor.join(fake.url, await token(fake.apiKey, fake.apiSecret, 'visitor', room));
   const seen: number[] = [];
@@ -128,6 +154,12 @@ export async function run(): Promise<void> {
   };
   const greys = PICTURES === 'moving' ? Array.from({ length: 16 }, () => picture(60, true)) : [picture(60)];
   const white = picture(235);
+  // The same pictures as I420 for the sink (it makes its own VideoFrames).
+  const rawGreys = greys.map((g) => ({ width: WIDTH, height: HEIGHT, data: g.data }));
+  const rawWhite = { width: WIDTH, height: HEIGHT, data: white.data };
+  /** Sink mode: the 40 ms being gathered (its picture and chunks) and whether a sound opens in it. */
+  let batch: { picture: { width: number; height: number; data: Uint8Array } | null; chunks: Int16Array[]; opens: boolean } = { picture: null, chunks: [], opens: false };
+  let sounding = false;
   const silence = new Int16Array(CHUNK);
   // 400 Hz: a whole number of cycles (4) in each 10 ms chunk, so the chunks join without a step
   // and the tone carries no DC. The 440 Hz chunk it replaces (4.4 cycles, restarting each chunk)
@@ -166,25 +198,44 @@ export async function run(): Promise<void> {
       if (clearRequested) {
         // Between captures, as the worker's clear comes between its pump's deliveries.
         clearRequested = false;
-        audio.clearQueue();
+        if (sink) {
+          // The chunks gathered for the next delivery are the cleared sound's too.
+          sink.clearAudio();
+          batch.chunks = batch.chunks.map(() => silence);
+        } else audio.clearQueue();
         toneLeft = 0;
         clearedAt = Date.now();
         for (let ms = 0; ms < CLEAR_REFILL_MS; ms += 10) await audio.captureFrame(new AudioFrame(silence, RATE, 1, CHUNK));
       }
       if (stepping && stepAt === 0 && ticks > 0 && ticks % 100 === 0) {
         stepAt = now;
-        queuedAtStep = audio.queuedDuration;
+        queuedAtStep = sink ? sink.audioAheadMs : audio.queuedDuration;
         toneLeft = 20;
       }
       if (STALL_MS > 0 && ticks % 100 === 50) {
         // Only the feed waits: the visitor, here in the same process, stands for another machine.
         await new Promise((resolve) => setTimeout(resolve, STALL_MS));
       }
-      if (ticks % 4 === 0) video.captureFrame(stepAt !== 0 && now - stepAt < 40 ? white : greys[(ticks / 4) % greys.length]!);
+      const white40 = stepAt !== 0 && now - stepAt < 40;
       const sound = stepping || !speech ? tone : (speech[speechAt++] ?? silence);
-      await audio.captureFrame(new AudioFrame(toneLeft-- > 0 ? sound : silence, RATE, 1, CHUNK));
-      ticks++;
-      if (ticks % (CAPTURE_MS / 10) !== 0) continue;
+      const chunk = toneLeft-- > 0 ? sound : silence;
+      if (sink) {
+        if (ticks % 4 === 0) batch.picture = white40 ? rawWhite : rawGreys[(ticks / 4) % rawGreys.length]!;
+        if (chunk !== silence && !sounding) batch.opens = true;
+        sounding = chunk !== silence;
+        batch.chunks.push(chunk);
+        ticks++;
+        if (ticks % 4 !== 0) continue;
+        const { picture: shown, chunks, opens } = batch;
+        batch = { picture: null, chunks: [], opens: false };
+        if (opens) await sink.speechStarting();
+        await sink.deliver(shown, chunks);
+      } else {
+        if (ticks % 4 === 0) video!.captureFrame(white40 ? white : greys[(ticks / 4) % greys.length]!);
+        await audio.captureFrame(new AudioFrame(chunk, RATE, 1, CHUNK));
+        ticks++;
+        if (ticks % (CAPTURE_MS / 10) !== 0) continue;
+      }
       const ahead = started + ticks * 10 - Date.now();
       if (ahead > 0) await new Promise((resolve) => setTimeout(resolve, ahead));
     }
@@ -231,6 +282,7 @@ export async function run(): Promise<void> {
     running = false;
     await feed.catch(() => undefined);
     await visitor.close();
+    await sink?.close();
     await publisher.disconnect();
     await fake.close();
     await dispose();
@@ -254,9 +306,11 @@ export async function run(): Promise<void> {
     clear_to_silence_played_p50_ms: percentile(cleared('clear_to_silence_played_ms'), 50),
     clear_refill_ms: CLEAR_REFILL_MS,
     stall_ms: STALL_MS,
-    capture_ms: CAPTURE_MS,
+    capture_ms: PUBLISHER === 'sink' ? 40 : CAPTURE_MS,
+    lead: PUBLISHER === 'sink' ? LIVEKIT_AVATAR_WORKER_DEFAULTS.speechLeadMs : undefined,
     lead_ms: LEAD_MS ?? 'start',
     sound: SOUND,
+    publisher: PUBLISHER,
     sound_ms: SOUND_MS,
     dtx: DTX === undefined ? 'default' : DTX,
     red: RED === undefined ? 'default' : RED,
