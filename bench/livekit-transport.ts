@@ -18,12 +18,12 @@
  * visitor's jitter buffer and playout); `clear_to_silence_played` times the last loud frame by the
  * receiver's stream (LiveKitVisitor.playedAt) rather than by its reading. Knobs for what differs
  * from the avatar's way (each documented where it is read): _STALL_MS, _CAPTURE_MS, _LEAD_MS,
- * _SOUND, _SOUND_MS (docs/livekit-agents.md, "The clear's tail, narrowed"). The load average is
+ * _SOUND, _SOUND_MS, _PUBLISHER, _ORDER (docs/livekit-agents.md, "The clear's tail, narrowed"). The load average is
  * printed: the machine is shared.
  */
 import { loadavg } from 'node:os';
 import { AudioFrame, AudioSource, dispose, LocalAudioTrack, LocalVideoTrack, Room, TrackPublishOptions, TrackSource, VideoBufferType, VideoFrame, VideoSource } from '@livekit/rtc-node';
-import { concat } from '../core/audio.ts';
+import { concat, resample } from '../core/audio.ts';
 import { LocalTTSService } from '../plugins/local/index.ts';
 import { LIVEKIT_AVATAR_WORKER_DEFAULTS, LiveKitMediaSink } from '../transports/livekit/index.ts';
 import { LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
@@ -70,7 +70,7 @@ const CAPTURE_MS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_CAPTURE_MS ?? 10);
  * that bench's does (its first words; the steps keep the tone).
  */
 const SOUND = process.env.LIVEKIT_TRANSPORT_BENCH_SOUND ?? 'tone';
-if (SOUND !== 'tone' && SOUND !== 'speech') throw new Error(`LIVEKIT_TRANSPORT_BENCH_SOUND must be tone or speech, got ${SOUND}`);
+if (SOUND !== 'tone' && SOUND !== 'speech' && SOUND !== 'speech16k') throw new Error(`LIVEKIT_TRANSPORT_BENCH_SOUND must be tone, speech or speech16k (the phrase made at 16 kHz and resampled, as the face's audio is), got ${SOUND}`);
 /** How long the sound plays before it is cleared (ms; LIVEKIT_TRANSPORT_BENCH_SOUND_MS, default 300). */
 const SOUND_MS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_SOUND_MS ?? 300);
 if (!(SOUND_MS >= 10 && SOUND_MS <= 3000)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_SOUND_MS must be 10-3000, got ${process.env.LIVEKIT_TRANSPORT_BENCH_SOUND_MS}`);
@@ -83,6 +83,13 @@ if (!(SOUND_MS >= 10 && SOUND_MS <= 3000)) throw new Error(`LIVEKIT_TRANSPORT_BE
  */
 const PUBLISHER = process.env.LIVEKIT_TRANSPORT_BENCH_PUBLISHER ?? 'source';
 if (PUBLISHER !== 'source' && PUBLISHER !== 'sink') throw new Error(`LIVEKIT_TRANSPORT_BENCH_PUBLISHER must be source or sink, got ${PUBLISHER}`);
+/**
+ * Who comes first (LIVEKIT_TRANSPORT_BENCH_ORDER): `publisher` (default: the visitor joins a room
+ * whose tracks are published already) or `visitor` (the visitor is in the room before the tracks
+ * are published and subscribes as they come, as the avatar bench's visitor meets the avatar).
+ */
+const ORDER = process.env.LIVEKIT_TRANSPORT_BENCH_ORDER ?? 'publisher';
+if (ORDER !== 'publisher' && ORDER !== 'visitor') throw new Error(`LIVEKIT_TRANSPORT_BENCH_ORDER must be publisher or visitor, got ${ORDER}`);
 const LEAD_MS = process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS === undefined ? null : Number(process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS);
 if (LEAD_MS !== null && !(LEAD_MS >= 0 && LEAD_MS % 10 === 0)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_LEAD_MS must be a multiple of 10 ms, got ${process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS}`);
 if (PUBLISHER === 'sink' && (process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS !== undefined || process.env.LIVEKIT_TRANSPORT_BENCH_CAPTURE_MS !== undefined || CLEAR_REFILL_MS !== 0)) {
@@ -106,10 +113,10 @@ const RATE = 48_000;
 const CHUNK = RATE / 100;
 const TONE_HZ = 400;
 
-async function phraseChunks(): Promise<Int16Array[]> {
+async function phraseChunks(madeAt: number): Promise<Int16Array[]> {
   const parts: Int16Array[] = [];
-  for await (const e of new LocalTTSService().synthesize({ text: 'Welcome to the space station tour. The crew is waiting for you.', language: 'en', sampleRate: RATE })) if (e.type === 'audio') parts.push(e.pcm);
-  const pcm = concat(parts);
+  for await (const e of new LocalTTSService().synthesize({ text: 'Welcome to the space station tour. The crew is waiting for you.', language: 'en', sampleRate: madeAt })) if (e.type === 'audio') parts.push(e.pcm);
+  const pcm = madeAt === RATE ? concat(parts) : resample(concat(parts), madeAt, RATE);
   return Array.from({ length: Math.floor(pcm.length / CHUNK) }, (_, i) => pcm.slice(i * CHUNK, (i + 1) * CHUNK));
 }
 
@@ -129,6 +136,7 @@ function pictureData(luma: number, noise: boolean): Uint8Array {
 export async function run(): Promise<void> {
   const fake = await startLiveKitServerFake();
   const room = 'transport-bench';
+  const early = ORDER === 'visitor' ? await LiveKitVisitor.join(fake.url, await token(fake.apiKey, fake.apiSecret, 'visitor', room)) : null;
   const publisher = new Room();
   await publisher.connect(fake.url, await token(fake.apiKey, fake.apiSecret, 'publisher', room), { autoSubscribe: false, dynacast: false });
   const sink =
@@ -146,7 +154,7 @@ export async function run(): Promise<void> {
     publisher.localParticipant!.publishTrack(LocalAudioTrack.createAudioTrack('audio', audio), new TrackPublishOptions({ source: TrackSource.SOURCE_MICROPHONE, ...AUDIO_OPTIONS })),
     video ? publisher.localParticipant!.publishTrack(LocalVideoTrack.createVideoTrack('video', video), new TrackPublishOptions({ source: TrackSource.SOURCE_CAMERA, simulcast: false })) : sink!.openVideo(WIDTH, HEIGHT),
   ]);
-  const visitor = await LiveKitVisitor.join(fake.url, await token(fake.apiKey, fake.apiSecret, 'visitor', room));
+  const visitor = early ?? (await LiveKitVisitor.join(fake.url, await token(fake.apiKey, fake.apiSecret, 'visitor', room)));
   const seen: number[] = [];
   visitor.onVideoFrame = (frame, at) => {
     // The centre pixel's luma: white pictures are the steps.
@@ -176,7 +184,7 @@ export async function run(): Promise<void> {
   let queuedAtStep = 0;
   // The publisher's clock: a picture every 40 ms, 10 ms of audio every 10 ms, as the avatar's pump.
   /** The phrase in 10 ms chunks (SOUND speech), and the next chunk to send. */
-  const speech = SOUND === 'speech' ? await phraseChunks() : null;
+  const speech = SOUND === 'tone' ? null : await phraseChunks(SOUND === 'speech16k' ? 16_000 : RATE);
   let speechAt = 0;
   const started = Date.now();
   let ticks = 0;
@@ -311,6 +319,7 @@ export async function run(): Promise<void> {
     lead_ms: LEAD_MS ?? 'start',
     sound: SOUND,
     publisher: PUBLISHER,
+    order: ORDER,
     sound_ms: SOUND_MS,
     dtx: DTX === undefined ? 'default' : DTX,
     red: RED === undefined ? 'default' : RED,
