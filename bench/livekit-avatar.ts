@@ -15,7 +15,9 @@
  * the transport's own floor under both; `clear_to_silence_played` times the last loud frame by the
  * receiver's stream instead of by when this process read it, LiveKitVisitor.playedAt).
  * LIVEKIT_AVATAR_BENCH_VERBOSE prints the 10 ms the visitor played around each clear (time by the
- * stream, dBFS, zero crossings). LIVEKIT_AVATAR_BENCH_RUNS (default 5); the worker's media settings where they
+ * stream, dBFS, zero crossings). LIVEKIT_AVATAR_BENCH_STREAM: `burst` (default, the segment written
+ * at once) or `paced` (each 200 ms piece when due): the burst also loads the fake SFU, whose data and
+ * media share one event loop (docs/livekit-agents.md, "Found: the agent's burst"). LIVEKIT_AVATAR_BENCH_RUNS (default 5); the worker's media settings where they
  * differ from its defaults (LIVEKIT_AVATAR_WORKER_DEFAULTS): LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES,
  * LIVEKIT_AVATAR_BENCH_SPEECH_LEAD_MS (`off`: the idle silence queued is kept),
  * LIVEKIT_AVATAR_BENCH_PICTURE_LAG_MS (`off`: pictures held back by the frame count instead). How long
@@ -57,6 +59,9 @@ const RUNS = Number(process.env.LIVEKIT_AVATAR_BENCH_RUNS ?? 5);
 const VIDEO_DELAY_FRAMES = process.env.LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES;
 const SPEECH_LEAD_MS = process.env.LIVEKIT_AVATAR_BENCH_SPEECH_LEAD_MS;
 const PICTURE_LAG_MS = process.env.LIVEKIT_AVATAR_BENCH_PICTURE_LAG_MS;
+/** LIVEKIT_AVATAR_BENCH_STREAM: `burst` (default: the segment written at once, as a TTS faster than real time does) or `paced` (in real time). */
+const PACED = (process.env.LIVEKIT_AVATAR_BENCH_STREAM ?? 'burst') === 'paced';
+if (!['burst', 'paced'].includes(process.env.LIVEKIT_AVATAR_BENCH_STREAM ?? 'burst')) throw new Error(`LIVEKIT_AVATAR_BENCH_STREAM must be burst or paced, got ${process.env.LIVEKIT_AVATAR_BENCH_STREAM}`);
 const SETTLE_MS = Number(process.env.LIVEKIT_AVATAR_BENCH_SETTLE_MS ?? 1600);
 const MEDIA_SET = Boolean(VIDEO_DELAY_FRAMES || SPEECH_LEAD_MS || PICTURE_LAG_MS);
 const SERVER = process.env.LIVEKIT_AVATAR_BENCH_SERVER ?? (MEDIA_SET ? 'inline' : 'process');
@@ -234,8 +239,16 @@ export async function run(): Promise<void> {
     // A segment, sent as a TTS streams it (all at once, faster than real time).
     const firstByteAt = Date.now();
     const writer = await agent.localParticipant!.streamBytes({ name: `AUDIO_${i}`, topic: 'lk.audio_stream', destinationIdentities: ['svc-avatar'], attributes: { sample_rate: String(RATE), num_channels: '1' } });
-    for (let o = 0; o < phrase.length; o += 9600) await writer.write(phrase.subarray(o, o + 9600));
-    await writer.close();
+    const writing = (async () => {
+      for (let o = 0; o < phrase.length; o += 9600) {
+        await writer.write(phrase.subarray(o, o + 9600));
+        // LIVEKIT_AVATAR_BENCH_STREAM=paced: each piece when it is due (real time) instead of all at once.
+        if (PACED) await new Promise((resolve) => setTimeout(resolve, (9600 / 2 / RATE) * 1000));
+      }
+      await writer.close();
+    })();
+    // Paced, the segment is still being written when the clear comes (the worker drops the rest).
+    if (!PACED) await writing;
     await holdsWithin(() => visitor.audibleMs(firstByteAt) > 800, { timeoutMs: 15_000, intervalMs: 5 });
     const firstAudible = visitor.audioLevels.find((l) => l.at >= firstByteAt && l.rms > 0.01)?.at ?? NaN;
     const firstMoving = video.find((v) => v.at >= firstByteAt && v.mouth > threshold)?.at ?? NaN;
@@ -281,6 +294,7 @@ export async function run(): Promise<void> {
     rows.at(-1)!.clear_to_worker_ms = cleared.last_clear_at ? Date.parse(cleared.last_clear_at) - clearAt : NaN;
     // Times the worker's outgoing audio ran dry in the run (a gap the visitor's jitter buffer covers, and may grow for).
     rows.at(-1)!.underruns = cleared.audio_underruns ?? NaN;
+    await writing.catch(() => undefined); // a paced segment's last writes, after the clear
     rows.at(-1)!.underrun_ms = cleared.audio_underrun_ms ?? NaN;
     await fetch(`${url}/v1/avatar-sessions/${session.avatar_session_id}`, { method: 'DELETE', headers: { 'X-API-Key': key } });
     await visitor.close();
@@ -314,6 +328,7 @@ export async function run(): Promise<void> {
     server: SERVER,
     // The frame count holds pictures back only while no picture lag times them.
     video_delay_frames: pictureLag === null ? (media.videoDelayFrames ?? LIVEKIT_AVATAR_WORKER_DEFAULTS.videoDelayFrames) : 0,
+    stream: PACED ? 'paced' : 'burst',
     speech_lead_ms: SPEECH_LEAD_MS === 'off' ? 'off' : (media.speechLeadMs ?? LIVEKIT_AVATAR_WORKER_DEFAULTS.speechLeadMs),
     picture_lag_ms: pictureLag ?? 'off',
     settle_ms: SETTLE_MS,

@@ -18,13 +18,16 @@
  * visitor's jitter buffer and playout); `clear_to_silence_played` times the last loud frame by the
  * receiver's stream (LiveKitVisitor.playedAt) rather than by its reading. Knobs for what differs
  * from the avatar's way (each documented where it is read): _STALL_MS, _CAPTURE_MS, _LEAD_MS,
- * _SOUND, _SOUND_MS, _PUBLISHER, _ORDER (docs/livekit-agents.md, "The clear's tail, narrowed"). The load average is
+ * _SOUND, _SOUND_MS, _PUBLISHER, _ORDER, _FACE, _BURST (docs/livekit-agents.md, "The clear's tail,
+ * narrowed" and "Found: the agent's burst"). The load average is
  * printed: the machine is shared.
  */
 import { loadavg } from 'node:os';
 import { AudioFrame, AudioSource, dispose, LocalAudioTrack, LocalVideoTrack, Room, TrackPublishOptions, TrackSource, VideoBufferType, VideoFrame, VideoSource } from '@livekit/rtc-node';
 import { concat, resample } from '../core/audio.ts';
 import { LocalTTSService } from '../plugins/local/index.ts';
+import { RealClock } from '../core/clock.ts';
+import { HumanFaceModel } from '../plugins/face/index.ts';
 import { LIVEKIT_AVATAR_WORKER_DEFAULTS, LiveKitMediaSink } from '../transports/livekit/index.ts';
 import { LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
 import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
@@ -90,6 +93,24 @@ if (PUBLISHER !== 'source' && PUBLISHER !== 'sink') throw new Error(`LIVEKIT_TRA
  */
 const ORDER = process.env.LIVEKIT_TRANSPORT_BENCH_ORDER ?? 'publisher';
 if (ORDER !== 'publisher' && ORDER !== 'visitor') throw new Error(`LIVEKIT_TRANSPORT_BENCH_ORDER must be publisher or visitor, got ${ORDER}`);
+/**
+ * LIVEKIT_TRANSPORT_BENCH_FACE=on (with _PUBLISHER=sink): a `svc/human-portrait` face session
+ * renders in this process as the worker's does, its pictures are the ones sent (the white steps
+ * aside), and it is given the phrase to mouth whenever a sound starts (and cancelled at the clear):
+ * the avatar's way and its process's work, without the server and the agent's byte stream.
+ */
+const FACE = process.env.LIVEKIT_TRANSPORT_BENCH_FACE === 'on';
+if (FACE && PUBLISHER !== 'sink') throw new Error('LIVEKIT_TRANSPORT_BENCH_FACE=on needs LIVEKIT_TRANSPORT_BENCH_PUBLISHER=sink');
+/**
+ * LIVEKIT_TRANSPORT_BENCH_BURST=on: at each sound's start, an "agent" (a third participant, in this
+ * process as the avatar bench's agent is) writes a 120 kB byte stream at once to the publisher, as
+ * the avatar bench's agent writes its TTS segment to the worker: the burst's cost on the way from
+ * the publisher to the visitor, without our worker. `bystander`: the same burst to a fourth
+ * participant instead, so that the publisher receives nothing of it.
+ */
+const BURST_TO = process.env.LIVEKIT_TRANSPORT_BENCH_BURST ?? 'off';
+if (!['off', 'on', 'bystander'].includes(BURST_TO)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_BURST must be off, on (to the publisher) or bystander (to a fourth participant), got ${BURST_TO}`);
+const BURST = BURST_TO !== 'off';
 const LEAD_MS = process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS === undefined ? null : Number(process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS);
 if (LEAD_MS !== null && !(LEAD_MS >= 0 && LEAD_MS % 10 === 0)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_LEAD_MS must be a multiple of 10 ms, got ${process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS}`);
 if (PUBLISHER === 'sink' && (process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS !== undefined || process.env.LIVEKIT_TRANSPORT_BENCH_CAPTURE_MS !== undefined || CLEAR_REFILL_MS !== 0)) {
@@ -113,11 +134,12 @@ const RATE = 48_000;
 const CHUNK = RATE / 100;
 const TONE_HZ = 400;
 
-async function phraseChunks(madeAt: number): Promise<Int16Array[]> {
+async function phraseChunks(madeAt: number, rate = RATE): Promise<Int16Array[]> {
   const parts: Int16Array[] = [];
   for await (const e of new LocalTTSService().synthesize({ text: 'Welcome to the space station tour. The crew is waiting for you.', language: 'en', sampleRate: madeAt })) if (e.type === 'audio') parts.push(e.pcm);
-  const pcm = madeAt === RATE ? concat(parts) : resample(concat(parts), madeAt, RATE);
-  return Array.from({ length: Math.floor(pcm.length / CHUNK) }, (_, i) => pcm.slice(i * CHUNK, (i + 1) * CHUNK));
+  const pcm = madeAt === rate ? concat(parts) : resample(concat(parts), madeAt, rate);
+  const chunk = rate / 100;
+  return Array.from({ length: Math.floor(pcm.length / chunk) }, (_, i) => pcm.slice(i * chunk, (i + 1) * chunk));
 }
 
 function picture(luma: number, noise = false): VideoFrame {
@@ -136,6 +158,20 @@ function pictureData(luma: number, noise: boolean): Uint8Array {
 export async function run(): Promise<void> {
   const fake = await startLiveKitServerFake();
   const room = 'transport-bench';
+  const face = FACE ? await new HumanFaceModel('human-portrait').openSession({ imageFormat: 'i420' }, new RealClock()) : null;
+  let faceImage: { width: number; height: number; data: Uint8Array } | null = null;
+  const faceFrames = face?.frames.subscribe((f) => (faceImage = { width: f.image.width, height: f.image.height, data: f.image.data }));
+  const mouthed = FACE ? (await phraseChunks(16_000, 16_000)).slice(0, 150) : [];
+  const agent = BURST ? new Room() : null;
+  if (agent) await agent.connect(fake.url, await token(fake.apiKey, fake.apiSecret, 'agent', room), { autoSubscribe: false, dynacast: false });
+  const bystander = BURST_TO === 'bystander' ? new Room() : null;
+  if (bystander) await bystander.connect(fake.url, await token(fake.apiKey, fake.apiSecret, 'bystander', room), { autoSubscribe: false, dynacast: false });
+  const burst = async () => {
+    const writer = await agent!.localParticipant!.streamBytes({ name: `burst_${Date.now()}`, topic: 'bench.burst', destinationIdentities: [bystander ? 'bystander' : 'publisher'] });
+    const bytes = new Uint8Array(120_000);
+    for (let o = 0; o < bytes.length; o += 9600) await writer.write(bytes.subarray(o, o + 9600));
+    await writer.close();
+  };
   const early = ORDER === 'visitor' ? await LiveKitVisitor.join(fake.url, await token(fake.apiKey, fake.apiSecret, 'visitor', room)) : null;
   const publisher = new Room();
   await publisher.connect(fake.url, await token(fake.apiKey, fake.apiSecret, 'publisher', room), { autoSubscribe: false, dynacast: false });
@@ -152,7 +188,7 @@ export async function run(): Promise<void> {
   const video = sink ? null : new VideoSource(WIDTH, HEIGHT);
   await Promise.all([
     publisher.localParticipant!.publishTrack(LocalAudioTrack.createAudioTrack('audio', audio), new TrackPublishOptions({ source: TrackSource.SOURCE_MICROPHONE, ...AUDIO_OPTIONS })),
-    video ? publisher.localParticipant!.publishTrack(LocalVideoTrack.createVideoTrack('video', video), new TrackPublishOptions({ source: TrackSource.SOURCE_CAMERA, simulcast: false })) : sink!.openVideo(WIDTH, HEIGHT),
+    video ? publisher.localParticipant!.publishTrack(LocalVideoTrack.createVideoTrack('video', video), new TrackPublishOptions({ source: TrackSource.SOURCE_CAMERA, simulcast: false })) : sink!.openVideo(face?.width ?? WIDTH, face?.height ?? HEIGHT),
   ]);
   const visitor = early ?? (await LiveKitVisitor.join(fake.url, await token(fake.apiKey, fake.apiSecret, 'visitor', room)));
   const seen: number[] = [];
@@ -208,6 +244,7 @@ export async function run(): Promise<void> {
         clearRequested = false;
         if (sink) {
           // The chunks gathered for the next delivery are the cleared sound's too.
+          face?.cancel();
           sink.clearAudio();
           batch.chunks = batch.chunks.map(() => silence);
         } else audio.clearQueue();
@@ -228,8 +265,11 @@ export async function run(): Promise<void> {
       const sound = stepping || !speech ? tone : (speech[speechAt++] ?? silence);
       const chunk = toneLeft-- > 0 ? sound : silence;
       if (sink) {
-        if (ticks % 4 === 0) batch.picture = white40 ? rawWhite : rawGreys[(ticks / 4) % rawGreys.length]!;
-        if (chunk !== silence && !sounding) batch.opens = true;
+        if (ticks % 4 === 0) batch.picture = white40 ? rawWhite : (faceImage ?? rawGreys[(ticks / 4) % rawGreys.length]!);
+        if (chunk !== silence && !sounding) {
+          batch.opens = true;
+          if (face) for (const piece of mouthed) face.pushAudio(piece);
+        }
         sounding = chunk !== silence;
         batch.chunks.push(chunk);
         ticks++;
@@ -268,6 +308,7 @@ export async function run(): Promise<void> {
     stepping = false;
     for (let i = 0; i < CLEARS; i++) {
       await new Promise((resolve) => setTimeout(resolve, 400));
+      if (agent) void burst().catch(() => undefined);
       speechAt = Math.max(0, 90 - SOUND_MS / 10);
       toneLeft = SOUND_MS / 10 + 10; // the tone (or speech) for SOUND_MS and 100 ms more, cleared after SOUND_MS
       await new Promise((resolve) => setTimeout(resolve, SOUND_MS));
@@ -291,6 +332,10 @@ export async function run(): Promise<void> {
     await feed.catch(() => undefined);
     await visitor.close();
     await sink?.close();
+    await agent?.disconnect();
+    await bystander?.disconnect();
+    faceFrames?.unsubscribe();
+    face?.close();
     await publisher.disconnect();
     await fake.close();
     await dispose();
@@ -320,6 +365,8 @@ export async function run(): Promise<void> {
     sound: SOUND,
     publisher: PUBLISHER,
     order: ORDER,
+    face: FACE,
+    burst: BURST_TO,
     sound_ms: SOUND_MS,
     dtx: DTX === undefined ? 'default' : DTX,
     red: RED === undefined ? 'default' : RED,
