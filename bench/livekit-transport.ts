@@ -18,11 +18,14 @@
  * visitor's jitter buffer and playout); `clear_to_silence_played` times the last loud frame by the
  * receiver's stream (LiveKitVisitor.playedAt) rather than by its reading. Knobs for what differs
  * from the avatar's way (each documented where it is read): _STALL_MS, _CAPTURE_MS, _LEAD_MS,
- * _SOUND, _SOUND_MS, _PUBLISHER, _ORDER, _FACE, _BURST (docs/livekit-agents.md, "The clear's tail,
+ * _SOUND, _SOUND_MS, _PUBLISHER, _ORDER, _FACE, _BURST, _BURST_PROCESS (docs/livekit-agents.md, "The clear's tail,
  * narrowed" and "Found: the agent's burst"). The load average is
  * printed: the machine is shared.
  */
+import { spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { AudioFrame, AudioSource, dispose, LocalAudioTrack, LocalVideoTrack, Room, TrackPublishOptions, TrackSource, VideoBufferType, VideoFrame, VideoSource } from '@livekit/rtc-node';
 import { concat, resample } from '../core/audio.ts';
 import { LocalTTSService } from '../plugins/local/index.ts';
@@ -111,6 +114,9 @@ if (FACE && PUBLISHER !== 'sink') throw new Error('LIVEKIT_TRANSPORT_BENCH_FACE=
 const BURST_TO = process.env.LIVEKIT_TRANSPORT_BENCH_BURST ?? 'off';
 if (!['off', 'on', 'bystander'].includes(BURST_TO)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_BURST must be off, on (to the publisher) or bystander (to a fourth participant), got ${BURST_TO}`);
 const BURST = BURST_TO !== 'off';
+/** LIVEKIT_TRANSPORT_BENCH_BURST_PROCESS=on: the agent that writes the burst runs in a process of its own (bench/_burst-agent.ts), sharing no rtc-node runtime with the visitor. */
+const BURST_PROCESS = process.env.LIVEKIT_TRANSPORT_BENCH_BURST_PROCESS === 'on';
+if (BURST_PROCESS && !BURST) throw new Error('LIVEKIT_TRANSPORT_BENCH_BURST_PROCESS=on needs LIVEKIT_TRANSPORT_BENCH_BURST');
 const LEAD_MS = process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS === undefined ? null : Number(process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS);
 if (LEAD_MS !== null && !(LEAD_MS >= 0 && LEAD_MS % 10 === 0)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_LEAD_MS must be a multiple of 10 ms, got ${process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS}`);
 if (PUBLISHER === 'sink' && (process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS !== undefined || process.env.LIVEKIT_TRANSPORT_BENCH_CAPTURE_MS !== undefined || CLEAR_REFILL_MS !== 0)) {
@@ -162,11 +168,30 @@ export async function run(): Promise<void> {
   let faceImage: { width: number; height: number; data: Uint8Array } | null = null;
   const faceFrames = face?.frames.subscribe((f) => (faceImage = { width: f.image.width, height: f.image.height, data: f.image.data }));
   const mouthed = FACE ? (await phraseChunks(16_000, 16_000)).slice(0, 150) : [];
-  const agent = BURST ? new Room() : null;
-  if (agent) await agent.connect(fake.url, await token(fake.apiKey, fake.apiSecret, 'agent', room), { autoSubscribe: false, dynacast: false });
   const bystander = BURST_TO === 'bystander' ? new Room() : null;
   if (bystander) await bystander.connect(fake.url, await token(fake.apiKey, fake.apiSecret, 'bystander', room), { autoSubscribe: false, dynacast: false });
+  const agent = BURST && !BURST_PROCESS ? new Room() : null;
+  if (agent) await agent.connect(fake.url, await token(fake.apiKey, fake.apiSecret, 'agent', room), { autoSubscribe: false, dynacast: false });
+  const agentProcess = BURST_PROCESS
+    ? spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./_burst-agent.ts', import.meta.url)), fake.url, await token(fake.apiKey, fake.apiSecret, 'agent', room), bystander ? 'bystander' : 'publisher'], { stdio: ['pipe', 'pipe', 'inherit'], detached: true })
+    : null;
+  const agentLines = agentProcess ? createInterface({ input: agentProcess.stdout! })[Symbol.asyncIterator]() : null;
+  if (agentLines) {
+    // Its stdout also carries the SDK's log lines: read up to its `ready`.
+    let line: IteratorResult<string>;
+    do line = await agentLines.next();
+    while (!line.done && line.value !== 'ready');
+    if (line.done) {
+      process.kill(-agentProcess!.pid!, 'SIGKILL');
+      throw new Error('the burst agent did not join');
+    }
+    // The rest of its output is read and dropped, so that it never blocks on a full pipe.
+    void (async () => {
+      for (let next = await agentLines.next(); !next.done; next = await agentLines.next());
+    })();
+  }
   const burst = async () => {
+    if (agentProcess) return void agentProcess.stdin!.write('burst\n');
     const writer = await agent!.localParticipant!.streamBytes({ name: `burst_${Date.now()}`, topic: 'bench.burst', destinationIdentities: [bystander ? 'bystander' : 'publisher'] });
     const bytes = new Uint8Array(120_000);
     for (let o = 0; o < bytes.length; o += 9600) await writer.write(bytes.subarray(o, o + 9600));
@@ -308,7 +333,7 @@ export async function run(): Promise<void> {
     stepping = false;
     for (let i = 0; i < CLEARS; i++) {
       await new Promise((resolve) => setTimeout(resolve, 400));
-      if (agent) void burst().catch(() => undefined);
+      if (BURST) void burst().catch(() => undefined);
       speechAt = Math.max(0, 90 - SOUND_MS / 10);
       toneLeft = SOUND_MS / 10 + 10; // the tone (or speech) for SOUND_MS and 100 ms more, cleared after SOUND_MS
       await new Promise((resolve) => setTimeout(resolve, SOUND_MS));
@@ -333,6 +358,15 @@ export async function run(): Promise<void> {
     await visitor.close();
     await sink?.close();
     await agent?.disconnect();
+    if (agentProcess) {
+      agentProcess.stdin!.end();
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      try {
+        process.kill(-agentProcess.pid!, 'SIGKILL'); // its whole group
+      } catch {
+        // gone already
+      }
+    }
     await bystander?.disconnect();
     faceFrames?.unsubscribe();
     face?.close();
@@ -367,6 +401,7 @@ export async function run(): Promise<void> {
     order: ORDER,
     face: FACE,
     burst: BURST_TO,
+    burst_process: BURST_PROCESS,
     sound_ms: SOUND_MS,
     dtx: DTX === undefined ? 'default' : DTX,
     red: RED === undefined ? 'default' : RED,
