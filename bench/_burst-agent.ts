@@ -6,17 +6,14 @@
  */
 import { createInterface } from 'node:readline';
 import { dispose, Room } from '@livekit/rtc-node';
+import { writeBurst } from './_livekit.ts';
 
 const [url, token, destination] = process.argv.slice(2) as [string, string, string];
 const room = new Room();
 await room.connect(url, token, { autoSubscribe: false, dynacast: false });
 process.stdout.write('ready\n');
-const bytes = new Uint8Array(120_000);
-let n = 0;
 for await (const _line of createInterface({ input: process.stdin })) {
-  const writer = await room.localParticipant!.streamBytes({ name: `burst_${n++}`, topic: 'bench.burst', destinationIdentities: [destination] });
-  for (let o = 0; o < bytes.length; o += 9600) await writer.write(bytes.subarray(o, o + 9600));
-  await writer.close();
+  await writeBurst(room.localParticipant!, destination);
   process.stdout.write('sent\n');
 }
 await room.disconnect();

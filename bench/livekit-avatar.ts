@@ -60,8 +60,9 @@ const VIDEO_DELAY_FRAMES = process.env.LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES;
 const SPEECH_LEAD_MS = process.env.LIVEKIT_AVATAR_BENCH_SPEECH_LEAD_MS;
 const PICTURE_LAG_MS = process.env.LIVEKIT_AVATAR_BENCH_PICTURE_LAG_MS;
 /** LIVEKIT_AVATAR_BENCH_STREAM: `burst` (default: the segment written at once, as a TTS faster than real time does) or `paced` (in real time). */
-const PACED = (process.env.LIVEKIT_AVATAR_BENCH_STREAM ?? 'burst') === 'paced';
-if (!['burst', 'paced'].includes(process.env.LIVEKIT_AVATAR_BENCH_STREAM ?? 'burst')) throw new Error(`LIVEKIT_AVATAR_BENCH_STREAM must be burst or paced, got ${process.env.LIVEKIT_AVATAR_BENCH_STREAM}`);
+const STREAM = process.env.LIVEKIT_AVATAR_BENCH_STREAM || 'burst';
+if (STREAM !== 'burst' && STREAM !== 'paced') throw new Error(`LIVEKIT_AVATAR_BENCH_STREAM must be burst or paced, got ${STREAM}`);
+const PACED = STREAM === 'paced';
 const SETTLE_MS = Number(process.env.LIVEKIT_AVATAR_BENCH_SETTLE_MS ?? 1600);
 const MEDIA_SET = Boolean(VIDEO_DELAY_FRAMES || SPEECH_LEAD_MS || PICTURE_LAG_MS);
 const SERVER = process.env.LIVEKIT_AVATAR_BENCH_SERVER ?? (MEDIA_SET ? 'inline' : 'process');
@@ -204,15 +205,14 @@ export async function run(): Promise<void> {
       video.push({ at, mouth: same(last) ? regionMotion(last, luma, frame.width, frame.height, MOUTH) : 0, open: same(rest) ? regionMotion(rest, luma, frame.width, frame.height, MOUTH) : 0 });
       last = Uint8Array.from(luma);
     };
-    /** Zero crossings of each audio frame the visitor read, by its stream end (verbose only). */
-    const crossings = new Map<number, number>();
-    let readMs = 0;
+    /** Zero crossings of each audio frame the visitor read, by its level record (verbose only). */
+    const crossings = new Map<object, number>();
     if (process.env.LIVEKIT_AVATAR_BENCH_VERBOSE) {
-      visitor.onAudio = (samples, sampleRate) => {
-        readMs += (samples.length / sampleRate) * 1000;
+      visitor.onAudio = (samples) => {
         let zc = 0;
         for (let k = 1; k < samples.length; k++) if (samples[k]! >= 0 !== samples[k - 1]! >= 0) zc++;
-        crossings.set(readMs, zc);
+        // Called right after the frame's level is recorded.
+        crossings.set(visitor.audioLevels.at(-1)!, zc);
       };
     }
     const requestedAt = Date.now();
@@ -268,7 +268,7 @@ export async function run(): Promise<void> {
     if (process.env.LIVEKIT_AVATAR_BENCH_VERBOSE) {
       // Each 10 ms the visitor played from 30 ms before the clear: its time (by the stream), level and zero crossings.
       const tail = visitor.audioLevels.filter((l) => l.at >= clearAt - 30 && l.at <= clearAt + 250);
-      console.log(`run ${i + 1} clear tail: ${tail.map((l) => `${Math.round(visitor.playedAt(l) - clearAt)}:${Math.round(20 * Math.log10(l.rms + 1e-9))}/${crossings.get(l.endMs) ?? '?'}`).join(' ')}`);
+      console.log(`run ${i + 1} clear tail: ${tail.map((l) => `${Math.round(visitor.playedAt(l) - clearAt)}:${Math.round(20 * Math.log10(l.rms + 1e-9))}/${crossings.get(l) ?? '?'}`).join(' ')}`);
     }
     const lastLoudLevel = visitor.audioLevels.filter((l) => l.at >= clearAt && l.at <= clearAt + 1000 && l.rms > 0.01).at(-1);
     const lastLoud = lastLoudLevel?.at;
@@ -294,8 +294,8 @@ export async function run(): Promise<void> {
     rows.at(-1)!.clear_to_worker_ms = cleared.last_clear_at ? Date.parse(cleared.last_clear_at) - clearAt : NaN;
     // Times the worker's outgoing audio ran dry in the run (a gap the visitor's jitter buffer covers, and may grow for).
     rows.at(-1)!.underruns = cleared.audio_underruns ?? NaN;
-    await writing.catch(() => undefined); // a paced segment's last writes, after the clear
     rows.at(-1)!.underrun_ms = cleared.audio_underrun_ms ?? NaN;
+    await writing.catch(() => undefined); // a paced segment's last writes, after the clear
     await fetch(`${url}/v1/avatar-sessions/${session.avatar_session_id}`, { method: 'DELETE', headers: { 'X-API-Key': key } });
     await visitor.close();
     await agent.disconnect();
@@ -328,7 +328,7 @@ export async function run(): Promise<void> {
     server: SERVER,
     // The frame count holds pictures back only while no picture lag times them.
     video_delay_frames: pictureLag === null ? (media.videoDelayFrames ?? LIVEKIT_AVATAR_WORKER_DEFAULTS.videoDelayFrames) : 0,
-    stream: PACED ? 'paced' : 'burst',
+    stream: STREAM,
     speech_lead_ms: SPEECH_LEAD_MS === 'off' ? 'off' : (media.speechLeadMs ?? LIVEKIT_AVATAR_WORKER_DEFAULTS.speechLeadMs),
     picture_lag_ms: pictureLag ?? 'off',
     settle_ms: SETTLE_MS,

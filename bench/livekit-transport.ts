@@ -35,7 +35,7 @@ import { LIVEKIT_AVATAR_WORKER_DEFAULTS, LiveKitMediaSink } from '../transports/
 import { LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
 import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
 import { until } from '../testing/until.ts';
-import { livekitToken as token } from './_livekit.ts';
+import { livekitToken as token, writeBurst } from './_livekit.ts';
 import { percentile, printJson, printTable } from './table.ts';
 
 const STEPS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_STEPS ?? 10);
@@ -49,6 +49,12 @@ const onOff = (name: string): boolean | undefined => {
   if (value === undefined || value === '') return undefined;
   if (value !== 'on' && value !== 'off') throw new Error(`${name} must be on or off, got ${value}`);
   return value === 'on';
+};
+/** One of `values` (the first is the default, unset or empty), or a clear error naming the knob. */
+const choice = <T extends string>(name: string, values: readonly [T, ...T[]]): T => {
+  const value = process.env[name] || values[0];
+  if (!(values as readonly string[]).includes(value)) throw new Error(`${name} must be one of ${values.join(', ')}, got ${value}`);
+  return value as T;
 };
 /** Silence captured at once after a clear (ms; LIVEKIT_TRANSPORT_BENCH_CLEAR_REFILL_MS, default 0: only the clear). */
 const CLEAR_REFILL_MS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_CLEAR_REFILL_MS ?? 0);
@@ -66,17 +72,12 @@ const STALL_MS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_STALL_MS ?? 0);
  */
 const CAPTURE_MS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_CAPTURE_MS ?? 10);
 /**
- * The audio the source holds ahead of playout, set once the visitor has media
- * (LIVEKIT_TRANSPORT_BENCH_LEAD_MS: the queue is cleared and this much silence captured at once;
- * unset: whatever the start left, 20-30 ms). The avatar worker's idle face rides at 0-4 ms.
+ * What is cleared (LIVEKIT_TRANSPORT_BENCH_SOUND): `tone` (default), `speech`: the offline voice's
+ * phrase that bench -- livekit-avatar sends, placed so that the clear comes 900 ms into it, where
+ * that bench's does (the steps keep the tone), or `speech16k`: the same made at 16 kHz and
+ * resampled, as the face's audio is.
  */
-/**
- * What is cleared (LIVEKIT_TRANSPORT_BENCH_SOUND): `tone` (default), or `speech`: the offline
- * voice's phrase that bench -- livekit-avatar sends, from 600 ms in, so that the clear comes where
- * that bench's does (its first words; the steps keep the tone).
- */
-const SOUND = process.env.LIVEKIT_TRANSPORT_BENCH_SOUND ?? 'tone';
-if (SOUND !== 'tone' && SOUND !== 'speech' && SOUND !== 'speech16k') throw new Error(`LIVEKIT_TRANSPORT_BENCH_SOUND must be tone, speech or speech16k (the phrase made at 16 kHz and resampled, as the face's audio is), got ${SOUND}`);
+const SOUND = choice('LIVEKIT_TRANSPORT_BENCH_SOUND', ['tone', 'speech', 'speech16k']);
 /** How long the sound plays before it is cleared (ms; LIVEKIT_TRANSPORT_BENCH_SOUND_MS, default 300). */
 const SOUND_MS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_SOUND_MS ?? 300);
 if (!(SOUND_MS >= 10 && SOUND_MS <= 3000)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_SOUND_MS must be 10-3000, got ${process.env.LIVEKIT_TRANSPORT_BENCH_SOUND_MS}`);
@@ -87,15 +88,13 @@ if (!(SOUND_MS >= 10 && SOUND_MS <= 3000)) throw new Error(`LIVEKIT_TRANSPORT_BE
  * time as its frame pump feeds it, each sound opened with `speechStarting` and cleared with
  * `clearAudio`: the avatar's way without a face.
  */
-const PUBLISHER = process.env.LIVEKIT_TRANSPORT_BENCH_PUBLISHER ?? 'source';
-if (PUBLISHER !== 'source' && PUBLISHER !== 'sink') throw new Error(`LIVEKIT_TRANSPORT_BENCH_PUBLISHER must be source or sink, got ${PUBLISHER}`);
+const PUBLISHER = choice('LIVEKIT_TRANSPORT_BENCH_PUBLISHER', ['source', 'sink']);
 /**
  * Who comes first (LIVEKIT_TRANSPORT_BENCH_ORDER): `publisher` (default: the visitor joins a room
  * whose tracks are published already) or `visitor` (the visitor is in the room before the tracks
  * are published and subscribes as they come, as the avatar bench's visitor meets the avatar).
  */
-const ORDER = process.env.LIVEKIT_TRANSPORT_BENCH_ORDER ?? 'publisher';
-if (ORDER !== 'publisher' && ORDER !== 'visitor') throw new Error(`LIVEKIT_TRANSPORT_BENCH_ORDER must be publisher or visitor, got ${ORDER}`);
+const ORDER = choice('LIVEKIT_TRANSPORT_BENCH_ORDER', ['publisher', 'visitor']);
 /**
  * LIVEKIT_TRANSPORT_BENCH_FACE=on (with _PUBLISHER=sink): a `svc/human-portrait` face session
  * renders in this process as the worker's does, its pictures are the ones sent (the white steps
@@ -111,12 +110,16 @@ if (FACE && PUBLISHER !== 'sink') throw new Error('LIVEKIT_TRANSPORT_BENCH_FACE=
  * the publisher to the visitor, without our worker. `bystander`: the same burst to a fourth
  * participant instead, so that the publisher receives nothing of it.
  */
-const BURST_TO = process.env.LIVEKIT_TRANSPORT_BENCH_BURST ?? 'off';
-if (!['off', 'on', 'bystander'].includes(BURST_TO)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_BURST must be off, on (to the publisher) or bystander (to a fourth participant), got ${BURST_TO}`);
+const BURST_TO = choice('LIVEKIT_TRANSPORT_BENCH_BURST', ['off', 'on', 'bystander']);
 const BURST = BURST_TO !== 'off';
 /** LIVEKIT_TRANSPORT_BENCH_BURST_PROCESS=on: the agent that writes the burst runs in a process of its own (bench/_burst-agent.ts), sharing no rtc-node runtime with the visitor. */
 const BURST_PROCESS = process.env.LIVEKIT_TRANSPORT_BENCH_BURST_PROCESS === 'on';
 if (BURST_PROCESS && !BURST) throw new Error('LIVEKIT_TRANSPORT_BENCH_BURST_PROCESS=on needs LIVEKIT_TRANSPORT_BENCH_BURST');
+/**
+ * The audio the source holds ahead of playout, set once the visitor has media
+ * (LIVEKIT_TRANSPORT_BENCH_LEAD_MS: the queue is cleared and this much silence captured at once;
+ * unset: whatever the start left, 20-30 ms). The avatar worker's idle face rides at 0-4 ms.
+ */
 const LEAD_MS = process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS === undefined ? null : Number(process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS);
 if (LEAD_MS !== null && !(LEAD_MS >= 0 && LEAD_MS % 10 === 0)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_LEAD_MS must be a multiple of 10 ms, got ${process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS}`);
 if (PUBLISHER === 'sink' && (process.env.LIVEKIT_TRANSPORT_BENCH_LEAD_MS !== undefined || process.env.LIVEKIT_TRANSPORT_BENCH_CAPTURE_MS !== undefined || CLEAR_REFILL_MS !== 0)) {
@@ -130,8 +133,7 @@ if (!(STALL_MS >= 0)) throw new Error(`LIVEKIT_TRANSPORT_BENCH_STALL_MS must be 
  * every picture (noise: more traffic than a face's motion), for the audio's way beside the video
  * traffic an avatar sends.
  */
-const PICTURES = process.env.LIVEKIT_TRANSPORT_BENCH_PICTURES ?? 'still';
-if (PICTURES !== 'still' && PICTURES !== 'moving') throw new Error(`LIVEKIT_TRANSPORT_BENCH_PICTURES must be still or moving, got ${PICTURES}`);
+const PICTURES = choice('LIVEKIT_TRANSPORT_BENCH_PICTURES', ['still', 'moving']);
 const RED = onOff('LIVEKIT_TRANSPORT_BENCH_RED');
 const AUDIO_OPTIONS = { ...(DTX === undefined ? {} : { dtx: DTX }), ...(RED === undefined ? {} : { red: RED }) };
 const WIDTH = 640;
@@ -192,10 +194,7 @@ export async function run(): Promise<void> {
   }
   const burst = async () => {
     if (agentProcess) return void agentProcess.stdin!.write('burst\n');
-    const writer = await agent!.localParticipant!.streamBytes({ name: `burst_${Date.now()}`, topic: 'bench.burst', destinationIdentities: [bystander ? 'bystander' : 'publisher'] });
-    const bytes = new Uint8Array(120_000);
-    for (let o = 0; o < bytes.length; o += 9600) await writer.write(bytes.subarray(o, o + 9600));
-    await writer.close();
+    await writeBurst(agent!.localParticipant!, bystander ? 'bystander' : 'publisher');
   };
   const early = ORDER === 'visitor' ? await LiveKitVisitor.join(fake.url, await token(fake.apiKey, fake.apiSecret, 'visitor', room)) : null;
   const publisher = new Room();
@@ -394,8 +393,8 @@ export async function run(): Promise<void> {
     clear_refill_ms: CLEAR_REFILL_MS,
     stall_ms: STALL_MS,
     capture_ms: PUBLISHER === 'sink' ? 40 : CAPTURE_MS,
-    lead: PUBLISHER === 'sink' ? LIVEKIT_AVATAR_WORKER_DEFAULTS.speechLeadMs : undefined,
-    lead_ms: LEAD_MS ?? 'start',
+    // The sink's is the worker's speech lead; the source's is LEAD_MS, or what its start left.
+    lead_ms: PUBLISHER === 'sink' ? LIVEKIT_AVATAR_WORKER_DEFAULTS.speechLeadMs : (LEAD_MS ?? 'start'),
     sound: SOUND,
     publisher: PUBLISHER,
     order: ORDER,

@@ -172,7 +172,6 @@ export class LiveKitVisitor {
     return this.messages.filter((m) => m.message.type === type).map((m) => m.message);
   }
 
-  /** Milliseconds of received audio louder than `threshold` (RMS), since `since`. */
   /**
    * When `level`'s frame was made by the receiver (its playout), on this process's clock. The
    * receiver makes 10 ms of audio every 10 ms without a break, and a frame is read no sooner than
@@ -187,6 +186,7 @@ export class LiveKitVisitor {
     return origin + level.endMs;
   }
 
+  /** Milliseconds of received audio louder than `threshold` (RMS), since `since`. */
   audibleMs(since = 0, threshold = 0.01): number {
     return this.audioLevels.filter((l) => l.at >= since && l.rms > threshold).length * 10;
   }
