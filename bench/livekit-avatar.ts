@@ -15,9 +15,12 @@
  * the transport's own floor under both; `clear_to_silence_played` times the last loud frame by the
  * receiver's stream instead of by when this process read it, LiveKitVisitor.playedAt).
  * LIVEKIT_AVATAR_BENCH_VERBOSE prints the 10 ms the visitor played around each clear (time by the
- * stream, dBFS, zero crossings). LIVEKIT_AVATAR_BENCH_STREAM: `burst` (default, the segment written
- * at once) or `paced` (each 200 ms piece when due): the burst also loads the fake SFU, whose data and
- * media share one event loop (docs/livekit-agents.md, "Found: the agent's burst"). LIVEKIT_AVATAR_BENCH_RUNS (default 5); the worker's media settings where they
+ * stream, dBFS, zero crossings). The visitor's audio jitter buffer (libwebrtc's mean delay per
+ * sample played, and its target) over the idle face and over the speech: what the clear's tail
+ * waits through at the visitor besides our worker's part, and what the rig's own jitter grows.
+ * LIVEKIT_AVATAR_BENCH_STREAM: `burst` (default, the segment written at once) or `paced` (each 200
+ * ms piece when due): the burst also loads the fake SFU and every process on this machine at once
+ * (docs/livekit-agents.md, "Found: the agent's burst" and "Media before data"). LIVEKIT_AVATAR_BENCH_RUNS (default 5); the worker's media settings where they
  * differ from its defaults (LIVEKIT_AVATAR_WORKER_DEFAULTS): LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES,
  * LIVEKIT_AVATAR_BENCH_SPEECH_LEAD_MS (`off`: the idle silence queued is kept),
  * LIVEKIT_AVATAR_BENCH_PICTURE_LAG_MS (`off`: pictures held back by the frame count instead). How long
@@ -46,7 +49,7 @@ import { createServer } from '../server/build-server.ts';
 import { mountAvatarSessions } from '../server/avatar-sessions/index.ts';
 import { createCapacityGate } from '../server/capacity/index.ts';
 import { LIVEKIT_AVATAR_WORKER_DEFAULTS } from '../transports/livekit/index.ts';
-import { LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
+import { jitterBufferMs, LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
 import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
 import { SECRETS } from '../test/server/harness.ts';
 import { startServerProcess } from '../test/sessions/server-process.ts';
@@ -229,6 +232,7 @@ export async function run(): Promise<void> {
     const joinMs = (video[0]?.at ?? NaN) - requestedAt;
     // 1.6 s of idle face at least: the baseline of mouth motion (and the visitor's jitter buffers settle).
     const settleFrom = Date.now();
+    const settleBuffer = await visitor.jitterBuffer();
     await holdsWithin(() => video.length > 40 && Date.now() - settleFrom >= SETTLE_MS - 1600, { timeoutMs: 10_000 + SETTLE_MS, intervalMs: 5 });
     const idle = video.slice(5).map((v) => v.mouth);
     const mean = idle.reduce((a, b) => a + b, 0) / idle.length;
@@ -236,6 +240,9 @@ export async function run(): Promise<void> {
     const threshold = Math.max(mean + 4 * sd, mean * 2);
 
     rest = last;
+    // The visitor's jitter buffer over the idle face and over the speech (read here and before the clear).
+    const speechFrom = await visitor.jitterBuffer();
+    const idleBuffer = jitterBufferMs(settleBuffer, speechFrom);
     // A segment, sent as a TTS streams it (all at once, faster than real time).
     const firstByteAt = Date.now();
     const writer = await agent.localParticipant!.streamBytes({ name: `AUDIO_${i}`, topic: 'lk.audio_stream', destinationIdentities: ['svc-avatar'], attributes: { sample_rate: String(RATE), num_channels: '1' } });
@@ -261,6 +268,7 @@ export async function run(): Promise<void> {
 
     // An interruption in the middle of the speech (the whole speech's A/V lag read first: its
     // computation between the clear's time and its sending was counted in the clear's figure).
+    const speechBuffer = jitterBufferMs(speechFrom, await visitor.jitterBuffer());
     const whole = avLag(visitor.audioLevels, video, firstByteAt, Date.now());
     const clearAt = Date.now();
     await agent.localParticipant!.performRpc({ destinationIdentity: 'svc-avatar', method: 'lk.clear_buffer', payload: '' });
@@ -287,6 +295,9 @@ export async function run(): Promise<void> {
       clear_to_silence_played_ms: lastLoudLevel === undefined ? 0 : Math.round(visitor.playedAt(lastLoudLevel) - clearAt),
       clear_to_quiet_ms: lastAboveQuiet === undefined ? 0 : lastAboveQuiet + 10 - clearAt,
       ...speechStats,
+      idle_jitter_buffer_ms: Math.round(idleBuffer.delayMs),
+      speech_jitter_buffer_ms: Math.round(speechBuffer.delayMs),
+      speech_jitter_target_ms: Math.round(speechBuffer.targetMs),
     });
     // When the clear reached the worker (its way through the SFU): the rest of the clear's time
     // to silence is the sound already on its way to the visitor.
@@ -322,6 +333,10 @@ export async function run(): Promise<void> {
     clear_to_silence_played_max_ms: Math.max(...col('clear_to_silence_played_ms')),
     clear_to_quiet_p50_ms: percentile(col('clear_to_quiet_ms'), 50),
     clear_to_worker_p50_ms: percentile(col('clear_to_worker_ms'), 50),
+    idle_jitter_buffer_p50_ms: percentile(col('idle_jitter_buffer_ms'), 50),
+    speech_jitter_buffer_p50_ms: percentile(col('speech_jitter_buffer_ms'), 50),
+    speech_jitter_buffer_max_ms: Math.max(...col('speech_jitter_buffer_ms')),
+    speech_jitter_target_p50_ms: percentile(col('speech_jitter_target_ms'), 50),
     underruns_p50: percentile(col('underruns'), 50),
     underruns_max: Math.max(...col('underruns')),
     underrun_ms_max: Math.max(...col('underrun_ms')),

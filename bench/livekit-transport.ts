@@ -16,7 +16,8 @@
  * the end of the last 10 ms at the visitor above -40 dBFS (silence as bench -- livekit-avatar reads
  * it) and above -26 dBFS (quiet): the sound already past the publisher's queue (Opus, the SFU, the
  * visitor's jitter buffer and playout); `clear_to_silence_played` times the last loud frame by the
- * receiver's stream (LiveKitVisitor.playedAt) rather than by its reading. Knobs for what differs
+ * receiver's stream (LiveKitVisitor.playedAt) rather than by its reading; `jitter_buffer` is the
+ * visitor's audio jitter buffer over each sound (mean delay per sample played). Knobs for what differs
  * from the avatar's way (each documented where it is read): _STALL_MS, _CAPTURE_MS, _LEAD_MS,
  * _SOUND, _SOUND_MS, _PUBLISHER, _ORDER, _FACE, _BURST, _BURST_PROCESS (docs/livekit-agents.md, "The clear's tail,
  * narrowed" and "Found: the agent's burst"). The load average is
@@ -32,7 +33,7 @@ import { LocalTTSService } from '../plugins/local/index.ts';
 import { RealClock } from '../core/clock.ts';
 import { HumanFaceModel } from '../plugins/face/index.ts';
 import { LIVEKIT_AVATAR_WORKER_DEFAULTS, LiveKitMediaSink } from '../transports/livekit/index.ts';
-import { LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
+import { jitterBufferMs, LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
 import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
 import { until } from '../testing/until.ts';
 import { livekitToken as token, writeBurst } from './_livekit.ts';
@@ -332,10 +333,13 @@ export async function run(): Promise<void> {
     stepping = false;
     for (let i = 0; i < CLEARS; i++) {
       await new Promise((resolve) => setTimeout(resolve, 400));
+      const bufferFrom = await visitor.jitterBuffer();
       if (BURST) void burst().catch(() => undefined);
       speechAt = Math.max(0, 90 - SOUND_MS / 10);
       toneLeft = SOUND_MS / 10 + 10; // the tone (or speech) for SOUND_MS and 100 ms more, cleared after SOUND_MS
       await new Promise((resolve) => setTimeout(resolve, SOUND_MS));
+      // The visitor's jitter buffer over the sound (the clear's tail waits through it).
+      const buffer = jitterBufferMs(bufferFrom, await visitor.jitterBuffer());
       clearedAt = 0;
       clearRequested = true;
       await until(() => clearedAt !== 0, { timeoutMs: 5_000, what: 'the clear' });
@@ -349,7 +353,7 @@ export async function run(): Promise<void> {
       // The same by the receiver's stream clock (the last loud frame's playout, not its reading).
       const lastLoud = visitor.audioLevels.filter((l) => l.at >= at - 300 && l.at <= at + 800 && l.rms > SILENT_RMS).at(-1);
       const played = lastLoud === undefined ? NaN : Math.max(0, Math.round(visitor.playedAt(lastLoud) - at));
-      clears.push({ clear: i + 1, clear_to_silence_ms: after(SILENT_RMS), clear_to_quiet_ms: after(QUIET_RMS), clear_to_silence_played_ms: played });
+      clears.push({ clear: i + 1, clear_to_silence_ms: after(SILENT_RMS), clear_to_quiet_ms: after(QUIET_RMS), clear_to_silence_played_ms: played, jitter_buffer_ms: Math.round(buffer.delayMs), jitter_target_ms: Math.round(buffer.targetMs) });
     }
   } finally {
     running = false;
@@ -390,6 +394,8 @@ export async function run(): Promise<void> {
     clear_to_silence_max_ms: Math.max(...cleared('clear_to_silence_ms')),
     clear_to_quiet_p50_ms: percentile(cleared('clear_to_quiet_ms'), 50),
     clear_to_silence_played_p50_ms: percentile(cleared('clear_to_silence_played_ms'), 50),
+    jitter_buffer_p50_ms: percentile(cleared('jitter_buffer_ms'), 50),
+    jitter_buffer_max_ms: Math.max(...cleared('jitter_buffer_ms')),
     clear_refill_ms: CLEAR_REFILL_MS,
     stall_ms: STALL_MS,
     capture_ms: PUBLISHER === 'sink' ? 40 : CAPTURE_MS,

@@ -27,6 +27,20 @@ const MIC_RATE = 16_000;
 const CHUNK = MIC_RATE / 100; // 10 ms
 const LOUD_SPEECH = 0.02;
 
+/** A reading of `LiveKitVisitor.jitterBuffer`. */
+export interface JitterBufferReading {
+  delaySeconds: number;
+  targetSeconds: number;
+  emitted: number;
+}
+
+/** The jitter buffer's mean delay and target between two readings (ms; NaN without both, or with no sample played between). */
+export function jitterBufferMs(from: JitterBufferReading | undefined, to: JitterBufferReading | undefined): { delayMs: number; targetMs: number } {
+  const samples = from && to ? to.emitted - from.emitted : 0;
+  if (!from || !to || samples <= 0) return { delayMs: NaN, targetMs: NaN };
+  return { delayMs: ((to.delaySeconds - from.delaySeconds) / samples) * 1000, targetMs: ((to.targetSeconds - from.targetSeconds) / samples) * 1000 };
+}
+
 export class LiveKitVisitor {
   readonly messages: VisitorMessage[] = [];
   /** Data packets on other topics or not JSON (should stay empty). */
@@ -184,6 +198,25 @@ export class LiveKitVisitor {
     let origin = Infinity;
     for (const l of this.audioLevels) if (Math.abs(l.at - level.at) <= windowMs) origin = Math.min(origin, l.at - l.endMs);
     return origin + level.endMs;
+  }
+
+  /**
+   * The received audio's jitter buffer so far, from libwebrtc's inbound-rtp statistics (the
+   * audio track with the most samples played, when there are several): the buffer's delay and its
+   * target summed over the samples played (seconds), and the samples played. The mean over an
+   * interval is the difference of two readings (`jitterBufferMs`). Undefined before audio comes.
+   */
+  async jitterBuffer(): Promise<JitterBufferReading | undefined> {
+    const stats = await this.room.getRtcStats();
+    let best: JitterBufferReading | undefined;
+    for (const s of stats.subscriberStats) {
+      if (s.stats.case !== 'inboundRtp' || s.stats.value.stream?.kind !== 'audio') continue;
+      const inbound = s.stats.value.inbound;
+      const emitted = Number(inbound?.jitterBufferEmittedCount ?? 0);
+      if (!inbound || emitted <= (best?.emitted ?? 0)) continue;
+      best = { delaySeconds: inbound.jitterBufferDelay ?? 0, targetSeconds: inbound.jitterBufferTargetDelay ?? 0, emitted };
+    }
+    return best;
   }
 
   /** Milliseconds of received audio louder than `threshold` (RMS), since `since`. */

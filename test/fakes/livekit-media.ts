@@ -24,6 +24,7 @@ import {
   RTCPeerConnection,
   RtpHeader,
   RtpPacket,
+  UdpTransport,
   useAudioLevelIndication,
   useNACK,
   useOPUS,
@@ -41,6 +42,10 @@ export const LIVEKIT_MEDIA_FAKE_DEFAULTS = {
   audibleDbov: 50,
   /** A DownTrack without a key frame asks the publisher again this often (LiveKit: 500 ms). */
   keyFrameRequestIntervalMs: 500,
+  /** A received DTLS datagram this large or larger is bulk data (a full SCTP DATA packet is about 1,200 bytes), handled after media (`prioritizeMedia`). */
+  bulkDatagramBytes: 1000,
+  /** A connection that sent bulk data within this long has its DTLS datagrams (the SACKs for it) wait too (`prioritizeMedia`). */
+  bulkQuietMs: 100,
 } as const;
 
 const AUDIO_LEVEL_URI = 'urn:ietf:params:rtp-hdrext:ssrc-audio-level';
@@ -65,10 +70,183 @@ export function emptyReceivedMedia(): FakeReceivedMedia {
 }
 
 /**
+ * Media before data, as a LiveKit server has it: there each participant's transport runs on
+ * goroutines of its own over every core, so a data burst on one connection does not hold up the
+ * media of another. Here every connection shares one JS event loop, and each datagram runs to
+ * completion: an agent's TTS segment written at once (125 kB, about a hundred SCTP packets in,
+ * as many relayed out to the avatar worker) kept the loop busy in blocks of 10-30 ms, the
+ * forwarded audio came out with that much jitter, and the visitor's jitter buffer grew for it
+ * (its jitterBufferTargetDelay from 20 to 60 ms, which every clear_buffer then waited through;
+ * docs/livekit-agents.md, "Media before data").
+ *
+ * So a connection's bulk data waits: a DTLS datagram (content types 20-63, RFC 7983: the handshake
+ * and the SCTP under the data channels) of at least `bulkDatagramBytes` (a full SCTP DATA packet);
+ * every DTLS datagram of a connection that sent such a datagram within `bulkQuietMs` (the SACKs for
+ * a relayed burst: werift's SCTP sends the next window of it as it reads each one, so handled at
+ * once they brought the blocks back); and every DTLS datagram of a connection that has some waiting
+ * (its order kept). They go into one FIFO queue worked through one datagram per turn of the event
+ * loop, so that the sockets are read again between any two of them. STUN, SRTP/SRTCP (media) and the small DTLS datagrams of a connection
+ * with nothing waiting (SACKs, short messages) are handled as they come, as before.
+ *
+ * One datagram per turn, not a batch: werift relies on the microtasks that run between two
+ * datagrams (the end of a DTLS handshake starts the SCTP association in one; the peer's SCTP INIT
+ * handled in the same batch before it was lost, and a bot's data channel never opened). Only bulk
+ * waits: control traffic (SACKs, the handshake, short messages) keeps the timing it had.
+ */
+const dataQueue: (() => void)[] = [];
+function scheduleData(work: () => void): void {
+  dataQueue.push(work);
+  if (dataQueue.length === 1) setImmediate(nextData);
+}
+function nextData(): void {
+  try {
+    dataQueue[0]!();
+  } catch {
+    // werift handles its own errors per datagram; one that escapes drops that datagram only
+  } finally {
+    dataQueue.shift();
+    if (dataQueue.length > 0) setImmediate(nextData);
+  }
+}
+
+/** A DTLS record (RFC 7983: first byte 20-63): the handshake, or SCTP under the data channels. */
+const isDtls = (data: Buffer): boolean => (data[0] ?? 0) >= 20 && (data[0] ?? 0) <= 63;
+
+let prioritized = false;
+/** Installs the media-before-data order on werift's UDP sockets (once per process, before the first connection). */
+export function prioritizeMedia(): void {
+  if (prioritized) return;
+  prioritized = true;
+  const init = UdpTransport.init.bind(UdpTransport);
+  UdpTransport.init = async (...args: Parameters<typeof UdpTransport.init>) => {
+    const transport = await init(...args);
+    let handler: UdpTransport['onData'] = transport.onData;
+    // This connection's DTLS datagrams in the queue: while there are some, its later ones queue too.
+    let waiting = 0;
+    // When it last sent bulk data: the acknowledgements that come back for it release more
+    // (werift's SCTP sends what its window allows as it reads each SACK), so they wait too.
+    let bulkSentAt = -Infinity;
+    const send = transport.send;
+    transport.send = (data: Buffer, addr?: Parameters<UdpTransport['send']>[1]) => {
+      if (isDtls(data) && data.length >= LIVEKIT_MEDIA_FAKE_DEFAULTS.bulkDatagramBytes) bulkSentAt = performance.now();
+      return send(data, addr);
+    };
+    // werift sets its receiver on the transport after init: wrapped as it is set.
+    Object.defineProperty(transport, 'onData', {
+      configurable: true,
+      get: () => handler,
+      set: (receive: UdpTransport['onData']) => {
+        handler = (data: Buffer, addr: Parameters<UdpTransport['onData']>[1]) => {
+          const bulk = data.length >= LIVEKIT_MEDIA_FAKE_DEFAULTS.bulkDatagramBytes || performance.now() - bulkSentAt < LIVEKIT_MEDIA_FAKE_DEFAULTS.bulkQuietMs;
+          if (!isDtls(data) || (waiting === 0 && !bulk)) return receive(data, addr);
+          waiting++;
+          scheduleData(() => {
+            waiting--;
+            receive(data, addr);
+          });
+        };
+      },
+    });
+    return transport;
+  };
+}
+
+/** A DATA chunk as werift's SCTP keeps it in a stream's reassembly buffer. */
+interface ReassemblyChunk {
+  flags: number;
+  tsn: number;
+  streamId: number;
+  streamSeqNum: number;
+  protocol: number;
+  userData: Buffer;
+}
+/** werift's InboundStream (one per SCTP stream), as far as `popMessages` uses it. */
+interface InboundStream {
+  reassembly: ReassemblyChunk[];
+  streamSequenceNumber: number;
+}
+const DATA_LAST_FRAGMENT = 0x01;
+const DATA_FIRST_FRAGMENT = 0x02;
+const DATA_UNORDERED = 0x04;
+/** Serial number arithmetic (RFC 1982) on the 16-bit stream sequence number. */
+const ssnAfter = (a: number, b: number): boolean => (a > b && a - b < 0x8000) || (a < b && b - a > 0x8000);
+
+/**
+ * The complete messages at the head of a stream's reassembly buffer, removed and yielded in order
+ * ([stream id, payload protocol, data]): ordered ones in sequence, from the next expected one;
+ * unordered ones whenever complete. What werift's own `InboundStream.popMessages` is meant to do:
+ * werift 0.24.4 yields at most one message per call when the next one's chunks do not follow the
+ * last one's TSN (as when two streams interleave: the reliable and the lossy channel), and is called
+ * again only when a chunk arrives on that stream, so a complete message could stay in the buffer
+ * for good (werift-webrtc issue 706; test/webrtc/livekit-sctp-reassembly.test.ts shows it).
+ */
+export function* popCompleteMessages(this: InboundStream): Generator<[number, number, Buffer]> {
+  let pos = 0;
+  let start: number | undefined;
+  let expectedTsn = 0;
+  let ordered = true;
+  while (pos < this.reassembly.length) {
+    const chunk = this.reassembly[pos]!;
+    if (start === undefined) {
+      ordered = (chunk.flags & DATA_UNORDERED) === 0;
+      if ((chunk.flags & DATA_FIRST_FRAGMENT) === 0 || (ordered && ssnAfter(chunk.streamSeqNum, this.streamSequenceNumber))) {
+        // Not a message's start, or an ordered message not yet due: ordered delivery stops here.
+        if (ordered) return;
+        pos++;
+        continue;
+      }
+      start = pos;
+      expectedTsn = chunk.tsn;
+    } else if (chunk.tsn !== expectedTsn) {
+      // A gap inside the message: ordered delivery waits for it; an unordered message is skipped
+      // and this chunk looked at again as a start.
+      if (ordered) return;
+      start = undefined;
+      continue;
+    }
+    if ((chunk.flags & DATA_LAST_FRAGMENT) !== 0) {
+      const parts = this.reassembly.splice(start, pos - start + 1);
+      if (ordered && chunk.streamSeqNum === this.streamSequenceNumber) this.streamSequenceNumber = (this.streamSequenceNumber + 1) & 0xffff;
+      pos = start;
+      start = undefined;
+      yield [chunk.streamId, chunk.protocol, Buffer.concat(parts.map((c) => c.userData))];
+      continue;
+    }
+    pos++;
+    expectedTsn = (expectedTsn + 1) % 0x1_0000_0000;
+  }
+}
+
+let sctpMended = false;
+/**
+ * Puts `popCompleteMessages` in the place of werift's `InboundStream.popMessages` (once per
+ * process). The class is not exported: its prototype is reached through a peer connection's SCTP
+ * (`getInboundStream` on a stand-in object, so the connection's own streams are not touched).
+ */
+export function mendSctpReassembly(): void {
+  if (sctpMended) return;
+  sctpMended = true;
+  const pc = new RTCPeerConnection({});
+  try {
+    pc.createDataChannel('probe');
+    const sctp = (pc as unknown as { sctpTransport?: { sctp?: { getInboundStream(id: number): object } } }).sctpTransport?.sctp;
+    if (!sctp) throw new Error('werift changed: no SCTP behind a data channel');
+    const stream = sctp.getInboundStream.call({ inboundStreams: {} }, 0);
+    const prototype = Object.getPrototypeOf(stream) as { popMessages?: unknown };
+    if (typeof prototype.popMessages !== 'function') throw new Error('werift changed: InboundStream has no popMessages');
+    prototype.popMessages = popCompleteMessages;
+  } finally {
+    void pc.close();
+  }
+}
+
+/**
  * A peer connection of the SFU: Opus and VP8 only (with NACK and PLI), the mid, rid and audio
  * level extensions, one bundled transport, ICE on the one address `address` (see `onlyAddress`).
  */
 export function sfuPeerConnection(address: string): RTCPeerConnection {
+  prioritizeMedia();
+  mendSctpReassembly();
   return new RTCPeerConnection({
     iceServers: [],
     // ICE lite (host candidates only, the controlled side), as servers such as mediasoup and Janus

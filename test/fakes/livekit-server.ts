@@ -50,6 +50,11 @@
  *   for SSRC, payload type and contiguous sequence numbers; video starts on a key frame (the
  *   publisher is asked for one, and subscribers' PLIs are passed on). Of a simulcast publication
  *   the largest layer is forwarded.
+ * - Media before data: a connection's bulk data (large DTLS datagrams: the SCTP of data channels)
+ *   waits while the media that came with it is forwarded (`prioritizeMedia`, livekit-media.ts),
+ *   as a LiveKit server's data path, on goroutines of its own, does not hold up its media. And
+ *   werift's SCTP delivers every complete message (`mendSctpReassembly`: its own can leave one in
+ *   its reassembly buffer for good, werift-webrtc issue 706).
  * - ICE: one host candidate, on `mediaAddress` (127.0.0.1 unless a test's participants are in
  *   network namespaces), ICE lite, no TURN.
  * - Participants: JoinResponse.other_participants (with their tracks), ParticipantUpdate to the

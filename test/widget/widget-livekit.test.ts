@@ -194,6 +194,8 @@ async function whatHappened(page: Page, room: string | undefined): Promise<strin
     id: p.identity, state: p.state, leftBy: p.leftBy, pub: p.publisherState, sub: p.subscriberState, tracks: p.tracks.map((tr) => `${tr.type} ${tr.sid}${tr.received ? ' received' : ''}`), forwarded: p.forwarded, media: p.media,
     requests: p.requests.filter((r) => r !== 'ping' && r !== 'pingReq' && r !== 'trickle').join(','), negotiations: p.negotiations,
     refusals: p.refusals, dropped: p.dropped, data: p.dataSent.length,
+    // The last data packets the fake relayed from this participant: a stalled message names its side.
+    lastData: p.dataSent.slice(-6).map((d) => `${d.kind} ${d.type}${d.topic ? ` ${d.topic}` : ''} ${d.bytes} B -> ${d.deliveredTo.join('+') || 'nobody'}`),
   }));
   const names = (await events(page)).map((e) => e.name);
   return `page events ${names.join(',')}; room ${room}: ${JSON.stringify(people)}`;
@@ -284,9 +286,18 @@ test.serial('a full conversation in a LiveKit room: the SDK loaded on demand, gr
     t.is((await widgetView(page)).video, 'on');
 
     // The question through the microphone (12 s after the click), its transcript and the answer.
-    const userTurn = await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'user', 40_000, 'user turn');
+    // A wait that times out says what the fake saw of the room (which side a message stalled on).
+    const explained = async <T>(waiting: Promise<T>): Promise<T> => {
+      try {
+        return await waiting;
+      } catch (error) {
+        t.log(await whatHappened(page, room));
+        throw error;
+      }
+    };
+    const userTurn = await explained(waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'user', 40_000, 'user turn'));
     t.deepEqual(userTurn.detail, { owner: 'user', text: 'What is your name?', final: true });
-    const answer = await waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'bot' && e.detail.text !== GREETING, 40_000, 'answer turn');
+    const answer = await explained(waitForEvent(page, (e) => e.name === 'ReceivedTranscriptTurn' && e.detail.owner === 'bot' && e.detail.text !== GREETING, 40_000, 'answer turn'));
     t.regex(answer.detail.text, /assistant/i);
     await waitForEvent(page, (e) => e.name === 'LatencyReport', 10_000, 'latency report');
     const all = await events(page);

@@ -1,0 +1,83 @@
+/**
+ * The fake LiveKit server's SCTP delivers every complete message (test/fakes/livekit-media.ts,
+ * `popCompleteMessages` in the place of werift 0.24.4's `InboundStream.popMessages`, which yields
+ * at most one message per call when the next one's TSNs do not follow: werift-webrtc issue 706).
+ * Chunks go into a real werift InboundStream (its own `addChunk`, which keeps them in TSN order).
+ * Serial: the last test mends werift's prototype, which the first reads unmended.
+ */
+import test from 'ava';
+import { RTCPeerConnection } from 'werift';
+import { mendSctpReassembly, popCompleteMessages } from '../fakes/livekit-media.ts';
+
+const LAST = 0x01;
+const FIRST = 0x02;
+const UNORDERED = 0x04;
+
+interface Stream {
+  streamSequenceNumber: number;
+  reassembly: unknown[];
+  addChunk(chunk: object): void;
+  popMessages(): Iterable<[number, number, Buffer]>;
+}
+
+/** A werift InboundStream, and werift's own popMessages as it was before any mending. */
+async function inboundStream(): Promise<{ stream: Stream; original: Stream['popMessages'] }> {
+  const pc = new RTCPeerConnection({});
+  try {
+    pc.createDataChannel('probe');
+    const sctp = (pc as unknown as { sctpTransport: { sctp: { getInboundStream(id: number): Stream } } }).sctpTransport.sctp;
+    const stream = sctp.getInboundStream.call({ inboundStreams: {} }, 0);
+    return { stream, original: Object.getPrototypeOf(stream).popMessages as Stream['popMessages'] };
+  } finally {
+    await pc.close();
+  }
+}
+
+const chunk = (tsn: number, ssn: number, flags: number, text: string) => ({ tsn, streamId: 0, streamSeqNum: ssn, protocol: 51, flags, userData: Buffer.from(text) });
+const texts = (messages: Iterable<[number, number, Buffer]>) => [...messages].map(([, , data]) => data.toString());
+
+test.serial('two complete ordered messages whose TSNs do not follow each other (another stream between them) both come out', async (t) => {
+  const { stream, original } = await inboundStream();
+  stream.addChunk(chunk(1, 0, FIRST | LAST, 'one'));
+  stream.addChunk(chunk(3, 1, FIRST | LAST, 'two')); // TSN 2 went to the other stream
+  // The bug, shown on a copy: werift's own yields the first only.
+  const copy = { ...stream, reassembly: [...stream.reassembly], streamSequenceNumber: 0 };
+  t.deepEqual(texts(original.call(copy)), ['one'], 'werift 0.24.4 leaves the second in its buffer');
+  t.deepEqual(texts(popCompleteMessages.call(stream as never)), ['one', 'two']);
+  t.is(stream.streamSequenceNumber, 2);
+  t.deepEqual(stream.reassembly, []);
+});
+
+test.serial('an ordered message that came first waits for the one before it, then both come out in order', async (t) => {
+  const { stream } = await inboundStream();
+  stream.addChunk(chunk(3, 1, FIRST | LAST, 'second'));
+  t.deepEqual(texts(popCompleteMessages.call(stream as never)), []);
+  stream.addChunk(chunk(1, 0, FIRST | LAST, 'first'));
+  t.deepEqual(texts(popCompleteMessages.call(stream as never)), ['first', 'second']);
+});
+
+test.serial('a fragmented message waits for its last fragment, and its fragments are joined', async (t) => {
+  const { stream } = await inboundStream();
+  stream.addChunk(chunk(5, 0, FIRST, 'he'));
+  stream.addChunk(chunk(7, 0, LAST, 'o'));
+  t.deepEqual(texts(popCompleteMessages.call(stream as never)), [], 'TSN 6 missing');
+  t.is(stream.reassembly.length, 2, 'nothing dropped');
+  stream.addChunk(chunk(6, 0, 0, 'll'));
+  t.deepEqual(texts(popCompleteMessages.call(stream as never)), ['hello']);
+  t.is(stream.streamSequenceNumber, 1);
+});
+
+test.serial('unordered messages come out when complete, past an incomplete one', async (t) => {
+  const { stream } = await inboundStream();
+  stream.addChunk(chunk(10, 0, UNORDERED | FIRST, 'part'));
+  stream.addChunk(chunk(12, 0, UNORDERED | FIRST | LAST, 'whole'));
+  stream.addChunk(chunk(14, 0, UNORDERED | FIRST | LAST, 'also'));
+  t.deepEqual(texts(popCompleteMessages.call(stream as never)), ['whole', 'also']);
+  t.is(stream.reassembly.length, 1, 'the incomplete one stays');
+});
+
+test.serial('mendSctpReassembly puts it in werift\'s InboundStream', async (t) => {
+  mendSctpReassembly();
+  const { stream } = await inboundStream();
+  t.is(stream.popMessages as unknown, popCompleteMessages as unknown);
+});
