@@ -20,8 +20,9 @@
  * waits through at the visitor besides our worker's part, and what the rig's own jitter grows.
  * LIVEKIT_AVATAR_BENCH_STREAM: `burst` (default, the segment written at once) or `paced` (each 200
  * ms piece when due): the burst also loads the fake SFU and every process on this machine at once
- * (docs/livekit-agents.md, "Found: the agent's burst" and "Media before data"). LIVEKIT_AVATAR_BENCH_RUNS (default 5); the worker's media settings where they
- * differ from its defaults (LIVEKIT_AVATAR_WORKER_DEFAULTS): LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES,
+ * (docs/livekit-agents.md, "Found: the agent's burst" and "Media before data").
+ * LIVEKIT_AVATAR_BENCH_RUNS (default 5); the worker's media settings where they differ from its
+ * defaults (LIVEKIT_AVATAR_WORKER_DEFAULTS): LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES,
  * LIVEKIT_AVATAR_BENCH_SPEECH_LEAD_MS (`off`: the idle silence queued is kept),
  * LIVEKIT_AVATAR_BENCH_PICTURE_LAG_MS (`off`: pictures held back by the frame count instead). How long
  * the visitor watches the idle face before the speech: LIVEKIT_AVATAR_BENCH_SETTLE_MS (default 1600,

@@ -85,8 +85,9 @@ export function emptyReceivedMedia(): FakeReceivedMedia {
  * a relayed burst: werift's SCTP sends the next window of it as it reads each one, so handled at
  * once they brought the blocks back); and every DTLS datagram of a connection that has some waiting
  * (its order kept). They go into one FIFO queue worked through one datagram per turn of the event
- * loop, so that the sockets are read again between any two of them. STUN, SRTP/SRTCP (media) and the small DTLS datagrams of a connection
- * with nothing waiting (SACKs, short messages) are handled as they come, as before.
+ * loop, so that the sockets are read again between any two of them. STUN, SRTP/SRTCP (media) and
+ * the small DTLS datagrams of a quiet connection (SACKs, short messages) are handled as they come,
+ * as before.
  *
  * One datagram per turn, not a batch: werift relies on the microtasks that run between two
  * datagrams (the end of a DTLS handshake starts the SCTP association in one; the peer's SCTP INIT
@@ -226,7 +227,8 @@ let sctpMended = false;
 export function mendSctpReassembly(): void {
   if (sctpMended) return;
   sctpMended = true;
-  const pc = new RTCPeerConnection({});
+  // Never negotiated, so it gathers nothing; ICE lite without servers all the same (see below).
+  const pc = new RTCPeerConnection({ iceServers: [], iceLite: true });
   try {
     pc.createDataChannel('probe');
     const sctp = (pc as unknown as { sctpTransport?: { sctp?: { getInboundStream(id: number): object } } }).sctpTransport?.sctp;

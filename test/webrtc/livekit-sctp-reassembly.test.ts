@@ -22,7 +22,7 @@ interface Stream {
 
 /** A werift InboundStream, and werift's own popMessages as it was before any mending. */
 async function inboundStream(): Promise<{ stream: Stream; original: Stream['popMessages'] }> {
-  const pc = new RTCPeerConnection({});
+  const pc = new RTCPeerConnection({ iceServers: [], iceLite: true }); // never negotiated: gathers nothing
   try {
     pc.createDataChannel('probe');
     const sctp = (pc as unknown as { sctpTransport: { sctp: { getInboundStream(id: number): Stream } } }).sctpTransport.sctp;
