@@ -57,6 +57,7 @@ import { startServerProcess } from '../test/sessions/server-process.ts';
 import { regionMotion } from '../test/sessions/conversation-audio.ts';
 import { pearson } from '../test/face/speech-signal.ts';
 import { holdsWithin } from '../testing/until.ts';
+import { choice } from './_knobs.ts';
 import { percentile, printJson, printTable } from './table.ts';
 
 const RUNS = Number(process.env.LIVEKIT_AVATAR_BENCH_RUNS ?? 5);
@@ -64,13 +65,11 @@ const VIDEO_DELAY_FRAMES = process.env.LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES;
 const SPEECH_LEAD_MS = process.env.LIVEKIT_AVATAR_BENCH_SPEECH_LEAD_MS;
 const PICTURE_LAG_MS = process.env.LIVEKIT_AVATAR_BENCH_PICTURE_LAG_MS;
 /** LIVEKIT_AVATAR_BENCH_STREAM: `burst` (default: the segment written at once, as a TTS faster than real time does) or `paced` (in real time). */
-const STREAM = process.env.LIVEKIT_AVATAR_BENCH_STREAM || 'burst';
-if (STREAM !== 'burst' && STREAM !== 'paced') throw new Error(`LIVEKIT_AVATAR_BENCH_STREAM must be burst or paced, got ${STREAM}`);
+const STREAM = choice('LIVEKIT_AVATAR_BENCH_STREAM', ['burst', 'paced']);
 const PACED = STREAM === 'paced';
 const SETTLE_MS = Number(process.env.LIVEKIT_AVATAR_BENCH_SETTLE_MS ?? 1600);
 const MEDIA_SET = Boolean(VIDEO_DELAY_FRAMES || SPEECH_LEAD_MS || PICTURE_LAG_MS);
-const SERVER = process.env.LIVEKIT_AVATAR_BENCH_SERVER ?? (MEDIA_SET ? 'inline' : 'process');
-if (SERVER !== 'process' && SERVER !== 'inline') throw new Error(`LIVEKIT_AVATAR_BENCH_SERVER must be process or inline, got ${SERVER}`);
+const SERVER = choice('LIVEKIT_AVATAR_BENCH_SERVER', MEDIA_SET ? ['inline', 'process'] : ['process', 'inline']);
 if (SERVER === 'process' && MEDIA_SET) throw new Error('the media settings (LIVEKIT_AVATAR_BENCH_VIDEO_DELAY_FRAMES, _SPEECH_LEAD_MS, _PICTURE_LAG_MS) exist only with LIVEKIT_AVATAR_BENCH_SERVER=inline');
 if (!(SETTLE_MS >= 0)) throw new Error(`LIVEKIT_AVATAR_BENCH_SETTLE_MS must be a number of ms, got ${process.env.LIVEKIT_AVATAR_BENCH_SETTLE_MS}`);
 const RATE = 24_000;

@@ -36,6 +36,7 @@ import { LIVEKIT_AVATAR_WORKER_DEFAULTS, LiveKitMediaSink } from '../transports/
 import { jitterBufferMs, LiveKitVisitor } from '../test/agent/livekit-visitor.ts';
 import { startLiveKitServerFake } from '../test/fakes/livekit-server.ts';
 import { until } from '../testing/until.ts';
+import { choice, onOff } from './_knobs.ts';
 import { livekitToken as token, writeBurst } from './_livekit.ts';
 import { percentile, printJson, printTable } from './table.ts';
 
@@ -44,21 +45,9 @@ const CLEARS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_CLEARS ?? 5);
 /** Silence as bench -- livekit-avatar reads it (10 ms under -40 dBFS RMS), and quiet (under -26 dBFS: the steps' own level). */
 const SILENT_RMS = 0.01;
 const QUIET_RMS = 0.05;
-/** The audio track's Opus DTX and RED (LIVEKIT_TRANSPORT_BENCH_DTX, _RED: on or off; unset: the SDK's defaults, as the avatar worker publishes). */
-const onOff = (name: string): boolean | undefined => {
-  const value = process.env[name];
-  if (value === undefined || value === '') return undefined;
-  if (value !== 'on' && value !== 'off') throw new Error(`${name} must be on or off, got ${value}`);
-  return value === 'on';
-};
-/** One of `values` (the first is the default, unset or empty), or a clear error naming the knob. */
-const choice = <T extends string>(name: string, values: readonly [T, ...T[]]): T => {
-  const value = process.env[name] || values[0];
-  if (!(values as readonly string[]).includes(value)) throw new Error(`${name} must be one of ${values.join(', ')}, got ${value}`);
-  return value as T;
-};
 /** Silence captured at once after a clear (ms; LIVEKIT_TRANSPORT_BENCH_CLEAR_REFILL_MS, default 0: only the clear). */
 const CLEAR_REFILL_MS = Number(process.env.LIVEKIT_TRANSPORT_BENCH_CLEAR_REFILL_MS ?? 0);
+/** The audio track's Opus DTX and RED (LIVEKIT_TRANSPORT_BENCH_DTX, _RED: on or off; unset: the SDK's defaults, as the avatar worker publishes). */
 const DTX = onOff('LIVEKIT_TRANSPORT_BENCH_DTX');
 /**
  * A stall of the publisher's feed this long (ms) once a second, half a second after each step's moment
@@ -102,7 +91,7 @@ const ORDER = choice('LIVEKIT_TRANSPORT_BENCH_ORDER', ['publisher', 'visitor']);
  * aside), and it is given the phrase to mouth whenever a sound starts (and cancelled at the clear):
  * the avatar's way and its process's work, without the server and the agent's byte stream.
  */
-const FACE = process.env.LIVEKIT_TRANSPORT_BENCH_FACE === 'on';
+const FACE = onOff('LIVEKIT_TRANSPORT_BENCH_FACE') ?? false;
 if (FACE && PUBLISHER !== 'sink') throw new Error('LIVEKIT_TRANSPORT_BENCH_FACE=on needs LIVEKIT_TRANSPORT_BENCH_PUBLISHER=sink');
 /**
  * LIVEKIT_TRANSPORT_BENCH_BURST=on: at each sound's start, an "agent" (a third participant, in this
@@ -114,7 +103,7 @@ if (FACE && PUBLISHER !== 'sink') throw new Error('LIVEKIT_TRANSPORT_BENCH_FACE=
 const BURST_TO = choice('LIVEKIT_TRANSPORT_BENCH_BURST', ['off', 'on', 'bystander']);
 const BURST = BURST_TO !== 'off';
 /** LIVEKIT_TRANSPORT_BENCH_BURST_PROCESS=on: the agent that writes the burst runs in a process of its own (bench/_burst-agent.ts), sharing no rtc-node runtime with the visitor. */
-const BURST_PROCESS = process.env.LIVEKIT_TRANSPORT_BENCH_BURST_PROCESS === 'on';
+const BURST_PROCESS = onOff('LIVEKIT_TRANSPORT_BENCH_BURST_PROCESS') ?? false;
 if (BURST_PROCESS && !BURST) throw new Error('LIVEKIT_TRANSPORT_BENCH_BURST_PROCESS=on needs LIVEKIT_TRANSPORT_BENCH_BURST');
 /**
  * The audio the source holds ahead of playout, set once the visitor has media

@@ -218,28 +218,32 @@ export function* popCompleteMessages(this: InboundStream): Generator<[number, nu
   }
 }
 
-let sctpMended = false;
 /**
- * Puts `popCompleteMessages` in the place of werift's `InboundStream.popMessages` (once per
- * process). The class is not exported: its prototype is reached through a peer connection's SCTP
- * (`getInboundStream` on a stand-in object, so the connection's own streams are not touched).
+ * A new werift InboundStream, not part of any connection. The class is not exported: it is reached
+ * through a probe peer connection's SCTP (`getInboundStream` called on a stand-in object, so no
+ * connection's own streams are touched). The probe is never negotiated, so it gathers nothing;
+ * ICE lite without servers all the same (see `sfuPeerConnection`).
  */
-export function mendSctpReassembly(): void {
-  if (sctpMended) return;
-  sctpMended = true;
-  // Never negotiated, so it gathers nothing; ICE lite without servers all the same (see below).
+export function newInboundStream(): object {
   const pc = new RTCPeerConnection({ iceServers: [], iceLite: true });
   try {
     pc.createDataChannel('probe');
     const sctp = (pc as unknown as { sctpTransport?: { sctp?: { getInboundStream(id: number): object } } }).sctpTransport?.sctp;
     if (!sctp) throw new Error('werift changed: no SCTP behind a data channel');
-    const stream = sctp.getInboundStream.call({ inboundStreams: {} }, 0);
-    const prototype = Object.getPrototypeOf(stream) as { popMessages?: unknown };
-    if (typeof prototype.popMessages !== 'function') throw new Error('werift changed: InboundStream has no popMessages');
-    prototype.popMessages = popCompleteMessages;
+    return sctp.getInboundStream.call({ inboundStreams: {} }, 0);
   } finally {
     void pc.close();
   }
+}
+
+let sctpMended = false;
+/** Puts `popCompleteMessages` in the place of werift's `InboundStream.popMessages` (once per process). */
+export function mendSctpReassembly(): void {
+  if (sctpMended) return;
+  sctpMended = true;
+  const prototype = Object.getPrototypeOf(newInboundStream()) as { popMessages?: unknown };
+  if (typeof prototype.popMessages !== 'function') throw new Error('werift changed: InboundStream has no popMessages');
+  prototype.popMessages = popCompleteMessages;
 }
 
 /**

@@ -186,10 +186,9 @@ test.serial('a LiveKit Agents AgentSession speaks through our avatar; interrupti
   // Judged on content, not on arrival times: every loud 10 ms the visitor received of this answer
   // against the loud 10 ms of the answer up to the position the worker reported played. On a
   // loaded machine the way through the fake SFU (then a decode, jitter buffer and re-encode; now
-  // packets forwarded on one JavaScript event loop, which a burst of data also holds up:
-  // docs/livekit-agents.md) delayed what was played before the clear by up to seconds
-  // (local CI run E1 under a hog: 1,020 ms of loud audio arrived in the
-  // 1.5 s after the clear, the last 1,425 ms after it), and counting arrivals after the clear
+  // packets forwarded on one JavaScript event loop: docs/livekit-agents.md) delayed what was
+  // played before the clear by up to seconds (local CI run E1 under a hog: 1,020 ms of loud audio
+  // arrived in the 1.5 s after the clear, the last 1,425 ms after it), and counting arrivals after the clear
   // counted that delay as sound not stopped. How soon the sound stops is the bench's figure
   // (npm run bench -- livekit-avatar), logged here.
   await until(() => visitor.audioLevels.some((l) => l.at > clearAt + 3000), { what: '3 s of audio after the clear', timeoutMs: 20_000 });
