@@ -63,7 +63,9 @@ import { botFrameLateness, serverGetTimes, serverLoop, shareAbove } from './_ser
 import { admissionBurst } from './_admission-burst.ts';
 
 const CONNECTS = 10;
-const TURNS = 10;
+/** Turns of the breakdown part (`SESSIONS_BENCH_TURNS`, default 10). */
+const TURNS = Number(process.env.SESSIONS_BENCH_TURNS || 10);
+if (!Number.isInteger(TURNS) || TURNS < 1) throw new Error(`SESSIONS_BENCH_TURNS must be a whole number >= 1, got ${process.env.SESSIONS_BENCH_TURNS}`);
 /** SESSIONS_BENCH_MAX_SESSIONS and SESSIONS_BENCH_WINDOW_MS change these (a longer window at fewer sessions compares two builds with less noise). */
 const MAX_SESSIONS = Number(process.env.SESSIONS_BENCH_MAX_SESSIONS ?? 8);
 const WINDOW_MS = Number(process.env.SESSIONS_BENCH_WINDOW_MS ?? 5_000);
@@ -419,10 +421,14 @@ async function turnBreakdown(): Promise<void> {
   const running = await bot.start({ sessionId: `s_${room.room}`, callId: 'bench', agent, clientUserRef: null, room });
   const visitor = await RoomVisitor.join(room.roomUrl, room.subscriberToken);
   const rows: Array<Record<string, number>> = [];
+  type ReceiveStats = Awaited<ReturnType<RoomVisitor['audioReceiveStats']>>;
+  let receiveBefore = null as ReceiveStats;
+  let receiveAfter = null as ReceiveStats;
   try {
     visitor.sendMessage({ type: 'client-ready', version: '1.0.0' });
     if (!(await holdsWithin(() => visitor.ofType('transcript-turn').some((m) => m.owner === 'bot'), { timeoutMs: 20_000, intervalMs: 20 }))) throw new Error('no greeting');
     const question = await speech('What is your name?');
+    receiveBefore = await visitor.audioReceiveStats();
     for (let i = 0; i < TURNS; i++) {
       await new Promise((r) => setTimeout(r, 500));
       const reports = visitor.ofType('latency-report').length;
@@ -448,10 +454,12 @@ async function turnBreakdown(): Promise<void> {
         ttsTo80ms: (t.tts80 ?? t.ttsAudio!) - t.ttsAudio!,
         leadingQuiet: t.loudOut! - t.speechFrame!,
         downlink: heard - t.loudOut!,
+        ttsAudioToHeard: heard - t.ttsAudio!,
         total: heard - sentAt,
       });
       await holdsWithin(() => visitor.ofType('bot-tts-stopped').length > reports + 1, { timeoutMs: 20_000, intervalMs: 20 });
     }
+    receiveAfter = await visitor.audioReceiveStats();
   } finally {
     visitor.close();
     await running.stop('client_released');
@@ -474,6 +482,7 @@ async function turnBreakdown(): Promise<void> {
     ['ttsTo80ms', '  of which: first TTS audio -> 80 ms of it pushed (the face\'s prebuffer filling)', false],
     ['leadingQuiet', 'first speech frame -> its first loud 10 ms (the TTS audio\'s own onset)', false],
     ['downlink', 'first loud 10 ms emitted -> heard at the visitor (publisher, Opus, jitter buffer)', true],
+    ['ttsAudioToHeard', '  avatar + leadingQuiet + downlink: first TTS audio -> first loud 10 ms heard (a frame sent sooner can wait for audio sent before it)', false],
     ['total', 'visitor last loud 10 ms sent -> first loud 10 ms heard', false],
   ];
   printTable(stages.map(([k, what, ours]) => ({ stage: k, what, ours: ours ? 'yes' : '', p50: percentile(col(k), 50), p90: percentile(col(k), 90), max: Math.max(...col(k)) })));
@@ -484,6 +493,17 @@ async function turnBreakdown(): Promise<void> {
     ...Object.fromEntries(stages.map(([k]) => [`${k}_p50_ms`, Number(percentile(col(k), 50).toFixed(1))])),
     ours_p50_ms: Number(percentile(oursSum, 50).toFixed(1)),
     ours_p99_ms: Number(percentile(oursSum, 99).toFixed(1)),
+    ttsAudioToHeard_p90_ms: Number(percentile(col('ttsAudioToHeard'), 90).toFixed(1)),
+    ttsAudioToHeard_max_ms: Number(Math.max(...col('ttsAudioToHeard')).toFixed(1)),
+    // The visitor's receive jitter buffer over the turns: its mean delay, and the audio it had to
+    // conceal, stretch or compress (ms at 48 kHz), where libwebrtc reports them.
+    ...(receiveBefore && receiveAfter ? {
+      visitor_jitter_buffer_ms: Number((((receiveAfter.jitterBufferDelayS - receiveBefore.jitterBufferDelayS) / Math.max(1, receiveAfter.jitterBufferEmittedCount - receiveBefore.jitterBufferEmittedCount)) * 1000).toFixed(1)),
+      visitor_concealed_ms: Math.round((receiveAfter.concealedSamples - receiveBefore.concealedSamples) / 48),
+      visitor_stretched_ms: Math.round((receiveAfter.insertedSamplesForDeceleration - receiveBefore.insertedSamplesForDeceleration) / 48),
+      visitor_compressed_ms: Math.round((receiveAfter.removedSamplesForAcceleration - receiveBefore.removedSamplesForAcceleration) / 48),
+      visitor_received_s: Number(((receiveAfter.totalSamplesReceived - receiveBefore.totalSamplesReceived) / 48_000).toFixed(1)),
+    } : {}),
   });
 }
 

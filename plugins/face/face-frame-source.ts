@@ -23,10 +23,11 @@ const SOURCE_DEFAULTS = {
   /** Speech queued before a turn starts playing (absorbs TTS chunk jitter). */
   prebufferMs: 80,
   /**
-   * A turn started in an idle frame at its due time (`startSpeechIn`) has its next frames decided
-   * a render lead (under one frame) sooner than the regular start would: it needs this much more
-   * queued beyond the prebuffer, unless its audio is all there, so a TTS streaming near real time
-   * keeps the same margin against underruns.
+   * A turn started in a frame that goes out as it takes the turn (`startSpeechIn`: an idle frame
+   * already rendered, or the session's next frame rendered at once for it) has its next frames
+   * decided up to a render lead (under one frame) sooner than the regular start would: it needs
+   * this much more queued beyond the prebuffer, unless its audio is all there, so a TTS streaming
+   * near real time keeps the same margin against underruns.
    */
   lateStartExtraMs: 40,
   /** Fade-out frames after a turn's last speech frame (160 ms). */
@@ -295,12 +296,23 @@ export class HumanFaceFrameSource implements FaceFrameSource {
     return this.turns[0];
   }
 
-  startSpeechIn(frame: FaceFrame): FaceFrame {
-    if (frame.type !== 'idle' || this.fading || this.closed) return frame;
+  canStartSpeech(): boolean {
+    return this.startable() !== undefined;
+  }
+
+  /** The turn a frame going out now would start (`startSpeechIn`), if any. */
+  private startable(): Turn | undefined {
+    if (this.fading || this.closed) return undefined;
     const turn = this.head();
-    if (!turn || turn.started || turn.queued === 0 || !this.ready(turn)) return frame;
+    if (!turn || turn.started || turn.queued === 0 || !this.ready(turn)) return undefined;
     const margin = ((SOURCE_DEFAULTS.prebufferMs + SOURCE_DEFAULTS.lateStartExtraMs) / 1000) * FACE_TIMING.audioSampleRate;
-    if (!turn.ended && turn.queued < margin) return frame;
+    return turn.ended || turn.queued >= margin ? turn : undefined;
+  }
+
+  startSpeechIn(frame: FaceFrame): FaceFrame {
+    if (frame.type !== 'idle') return frame;
+    const turn = this.startable();
+    if (!turn) return frame;
     const before = turn.queued;
     const audio = this.take(turn);
     const speechSamples = before - turn.queued;

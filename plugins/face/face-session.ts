@@ -4,6 +4,15 @@
  * it is rendered `renderLeadMs` before its due time and emitted at it. The frame's content is
  * decided when its render starts; the picture itself may be rasterised on a render worker
  * thread (render-pool.ts) while the event loop carries on.
+ *
+ * Speech starts between frames. A turn that becomes ready to play while the face idles does not
+ * wait for the next frame's due time (0-40 ms, 20 on average, at the start of every answer): the
+ * frame rendered or being rendered goes out as soon as it can carry the turn's first audio
+ * (`FaceFrameSource.startSpeechIn`), or, when no frame is on its way, the next one is rendered at
+ * once and goes out when ready. The grid moves with it (the frames after it are due 40 ms apart
+ * from there: `startedAtMs` moves earlier by the same amount) and moves back when the face is
+ * idle again, one idle frame later than its interval, so over a session the frames keep to 25
+ * fps of the clock (a receiver that plays frames on its own 25 fps clock does not fall behind).
  */
 import sharp from 'sharp';
 import { Subject, type Observable } from 'rxjs';
@@ -25,7 +34,10 @@ export async function encodeJpeg(frame: FaceFrame, quality: number): Promise<Fac
 }
 
 export class ClockedFaceSession implements FaceSession {
-  readonly startedAtMs: number;
+  /** Clock time of frame 0 on the grid when no speech started between frames. */
+  private readonly gridStartMs: number;
+  /** How much earlier than that grid the frames are due now (speech started between frames). */
+  private shiftMs = 0;
   private readonly subject = new Subject<FaceFrame>();
   readonly frames: Observable<FaceFrame> = this.subject.asObservable();
   private timer: TimerHandle | undefined;
@@ -35,6 +47,12 @@ export class ClockedFaceSession implements FaceSession {
   /** Bumped by cancel(): a speech frame rendered before a cancel is not played after it. */
   private cancels = 0;
   private endPromise: Promise<void> | null = null;
+  /** A frame is being rendered or waits for its due time (between the timer and its emission). */
+  private inFlight = false;
+  /** Wakes a rendered frame waiting for its due time (speech may start in it now). */
+  private wake: (() => void) | null = null;
+  /** The frame on its way was rendered early because a turn became ready: it goes out when ready. */
+  private startingEarly = false;
   private readonly convertToI420: boolean;
   private readonly encodeHere: boolean;
 
@@ -46,7 +64,7 @@ export class ClockedFaceSession implements FaceSession {
   ) {
     // Frame 0 gets the same render lead as every other frame: due at once, it was always late
     // by its own render (and the first interval a client saw was short by as much).
-    this.startedAtMs = clock.now() + SESSION_DEFAULTS.renderLeadMs;
+    this.gridStartMs = clock.now() + SESSION_DEFAULTS.renderLeadMs;
     // A source that can make JPEG or I420 itself does (on its render worker); one that cannot
     // makes RGB, encoded or converted here, on this thread.
     if (imageFormat !== 'rgb') source.setImageFormat?.(imageFormat, jpegQuality);
@@ -58,12 +76,21 @@ export class ClockedFaceSession implements FaceSession {
     this.schedule();
   }
 
+  /** Clock time of frame 0 as the frames are due now: frame n is due at `startedAtMs + n * 40`. */
+  get startedAtMs(): number { return this.gridStartMs - this.shiftMs; }
   get width(): number { return this.source.width; }
   get height(): number { return this.source.height; }
 
   startTurn(options?: FaceTurnOptions): void { this.source.startTurn(options); }
-  pushAudio(pcm16k: Int16Array, turn?: FaceTurnOptions): void { if (!this.closed) this.source.pushAudio(pcm16k, turn); }
-  endTurn(): void { this.source.endTurn(); }
+  pushAudio(pcm16k: Int16Array, turn?: FaceTurnOptions): void {
+    if (this.closed) return;
+    this.source.pushAudio(pcm16k, turn);
+    this.speechMayStart();
+  }
+  endTurn(): void {
+    this.source.endTurn();
+    if (!this.closed) this.speechMayStart();
+  }
   listen(pcm16k: Int16Array | null): void { if (!this.closed) this.source.listen?.(pcm16k); }
   cancel(): boolean {
     if (this.closed) return false;
@@ -82,6 +109,7 @@ export class ClockedFaceSession implements FaceSession {
     if (this.closed) return;
     this.closed = true;
     this.clock.clearTimeout(this.timer);
+    this.wake?.();
     this.source.close?.();
     this.subject.complete();
     this.ending?.();
@@ -97,8 +125,46 @@ export class ClockedFaceSession implements FaceSession {
     this.timer = this.clock.setTimeout(() => void this.produce(), Math.max(0, renderAt - this.clock.now()));
   }
 
+  /**
+   * A turn may have become ready to play: a frame waiting for its due time is woken (it takes the
+   * turn if it can), and when no frame is on its way the next one is rendered now.
+   */
+  private speechMayStart(): void {
+    if (!this.source.canStartSpeech?.()) return;
+    if (this.inFlight) {
+      this.wake?.();
+      return;
+    }
+    this.clock.clearTimeout(this.timer);
+    this.timer = undefined;
+    this.startingEarly = true;
+    void this.produce();
+  }
+
+  /**
+   * Resolves with the frame to emit when it should go out: at its due time, or sooner when it
+   * starts a turn's speech (an idle frame that takes a ready turn, or a frame rendered early for
+   * one); then the grid moves so that the frame is due now.
+   */
+  private async untilDue(rendered: FaceFrame): Promise<FaceFrame | null> {
+    let frame = rendered;
+    for (;;) {
+      if (this.closed) return null;
+      if (frame.type === 'idle' && this.source.startSpeechIn) frame = this.source.startSpeechIn(frame);
+      const wait = this.dueMs(frame.index) - this.clock.now();
+      const early = frame.type === 'speech-start' && (frame !== rendered || this.startingEarly);
+      if (early && wait > 0) this.shiftMs += wait;
+      if (early || wait <= 0) return frame;
+      await new Promise<void>((resolve) => {
+        const timer = this.clock.setTimeout(() => { this.wake = null; resolve(); }, wait);
+        this.wake = () => { this.wake = null; this.clock.clearTimeout(timer); resolve(); };
+      });
+    }
+  }
+
   private async produce(): Promise<void> {
     if (this.closed) return;
+    this.inFlight = true;
     try {
       const cancels = this.cancels;
       let frame = await this.source.nextFrame();
@@ -107,19 +173,27 @@ export class ClockedFaceSession implements FaceSession {
       else if (this.convertToI420 && frame.image.format === 'rgb') {
         frame = { ...frame, image: { ...frame.image, format: 'i420', data: rgbToI420(frame.image.data, frame.image.width, frame.image.height) } };
       }
-      const wait = this.dueMs(frame.index) - this.clock.now();
-      if (wait > 0) await this.clock.sleep(wait);
-      if (this.closed) return;
-      if (cancels !== this.cancels && (frame.type === 'speech' || frame.type === 'speech-start')) {
-        // Cancelled while it waited for its due time: its picture opens the fade, its audio is dropped.
+      const renderedSpeech = frame.type === 'speech' || frame.type === 'speech-start';
+      // Speech that becomes ready while this idle frame waits starts in its audio, and the frame
+      // goes out then, not at its due time (nor a frame and a render lead later).
+      const ready = await this.untilDue(frame);
+      if (ready === null) return;
+      frame = ready;
+      if (cancels !== this.cancels && renderedSpeech) {
+        // Cancelled while it was rendered or waited for its due time: its picture opens the fade,
+        // its audio is dropped. (An idle frame that took a turn after the cancel plays it.)
         frame = { ...frame, type: 'fade-out', audio: new Int16Array(frame.audio.length) };
       }
-      // Speech that became ready while this idle frame waited starts in its audio now, not
-      // a frame and a render lead later.
-      if (frame.type === 'idle' && this.source.startSpeechIn) frame = this.source.startSpeechIn(frame);
+      this.startingEarly = false;
       this.nextIndex = frame.index + 1;
+      // Idle again after speech that started between frames: back to the session's grid (this
+      // interval is longer by the shift), so the stream keeps 25 fps of the clock over time.
+      if (frame.type === 'idle' && this.shiftMs > 0 && !this.source.busy) this.shiftMs = 0;
       this.subject.next(frame);
       if (this.ending && !this.source.busy) return this.close();
+      // Still in flight while the frame is handed out: a turn pushed by a subscriber meanwhile
+      // is taken by the next frame as usual, never by a second producer.
+      this.inFlight = false;
       this.schedule();
     } catch (err) {
       if (this.closed) return;

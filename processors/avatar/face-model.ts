@@ -144,6 +144,12 @@ export interface FaceFrameSource {
    */
   startSpeechIn?(frame: FaceFrame): FaceFrame;
   /**
+   * Optional, with `startSpeechIn`: whether a turn is ready to start in a frame that goes out now
+   * (what `startSpeechIn` would start). The session asks it when audio arrives, to send the turn's
+   * first frame without waiting for the next frame's due time.
+   */
+  canStartSpeech?(): boolean;
+  /**
    * Optional: render into a ring of `frames` reused buffers (an image is valid until `frames`
    * more frames are rendered), for consumers done with each image at once.
    */
@@ -158,7 +164,10 @@ export interface FaceSession {
   readonly width: number;
   readonly height: number;
   readonly imageFormat: FaceImageFormat;
-  /** Clock time of frame 0; frame n is due at `startedAtMs + n * 40`. */
+  /**
+   * Clock time of frame 0; frame n is due at `startedAtMs + n * 40`. A session may move it earlier
+   * by under a frame when a turn's speech starts between frames, and back when it idles again.
+   */
   readonly startedAtMs: number;
   startTurn(options?: FaceTurnOptions): void;
   pushAudio(pcm16k: Int16Array, turn?: FaceTurnOptions): void;

@@ -216,6 +216,29 @@ export class RoomVisitor {
   }
 
   /** Drops everything at once, like a tab that died (no `leave`). */
+  /**
+   * The receive jitter buffer's counters for the bot's audio (libwebrtc's inbound-rtp statistics;
+   * null before media or when the library does not report them): how much was concealed, stretched
+   * or compressed to keep playout going, and the delay it held.
+   */
+  async audioReceiveStats(): Promise<{ concealedSamples: number; totalSamplesReceived: number; insertedSamplesForDeceleration: number; removedSamplesForAcceleration: number; jitterBufferDelayS: number; jitterBufferEmittedCount: number } | null> {
+    if (!this.pc) return null;
+    const report = await this.pc.getStats();
+    for (const s of report.values() as IterableIterator<Record<string, unknown>>) {
+      if (s.type !== 'inbound-rtp' || s.kind !== 'audio') continue;
+      const n = (k: string) => (typeof s[k] === 'number' ? (s[k] as number) : 0);
+      return {
+        concealedSamples: n('concealedSamples'),
+        totalSamplesReceived: n('totalSamplesReceived'),
+        insertedSamplesForDeceleration: n('insertedSamplesForDeceleration'),
+        removedSamplesForAcceleration: n('removedSamplesForAcceleration'),
+        jitterBufferDelayS: n('jitterBufferDelay'),
+        jitterBufferEmittedCount: n('jitterBufferEmittedCount'),
+      };
+    }
+    return null;
+  }
+
   close(): void {
     if (this.closed) return;
     this.closed = true;

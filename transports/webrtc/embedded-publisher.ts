@@ -12,6 +12,8 @@ import { AvatarFramePump, type AvatarMediaSink, type FramePumpOptions, type Fram
 import type { RoomPublication } from './room.ts';
 import type { RoomRegistry } from './room-registry.ts';
 import { wrtcWithSources } from './wrtc.ts';
+import { AudioPacer } from './audio-pacer.ts';
+import { RealClock } from '../../core/clock.ts';
 
 export const EMBEDDED_PUBLISHER_DEFAULTS = {
   /**
@@ -22,6 +24,13 @@ export const EMBEDDED_PUBLISHER_DEFAULTS = {
    * better than sound early. Override with `videoDelayFrames`.
    */
   videoDelayFrames: 2,
+  /**
+   * Each frame's 40 ms of audio goes to the audio source 10 ms at a time, when due (the first
+   * chunk at once; transports/webrtc/audio-pacer.ts), and the silence still waiting when a turn's
+   * speech starts is dropped, so the speech follows at most 10 ms of silence sent ahead of it.
+   * 0: every frame's audio at once (as before 2026-12-02; measured in docs/speech-between-frames.md).
+   */
+  audioChunkMs: 10,
 } as const;
 
 /** What every publisher (embedded or LiveKit) hands back. */
@@ -44,6 +53,8 @@ export interface PublishedAvatar {
 }
 
 export interface EmbeddedPublishOptions extends FramePumpOptions {
+  /** `EMBEDDED_PUBLISHER_DEFAULTS.audioChunkMs`. */
+  readonly audioChunkMs?: number;
   readonly rooms: RoomRegistry;
   readonly room: string;
   readonly token: string;
@@ -56,11 +67,14 @@ class EmbeddedPublication implements RoomPublication, AvatarMediaSink {
   private readonly audio: InstanceType<ReturnType<typeof wrtcWithSources>['nonstandard']['RTCAudioSource']>;
 
   private closed = false;
+  /** Audio goes to the source 10 ms at a time, when due (`audioChunkMs`). */
+  private readonly pacer: AudioPacer;
 
-  constructor(private readonly onClosedByRoom: (reason: string) => void) {
+  constructor(private readonly onClosedByRoom: (reason: string) => void, audioChunkMs: number) {
     const { RTCVideoSource, RTCAudioSource } = wrtcWithSources().nonstandard;
     this.video = new RTCVideoSource();
     this.audio = new RTCAudioSource();
+    this.pacer = new AudioPacer((samples) => this.send(samples), audioChunkMs, new RealClock());
     this.tracks = [
       { kind: 'video' as const, track_id: `${this.participantId}_video` },
       { kind: 'audio' as const, track_id: `${this.participantId}_audio` },
@@ -72,31 +86,47 @@ class EmbeddedPublication implements RoomPublication, AvatarMediaSink {
   }
 
   deliver(video: I420Frame | null, audio: readonly Int16Array[]): void {
-    // Picture first, then its audio, in the same tick: both are stamped with the same capture
-    // time. (Pacing the audio 10 ms at a time was measured to make the receiver's jitter buffer
-    // play it later, not sooner: docs/sessions.md.)
+    // Picture first, then its audio's first 10 ms in the same tick (both stamped with the same
+    // capture time); the rest of the audio when due (`audioChunkMs`).
     if (this.closed) return;
     if (video) this.video.onFrame({ width: video.width, height: video.height, data: video.data });
-    for (const samples of audio) {
-      this.audio.onData({ samples, sampleRate: AVATAR_MEDIA.audioSampleRate, bitsPerSample: 16, channelCount: 1, numberOfFrames: samples.length });
-    }
+    this.pacer.deliver(audio);
+  }
+
+  /** A turn's speech comes next: it follows the silence already sent, not the silence still waiting. */
+  speechStarting(): void {
+    this.pacer.speechStarting();
   }
 
   onRoomClosed(reason: string): void {
     this.closed = true;
+    this.pacer.stop();
     this.onClosedByRoom(reason);
+  }
+
+  /** Publishing ended: the audio still waiting goes out (a farewell's last 30 ms), then nothing. */
+  finish(): void {
+    if (!this.closed) this.pacer.finish();
+    this.closed = true;
+  }
+
+  private send(samples: Int16Array): void {
+    this.audio.onData({ samples, sampleRate: AVATAR_MEDIA.audioSampleRate, bitsPerSample: 16, channelCount: 1, numberOfFrames: samples.length });
   }
 }
 
 export async function publishToEmbeddedRoom(frames: Observable<FaceFrame>, options: EmbeddedPublishOptions): Promise<PublishedAvatar> {
   const { room } = options.rooms.authorize(options.room, options.token, 'publisher');
   let pump: AvatarFramePump | undefined;
-  const settings = resolveOptions(EMBEDDED_PUBLISHER_DEFAULTS, { videoDelayFrames: options.videoDelayFrames });
-  const publication = new EmbeddedPublication(() => pump?.stop());
+  const settings = resolveOptions(EMBEDDED_PUBLISHER_DEFAULTS, { videoDelayFrames: options.videoDelayFrames, audioChunkMs: options.audioChunkMs });
+  const publication = new EmbeddedPublication(() => pump?.stop(), settings.audioChunkMs);
   pump = new AvatarFramePump(frames, publication, { ...options, videoDelayFrames: settings.videoDelayFrames });
   room.publish(publication);
   pump.start();
-  const ended = pump.done.then(() => room.unpublish(publication));
+  const ended = pump.done.then(() => {
+    publication.finish();
+    room.unpublish(publication);
+  });
   // Closed by its owner: no message after that. Frames that ran out (a face that finished its
   // farewell) leave the messages open: the session's last ones (session-ended) may still follow.
   let closed = false;
