@@ -167,10 +167,19 @@ export interface TurnSignals {
  * Decides whether a pause ends the user's turn (processors/turns/turn-processor.ts asks it after
  * the VAD's short pause, and again whenever new words arrive during the pause). Pluggable like
  * `VADAnalyzer`: the built-in `RuleTurnAnalyzer` reads the words' endings and the prosody; a model
- * (e.g. an end-of-turn classifier) can take its place. Must be quick: it runs on the pipeline's
- * thread (the built-in one takes well under a millisecond per call).
+ * (e.g. an end-of-turn classifier) can take its place.
+ *
+ * It answers at once (the built-in one takes well under a millisecond, on the pipeline's thread)
+ * or later, with a promise: a model running in a worker thread or another process. While an
+ * answer is pending the turn waits as for an unfinished one (it ends at the incomplete bound at
+ * the latest, `incomplete (analyzer:pending)`), and the answer, when it comes, is applied against
+ * the silence measured from the pause (a `complete` that comes late ends the turn at once).
+ * `signal` aborts when the answer is no longer wanted (the visitor spoke again, newer words asked
+ * again, the turn ended, the pipeline stopped); a late answer is ignored either way. A failure
+ * (a throw or a rejected promise) reads as `unsure` (`analyzer:error`) and is reported once per
+ * session as a non-fatal `turn_analyzer_failed` error.
  */
 export interface TurnAnalyzer {
   readonly name: string;
-  analyze(signals: TurnSignals): TurnVerdict;
+  analyze(signals: TurnSignals, options?: { readonly signal: AbortSignal }): TurnVerdict | PromiseLike<TurnVerdict>;
 }

@@ -10,6 +10,8 @@
  * pause (a final transcript with a `?`) are read again and can end it sooner; speech ends the
  * wait. While it waits, `user-turn-pending` lets the user aggregator start a preemptive reply.
  * Without an analyzer every pause ends the turn (the old fixed rule, with a VAD stop of 800 ms).
+ * An analyzer may answer later (a promise: a model in a worker); until it does the turn waits as
+ * for an unfinished one, and an answer no longer wanted is aborted and ignored (`TurnAnalyzer`).
  *
  * False interruptions. Visitor sound while the bot speaks (and interruptions are allowed) pauses
  * the bot at once (`bot-pause`: the output and the face stop where they are), and the decision
@@ -25,7 +27,7 @@ import { frame, signal, type Direction, type Frame, type FrameOf } from '../../c
 import { resolveOptions, type OptionsFor, type Resolved } from '../../core/options.ts';
 import { FrameProcessor, type ProcessorOptions } from '../../core/processor.ts';
 import { WORKER_DEFAULTS } from '../../core/worker.ts';
-import type { TurnAnalyzer, TurnVerdict } from '../services.ts';
+import type { TurnAnalyzer, TurnSignals, TurnVerdict } from '../services.ts';
 import { hasWords, isBackchannel } from './turn-endings.ts';
 
 export const TURN_DEFAULTS = {
@@ -70,6 +72,9 @@ export interface TurnStats {
   readonly reasons: Record<string, number>;
 }
 
+/** The verdict a turn holds while the analyzer's answer is pending: at most the incomplete bound. */
+const PENDING: TurnVerdict = { decision: 'incomplete', reason: 'analyzer:pending' };
+
 interface Pause {
   readonly startedAt: number;
   speaking: boolean;
@@ -93,6 +98,9 @@ export class TurnProcessor extends FrameProcessor {
   private interim = '';
   private endTimer: TimerHandle | undefined;
   private verdict: TurnVerdict | null = null;
+  /** The analyzer's answer being waited for (aborted when it is no longer wanted), and whether it is the pause's first reading. */
+  private analysis: { readonly controller: AbortController; readonly first: boolean } | null = null;
+  private analyzerFailureReported = false;
   private pause: Pause | null = null;
   /** After a false interruption, its late transcripts are dropped until the visitor speaks again. */
   private swallowing = false;
@@ -144,6 +152,7 @@ export class TurnProcessor extends FrameProcessor {
       case 'end':
       case 'cancel':
         this.clock.clearTimeout(this.endTimer);
+        this.dropAnalysis();
         this.endPause();
         break;
       default:
@@ -167,6 +176,7 @@ export class TurnProcessor extends FrameProcessor {
     if (this.turnOpen) {
       // The user went on after a pause: whatever was pending is off.
       this.clock.clearTimeout(this.endTimer);
+      this.dropAnalysis();
       this.verdict = null;
       return;
     }
@@ -221,33 +231,102 @@ export class TurnProcessor extends FrameProcessor {
     this.push(signal('user-started-speaking'), 'upstream');
   }
 
-  /** Asks the analyzer about the pause and schedules the end of the turn at its bound. */
+  /** Asks the analyzer about the pause and schedules the end of the turn at its bound (at once, or when its answer comes). */
   private evaluate(first: boolean): void {
     const silenceSince = this.silenceSince;
     if (silenceSince === null) return;
-    const verdict: TurnVerdict = this.analyzer
-      ? this.analyzer.analyze({
-          transcript: this.transcriptSoFar(),
-          language: this.settings.language,
-          audio: concat(this.audio),
-          sampleRate: this.audioRate,
-          silenceMs: this.clock.now() - silenceSince,
-          closingPunctuation: this.settings.closingPunctuation,
-        })
-      : { decision: 'complete', reason: 'silence' };
-    if (first) this.stats.reasons[verdict.reason] = (this.stats.reasons[verdict.reason] ?? 0) + 1;
+    // Newer words ask again: an answer still pending is dropped (its pause's first reading is this one).
+    const firstPending = this.analysis?.first ?? false;
+    this.dropAnalysis();
+    first ||= firstPending;
+    if (!this.analyzer) return this.decide({ decision: 'complete', reason: 'silence' }, silenceSince, first);
+    const signals: TurnSignals = {
+      transcript: this.transcriptSoFar(),
+      language: this.settings.language,
+      audio: concat(this.audio),
+      sampleRate: this.audioRate,
+      silenceMs: this.clock.now() - silenceSince,
+      closingPunctuation: this.settings.closingPunctuation,
+    };
+    const controller = new AbortController();
+    let answer: TurnVerdict | PromiseLike<TurnVerdict>;
+    try {
+      answer = this.analyzer.analyze(signals, { signal: controller.signal });
+    } catch (err) {
+      return this.analyzerFailed(err, silenceSince, first);
+    }
+    if (!isPromiseLike(answer)) return this.applyAnswer(answer, silenceSince, first);
+    const analysis = { controller, first };
+    this.analysis = analysis;
+    // Until the answer comes, the turn waits as for an unfinished one (no preemptive reply yet).
+    this.verdict = PENDING;
+    this.schedule(silenceSince + this.settings.incompleteMs);
+    answer.then(
+      (verdict) => {
+        if (this.analysis !== analysis) return;
+        this.analysis = null;
+        this.applyAnswer(verdict, silenceSince, first);
+      },
+      (err: unknown) => {
+        if (this.analysis !== analysis) return;
+        this.analysis = null;
+        this.analyzerFailed(err, silenceSince, first);
+      },
+    );
+  }
+
+  /** Applies an analyzer's answer; one that is not a verdict is a failure. */
+  private applyAnswer(verdict: TurnVerdict, silenceSince: number, first: boolean): void {
+    if (!isVerdict(verdict)) return this.analyzerFailed(new Error(`turn analyzer ${this.analyzer?.name ?? ''} answered ${JSON.stringify(verdict)}, not a verdict`), silenceSince, first);
+    this.decide(verdict, silenceSince, first);
+  }
+
+  private analyzerFailed(err: unknown, silenceSince: number, first: boolean): void {
+    if (!this.analyzerFailureReported) {
+      this.analyzerFailureReported = true;
+      this.pushError(`turn analyzer ${this.analyzer?.name ?? ''} failed (${err instanceof Error ? err.message : String(err)}); its pauses wait the unsure bound`, { code: 'turn_analyzer_failed', cause: err });
+    }
+    this.decide({ decision: 'unsure', reason: 'analyzer:error' }, silenceSince, first);
+  }
+
+  private decide(verdict: TurnVerdict, silenceSince: number, first: boolean): void {
+    if (first) this.count(verdict);
     this.verdict = verdict;
     const bound = verdict.decision === 'complete' ? 0 : verdict.decision === 'unsure' ? this.settings.unsureMs : this.settings.incompleteMs;
-    const left = silenceSince + bound - this.clock.now();
-    this.clock.clearTimeout(this.endTimer);
-    if (left <= 0) return this.endTurn();
-    this.endTimer = this.clock.setTimeout(() => this.endTurn(), left);
+    if (!this.schedule(silenceSince + bound)) return;
     if (this.settings.preemptiveGeneration) this.push(frame('user-turn-pending', { decision: verdict.decision, reason: verdict.reason }));
+  }
+
+  /** Ends the turn at clock time `at` (now, when it has passed); false when it ended now. */
+  private schedule(at: number): boolean {
+    const left = at - this.clock.now();
+    this.clock.clearTimeout(this.endTimer);
+    if (left <= 0) {
+      this.endTurn();
+      return false;
+    }
+    this.endTimer = this.clock.setTimeout(() => this.endTurn(), left);
+    return true;
+  }
+
+  private count(verdict: TurnVerdict): void {
+    this.stats.reasons[verdict.reason] = (this.stats.reasons[verdict.reason] ?? 0) + 1;
+  }
+
+  /** The pending answer is no longer wanted: abort it (a late one is ignored anyway). */
+  private dropAnalysis(): void {
+    const analysis = this.analysis;
+    if (!analysis) return;
+    this.analysis = null;
+    analysis.controller.abort();
   }
 
   private endTurn(): void {
     this.clock.clearTimeout(this.endTimer);
     this.endTimer = undefined;
+    // The incomplete bound came before the analyzer's answer.
+    if (this.analysis?.first) this.count(PENDING);
+    this.dropAnalysis();
     if (!this.turnOpen) return;
     this.turnOpen = false;
     const endOfTurnMs = Math.max(0, Math.round(this.clock.now() - this.vadStoppedAt));
@@ -333,7 +412,17 @@ export class TurnProcessor extends FrameProcessor {
 
   override cleanup(): void {
     this.clock.clearTimeout(this.endTimer);
+    this.dropAnalysis();
     this.endPause();
     super.cleanup();
   }
+}
+
+function isPromiseLike<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
+}
+
+function isVerdict(value: unknown): value is TurnVerdict {
+  const v = value as Partial<TurnVerdict> | null;
+  return typeof v === 'object' && v !== null && (v.decision === 'complete' || v.decision === 'unsure' || v.decision === 'incomplete') && typeof v.reason === 'string';
 }

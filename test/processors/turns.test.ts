@@ -12,12 +12,12 @@ import { createVoicePipeline, type VoicePipelineOptions } from '../../agent/voic
 import { TURN_DEFAULTS, TurnProcessor } from '../../processors/turns/turn-processor.ts';
 import { RuleTurnAnalyzer } from '../../processors/turns/rule-turn-analyzer.ts';
 import { VAD_DEFAULTS } from '../../processors/vad/vad-processor.ts';
+import type { TurnAnalyzer, TurnSignals, TurnVerdict } from '../../processors/services.ts';
 import { EnergyVAD, ScriptedLLM, ScriptedSTT, ToneTTS, speech, type ScriptedResponse } from './scripted-services.ts';
 
 const RATE = 16_000;
 
-async function conversation(phrases: string[], responses: ScriptedResponse[], extra: Partial<VoicePipelineOptions> = {}) {
-  const clock = new VirtualClock();
+async function conversation(phrases: string[], responses: ScriptedResponse[], extra: Partial<VoicePipelineOptions> = {}, clock = new VirtualClock()) {
   const sink = new MemoryMediaSink();
   // A quick model and voice, so the end-of-turn wait is what the timings show.
   const llm = new ScriptedLLM(clock, responses, 50, 10);
@@ -158,3 +158,113 @@ test('settings override per pipeline: a shorter incomplete bound ends a thinking
   t.is(h.voice.user.preemptive.started, 0);
   await h.c.cancel();
 });
+
+/**
+ * An analyzer that answers later, as a model in a worker thread would: `answer` decides each
+ * reading (a verdict, an error to reject with, or 'never'), `delayMs` of virtual time after it is
+ * asked. It keeps what it was asked and which readings were aborted.
+ */
+class LaterAnalyzer implements TurnAnalyzer {
+  readonly name = 'later';
+  readonly asked: Array<{ transcript: string; at: number; aborted: boolean }> = [];
+  constructor(
+    private readonly clock: VirtualClock,
+    private readonly delayMs: number,
+    private readonly answer: (s: TurnSignals) => TurnVerdict | Error | 'never',
+  ) {}
+
+  analyze(s: TurnSignals, options?: { readonly signal: AbortSignal }): Promise<TurnVerdict> {
+    const entry = { transcript: s.transcript, at: this.clock.now(), aborted: false };
+    this.asked.push(entry);
+    options?.signal.addEventListener('abort', () => (entry.aborted = true));
+    return new Promise((resolve, reject) => {
+      const a = this.answer(s);
+      if (a === 'never') return;
+      this.clock.setTimeout(() => (a instanceof Error ? reject(a) : resolve(a)), this.delayMs);
+    });
+  }
+}
+
+const turnEnds = (h: Awaited<ReturnType<typeof conversation>>) =>
+  h.c.recorder.events.filter((e) => e.source === h.voice.turns.name && e.frame.type === 'user-stopped-speaking' && e.direction === 'downstream');
+
+test('an analyzer that answers later (a model in a worker): the turn ends when its answer comes, and its verdict is the one reported', async (t) => {
+  const clock = new VirtualClock();
+  const analyzer = new LaterAnalyzer(clock, 60, () => ({ decision: 'complete', reason: 'model:end' }));
+  const h = await conversation(['What time is it?'], ['It is noon.'], { turnAnalyzer: analyzer }, clock);
+  const spokeAt = h.clock.now();
+  await h.c.say(concat([speech(800), silence(1500, RATE)]));
+  const ends = turnEnds(h);
+  t.is(ends.length, 1);
+  const last = analyzer.asked.at(-1)!;
+  t.false(last.aborted, 'the answer used was not aborted');
+  // Asked at the VAD's pause (or again when the words came), answered 60 ms later: the turn ends then, not before.
+  t.is(ends[0]!.timestampMs, last.at + 60);
+  t.true(last.at - (spokeAt + 800) >= 180 && last.at - (spokeAt + 800) <= 240, `asked ${last.at - (spokeAt + 800)} ms after the speech`);
+  t.like(ends[0]!.frame, { decision: 'complete (model:end)' });
+  t.true((ends[0]!.frame as { endOfTurnMs: number }).endOfTurnMs >= 60, 'the wait for the answer is in the end-of-turn delay');
+  t.deepEqual(h.voice.turns.stats.reasons, { 'model:end': 1 });
+  t.deepEqual(userTurns(h.voice), ['What time is it?']);
+  await h.c.cancel();
+});
+
+test('a pending answer is dropped when the visitor goes on: aborted, ignored when it comes, and the phrase is one turn', async (t) => {
+  const clock = new VirtualClock();
+  // Every reading says complete, 300 ms after it is asked: the visitor speaks again before the first answer.
+  const analyzer = new LaterAnalyzer(clock, 300, () => ({ decision: 'complete', reason: 'model:end' }));
+  const h = await conversation(['I would like to book a table for', 'two people.'], ['For two.'], { turnAnalyzer: analyzer }, clock);
+  await h.c.say(concat([speech(900), silence(350, RATE), speech(700), silence(1500, RATE)]));
+  await h.c.advance(1000);
+  const firstPause = analyzer.asked.filter((a) => !a.transcript.includes('two people'));
+  t.true(firstPause.length >= 1, 'asked at the first pause');
+  t.true(firstPause.every((a) => a.aborted), 'the first pause\'s readings were aborted when the visitor went on');
+  t.is(turnEnds(h).length, 1);
+  t.deepEqual(userTurns(h.voice), ['I would like to book a table for two people.']);
+  await h.c.cancel();
+});
+
+test('an analyzer that never answers cannot hold the turn: it ends at the incomplete bound', async (t) => {
+  const clock = new VirtualClock();
+  const analyzer = new LaterAnalyzer(clock, 0, () => 'never');
+  const h = await conversation(['What time is it?'], ['It is noon.'], { turnAnalyzer: analyzer, turnOptions: { incompleteMs: 1200 } }, clock);
+  const spokeAt = h.clock.now();
+  await h.c.say(concat([speech(800), silence(2000, RATE)]));
+  const ends = turnEnds(h);
+  t.is(ends.length, 1);
+  const afterSpeech = ends[0]!.timestampMs - (spokeAt + 800);
+  t.true(afterSpeech >= 1180 && afterSpeech <= 1220, `ended ${afterSpeech} ms after the speech (bound 1200)`);
+  t.like(ends[0]!.frame, { decision: 'incomplete (analyzer:pending)' });
+  t.true(analyzer.asked.every((a) => a.aborted), 'what was still pending was aborted when the turn ended');
+  t.deepEqual(h.voice.turns.stats.reasons, { 'analyzer:pending': 1 });
+  t.is(h.voice.user.preemptive.started, 0, 'no preemptive reply without a reading');
+  t.deepEqual(userTurns(h.voice), ['What time is it?']);
+  await h.c.cancel();
+});
+
+test('an analyzer that fails (throws, rejects, or answers nonsense) reads as unsure, reported once as a non-fatal turn_analyzer_failed', async (t) => {
+  for (const failure of ['throws', 'rejects', 'nonsense'] as const) {
+    const clock = new VirtualClock();
+    const later = new LaterAnalyzer(clock, 20, () => new Error('model crashed'));
+    const analyzer: TurnAnalyzer =
+      failure === 'throws'
+        ? { name: 'broken', analyze: () => { throw new Error('model crashed'); } }
+        : failure === 'rejects'
+          ? later
+          : { name: 'odd', analyze: () => ({ decision: 'maybe', reason: 'x' }) as unknown as TurnVerdict };
+    const h = await conversation(['What time is it?', 'And tomorrow?'], ['It is noon.', 'Sunny.'], { turnAnalyzer: analyzer, turnOptions: { unsureMs: 700 } }, clock);
+    const spokeAt = h.clock.now();
+    await h.c.say(concat([speech(800), silence(1500, RATE)]));
+    await h.c.say(concat([speech(800), silence(1500, RATE)]));
+    const ends = turnEnds(h);
+    t.is(ends.length, 2, failure);
+    const afterSpeech = ends[0]!.timestampMs - (spokeAt + 800);
+    t.true(afterSpeech >= 680 && afterSpeech <= 720, `${failure}: ended ${afterSpeech} ms after the speech (unsure bound 700)`);
+    t.like(ends[0]!.frame, { decision: 'unsure (analyzer:error)' }, failure);
+    const errors = h.c.framesFrom(h.voice.turns.name, 'error', 'upstream');
+    t.is(errors.length, 1, `${failure}: one error for two failed turns`);
+    t.like(errors[0], { code: 'turn_analyzer_failed', fatal: false }, failure);
+    t.deepEqual(userTurns(h.voice), ['What time is it?', 'And tomorrow?'], `${failure}: the conversation goes on`);
+    await h.c.cancel();
+  }
+});
+
