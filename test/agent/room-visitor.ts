@@ -215,7 +215,6 @@ export class RoomVisitor {
     this.close();
   }
 
-  /** Drops everything at once, like a tab that died (no `leave`). */
   /**
    * The receive jitter buffer's counters for the bot's audio (libwebrtc's inbound-rtp statistics;
    * null before media or when the library does not report them): how much was concealed, stretched
@@ -239,6 +238,7 @@ export class RoomVisitor {
     return null;
   }
 
+  /** Drops everything at once, like a tab that died (no `leave`). */
   close(): void {
     if (this.closed) return;
     this.closed = true;
